@@ -1,0 +1,231 @@
+"""Commands of the ``tracesleuth`` command line (typer). Each only calls the public API and renders."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import orjson
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import TraceSleuthError
+
+app = typer.Typer(name="tracesleuth", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="Why are requests slow? Latency analyses of distributed traces "
+                       "(OpenTelemetry, Jaeger, Zipkin).")
+out = Console(highlight=False, soft_wrap=False, width=200 if not sys.stdout.isatty() else None)
+err = Console(stderr=True, highlight=False)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one machine-readable JSON document instead.")]
+FormatOpt = Annotated[Optional[str], typer.Option("--format", help="Force an input format (otlp-json, otlp-proto, "
+                                                  "jaeger-json, zipkin-json, csv, parquet); default: from content.")]
+MappingOpt = Annotated[Optional[str], typer.Option("--mapping", help="CSV/Parquet column mapping preset "
+                                                   "(canonical, nezha); default: the first that fits the header.")]
+EndpointOpt = Annotated[Optional[str], typer.Option("--endpoint", "-e", help="Operation key 'service:operation' "
+                                                    "(or a unique operation name) requests enter by; default: the "
+                                                    "most frequent root operation.")]
+
+
+def emit_json(doc) -> None:
+    """Print one JSON document on stdout."""
+    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY,
+                                  default=str).decode() + "\n")
+
+
+def _progress(label: str):
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(SpinnerColumn(), TextColumn(label + " [bold]{task.fields[spans]:,}[/] spans"),
+                    TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal)
+
+
+def load(paths: list[Path], fmt: str | None, mapping: str | None):
+    """Spans from files or a store, with a progress display on a terminal."""
+    from ..io import RejectLog, SpanReadResult, iter_span_batches
+    from ..errors import NoSpansError
+    from ..store import is_store, load_spans
+    import pyarrow as pa
+    from .. import schema as S
+
+    if len(paths) == 1 and is_store(paths[0]):
+        return load_spans(paths)
+    log, formats, batches = RejectLog(), {}, []
+    with _progress("reading") as progress:
+        task = progress.add_task("read", spans=0)
+        for b in iter_span_batches([str(p) for p in paths], format=fmt, mapping=mapping, log=log, formats=formats):
+            batches.append(b)
+            progress.update(task, spans=sum(x.num_rows for x in batches))
+    if not batches:
+        problems = "; ".join(f"{r[0]} (record {r[1]}): {r[3]}" for r in log.rows[:10]) or "no input files"
+        raise NoSpansError(f"no spans could be read: {problems}")
+    return SpanReadResult(spans=pa.Table.from_batches(batches, schema=S.SPAN_SCHEMA), rejects=log.to_arrow(),
+                          formats=formats, spans_rejected=log.spans_rejected)
+
+
+def _reject_rows(rejects, limit: int = 10) -> list[dict]:
+    return rejects.slice(0, limit).to_pylist()
+
+
+def _print_rejects(reasons: list[dict], examples: list[dict], total_spans: int) -> None:
+    if not reasons:
+        return
+    t = Table(title=f"Rejected records and warnings ({total_spans:,} spans rejected)", title_justify="left")
+    for c in ("reason", "records", "spans lost"):
+        t.add_column(c, justify="right" if c != "reason" else "left")
+    for r in reasons:
+        t.add_row(r["reason"], f"{r['records']:,}", f"{r['spans']:,}")
+    out.print(t)
+    for e in examples:
+        where = f"{e['source']}:{e['record']}" + (f" [{e['field']}]" if e.get("field") else "")
+        out.print(f"  {where}: {e['reason']}", markup=False)
+
+
+def _reasons(rejects) -> list[dict]:
+    import polars as pl
+
+    if rejects.num_rows == 0:
+        return []
+    df = pl.from_arrow(rejects)
+    return (df.group_by("reason").agg(records=pl.len(), spans=pl.col("spans").sum())
+            .sort(["spans", "records"], descending=True).to_dicts())
+
+
+@app.command()
+def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace files, directories or glob patterns.")],
+           output: Annotated[Path, typer.Option("-o", "--output", help="Span store directory (created).")],
+           format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
+    """Read trace files into a Parquet span store, reporting what was read, rejected and why."""
+    from ..store import SpanStore, ingest as do_ingest
+
+    store = SpanStore(output)
+    with _progress("ingesting") as progress:
+        task = progress.add_task("ingest", spans=0)
+        seen = [0]
+
+        def tick(batch):
+            seen[0] += batch.num_rows
+            progress.update(task, spans=seen[0])
+
+        summary = do_ingest([str(p) for p in paths], store, format=format, mapping=mapping, on_batch=tick)
+    rejects = store.read_rejects()
+    doc = summary.to_dict() | {"store": str(output), "spans_in": summary.spans_read + summary.spans_rejected,
+                               "examples": _reject_rows(rejects)}
+    if json:
+        emit_json(doc)
+        return
+    out.print(f"Read [bold]{summary.spans_read + summary.spans_rejected:,}[/] spans from "
+              f"{len(summary.formats)} file(s) in {summary.seconds:.2f} s: "
+              f"[green]{summary.spans_read:,} stored[/], [red]{summary.spans_rejected:,} rejected[/] "
+              f"({summary.rejected_records:,} records), {summary.warnings:,} warnings.")
+    fmts: dict = {}
+    for f in summary.formats.values():
+        fmts[f] = fmts.get(f, 0) + 1
+    out.print("Formats: " + ", ".join(f"{k} ({v} files)" for k, v in sorted(fmts.items())))
+    out.print(f"Store: {output} ({len(summary.parts)} new part(s))")
+    _print_rejects(summary.reasons, _reject_rows(rejects), summary.spans_rejected)
+
+
+@app.command()
+def info(paths: Annotated[list[Path], typer.Argument(help="Trace files, directories, glob patterns or a store.")],
+         format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
+    """Traces, spans, services, operations, endpoints and their latency percentiles."""
+    from ..model.summary import summarize
+
+    result = load(paths, format, mapping)
+    s = summarize(result)
+    reasons = _reasons(result.rejects)
+    if json:
+        emit_json(s.to_dict() | {"spans_rejected": result.spans_rejected, "rejects": reasons,
+                                 "files": len(result.formats)})
+        return
+    a = s.assembly
+    out.print(f"[bold]{s.traces:,}[/] traces, [bold]{s.spans:,}[/] spans, {s.services} services, "
+              f"{s.operations} operations, from {len(result.formats)} file(s); "
+              f"{result.spans_rejected:,} spans rejected.")
+    out.print(f"Assembly: {a.exact_duplicates:,} duplicate spans removed, {a.shared_spans_split:,} shared "
+              f"client/server spans split, {a.orphan_spans:,} orphan spans, {a.traces_with_several_roots:,} "
+              f"traces with several roots, {a.skew_corrected_spans:,} clock-skew corrections "
+              f"(max {a.max_abs_skew_ns / 1e6:.3f} ms, {a.skew_shifted_spans:,} spans shifted).")
+    for title, frame in (("Endpoints (root operations)", s.endpoints),
+                         ("Operations behind the main endpoint (candidates for --endpoint)", s.entry_operations)):
+        if frame.height == 0:
+            continue
+        t = Table(title=title, title_justify="left")
+        for c in frame.columns:
+            t.add_column(c, justify="left" if c == "endpoint" else "right", overflow="fold")
+        for row in frame.iter_rows():
+            t.add_row(*[f"{v:,}" if isinstance(v, int) else f"{v:.3f}" if isinstance(v, float) else str(v)
+                        for v in row])
+        out.print(t)
+    _print_rejects(reasons, _reject_rows(result.rejects), result.spans_rejected)
+
+
+@app.command()
+def table(paths: Annotated[list[Path], typer.Argument(help="Trace files, directories, glob patterns or a store.")],
+          output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the table (.parquet or .csv).")] = None,
+          endpoint: EndpointOpt = None, format: FormatOpt = None, mapping: MappingOpt = None,
+          json: JsonOpt = False) -> None:
+    """The per-request trace table of an endpoint: latency and exclusive time per operation."""
+    from ..model import build_trace_table
+
+    result = load(paths, format, mapping)
+    tt = build_trace_table(result, endpoint)
+    if output is not None:
+        suffix = output.suffix.lower()
+        if suffix == ".csv":
+            tt.frame.write_csv(output)
+        elif suffix in (".parquet", ".pq"):
+            tt.frame.write_parquet(output)
+        else:
+            raise TraceSleuthError(f"--output {output}: the file name must end in .parquet or .csv")
+    lat = tt.frame["latency_ns"] / 1e6
+    doc = {"endpoint": tt.endpoint, "requests": tt.n_requests, "columns": tt.frame.width,
+           "operations": list(tt.operations), "categorical_columns": list(tt.categorical_columns),
+           "structures": tt.frame["signature"].n_unique(),
+           "latency_ms": {"p50": lat.quantile(0.5), "p95": lat.quantile(0.95), "max": lat.max()},
+           "output": str(output) if output else None, "assembly": tt.assembly.to_dict()}
+    if json:
+        emit_json(doc)
+        return
+    out.print(f"Endpoint [bold]{tt.endpoint}[/]: {tt.n_requests:,} requests, {len(tt.operations)} operations, "
+              f"{doc['structures']} call structures, {tt.frame.width} columns.")
+    out.print(f"Latency p50 {doc['latency_ms']['p50']:.2f} ms, p95 {doc['latency_ms']['p95']:.2f} ms, "
+              f"max {doc['latency_ms']['max']:.2f} ms.")
+    shown = tt.frame.select(["trace_id", "latency_ns", *tt.continuous_columns[:4]]).head(5)
+    t = Table(title="First requests (exclusive times in ms)", title_justify="left")
+    for c in shown.columns:
+        t.add_column(c, overflow="fold")
+    for row in shown.iter_rows():
+        t.add_row(*[("—" if v is None else f"{v / 1e6:.3f}" if isinstance(v, int) else str(v)) for v in row])
+    out.print(t)
+    if output is not None:
+        out.print(f"Wrote {output}")
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the app; errors on input or settings print one line and give exit code 2."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        app(args=argv, prog_name="tracesleuth", standalone_mode=False)
+    except TraceSleuthError as e:
+        if "--json" in argv:
+            emit_json({"error": str(e), "type": type(e).__name__})
+        else:
+            err.print(f"[red]error:[/] {e}", markup=True, highlight=False)
+        return 2
+    except typer.Exit as e:
+        return e.exit_code
+    except typer.Abort:
+        err.print("aborted")
+        return 130
+    except Exception as e:  # click usage errors
+        import click
+
+        if isinstance(e, click.ClickException):
+            e.show()
+            return e.exit_code
+        raise
+    return 0

@@ -1,0 +1,194 @@
+"""Readers: trace files in, spans in the canonical schema out (:mod:`tracesleuth.schema`).
+
+One entry point, :func:`read_spans` (or :func:`iter_span_batches` to stream), for every format.
+The format of each file is told from its content, not its name (:func:`detect_format`); gzip is
+decompressed transparently; a path may be a file, a directory or a glob pattern. Formats:
+
+=============== ==========================================================================
+``otlp-json``    OTLP JSON: the collector file exporter's lines, or an OTLP/HTTP JSON body
+``otlp-proto``   OTLP protobuf: an ``ExportTraceServiceRequest``, or length-prefixed messages
+``jaeger-json``  Jaeger JSON: UI download or query API ``{"data": [...]}`` with ``processes``
+``zipkin-json``  Zipkin v2 JSON span list
+``csv``          span CSV with a column mapping (:class:`TabularMapping`; presets built in)
+``parquet``      span Parquet, canonical columns or a column mapping
+=============== ==========================================================================
+
+Bad records never stop a read: each is logged in a :class:`RejectLog` with file, record number,
+field and reason, and ``spans in = spans read + spans rejected``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pyarrow as pa
+
+from .. import schema as S
+from ..errors import NoSpansError, TraceFormatError
+from ._builder import SpanBatchBuilder, RejectLog, normalize_kind
+from ._source import FORMATS, detect_format, expand_paths, open_binary, peek
+from .tabular import PRESETS, TabularMapping
+
+__all__ = [
+    "FORMATS", "PRESETS", "RejectLog", "SpanBatchBuilder", "SpanReadResult", "TabularMapping",
+    "detect_format", "expand_paths", "iter_span_batches", "normalize_kind", "read_spans",
+]
+
+Reader = Callable[..., Iterator[pa.RecordBatch]]
+
+
+def _reader(fmt: str) -> Reader:
+    # Imported on use: each format pulls its own dependencies (protobuf, ijson).
+    if fmt == "otlp-json":
+        from .otlp_json import read_otlp_json as r
+    elif fmt == "otlp-proto":
+        from .otlp_proto import read_otlp_proto as r
+    elif fmt == "jaeger-json":
+        from .jaeger import read_jaeger_json as r
+    elif fmt == "zipkin-json":
+        from .zipkin import read_zipkin_json as r
+    elif fmt == "csv":
+        from .tabular import read_csv as r
+    elif fmt == "parquet":
+        from .tabular import read_parquet as r
+    else:
+        raise TraceFormatError("<format>", f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    return r
+
+
+@dataclass(frozen=True)
+class SpanReadResult:
+    """What a read produced.
+
+    Attributes
+    ----------
+    spans : pyarrow.Table
+        The accepted spans, in :data:`~tracesleuth.schema.SPAN_SCHEMA`, shape (n_spans, 12).
+    rejects : pyarrow.Table
+        One row per rejected record or warning, in :data:`~tracesleuth.schema.REJECT_SCHEMA`.
+    formats : dict of str to str
+        The format read from each file.
+    spans_rejected : int
+        Spans lost with rejected records (``spans in = spans.num_rows + spans_rejected``).
+    """
+
+    spans: pa.Table
+    rejects: pa.Table
+    formats: dict
+    spans_rejected: int
+
+    @property
+    def n_spans(self) -> int:
+        """Number of spans accepted."""
+        return self.spans.num_rows
+
+
+def iter_span_batches(paths, *, format: str | None = None, mapping: TabularMapping | str | None = None,
+                      log: RejectLog | None = None, formats: dict | None = None,
+                      batch_spans: int | None = None) -> Iterator[pa.RecordBatch]:
+    """Stream spans from ``paths`` as Arrow record batches, file by file.
+
+    Parameters
+    ----------
+    paths : str, path or list of them
+        Files, directories (read recursively) or glob patterns.
+    format : str, optional
+        Force one of :data:`FORMATS` instead of telling each file's format from its content.
+    mapping : TabularMapping or str, optional
+        Column mapping (or the name of a preset in :data:`PRESETS`) for CSV/Parquet input;
+        by default canonical column names, then each preset, are tried against the header.
+    log : RejectLog, optional
+        Receives rejected records and file-level problems (unknown format, empty or unreadable
+        file: record 0); a new log is used when not given.
+    formats : dict, optional
+        Filled with ``{file: format}`` as files are opened.
+    batch_spans : int, optional
+        Spans per batch (default :data:`~tracesleuth.io._builder.BATCH_SPANS`).
+
+    Yields
+    ------
+    pyarrow.RecordBatch
+        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
+
+    Raises
+    ------
+    TraceFormatError
+        When a path names nothing that exists, or ``format`` is unknown.
+    """
+    log = RejectLog() if log is None else log
+    if format is not None and format not in FORMATS:
+        raise TraceFormatError("<format>", f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
+    for path in expand_paths(paths):
+        source = str(path)
+        try:
+            stream = open_binary(path)
+        except OSError as e:
+            log.add(source, 0, f"cannot open: {e.strerror or e}", spans=0)
+            continue
+        with stream:
+            try:
+                head, stream = peek(stream)
+            except (OSError, EOFError) as e:
+                log.add(source, 0, f"cannot read (corrupt compressed data?): {e}", spans=0)
+                continue
+            if not head.strip():
+                log.add(source, 0, "empty file", spans=0)
+                continue
+            try:
+                fmt = format or detect_format(head, source)
+            except TraceFormatError as e:
+                log.add(source, 0, str(e).split(": ", 1)[-1], spans=0, excerpt=head[:80])
+                continue
+            if formats is not None:
+                formats[source] = fmt
+            builder = SpanBatchBuilder(source, log, **({"batch_spans": batch_spans} if batch_spans else {}))
+            kwargs = {"mapping": mapping} if fmt in ("csv", "parquet") else {}
+            try:
+                yield from _reader(fmt)(stream, builder, **kwargs)
+            except (OSError, EOFError) as e:  # truncated gzip and the like: keep what was read
+                log.add(source, 0, f"read stopped early: {e}", spans=0)
+                batch = builder.flush()
+                if batch is not None:
+                    yield batch
+
+
+def read_spans(paths, *, format: str | None = None, mapping: TabularMapping | str | None = None) -> SpanReadResult:
+    """Read every span in ``paths`` into one table.
+
+    Parameters are those of :func:`iter_span_batches`.
+
+    Returns
+    -------
+    SpanReadResult
+
+    Raises
+    ------
+    NoSpansError
+        When not a single span could be read; the message lists each file's problem.
+    TraceFormatError
+        When a path names nothing that exists.
+
+    Examples
+    --------
+    >>> from tracesleuth.io import read_spans
+    >>> result = read_spans("traces/")                      # doctest: +SKIP
+    >>> result.spans.num_rows, result.spans_rejected        # doctest: +SKIP
+    (328931, 0)
+    """
+    log = RejectLog()
+    formats: dict = {}
+    batches = list(iter_span_batches(paths, format=format, mapping=mapping, log=log, formats=formats))
+    spans = pa.Table.from_batches(batches, schema=S.SPAN_SCHEMA) if batches else S.empty_spans()
+    result = SpanReadResult(spans=spans, rejects=log.to_arrow(), formats=formats, spans_rejected=log.spans_rejected)
+    if spans.num_rows == 0:
+        problems = "; ".join(f"{r[0]} (record {r[1]}): {r[3]}" for r in log.rows[:10]) or "no input files"
+        raise NoSpansError(f"no spans could be read from {_describe(paths)}: {problems}")
+    return result
+
+
+def _describe(paths) -> str:
+    if isinstance(paths, (str, Path)):
+        return str(paths)
+    return ", ".join(map(str, paths))

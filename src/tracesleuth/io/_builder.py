@@ -1,0 +1,348 @@
+"""Column accumulators shared by every reader, and the rejected-records log.
+
+A reader parses its format and hands each span to :class:`SpanBatchBuilder.add` (plain Python
+values, no per-span objects survive); the builder turns them into Arrow record batches in
+:data:`~tracesleuth.schema.SPAN_SCHEMA`. Checks that apply to every format (ids present and
+hexadecimal, timestamps integral, end not before start) run once per batch, vectorized, in
+:meth:`SpanBatchBuilder.flush`, and every failing span goes to the :class:`RejectLog` with its
+record number and the field at fault. So ``spans in = spans stored + spans rejected`` holds by
+construction.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import orjson
+import polars as pl
+import pyarrow as pa
+
+from .. import schema as S
+
+#: Longest attribute string value kept whole (bytes of UTF-8); longer values are cut and reported.
+MAX_ATTRIBUTE_CHARS = 4096
+#: Spans per Arrow record batch produced by a reader.
+BATCH_SPANS = 131_072
+_EXCERPT_CHARS = 160
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+_KIND_ALIASES = {
+    "server": "server", "client": "client", "producer": "producer", "consumer": "consumer",
+    "internal": "internal", "unspecified": "unspecified", "": "unspecified",
+    "span_kind_server": "server", "span_kind_client": "client", "span_kind_producer": "producer",
+    "span_kind_consumer": "consumer", "span_kind_internal": "internal",
+    "span_kind_unspecified": "unspecified",
+    "0": "unspecified", "1": "internal", "2": "server", "3": "client", "4": "producer", "5": "consumer",
+}
+
+
+def normalize_kind(value: Any) -> str:
+    """Map a span kind as any format spells it (``"SERVER"``, ``2``, ``"SPAN_KIND_CLIENT"``,
+    ``None``) to one of :data:`~tracesleuth.schema.SPAN_KINDS`; unknown spellings give
+    ``"unspecified"``."""
+    if value is None:
+        return "unspecified"
+    return _KIND_ALIASES.get(str(value).strip().lower(), "unspecified")
+
+
+@dataclass
+class RejectLog:
+    """Rejected records and warnings, accumulated over a whole read.
+
+    Each entry names the source file, the 1-based record number (line of an NDJSON or CSV file,
+    element of a JSON array, message of a protobuf stream; 0 for the file as a whole), the field
+    at fault, the reason, how many spans were lost with it (0 for a warning where the span was
+    kept, for example a truncated attribute value) and an excerpt of the raw record.
+    """
+
+    rows: list[tuple] = field(default_factory=list)
+    spans_rejected: int = 0
+    #: Spans accepted by the readers, keyed by source.
+    spans_read: Counter = field(default_factory=Counter)
+
+    def add(self, source: str, record: int, reason: str, *, field: str | None = None,
+            spans: int = 1, excerpt: Any = None) -> None:
+        """Record one rejected record (``spans`` spans lost) or, with ``spans=0``, one warning."""
+        if excerpt is not None and not isinstance(excerpt, str):
+            if isinstance(excerpt, (bytes, bytearray, memoryview)):
+                excerpt = bytes(excerpt[:_EXCERPT_CHARS * 4]).decode("utf-8", "replace")
+            else:
+                try:
+                    excerpt = orjson.dumps(excerpt, default=str).decode()
+                except TypeError:
+                    excerpt = repr(excerpt)
+        if excerpt is not None and len(excerpt) > _EXCERPT_CHARS:
+            excerpt = excerpt[:_EXCERPT_CHARS] + "…"
+        self.rows.append((source, int(record), field, reason, int(spans), excerpt))
+        self.spans_rejected += int(spans)
+
+    @property
+    def n_rejected_records(self) -> int:
+        """Records that lost at least one span."""
+        return sum(1 for r in self.rows if r[4] > 0)
+
+    @property
+    def n_warnings(self) -> int:
+        """Entries where nothing was lost (the span was kept, with the stated change)."""
+        return sum(1 for r in self.rows if r[4] == 0)
+
+    def to_arrow(self) -> pa.Table:
+        """The log as a table in :data:`~tracesleuth.schema.REJECT_SCHEMA`."""
+        cols = list(zip(*self.rows)) if self.rows else [[] for _ in S.REJECT_SCHEMA.names]
+        return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, S.REJECT_SCHEMA)],
+                                    schema=S.REJECT_SCHEMA)
+
+    def reasons(self) -> list[tuple[str, int, int]]:
+        """``(reason, records, spans)`` per distinct reason, most spans first."""
+        agg: dict[str, list[int]] = {}
+        for r in self.rows:
+            a = agg.setdefault(r[3], [0, 0])
+            a[0] += 1
+            a[1] += r[4]
+        return sorted(((k, v[0], v[1]) for k, v in agg.items()), key=lambda t: (-t[2], -t[1], t[0]))
+
+
+class SpanBatchBuilder:
+    """Accumulates spans of one source as columns and emits validated Arrow record batches.
+
+    Parameters
+    ----------
+    source : str
+        The file the spans come from (named in every reject).
+    log : RejectLog
+        Where rejected spans and warnings go.
+    batch_spans : int, default=BATCH_SPANS
+        :meth:`full` turns true at this many spans.
+
+    Notes
+    -----
+    Timestamps may be given as ``int`` or as decimal strings (OTLP JSON encodes 64-bit integers as
+    strings); they are parsed in bulk at :meth:`flush`. Ids may be given in any case and without
+    leading zeros; they are normalised to lower-case, zero-padded hexadecimal.
+    """
+
+    def __init__(self, source: str, log: RejectLog, *, batch_spans: int = BATCH_SPANS):
+        self.source, self.log, self.batch_spans = source, log, batch_spans
+        self._reset()
+
+    def _reset(self) -> None:
+        self.record: list[int] = []
+        self.trace_id: list[Any] = []
+        self.span_id: list[Any] = []
+        self.parent_span_id: list[Any] = []
+        self.service: list[Any] = []
+        self.operation: list[Any] = []
+        self.instance: list[Any] = []
+        self.kind: list[str] = []
+        self.start_ns: list[Any] = []
+        self.end_ns: list[Any] = []
+        self.status: list[str] = []
+        self.follows_from: list[bool] = []
+        self.attr_offsets: list[int] = [0]
+        self.attr_key: list[str] = []
+        self.attr_str: list[str | None] = []
+        self.attr_int: list[int | None] = []
+        self.attr_float: list[float | None] = []
+        self.attr_bool: list[bool | None] = []
+
+    def __len__(self) -> int:
+        return len(self.trace_id)
+
+    def full(self) -> bool:
+        """True when a batch's worth of spans is waiting for :meth:`flush`."""
+        return len(self.trace_id) >= self.batch_spans
+
+    def add_attribute(self, key: str, value: Any, record: int) -> None:
+        """Append one typed attribute to the span being added (call before :meth:`add`)."""
+        s = i = f = b = None
+        if isinstance(value, bool):
+            b = value
+        elif isinstance(value, int):
+            if _INT64_MIN <= value <= _INT64_MAX:
+                i = value
+            else:
+                s = str(value)
+        elif isinstance(value, float):
+            f = value
+        elif isinstance(value, str):
+            s = value
+        elif value is None:
+            return
+        else:
+            s = orjson.dumps(value, default=str).decode() if not isinstance(value, (bytes, bytearray)) else value.hex()
+        if s is not None and len(s) > MAX_ATTRIBUTE_CHARS:
+            self.log.add(self.source, record, f"attribute value longer than {MAX_ATTRIBUTE_CHARS} "
+                         f"characters ({len(s)}); kept its first {MAX_ATTRIBUTE_CHARS}",
+                         field=f"attributes.{key}", spans=0, excerpt=s)
+            s = s[:MAX_ATTRIBUTE_CHARS]
+        self.attr_key.append(str(key))
+        self.attr_str.append(s)
+        self.attr_int.append(i)
+        self.attr_float.append(f)
+        self.attr_bool.append(b)
+
+    def add_attributes(self, items: Iterable[tuple[str, Any]], record: int) -> None:
+        """Append several typed attributes to the span being added."""
+        for k, v in items:
+            self.add_attribute(k, v, record)
+
+    def add(self, record: int, trace_id: Any, span_id: Any, parent_span_id: Any, service: Any,
+            operation: Any, instance: Any, kind: str, start_ns: Any, end_ns: Any,
+            status: str = "unset", follows_from: bool = False) -> None:
+        """Append one span; attributes added since the previous span belong to it.
+
+        ``kind`` must already be one of :data:`~tracesleuth.schema.SPAN_KINDS` (see
+        :func:`normalize_kind`) and ``status`` one of :data:`~tracesleuth.schema.STATUS_CODES`.
+        """
+        self.record.append(record)
+        self.trace_id.append(trace_id)
+        self.span_id.append(span_id)
+        self.parent_span_id.append(parent_span_id or None)
+        self.service.append(service)
+        self.operation.append(operation)
+        self.instance.append(instance or None)
+        self.kind.append(kind)
+        self.start_ns.append(start_ns)
+        self.end_ns.append(end_ns)
+        self.status.append(status)
+        self.follows_from.append(follows_from)
+        self.attr_offsets.append(len(self.attr_key))
+
+    # -- flushing -------------------------------------------------------------------------
+    def flush(self) -> pa.RecordBatch | None:
+        """Validate the waiting spans, log the rejected ones, and return the rest as a batch
+        (``None`` when nothing is waiting)."""
+        n = len(self.trace_id)
+        if n == 0:
+            return None
+        if len(self.attr_offsets) != n + 1:  # pragma: no cover - reader bug, not input
+            raise AssertionError("attributes added after the last span")
+        attrs = pa.ListArray.from_arrays(
+            pa.array(self.attr_offsets, pa.int32()),
+            pa.StructArray.from_arrays(
+                [pa.array(self.attr_key, pa.string()), pa.array(self.attr_str, pa.string()),
+                 pa.array(self.attr_int, pa.int64()), pa.array(self.attr_float, pa.float64()),
+                 pa.array(self.attr_bool, pa.bool_())],
+                fields=list(S.ATTRIBUTE_TYPE),
+            ),
+        )
+        raw = pl.DataFrame(
+            {
+                "_record": pl.Series(self.record, dtype=pl.Int64),
+                "_raw_trace": _to_text(self.trace_id),
+                "_raw_span": _to_text(self.span_id),
+                "_raw_parent": _to_text(self.parent_span_id),
+                S.SERVICE: _to_text(self.service),
+                S.OPERATION: _to_text(self.operation),
+                S.INSTANCE: _to_text(self.instance),
+                S.KIND: pl.Series(self.kind, dtype=pl.String),
+                "_start": _to_series(self.start_ns),
+                "_end": _to_series(self.end_ns),
+                S.STATUS: pl.Series(self.status, dtype=pl.String),
+                S.FOLLOWS_FROM: pl.Series(self.follows_from, dtype=pl.Boolean),
+            }
+        )
+        self._reset()
+        return validate_spans(raw, attrs, self.source, self.log)
+
+
+#: Columns of the raw frame :func:`validate_spans` takes (ids and times not yet normalised).
+RAW_COLUMNS = ("_record", "_raw_trace", "_raw_span", "_raw_parent", S.SERVICE, S.OPERATION, S.INSTANCE,
+               S.KIND, "_start", "_end", S.STATUS, S.FOLLOWS_FROM)
+
+
+def validate_spans(raw: pl.DataFrame, attrs: pa.Array | None, source: str, log: RejectLog) -> pa.RecordBatch:
+    """Normalise and check a raw span frame, log the failing spans, return the rest as a batch.
+
+    Parameters
+    ----------
+    raw : polars.DataFrame
+        Columns :data:`RAW_COLUMNS`: ``_record`` (1-based record number), ids as text, times as
+        integers or decimal text in nanoseconds, the other canonical columns as they are.
+    attrs : pyarrow.ListArray or None
+        One attribute list per row (:data:`~tracesleuth.schema.ATTRIBUTE_TYPE`); None for none.
+    source : str
+        File named in the rejects.
+    log : RejectLog
+        Receives one entry per rejected span.
+
+    Returns
+    -------
+    pyarrow.RecordBatch
+        The accepted spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
+    """
+    lf = raw.lazy()
+    lf = lf.with_columns(
+        _hex_id("_raw_trace", S.TRACE_ID_HEX_CHARS).alias(S.TRACE_ID),
+        _hex_id("_raw_span", S.SPAN_ID_HEX_CHARS).alias(S.SPAN_ID),
+        _hex_id("_raw_parent", S.SPAN_ID_HEX_CHARS).alias(S.PARENT_SPAN_ID),
+        _int64("_start").alias(S.START_NS),
+        _int64("_end").alias(S.END_NS),
+        pl.col(S.SERVICE).fill_null("").str.strip_chars().replace("", "unknown_service"),
+        pl.col(S.OPERATION).fill_null(""),
+    )
+    parent_given = pl.col("_raw_parent").is_not_null() & (pl.col("_raw_parent").str.strip_chars() != "")
+    checks = [
+        (S.TRACE_ID, pl.col(S.TRACE_ID).is_null(), "missing or not a hexadecimal id of at most 32 digits"),
+        (S.SPAN_ID, pl.col(S.SPAN_ID).is_null(), "missing or not a hexadecimal id of at most 16 digits"),
+        (S.PARENT_SPAN_ID, pl.col(S.PARENT_SPAN_ID).is_null() & parent_given,
+         "not a hexadecimal id of at most 16 digits"),
+        (S.START_NS, pl.col(S.START_NS).is_null(), "missing or not an integer timestamp"),
+        (S.END_NS, pl.col(S.END_NS).is_null(), "missing or not an integer timestamp"),
+        (S.END_NS, pl.col(S.END_NS) < pl.col(S.START_NS), "negative duration (end before start)"),
+    ]
+    reason = pl.lit(None, dtype=pl.String)
+    fieldname = pl.lit(None, dtype=pl.String)
+    for fname, cond, msg in reversed(checks):  # the first failing check names the reason
+        reason = pl.when(cond).then(pl.lit(msg)).otherwise(reason)
+        fieldname = pl.when(cond).then(pl.lit(fname)).otherwise(fieldname)
+    df = lf.with_columns(_reason=reason, _field=fieldname).collect()
+    n = df.height
+    if attrs is None:
+        attrs = pa.array([[]] * n, type=pa.list_(S.ATTRIBUTE_TYPE))
+    ok = df["_reason"].is_null()
+    if not ok.all():
+        for rec, fld, why, tid, sid, st, en in df.filter(~ok).select(
+            "_record", "_field", "_reason", "_raw_trace", "_raw_span", "_start", "_end"
+        ).iter_rows():
+            log.add(source, rec, why, field=fld, excerpt=f"trace_id={tid!r} span_id={sid!r} start={st!r} end={en!r}")
+        df = df.filter(ok)
+        attrs = attrs.filter(pa.array(ok.to_arrow()))
+    log.spans_read[source] += df.height
+    cols = df.select([c for c in S.SPAN_COLUMNS if c != S.ATTRIBUTES]).to_arrow()
+    arrays = [cols.column(c).combine_chunks().cast(S.SPAN_SCHEMA.field(c).type) for c in cols.column_names]
+    if isinstance(attrs, pa.ChunkedArray):
+        attrs = attrs.combine_chunks()
+    return pa.RecordBatch.from_arrays(arrays + [attrs.cast(S.SPAN_SCHEMA.field(S.ATTRIBUTES).type)], schema=S.SPAN_SCHEMA)
+
+
+def _to_text(values: list) -> pl.Series:
+    return pl.Series(values, dtype=pl.String, strict=False)
+
+
+def _to_series(values: list) -> pl.Series:
+    try:
+        return pl.Series(values, strict=True)
+    except (TypeError, OverflowError, pl.exceptions.PolarsError):
+        return pl.Series([None if v is None else str(v) for v in values], dtype=pl.String)
+
+
+def _int64(col: str) -> pl.Expr:
+    """Integer nanoseconds from an integer, integral float or decimal-text column (else null)."""
+    c = pl.col(col)
+    as_text = c.cast(pl.String).str.strip_chars()
+    as_float = as_text.cast(pl.Float64, strict=False)
+    return pl.coalesce(
+        as_text.str.to_integer(strict=False),
+        pl.when(as_float.is_finite() & (as_float.round() == as_float) & (as_float.abs() < 9.2e18))
+        .then(as_float).otherwise(None).cast(pl.Int64, strict=False),
+    )
+
+
+def _hex_id(col: str, width: int) -> pl.Expr:
+    c = pl.col(col).str.strip_chars().str.to_lowercase()
+    n = c.str.len_bytes()
+    ok = (n > 0) & (n <= width) & ~c.str.contains("[^0-9a-f]")
+    return pl.when(ok).then(c.str.zfill(width)).otherwise(None)

@@ -1,0 +1,92 @@
+"""What a set of traces holds: counts, endpoints and their latency percentiles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from .. import schema as S
+from .assembly import AssemblyReport, assemble
+from .table import OPERATION_KEY, operation_keys
+
+#: Latency percentiles reported per endpoint.
+PERCENTILES = (50, 90, 95, 99)
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """Counts and latency percentiles of a set of traces.
+
+    Attributes
+    ----------
+    traces, spans, services, operations : int
+    endpoints : polars.DataFrame
+        Root operations: ``endpoint``, ``requests``, ``p50_ms`` ... ``p99_ms``, ``max_ms``,
+        ``error_rate``; most requests first.
+    entry_operations : polars.DataFrame
+        Operations of other services called directly by the most frequent endpoint's service
+        (the APIs behind a gateway), same columns; candidates for ``--endpoint``.
+    time_range_ns : tuple of int
+        First span start and last span end.
+    assembly : AssemblyReport
+    """
+
+    traces: int
+    spans: int
+    services: int
+    operations: int
+    endpoints: pl.DataFrame
+    entry_operations: pl.DataFrame
+    time_range_ns: tuple
+    assembly: AssemblyReport = field(default_factory=AssemblyReport)
+
+    def to_dict(self) -> dict:
+        """JSON-safe dictionary."""
+        return {
+            "traces": self.traces, "spans": self.spans, "services": self.services,
+            "operations": self.operations, "time_range_ns": list(self.time_range_ns),
+            "endpoints": self.endpoints.to_dicts(), "entry_operations": self.entry_operations.to_dicts(),
+            "assembly": self.assembly.to_dict(),
+        }
+
+
+def _latency_stats(df: pl.DataFrame, by: str) -> pl.DataFrame:
+    dur = (pl.col(S.END_NS) - pl.col(S.START_NS)) / 1e6
+    return (df.group_by(by).agg(
+        pl.len().alias("requests"),
+        *[dur.quantile(q / 100, interpolation="linear").alias(f"p{q}_ms") for q in PERCENTILES],
+        dur.max().alias("max_ms"),
+        (pl.col(S.STATUS) == "error").mean().alias("error_rate"),
+    ).sort(["requests", by], descending=[True, False]).rename({by: "endpoint"}))
+
+
+def summarize(spans, *, top: int = 15) -> TraceSummary:
+    """Summarize spans: counts, root endpoints and the operations behind the main one.
+
+    Parameters
+    ----------
+    spans : pyarrow.Table, polars.DataFrame or SpanReadResult
+    top : int, default=15
+        Rows kept in ``entry_operations``.
+    """
+    df, report = assemble(spans)
+    df = df.with_columns(operation_keys(df))
+    roots = df.filter(pl.col(S.PARENT_SPAN_ID).is_null())
+    endpoints = _latency_stats(roots, OPERATION_KEY)
+    entry = pl.DataFrame()
+    if endpoints.height:
+        main = endpoints["endpoint"][0]
+        main_traces = roots.filter(pl.col(OPERATION_KEY) == main).select(S.TRACE_ID).unique()
+        services = df.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("parent_row"),
+                             pl.col(S.SERVICE).alias("_parent_service"))
+        within = df.join(main_traces, on=S.TRACE_ID).join(services, on="parent_row", how="left")
+        root_service = main.split(":", 1)[0]
+        crossing = within.filter((pl.col("_parent_service") == root_service) & (pl.col(S.SERVICE) != root_service))
+        entry = _latency_stats(crossing, OPERATION_KEY).head(top)
+    return TraceSummary(
+        traces=df[S.TRACE_ID].n_unique(), spans=df.height, services=df[S.SERVICE].n_unique(),
+        operations=df[OPERATION_KEY].n_unique(), endpoints=endpoints, entry_operations=entry,
+        time_range_ns=(int(df[S.START_NS].min()), int(df[S.END_NS].max())) if df.height else (0, 0),
+        assembly=report,
+    )

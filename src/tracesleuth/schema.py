@@ -1,0 +1,119 @@
+"""The canonical span schema: column names, their types and their units.
+
+Every reader produces spans in this schema; every analysis consumes it. Units are part of the
+column names (``start_ns``); times are integer nanoseconds since the Unix epoch end to end, and a
+reader converts whatever its format carries (Zipkin microseconds, Jaeger microseconds, CSV
+columns in any unit) exactly once, when it reads.
+
+Span columns
+------------
+trace_id : string
+    Lower-case hexadecimal, left-padded with zeros to 32 characters (64-bit Zipkin/Jaeger ids
+    become 128-bit ids with a zero high half, so one trace read from two formats has one id).
+span_id : string
+    Lower-case hexadecimal, left-padded to 16 characters. Unique within a trace after assembly.
+parent_span_id : string, nullable
+    ``null`` for a root span.
+service : string
+    ``service.name`` of the process that recorded the span.
+operation : string
+    The span name (OpenTelemetry), operation name (Jaeger) or name (Zipkin).
+instance : string, nullable
+    The host, pod or process instance that served the span (``k8s.pod.name``, ``host.name``,
+    ``service.instance.id``, Zipkin endpoint address), ``null`` when the format gives none.
+kind : string
+    One of :data:`SPAN_KINDS`. ``unspecified`` when the format does not say (plain CSV).
+start_ns, end_ns : int64
+    Unix epoch nanoseconds.
+status : string
+    One of :data:`STATUS_CODES`.
+follows_from : bool
+    True when the span's relation to its parent is asynchronous by declaration (a Jaeger/OpenTracing
+    ``FOLLOWS_FROM`` reference); its time is then never subtracted from the parent's.
+attributes : list<struct<key, str, int, float, bool>>
+    Typed span (and resource) attributes. Exactly one of the value fields is set per entry; arrays
+    and byte strings are kept as their JSON text in ``str``.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+TRACE_ID = "trace_id"
+SPAN_ID = "span_id"
+PARENT_SPAN_ID = "parent_span_id"
+SERVICE = "service"
+OPERATION = "operation"
+INSTANCE = "instance"
+KIND = "kind"
+START_NS = "start_ns"
+END_NS = "end_ns"
+STATUS = "status"
+FOLLOWS_FROM = "follows_from"
+ATTRIBUTES = "attributes"
+
+#: Derived column (``end_ns - start_ns``), computed where needed, never stored.
+DURATION_NS = "duration_ns"
+
+SPAN_KINDS = ("server", "client", "producer", "consumer", "internal", "unspecified")
+#: Kinds whose children are asynchronous messages: never subtracted from the parent's time.
+ASYNC_KINDS = ("producer", "consumer")
+STATUS_CODES = ("unset", "ok", "error")
+
+ATTRIBUTE_TYPE = pa.struct(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("str", pa.string()),
+        pa.field("int", pa.int64()),
+        pa.field("float", pa.float64()),
+        pa.field("bool", pa.bool_()),
+    ]
+)
+
+SPAN_SCHEMA = pa.schema(
+    [
+        pa.field(TRACE_ID, pa.string(), nullable=False),
+        pa.field(SPAN_ID, pa.string(), nullable=False),
+        pa.field(PARENT_SPAN_ID, pa.string()),
+        pa.field(SERVICE, pa.string(), nullable=False),
+        pa.field(OPERATION, pa.string(), nullable=False),
+        pa.field(INSTANCE, pa.string()),
+        pa.field(KIND, pa.string(), nullable=False),
+        pa.field(START_NS, pa.int64(), nullable=False),
+        pa.field(END_NS, pa.int64(), nullable=False),
+        pa.field(STATUS, pa.string(), nullable=False),
+        pa.field(FOLLOWS_FROM, pa.bool_(), nullable=False),
+        pa.field(ATTRIBUTES, pa.list_(ATTRIBUTE_TYPE)),
+    ]
+)
+SPAN_COLUMNS = tuple(SPAN_SCHEMA.names)
+
+#: Columns of the rejected-records report (one row per rejected record).
+REJECT_SCHEMA = pa.schema(
+    [
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("record", pa.int64(), nullable=False),
+        pa.field("field", pa.string()),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("spans", pa.int64(), nullable=False),
+        pa.field("excerpt", pa.string()),
+    ]
+)
+
+# Semantic-convention attribute keys the readers look at.
+ATTR_SERVICE_NAME = "service.name"
+ATTR_SERVICE_VERSION = "service.version"
+ATTR_SERVICE_INSTANCE_ID = "service.instance.id"
+ATTR_HOST_NAME = "host.name"
+ATTR_K8S_POD_NAME = "k8s.pod.name"
+ATTR_NET_HOST_IP = "net.host.ip"
+#: Resource attributes that name the instance, in order of preference.
+INSTANCE_ATTRIBUTES = (ATTR_K8S_POD_NAME, ATTR_SERVICE_INSTANCE_ID, ATTR_HOST_NAME, ATTR_NET_HOST_IP)
+
+TRACE_ID_HEX_CHARS = 32
+SPAN_ID_HEX_CHARS = 16
+
+
+def empty_spans() -> pa.Table:
+    """Return an empty span table in :data:`SPAN_SCHEMA`."""
+    return SPAN_SCHEMA.empty_table()

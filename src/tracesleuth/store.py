@@ -1,0 +1,230 @@
+"""The embedded span store: a directory of Parquet files in the canonical span schema.
+
+Layout::
+
+    STORE/
+      tracesleuth-store.json     manifest: format version and one entry per ingest
+      spans/part-<n>.parquet     spans (SPAN_SCHEMA), append-only
+      rejects/part-<n>.parquet   rejected records and warnings (REJECT_SCHEMA)
+
+Parts are written to a temporary name and renamed into place, so a reader never sees a half
+file and a crash loses at most the part being written (never one already listed). Any Parquet
+reader (polars, DuckDB, Spark) can read ``spans/*.parquet`` directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.parquet as pq
+
+from . import schema as S
+from .errors import TraceFormatError
+
+MANIFEST = "tracesleuth-store.json"
+STORE_VERSION = 1
+#: Spans per Parquet part written by an ingest.
+PART_SPANS = 1_000_000
+
+
+def is_store(path) -> bool:
+    """Whether ``path`` is a span store directory."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+@dataclass(frozen=True)
+class IngestSummary:
+    """Counts of one ingest: spans read, spans rejected, parts written, files by format."""
+
+    spans_read: int
+    spans_rejected: int
+    rejected_records: int
+    warnings: int
+    parts: tuple
+    formats: dict
+    reasons: list
+    seconds: float
+
+    def to_dict(self) -> dict:
+        """JSON-safe dictionary."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__} | {"parts": list(self.parts)}
+
+
+class SpanStore:
+    """A span store directory (created on first use).
+
+    Parameters
+    ----------
+    path : str or Path
+        The store directory.
+
+    Raises
+    ------
+    TraceFormatError
+        When ``path`` exists, is not empty and is not a store (nothing is overwritten).
+    """
+
+    def __init__(self, path, *, create: bool = True):
+        self.path = Path(path)
+        if is_store(self.path):
+            meta = json.loads((self.path / MANIFEST).read_text())
+            if meta.get("version") != STORE_VERSION:
+                raise TraceFormatError(str(self.path), f"store version {meta.get('version')!r} is not "
+                                                       f"{STORE_VERSION}")
+            return
+        if not create:
+            raise TraceFormatError(str(self.path), "not a tracesleuth span store (no manifest)")
+        if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
+            raise TraceFormatError(str(self.path), "exists and is not a span store; refusing to write into it")
+        (self.path / "spans").mkdir(parents=True, exist_ok=True)
+        (self.path / "rejects").mkdir(parents=True, exist_ok=True)
+        self._write_manifest({"version": STORE_VERSION, "created": time.time(), "ingests": []})
+
+    # -- manifest -----------------------------------------------------------------------
+    def _write_manifest(self, meta: dict) -> None:
+        tmp = self.path / (MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(meta, indent=1))
+        os.replace(tmp, self.path / MANIFEST)
+
+    def manifest(self) -> dict:
+        """The manifest: version, creation time, one entry per ingest."""
+        return json.loads((self.path / MANIFEST).read_text())
+
+    # -- writing -----------------------------------------------------------------------
+    def _next_part(self, kind: str) -> Path:
+        existing = [int(p.stem.split("-")[1]) for p in (self.path / kind).glob("part-*.parquet")]
+        return self.path / kind / f"part-{max(existing, default=-1) + 1:06d}.parquet"
+
+    def _write_part(self, kind: str, table: pa.Table) -> Path:
+        final = self._next_part(kind)
+        tmp = final.with_name("." + final.name + ".tmp")
+        pq.write_table(table, tmp, compression="zstd")
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+        return final
+
+    def append_spans(self, batches: Iterable[pa.RecordBatch], *, part_spans: int = PART_SPANS) -> list[Path]:
+        """Append spans, writing a new part each ``part_spans`` spans. Returns the parts written."""
+        parts, pending, n = [], [], 0
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            pending.append(batch)
+            n += batch.num_rows
+            if n >= part_spans:
+                parts.append(self._write_part("spans", pa.Table.from_batches(pending, schema=S.SPAN_SCHEMA)))
+                pending, n = [], 0
+        if pending:
+            parts.append(self._write_part("spans", pa.Table.from_batches(pending, schema=S.SPAN_SCHEMA)))
+        return parts
+
+    def append_rejects(self, rejects: pa.Table) -> Path | None:
+        """Append rejected-record rows (REJECT_SCHEMA)."""
+        return self._write_part("rejects", rejects) if rejects.num_rows else None
+
+    def record_ingest(self, entry: dict) -> None:
+        """Add an ingest entry to the manifest."""
+        meta = self.manifest()
+        meta["ingests"].append(entry)
+        self._write_manifest(meta)
+
+    # -- reading -----------------------------------------------------------------------
+    def span_files(self) -> list[Path]:
+        """The span parts, in order."""
+        return sorted((self.path / "spans").glob("part-*.parquet"))
+
+    def scan(self) -> pl.LazyFrame:
+        """All spans as a polars LazyFrame (nothing read until collected)."""
+        files = self.span_files()
+        if not files:
+            return pl.from_arrow(S.empty_spans()).lazy()  # type: ignore[union-attr]
+        return pl.scan_parquet([str(f) for f in files])
+
+    def read_spans(self) -> pa.Table:
+        """All spans as one Arrow table in SPAN_SCHEMA."""
+        files = self.span_files()
+        if not files:
+            return S.empty_spans()
+        return pa.concat_tables([pq.read_table(f, schema=S.SPAN_SCHEMA) for f in files])
+
+    def read_rejects(self) -> pa.Table:
+        """Every rejected-record row of every ingest."""
+        files = sorted((self.path / "rejects").glob("part-*.parquet"))
+        if not files:
+            return S.REJECT_SCHEMA.empty_table()
+        return pa.concat_tables([pq.read_table(f, schema=S.REJECT_SCHEMA) for f in files])
+
+
+def ingest(paths, store: SpanStore | str | os.PathLike, *, format: str | None = None, mapping=None,
+           on_batch=None) -> IngestSummary:
+    """Read trace files and append their spans to a span store, streaming.
+
+    Parameters
+    ----------
+    paths : str, path or list
+        Files, directories or glob patterns (see :func:`tracesleuth.io.iter_span_batches`).
+    store : SpanStore or path
+        Destination (created when absent).
+    format, mapping
+        As for :func:`tracesleuth.io.read_spans`.
+    on_batch : callable, optional
+        Called with each record batch (progress reporting).
+
+    Returns
+    -------
+    IngestSummary
+    """
+    from .io import RejectLog, iter_span_batches
+
+    store = store if isinstance(store, SpanStore) else SpanStore(store)
+    log, formats = RejectLog(), {}
+    t0 = time.perf_counter()
+
+    def batches():
+        for b in iter_span_batches(paths, format=format, mapping=mapping, log=log, formats=formats):
+            if on_batch is not None:
+                on_batch(b)
+            yield b
+
+    parts = store.append_spans(batches())
+    store.append_rejects(log.to_arrow())
+    summary = IngestSummary(
+        spans_read=sum(log.spans_read.values()), spans_rejected=log.spans_rejected,
+        rejected_records=log.n_rejected_records, warnings=log.n_warnings,
+        parts=tuple(str(p.relative_to(store.path)) for p in parts), formats=formats,
+        reasons=[{"reason": r, "records": n, "spans": s} for r, n, s in log.reasons()],
+        seconds=time.perf_counter() - t0,
+    )
+    store.record_ingest({"time": time.time(), "paths": [str(p) for p in (paths if isinstance(paths, (list, tuple)) else [paths])],
+                         "spans_read": summary.spans_read, "spans_rejected": summary.spans_rejected,
+                         "parts": list(summary.parts)})
+    return summary
+
+
+def load_spans(paths, *, format: str | None = None, mapping=None):
+    """Spans from trace files or from a span store, as a :class:`~tracesleuth.io.SpanReadResult`.
+
+    A single path that is a store directory is read as the store (its rejects are those recorded
+    at ingest); anything else goes through :func:`tracesleuth.io.read_spans`.
+    """
+    from .errors import NoSpansError
+    from .io import SpanReadResult, read_spans
+
+    single = paths[0] if isinstance(paths, (list, tuple)) and len(paths) == 1 else paths
+    if isinstance(single, (str, os.PathLike)) and is_store(single):
+        store = SpanStore(single, create=False)
+        spans, rejects = store.read_spans(), store.read_rejects()
+        if spans.num_rows == 0:
+            raise NoSpansError(f"the span store {single} holds no spans")
+        return SpanReadResult(spans=spans, rejects=rejects, formats={str(single): "store"},
+                              spans_rejected=int(pa.compute.sum(rejects.column("spans")).as_py() or 0))
+    return read_spans(paths, format=format, mapping=mapping)

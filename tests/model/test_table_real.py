@@ -1,0 +1,78 @@
+"""The vectorized trace table against a plain per-span implementation, on real recorded traces."""
+
+from collections import defaultdict
+
+import polars as pl
+import pytest
+
+from tracesleuth.io import read_spans
+from tracesleuth.model import assemble, build_trace_table
+from tracesleuth.model.table import calls_column, exclusive_column
+
+
+def naive_exclusive(assembled: pl.DataFrame, endpoint: str) -> dict:
+    """{(trace_id, op): (exclusive_ns, calls)} by walking each span's children one by one."""
+    rows = assembled.to_dicts()
+    children = defaultdict(list)
+    for i, r in enumerate(rows):
+        if r["parent_row"] is not None:
+            children[r["parent_row"]].append(i)
+    out = defaultdict(lambda: [0, 0])
+
+    def walk(i, trace):
+        r = rows[i]
+        ivs = []
+        for c in children[i]:
+            k = rows[c]
+            if k["kind"] in ("producer", "consumer") or k["follows_from"] or k["end_ns"] > r["end_ns"]:
+                continue
+            ivs.append((max(k["start_ns"], r["start_ns"]), k["end_ns"]))
+        covered, cur_s, cur_e = 0, None, None
+        for s, e in sorted(ivs):
+            if cur_e is None or s > cur_e:
+                if cur_e is not None:
+                    covered += max(cur_e - cur_s, 0)
+                cur_s, cur_e = s, e
+            else:
+                cur_e = max(cur_e, e)
+        if cur_e is not None:
+            covered += max(cur_e - cur_s, 0)
+        key = (trace, f"{r['service']}:{r['operation']}")
+        out[key][0] += max(r["end_ns"] - r["start_ns"] - covered, 0)
+        out[key][1] += 1
+        for c in children[i]:
+            walk(c, trace)
+
+    for i, r in enumerate(rows):
+        if r["parent_row"] is None and f"{r['service']}:{r['operation']}" == endpoint:
+            walk(i, r["trace_id"])
+    return out
+
+
+def check_against_naive(spans, endpoint=None):
+    tt = build_trace_table(spans, endpoint)
+    assembled, _ = assemble(spans)
+    expected = naive_exclusive(assembled, tt.endpoint)
+    got = {}
+    for r in tt.frame.iter_rows(named=True):
+        for op in tt.operations:
+            if r[exclusive_column(op)] is not None:
+                got[(r["trace_id"], op)] = [r[exclusive_column(op)], r[calls_column(op)]]
+    assert got == {k: v for k, v in expected.items()}
+    return tt
+
+
+def test_trainticket_window_matches_naive(shared_data):
+    f = shared_data / "nezha/trainticket/2023-01-29/trace/08_43_trace.csv.gz"
+    result = read_spans(f)
+    tt = check_against_naive(result)
+    assert tt.endpoint == "ts-gateway-service:/*" and tt.n_requests == 53
+
+
+@pytest.mark.parametrize("name", ["smartthings-mobile-web-install.json", "smartthings-oauth-authorization.json",
+                                  "yelp.json", "skew.json", "messaging2.json"])
+def test_zipkin_production_traces_match_naive(shared_data, name):
+    pytest.importorskip("tracesleuth.io.zipkin")
+    result = read_spans(shared_data / "zipkin-lens" / name)
+    tt = check_against_naive(result)
+    assert tt.n_requests >= 1
