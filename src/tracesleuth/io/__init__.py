@@ -120,6 +120,8 @@ def iter_span_batches(paths, *, format: str | None = None, mapping: TabularMappi
     log = RejectLog() if log is None else log
     if format is not None and format not in FORMATS:
         raise TraceFormatError("<format>", f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
+    if isinstance(mapping, str) and mapping not in PRESETS:
+        raise TraceFormatError("<mapping>", f"unknown column mapping {mapping!r}; presets: {', '.join(PRESETS)}")
     for path in expand_paths(paths):
         source = str(path)
         try:
@@ -145,10 +147,15 @@ def iter_span_batches(paths, *, format: str | None = None, mapping: TabularMappi
                 formats[source] = fmt
             builder = SpanBatchBuilder(source, log, **({"batch_spans": batch_spans} if batch_spans else {}))
             kwargs = {"mapping": mapping} if fmt in ("csv", "parquet") else {}
+            if fmt == "parquet":
+                kwargs["source_path"] = path
             try:
                 yield from _reader(fmt)(stream, builder, **kwargs)
-            except (OSError, EOFError) as e:  # truncated gzip and the like: keep what was read
-                log.add(source, 0, f"read stopped early: {e}", spans=0)
+            except (OSError, EOFError, TraceFormatError) as e:  # keep what was read before the problem
+                if isinstance(e, TraceFormatError):
+                    log.add(source, e.record or 0, str(e).split(": ", 1)[-1], field=e.field, spans=0)
+                else:
+                    log.add(source, 0, f"read stopped early: {e}", spans=0)
                 batch = builder.flush()
                 if batch is not None:
                     yield batch

@@ -195,8 +195,14 @@ def _read_csv_chunk(chunk: bytes, first_line: int, m: TabularMapping, builder: S
         bad.append((row.number, row.text, row.expected_columns, row.actual_columns))
         return "skip"
 
+    parse = pacsv.ParseOptions(invalid_row_handler=on_bad_row)
     table = pacsv.read_csv(pa.BufferReader(chunk), read_options=read_opts, convert_options=convert,
-                           parse_options=pacsv.ParseOptions(invalid_row_handler=on_bad_row))
+                           parse_options=parse)
+    if bad and any(b[0] is None for b in bad):  # multi-threaded parsing does not number rows: redo serially
+        bad.clear()
+        serial = pacsv.ReadOptions(column_names=read_opts.column_names, use_threads=False)
+        table = pacsv.read_csv(pa.BufferReader(chunk), read_options=serial, convert_options=convert,
+                               parse_options=parse)
     # Physical line numbers of the non-empty lines (pyarrow numbers rows skipping empty lines).
     buf = np.frombuffer(chunk, dtype=np.uint8)
     ends = np.flatnonzero(buf == 10)
@@ -219,14 +225,15 @@ def _read_csv_chunk(chunk: bytes, first_line: int, m: TabularMapping, builder: S
             records = records[batch.num_rows:]
 
 
-def read_parquet(stream: BinaryIO, builder: SpanBatchBuilder, *, mapping: TabularMapping | str | None = None
-                 ) -> Iterator[pa.RecordBatch]:
+def read_parquet(stream: BinaryIO, builder: SpanBatchBuilder, *, mapping: TabularMapping | str | None = None,
+                 source_path=None) -> Iterator[pa.RecordBatch]:
     """Read a span Parquet file row group by row group (canonical columns or a mapping).
 
     A file written by tracesleuth (its span store) carries the canonical schema, attributes
-    included, and is passed through the same checks as every other input.
+    included, and is passed through the same checks as every other input. Parquet needs random
+    access: ``source_path`` (the file itself) is read when given, else ``stream`` must be seekable.
     """
-    pf = pq.ParquetFile(stream)
+    pf = pq.ParquetFile(source_path if source_path is not None else stream)
     m = resolve_mapping(mapping, pf.schema_arrow.names, builder.source)
     row = 1
     for batch in pf.iter_batches(batch_size=builder.batch_spans):
@@ -250,12 +257,20 @@ def _convert(batch: pa.RecordBatch, m: TabularMapping, builder: SpanBatchBuilder
     assert isinstance(df, pl.DataFrame)
     # Decode bytes as UTF-8 in one pass; a row with invalid bytes in any used column is rejected.
     binary = [c for c in used if df.schema[c] == pl.Binary]
-    df = df.select(
-        pl.Series("_record", records, dtype=pl.Int64),
-        *[pl.col(c).cast(pl.String, strict=False) if c in binary else pl.col(c) for c in used],
-        _invalid=pl.any_horizontal([pl.col(c).is_not_null() & pl.col(c).cast(pl.String, strict=False).is_null()
-                                    for c in binary]) if binary else pl.lit(False),
-    )
+    try:
+        df = df.select(pl.Series("_record", records, dtype=pl.Int64),
+                       *[pl.col(c).cast(pl.String) if c in binary else pl.col(c) for c in used],
+                       _invalid=pl.lit(False))
+    except pl.exceptions.ComputeError:  # some bytes are not UTF-8: find the rows, one column at a time
+        invalid = np.zeros(df.height, dtype=bool)
+        for c in binary:
+            invalid |= np.array([v is not None and not _is_utf8(v) for v in df[c].to_list()], dtype=bool)
+        keep = pl.Series(~invalid)
+        df = pl.DataFrame({c: (df[c].zip_with(keep, pl.Series([b""] * df.height, dtype=pl.Binary))
+                               if c in binary else df[c]) for c in used})
+        df = df.select(pl.Series("_record", records, dtype=pl.Int64),
+                       *[pl.col(c).cast(pl.String) if c in binary else pl.col(c) for c in used],
+                       pl.Series("_invalid", invalid))
     if df["_invalid"].any():
         for rec in df.filter(pl.col("_invalid"))["_record"]:
             log.add(source, rec, "bytes that are not valid UTF-8", excerpt=None)
@@ -312,6 +327,14 @@ def _convert(batch: pa.RecordBatch, m: TabularMapping, builder: SpanBatchBuilder
                                                          float=pl.lit(None, pl.Float64), bool=pl.lit(None, pl.Boolean))
                                                for c in present]).alias("a")).to_arrow().column("a").combine_chunks()
     yield validate_spans(raw, attrs, source, log)
+
+
+def _is_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 def _extract_all(pattern: str, values: list[str]) -> dict[str, str]:

@@ -30,7 +30,9 @@ same signature share a call structure (a Spectroscope "category").
 
 An endpoint is an operation key. By default it is the most frequent root operation and each
 request is a whole trace; naming any other operation makes each span of it a request (its
-subtree), which selects one API behind a gateway whose root operation is generic (``/*``).
+subtree), which selects one API behind a gateway whose root operation is generic (``/*``). A request is an
+outermost span of the endpoint's operation with its subtree (a nested call of the same
+operation belongs to the enclosing request).
 
 The per-trace work (:func:`request_features`) is a pure function of a frame holding whole
 traces, so it can run partition-wise (partitioned by trace id, e.g. on Dask) unchanged;
@@ -194,13 +196,15 @@ def request_features(assembled: pl.DataFrame, endpoint: str, *, max_categories: 
     pi = df["parent_row"].fill_null(-1).to_numpy()
     depth = df[DEPTH].to_numpy()
     is_entry = (df[OPERATION_KEY] == endpoint).to_numpy()
-    # Request of each span: its nearest ancestor-or-self entry span, top-down by depth.
+    # Request of each span: its outermost ancestor-or-self entry span, top-down by depth (a call
+    # of the endpoint's operation inside a request stays part of that request).
     order = np.argsort(depth, kind="stable")
     levels = np.searchsorted(depth[order], np.arange(depth.max(initial=0) + 2))
     req = np.where(is_entry, np.arange(n), -1)
     for d in range(1, len(levels) - 1):
         idx = order[levels[d]:levels[d + 1]]
-        req[idx] = np.where(is_entry[idx], idx, req[pi[idx]])
+        inherited = req[pi[idx]]
+        req[idx] = np.where(inherited >= 0, inherited, np.where(is_entry[idx], idx, -1))
     df = df.with_columns(pl.Series("_req", req, dtype=pl.Int64))
 
     # Exclusive time: duration minus the union of synchronous children's intervals, clipped to

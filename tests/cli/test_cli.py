@@ -1,0 +1,86 @@
+"""The command line, in-process and as ``python -m tracesleuth``."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tracesleuth.cli import main
+from tracesleuth.store import SpanStore, is_store
+
+NEZHA = "nezha/trainticket/2023-01-29/trace"
+
+
+def run_json(capsys, *argv) -> dict:
+    code = main([*argv, "--json"])
+    out = capsys.readouterr().out
+    doc = json.loads(out)
+    return code, doc
+
+
+def test_ingest_info_table_roundtrip(tmp_path, shared_data, capsys):
+    src = shared_data / NEZHA / "08_43_trace.csv.gz"
+    store = tmp_path / "store"
+    code, doc = run_json(capsys, "ingest", str(src), "-o", str(store))
+    assert code == 0 and is_store(store)
+    assert doc["spans_read"] == 4445 and doc["spans_rejected"] == 0 and doc["spans_in"] == 4445
+    code, info = run_json(capsys, "info", str(store))
+    assert code == 0 and info["spans"] == 4445 and info["traces"] == 53
+    assert info["endpoints"][0]["endpoint"] == "ts-gateway-service:/*" and info["endpoints"][0]["requests"] == 53
+    out = tmp_path / "t.csv"
+    code, tab = run_json(capsys, "table", str(store), "-o", str(out))
+    assert code == 0 and tab["requests"] == 53 and out.is_file()
+    code, tab2 = run_json(capsys, "table", str(src), "--endpoint",
+                          "ts-travel-service:/api/v1/travelservice/trips/left")
+    assert code == 0 and tab2["requests"] == 18
+
+
+def test_ingest_reports_rejects_and_keeps_counts(tmp_path, capsys):
+    f = tmp_path / "spans.csv"
+    f.write_text("trace_id,span_id,parent_span_id,service,operation,start_ns,end_ns\n"
+                 "a1,01,,web,home,100,200\n"
+                 "a1,02,01,db,q,150,120\n"            # negative duration
+                 "zz,03,01,db,q,150,160\n")           # bad trace id
+    code, doc = run_json(capsys, "ingest", str(f), "-o", str(tmp_path / "s"))
+    assert code == 0 and doc["spans_read"] == 1 and doc["spans_rejected"] == 2 and doc["spans_in"] == 3
+    reasons = {r["reason"] for r in doc["reasons"]}
+    assert "negative duration (end before start)" in reasons
+    assert {e["record"] for e in doc["examples"]} == {3, 4}
+    code = main(["ingest", str(f), "-o", str(tmp_path / "s2")])
+    text = capsys.readouterr().out
+    assert code == 0 and "1 stored" in text and "2 rejected" in text and "negative duration" in text
+
+
+def test_errors_are_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "x.txt").write_text("not traces\n")
+    assert main(["info", str(tmp_path / "x.txt")]) == 2
+    assert "error:" in capsys.readouterr().err
+    code = main(["info", str(tmp_path / "nope"), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 2 and "no such file" in doc["error"]
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    assert main(["ingest", str(tmp_path / "x.txt"), "-o", str(tmp_path / "full")]) == 2
+    assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
+
+
+def test_python_dash_m(shared_data):
+    src = shared_data / NEZHA / "08_43_trace.csv.gz"
+    r = subprocess.run([sys.executable, "-m", "tracesleuth", "info", str(src), "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["traces"] == 53
+    h = subprocess.run([sys.executable, "-m", "tracesleuth", "--help"], capture_output=True, text=True, timeout=60)
+    assert h.returncode == 0 and "ingest" in h.stdout and "table" in h.stdout
+
+
+def test_store_appends_parts(tmp_path):
+    from spans import span, table
+    s = SpanStore(tmp_path / "st")
+    t = table([span("1", "1", None, "web", "home", 0, 10)])
+    s.append_spans(t.to_batches())
+    s.append_spans(t.to_batches())
+    assert len(s.span_files()) == 2 and s.read_spans().num_rows == 2
+    assert SpanStore(tmp_path / "st").read_spans().num_rows == 2
+    assert not list((tmp_path / "st" / "spans").glob("*.tmp"))
