@@ -115,19 +115,40 @@ class AssemblyReport:
         return AssemblyReport(**out)
 
 
-def as_frame(spans) -> pl.DataFrame:
-    """Spans as a polars DataFrame (accepts a pyarrow Table, a polars DataFrame or a read result)."""
+SOURCE_ROW = "source_row"
+
+
+def as_frame(spans, *, attributes: bool = True) -> pl.DataFrame:
+    """Spans as a polars DataFrame (accepts a pyarrow Table, a polars DataFrame or a read result).
+
+    With ``attributes=False`` the attributes column is left out before any conversion (it is
+    usually the largest column and assembly does not need it).
+    """
     if hasattr(spans, "spans") and isinstance(getattr(spans, "spans"), pa.Table):
         spans = spans.spans
+    if isinstance(spans, pl.LazyFrame):
+        spans = spans.collect()
     if isinstance(spans, pa.Table):
+        if not attributes and S.ATTRIBUTES in spans.column_names:
+            spans = spans.drop_columns([S.ATTRIBUTES])
         df = pl.from_arrow(spans)
         assert isinstance(df, pl.DataFrame)
         return df
-    if isinstance(spans, pl.LazyFrame):
-        return spans.collect()
     if isinstance(spans, pl.DataFrame):
-        return spans
+        return spans if attributes or S.ATTRIBUTES not in spans.columns else spans.drop(S.ATTRIBUTES)
     raise TypeError(f"expected spans as a pyarrow.Table or polars.DataFrame, got {type(spans).__name__}")
+
+
+def attributes_of(spans) -> pa.ChunkedArray | None:
+    """The attributes column of ``spans`` (Arrow), or None."""
+    if hasattr(spans, "spans") and isinstance(getattr(spans, "spans"), pa.Table):
+        spans = spans.spans
+    if isinstance(spans, pa.Table):
+        return spans.column(S.ATTRIBUTES) if S.ATTRIBUTES in spans.column_names else None
+    if isinstance(spans, (pl.DataFrame, pl.LazyFrame)):
+        df = spans.collect() if isinstance(spans, pl.LazyFrame) else spans
+        return df[S.ATTRIBUTES].to_arrow() if S.ATTRIBUTES in df.columns else None
+    return None
 
 
 def _derived_ids(trace_ids: list[str], span_ids: list[str], salts: list[int]) -> list[str]:
@@ -152,7 +173,13 @@ def deduplicate(df: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
     counts = {"exact_duplicates": 0, "shared_spans_split": 0, "conflicting_ids_renamed": 0}
     grp = [S.TRACE_ID, S.SPAN_ID]
     df = df.with_columns(_i=pl.int_range(pl.len()))
-    clash = df.filter(pl.struct(grp).is_duplicated())
+    # Candidates by a 64-bit hash of (trace id, span id), then the exact check on the few found.
+    candidates = df.select((pl.col(S.TRACE_ID).hash(seed=1) * pl.lit(0x9E3779B97F4A7C15, pl.UInt64)
+                            + pl.col(S.SPAN_ID).hash(seed=2)).is_duplicated()).to_series()
+    if not candidates.any():
+        return df.drop("_i"), counts
+    clash = df.filter(candidates)
+    clash = clash.filter(pl.struct(grp).is_duplicated())
     if clash.height == 0:
         return df.drop("_i"), counts
     copies = clash.filter(pl.struct(key).is_first_distinct().not_())["_i"]
@@ -194,7 +221,7 @@ def deduplicate(df: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
         df = df.with_columns(
             pl.when(pl.col("_p_new").is_not_null() & (pl.col("_p_new") != pl.col(S.SPAN_ID)))
             .then(pl.col("_p_new")).otherwise(pl.col(S.PARENT_SPAN_ID)).alias(S.PARENT_SPAN_ID))
-    return df.sort("_i").select(S.SPAN_COLUMNS), counts
+    return df.sort("_i").drop("_i", "_new_id", "_new_parent", "_p_new", strict=False), counts
 
 
 def assemble(spans) -> tuple[pl.DataFrame, AssemblyReport]:
@@ -211,18 +238,27 @@ def assemble(spans) -> tuple[pl.DataFrame, AssemblyReport]:
         The spans, shape (n_spans, 12 + 5), with ``start_ns``/``end_ns`` corrected for clock skew
         and the extra columns ``depth`` (int32, 0 for roots and orphans), ``root_span_id``
         (the root of the span's tree), ``orphan`` (bool), ``skew_ns`` (int64 shift applied:
-        original start = ``start_ns - skew_ns``) and ``parent_row`` (int64 row of the parent in
-        this frame, null for roots and orphans).
+        original start = ``start_ns - skew_ns``), ``parent_row`` (int64 row of the parent in
+        this frame, null for roots and orphans) and ``source_row`` (int64 row of the span in the
+        input). The attributes column is not carried (see :func:`attributes_of`).
     report : AssemblyReport
     """
-    df = as_frame(spans)
+    df = as_frame(spans, attributes=False)
+    df = df.with_columns(pl.int_range(df.height, dtype=pl.Int64).alias(SOURCE_ROW))
     df, counts = deduplicate(df)
     n = df.height
     if n == 0:
         return _empty_assembled(df), AssemblyReport(**counts)
-    df = df.with_columns(_i=pl.int_range(n, dtype=pl.Int64))
-    parents = df.select(S.TRACE_ID, pl.col(S.SPAN_ID).alias(S.PARENT_SPAN_ID), pl.col("_i").alias("parent_row"))
-    df = df.join(parents, on=[S.TRACE_ID, S.PARENT_SPAN_ID], how="left").sort("_i")
+    # Parent links by joining on 64-bit hashes of the ids (two of them: a false link needs a
+    # 128-bit collision), far less memory than joining on the id strings.
+    th = pl.col(S.TRACE_ID).hash(seed=1)
+    ids = df.select(th.alias("_t"), pl.col(S.SPAN_ID).hash(seed=2).alias("_s"),
+                    pl.int_range(n, dtype=pl.Int64).alias("parent_row"))
+    links = df.select(th.alias("_t"), pl.when(pl.col(S.PARENT_SPAN_ID).is_not_null())
+                      .then(pl.col(S.PARENT_SPAN_ID).hash(seed=2)).alias("_s"))
+    parent_row = links.join(ids, on=["_t", "_s"], how="left", maintain_order="left")["parent_row"]
+    del ids, links
+    df = df.with_columns(parent_row)
     pi = df["parent_row"].fill_null(-1).to_numpy().copy()
     orphan = (pi < 0) & df[S.PARENT_SPAN_ID].is_not_null().to_numpy()
 
@@ -287,7 +323,7 @@ def assemble(spans) -> tuple[pl.DataFrame, AssemblyReport]:
         svc = df[S.SERVICE]
         pairs = dict(pl.DataFrame({"a": svc.gather(pi[idx]), "b": svc.gather(idx)})
                      .group_by(pl.concat_str(["a", pl.lit(" -> "), "b"]).alias("k")).len().sort("k").iter_rows())
-    out = df.drop("_i", "parent_row").with_columns(
+    out = df.drop("parent_row").with_columns(
         pl.Series(S.START_NS, start + delta, dtype=pl.Int64),
         pl.Series(S.END_NS, end + delta, dtype=pl.Int64),
         pl.Series(DEPTH, depth, dtype=pl.Int32),

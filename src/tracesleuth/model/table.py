@@ -49,7 +49,7 @@ import pyarrow as pa
 
 from .. import schema as S
 from ..errors import EmptyDataError, ParameterError
-from .assembly import DEPTH, AssemblyReport, assemble
+from .assembly import DEPTH, SOURCE_ROW, AssemblyReport, assemble, attributes_of
 
 OPERATION_KEY = "operation_key"
 LATENCY_NS = "latency_ns"
@@ -176,11 +176,14 @@ def resolve_endpoint(endpoint: str | None, assembled: pl.DataFrame, endpoints: d
     raise ParameterError(f"The endpoint {endpoint!r} matches no operation key 'service:operation'.{hint}")
 
 
-def request_features(assembled: pl.DataFrame, endpoint: str, *, max_categories: int = MAX_CATEGORIES
+def request_features(assembled: pl.DataFrame, endpoint: str, *, attributes: pa.ChunkedArray | None = None,
+                     operations: list[str] | None = None, max_categories: int = MAX_CATEGORIES
                      ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per-request columns and per-(request, operation) features of one endpoint.
 
-    A pure function of a frame holding whole, assembled traces (:func:`~.assembly.assemble`).
+    A pure function of a frame holding whole, assembled traces (:func:`~.assembly.assemble`)
+    and, optionally, the input's attributes column (indexed by ``source_row``) and the list of
+    every operation key (then ``operation_key`` is a compact ``Enum`` shared by all partitions).
 
     Returns
     -------
@@ -192,7 +195,9 @@ def request_features(assembled: pl.DataFrame, endpoint: str, *, max_categories: 
         ``calls``, ``instance``.
     """
     n = assembled.height
-    df = assembled.with_columns(operation_keys(assembled), _row=pl.int_range(n, dtype=pl.Int64))
+    key = operation_keys(assembled)
+    df = assembled.with_columns(key.cast(pl.Enum(operations)) if operations is not None else key,
+                                _row=pl.int_range(n, dtype=pl.Int64))
     pi = df["parent_row"].fill_null(-1).to_numpy()
     depth = df[DEPTH].to_numpy()
     is_entry = (df[OPERATION_KEY] == endpoint).to_numpy()
@@ -217,8 +222,9 @@ def request_features(assembled: pl.DataFrame, endpoint: str, *, max_categories: 
                                    start[pp[sync]])
     cover = np.zeros(n, dtype=np.int64)
     cover[covered[0]] = covered[1]
-    spans = df.with_columns(pl.Series("_cover", cover)).filter(pl.col("_req") >= 0).with_columns(
-        _excl=(pl.col(S.END_NS) - pl.col(S.START_NS) - pl.col("_cover")).clip(lower_bound=0))
+    spans = df.select("_row", "_req", DEPTH, OPERATION_KEY, S.TRACE_ID, S.SPAN_ID, S.START_NS, S.END_NS,
+                      S.INSTANCE, S.STATUS, SOURCE_ROW, pl.Series("_cover", cover)).filter(pl.col("_req") >= 0)
+    spans = spans.with_columns(_excl=(pl.col(S.END_NS) - pl.col(S.START_NS) - pl.col("_cover")).clip(lower_bound=0))
 
     features = spans.sort(S.START_NS).group_by(["_req", OPERATION_KEY]).agg(
         pl.col("_excl").sum().alias(EXCLUSIVE_NS),
@@ -232,11 +238,11 @@ def request_features(assembled: pl.DataFrame, endpoint: str, *, max_categories: 
         (pl.col("orphan").any() | (pl.col(DEPTH) == 0).sum().gt(1)).alias(INCOMPLETE))
     errors = spans.group_by("_req").agg((pl.col(S.STATUS) == "error").any().alias(ERROR))
     requests = (entry.select("_req", S.TRACE_ID, S.SPAN_ID, S.START_NS,
-                             (pl.col(S.END_NS) - pl.col(S.START_NS)).alias(LATENCY_NS), S.ATTRIBUTES)
+                             (pl.col(S.END_NS) - pl.col(S.START_NS)).alias(LATENCY_NS), SOURCE_ROW)
                 .join(signature, on="_req", how="left")
                 .join(errors, on="_req", how="left")
                 .join(trace_flags, on=S.TRACE_ID, how="left"))
-    requests = _with_attributes(requests, max_categories)
+    requests = _with_attributes(requests, attributes, max_categories)
     return requests, features
 
 
@@ -337,23 +343,40 @@ def _signature_strings(spans: pl.DataFrame, pi: np.ndarray) -> pl.DataFrame:
     return pl.concat(entries)
 
 
-def _with_attributes(requests: pl.DataFrame, max_categories: int) -> pl.DataFrame:
+def _with_attributes(requests: pl.DataFrame, attributes: pa.ChunkedArray | None, max_categories: int
+                     ) -> pl.DataFrame:
     """Entry-span attributes with at most ``max_categories`` distinct values (and at least 2) as
     ``attr[KEY]`` string columns."""
-    long = requests.select("_req", S.ATTRIBUTES).explode(S.ATTRIBUTES).drop_nulls(S.ATTRIBUTES).unnest(S.ATTRIBUTES)
-    requests = requests.drop(S.ATTRIBUTES)
+    rows = requests[SOURCE_ROW]
+    requests = requests.drop(SOURCE_ROW)
+    if attributes is None or requests.height == 0:
+        return requests
+    taken = attributes.take(pa.array(rows.to_numpy()))
+    long = (pl.DataFrame({"_req": requests["_req"], "_a": pl.Series(taken)})
+            .explode("_a").drop_nulls("_a").unnest("_a"))
     if long.height == 0:
         return requests
     long = long.select("_req", "key", value=pl.coalesce(
         pl.col("str"), pl.col("int").cast(pl.String), pl.col("float").cast(pl.String), pl.col("bool").cast(pl.String)))
     card = long.group_by("key").agg(pl.col("value").n_unique().alias("n"))
-    keep = card.filter((pl.col("n") >= 2) & (pl.col("n") <= max_categories))["key"].sort().to_list()
+    # Per partition only identifiers are dropped; constant columns are dropped once all partitions
+    # are together (:func:`drop_uninformative_attributes`).
+    keep = card.filter(pl.col("n") <= max_categories)["key"].sort().to_list()
     if not keep:
         return requests
     wide = long.filter(pl.col("key").is_in(keep)).unique(subset=["_req", "key"], keep="first").pivot(
         on="key", index="_req", values="value")
     wide = wide.rename({k: attribute_column(k) for k in keep if k in wide.columns})
     return requests.join(wide, on="_req", how="left")
+
+
+def drop_uninformative_attributes(requests: pl.DataFrame, max_categories: int = MAX_CATEGORIES) -> pl.DataFrame:
+    """Drop ``attr[...]`` columns with fewer than 2 or more than ``max_categories`` distinct values."""
+    attrs = [c for c in requests.columns if c.startswith("attr[")]
+    if not attrs:
+        return requests
+    n = requests.select(pl.col(c).drop_nulls().n_unique() for c in attrs).row(0)
+    return requests.drop([c for c, k in zip(attrs, n) if k < 2 or k > max_categories])
 
 
 def pivot_features(requests: pl.DataFrame, features: pl.DataFrame, operations: list[str] | None = None
@@ -364,13 +387,14 @@ def pivot_features(requests: pl.DataFrame, features: pl.DataFrame, operations: l
     Each operation's columns are gathered from the long features with one ``take`` of length
     ``n_requests`` (null where the request did not call it).
     """
-    ops = sorted(features[OPERATION_KEY].unique().to_list()) if operations is None else list(operations)
+    ops = sorted(features[OPERATION_KEY].unique().cast(pl.String).to_list()) if operations is None \
+        else list(operations)
     frame = requests.sort([S.START_NS, S.TRACE_ID, S.SPAN_ID])
     n_req = frame.height
     pos = frame.select("_req", _pos=pl.int_range(n_req, dtype=pl.Int64))
     long = (features.join(pos, on="_req", how="inner")
-            .with_columns(_op=pl.col(OPERATION_KEY).replace_strict({k: i for i, k in enumerate(ops)},
-                                                                   default=-1, return_dtype=pl.Int64))
+            .with_columns(_op=pl.col(OPERATION_KEY).cast(pl.String)
+                          .replace_strict({k: i for i, k in enumerate(ops)}, default=-1, return_dtype=pl.Int64))
             .filter(pl.col("_op") >= 0).sort("_op"))
     op_index = long["_op"].to_numpy()
     bounds = np.searchsorted(op_index, np.arange(len(ops) + 1))
@@ -391,6 +415,41 @@ def pivot_features(requests: pl.DataFrame, features: pl.DataFrame, operations: l
     base = [c for c in frame.columns if not c.startswith(("_", "attr["))]
     attrs = sorted(c for c in frame.columns if c.startswith("attr["))
     return pl.concat([frame.select(base), wide, frame.select(attrs)], how="horizontal"), tuple(ops)
+
+
+#: Spans per partition when a trace table is built partition by partition (bounded memory).
+PARTITION_SPANS = 300_000
+
+
+def partitions_by_trace(spans, n_partitions: int):
+    """Split spans into ``n_partitions`` groups of whole traces (by a hash of the trace id).
+
+    Yields pyarrow Tables (or polars DataFrames, matching the input), each holding every span of
+    its traces, so that any per-trace function can run on them independently.
+    """
+    if n_partitions <= 1:
+        yield spans
+        return
+    ids = spans.column(S.TRACE_ID) if isinstance(spans, pa.Table) else spans[S.TRACE_ID]
+    part = (pl.Series(ids) if isinstance(spans, pa.Table) else ids).hash(seed=11) % n_partitions
+    part = part.to_numpy()
+    order = np.argsort(part, kind="stable")
+    bounds = np.searchsorted(part[order], np.arange(n_partitions + 1))
+    for k in range(n_partitions):
+        rows = order[bounds[k]:bounds[k + 1]]
+        if len(rows):
+            yield spans.take(pa.array(rows)) if isinstance(spans, pa.Table) else spans[rows]
+
+
+def _narrow(spans):
+    """Spans as an Arrow table or polars frame (read results unwrapped)."""
+    if hasattr(spans, "spans") and isinstance(getattr(spans, "spans"), pa.Table):
+        return spans.spans
+    if isinstance(spans, pl.LazyFrame):
+        return spans.collect()
+    if isinstance(spans, (pa.Table, pl.DataFrame)):
+        return spans
+    raise TypeError(f"expected spans as a pyarrow.Table or polars.DataFrame, got {type(spans).__name__}")
 
 
 def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int = MAX_CATEGORIES) -> TraceTable:
@@ -424,13 +483,30 @@ def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int
     >>> table = build_trace_table(read_spans("traces/"))        # doctest: +SKIP
     >>> table.frame.select("latency_ns", table.continuous_columns[0])  # doctest: +SKIP
     """
-    assembled, report = assemble(spans)
-    if assembled.height == 0:
+    spans = _narrow(spans)
+    n = spans.num_rows if isinstance(spans, pa.Table) else spans.height
+    if n == 0:
         raise EmptyDataError("no spans to build a trace table from")
-    endpoints = root_endpoints(assembled)
-    key = resolve_endpoint(endpoint, assembled, endpoints)
-    requests, features = request_features(assembled, key, max_categories=max_categories)
+    keys = pl.from_arrow(spans.select([S.SERVICE, S.OPERATION, S.PARENT_SPAN_ID])) \
+        if isinstance(spans, pa.Table) else spans.select(S.SERVICE, S.OPERATION, S.PARENT_SPAN_ID)
+    endpoints = root_endpoints(keys)
+    key = resolve_endpoint(endpoint, keys, endpoints)
+    all_ops = keys.select(operation_keys(keys).unique().sort()).to_series().to_list()
+    del keys
+    report, requests, features, offset = AssemblyReport(), [], [], 0
+    for part in partitions_by_trace(spans, -(-n // PARTITION_SPANS)):
+        assembled, rep = assemble(part)
+        report = report.merge(rep)
+        req, feat = request_features(assembled, key, attributes=attributes_of(part), operations=all_ops,
+                                     max_categories=max_categories)
+        requests.append(req.with_columns(pl.col("_req") + offset))
+        features.append(feat.with_columns(pl.col("_req") + offset))
+        offset += assembled.height
+        del assembled, part
+    requests = drop_uninformative_attributes(pl.concat(requests, how="diagonal_relaxed"), max_categories)
     if requests.height == 0:
         raise EmptyDataError(f"no request of endpoint {key!r}")
-    frame, ops = pivot_features(requests, features)
+    features = pl.concat(features)
+    used = features[OPERATION_KEY].unique().cast(pl.String).sort().to_list()
+    frame, ops = pivot_features(requests, features, used)
     return TraceTable(frame=frame, endpoint=key, operations=ops, assembly=report, endpoints=endpoints)

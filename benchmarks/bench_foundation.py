@@ -1,0 +1,224 @@
+"""Foundation figures: ingest speed, trace-table build speed, peak memory.
+
+Prints (median of ``--runs`` runs, each measurement in a fresh process so that peak RSS is its own):
+
+* ingest spans/s of the TrainTicket CSV windows (``../shared/data``, 84 gzip files, 328,848
+  spans) into a Parquet span store, and of reading them alone;
+* ingest spans/s of a synthetic OTLP JSON file-exporter file (``--otlp-spans`` spans);
+* trace-table build spans/s on spans already loaded (TrainTicket, and a synthetic E-Shopper-like
+  set of ``--table-traces`` traces of 14 spans);
+* peak memory of each step as a multiple of the Arrow size of its spans: (peak RSS - RSS before
+  the step, the spans themselves included) / spans.nbytes.
+
+Targets (issue 2): ingest >= 300,000 spans/s (OTLP JSON and TrainTicket CSV), table build
+>= 1,000,000 spans/s, peak memory <= 3x the Arrow size.
+
+Usage: ``python benchmarks/bench_foundation.py [--runs 5] [--json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TRAINTICKET = HERE.parent.parent / "shared" / "data" / "nezha" / "trainticket" / "2023-01-29" / "trace"
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def synthetic_spans(n_traces: int, seed: int = 0):
+    """E-Shopper-like traces, vectorized: a root with 8 children, 5 of which call a grandchild."""
+    import numpy as np
+    import pyarrow as pa
+
+    from tracesleuth import schema as S
+
+    rng = np.random.default_rng(seed)
+    shape = [  # (parent index, service, operation, kind, offset_ms, duration_ms)
+        (-1, "web", "gethome", "server", 0, 120),
+        (0, "web", "getprofile", "client", 2, 20), (1, "account", "getprofile", "server", 3, 18),
+        (0, "web", "getcart", "client", 24, 15), (3, "cart", "getcart", "server", 25, 13),
+        (0, "web", "getcategory", "client", 40, 10), (5, "categories", "getcategory", "server", 41, 8),
+        (0, "web", "getbrands", "client", 52, 10), (7, "categories", "getbrands", "server", 53, 8),
+        (0, "web", "getrecommended", "client", 64, 30), (9, "items", "getrecommended", "server", 65, 28),
+        (0, "web", "finditems", "producer", 96, 2), (0, "web", "findfeatures", "producer", 99, 2),
+        (0, "web", "render", "internal", 102, 15),
+    ]
+    k = len(shape)
+    n = n_traces * k
+    t0 = 1_700_000_000_000_000_000 + np.arange(n_traces, dtype=np.int64) * 50_000_000
+    jitter = rng.lognormal(0, 0.2, size=(n_traces, k))
+    off = np.array([s[4] for s in shape]) * 1_000_000
+    dur = (np.array([s[5] for s in shape]) * 1_000_000 * jitter).astype(np.int64)
+    start = (t0[:, None] + off[None, :]).ravel()
+    end = start + dur.ravel()
+    trace_ids = np.char.mod("%032x", np.arange(1, n_traces + 1, dtype=np.int64))
+    tid = np.repeat(trace_ids, k)
+    span_num = np.arange(1, n + 1, dtype=np.int64)
+    sid = np.char.mod("%016x", span_num)
+    parent_local = np.array([s[0] for s in shape])
+    parent_num = np.where(parent_local[None, :] >= 0,
+                          (np.arange(n_traces)[:, None] * k + parent_local[None, :] + 1), 0).ravel()
+    psid = np.char.mod("%016x", parent_num).astype(object)
+    psid[parent_num == 0] = None
+    tile = lambda i: pa.array(np.tile(np.array([s[i] for s in shape], dtype=object), n_traces), pa.string())
+    cols = {
+        S.TRACE_ID: pa.array(tid, pa.string()), S.SPAN_ID: pa.array(sid, pa.string()),
+        S.PARENT_SPAN_ID: pa.array(psid, pa.string()), S.SERVICE: tile(1), S.OPERATION: tile(2),
+        S.INSTANCE: pa.array(np.char.add(np.repeat(np.array([s[1] for s in shape]), 1).astype(str)[
+            np.tile(np.arange(k), n_traces)], np.char.mod("-%d", rng.integers(0, 3, n))), pa.string()),
+        S.KIND: tile(3), S.START_NS: pa.array(start), S.END_NS: pa.array(end),
+        S.STATUS: pa.array(["unset"] * n, pa.string()), S.FOLLOWS_FROM: pa.array(np.zeros(n, bool)),
+        S.ATTRIBUTES: pa.array([[]] * n, pa.list_(S.ATTRIBUTE_TYPE)),
+    }
+    return pa.table(cols, schema=S.SPAN_SCHEMA)
+
+
+def write_otlp_json(path: Path, n_spans: int, seed: int = 0) -> None:
+    """A collector file-exporter file: one ExportTraceServiceRequest JSON per line, 512 spans each."""
+    import numpy as np
+    import orjson
+
+    rng = np.random.default_rng(seed)
+    per_line, per_trace = 512, 16
+    with open(path, "wb") as f:
+        made = 0
+        while made < n_spans:
+            spans = []
+            for i in range(min(per_line, n_spans - made)):
+                t = (made + i) // per_trace
+                s = made + i
+                start = 1_700_000_000_000_000_000 + t * 10_000_000 + (s % per_trace) * 100_000
+                spans.append({
+                    "traceId": f"{t + 1:032x}", "spanId": f"{s + 1:016x}",
+                    "parentSpanId": "" if s % per_trace == 0 else f"{t * per_trace + 1:016x}",
+                    "name": f"op-{s % 7}", "kind": 2 if s % per_trace == 0 else 3,
+                    "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + int(rng.integers(1, 9)) * 50_000),
+                    "attributes": [{"key": "http.request.method", "value": {"stringValue": "GET"}},
+                                   {"key": "http.response.status_code", "value": {"intValue": "200"}},
+                                   {"key": "url.path", "value": {"stringValue": f"/api/items/{s % 100}"}},
+                                   {"key": "server.port", "value": {"intValue": 8080}},
+                                   {"key": "retry", "value": {"boolValue": False}}],
+                    "status": {"code": 0},
+                })
+            made += len(spans)
+            doc = {"resourceSpans": [{"resource": {"attributes": [
+                {"key": "service.name", "value": {"stringValue": f"svc-{made % 5}"}},
+                {"key": "k8s.pod.name", "value": {"stringValue": f"svc-{made % 5}-abc12"}}]},
+                "scopeSpans": [{"scope": {"name": "bench"}, "spans": spans}]}]}
+            f.write(orjson.dumps(doc) + b"\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# one measurement per process
+
+def measure(kind: str, arg: str) -> dict:
+    import pyarrow.parquet as pq
+
+    from tracesleuth.io import read_spans
+    from tracesleuth.model import build_trace_table
+    from tracesleuth.store import SpanStore, ingest
+
+    if kind in ("ingest", "read"):
+        base = rss_mb()
+        t = time.perf_counter()
+        if kind == "ingest":
+            with tempfile.TemporaryDirectory() as d:
+                s = ingest(arg, SpanStore(Path(d) / "store"))
+                seconds = time.perf_counter() - t
+                n = s.spans_read
+                nbytes = SpanStore(Path(d) / "store").read_spans().nbytes
+        else:
+            r = read_spans(arg)
+            seconds = time.perf_counter() - t
+            n, nbytes = r.n_spans, r.spans.nbytes
+        return {"spans": n, "seconds": seconds, "spans_per_s": n / seconds,
+                "peak_over_arrow": (peak_mb() - base) * 2**20 / nbytes, "arrow_mb": nbytes / 2**20}
+    if kind == "table":
+        base = rss_mb()  # before the spans are loaded: the figure counts them (1x) and the work
+        spans = pq.read_table(arg)
+        t = time.perf_counter()
+        tt = build_trace_table(spans)
+        seconds = time.perf_counter() - t
+        return {"spans": spans.num_rows, "requests": tt.n_requests, "seconds": seconds,
+                "spans_per_s": spans.num_rows / seconds, "arrow_mb": spans.nbytes / 2**20,
+                "peak_over_arrow": (peak_mb() - base) * 2**20 / spans.nbytes}
+    raise ValueError(kind)
+
+
+def run_isolated(kind: str, arg: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--measure", kind, arg], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout)
+
+
+def median_of(kind: str, arg: str, runs: int) -> dict:
+    results = [run_isolated(kind, arg) for _ in range(runs)]
+    return {"runs": runs, "spans": results[0]["spans"],
+            "spans_per_s_median": statistics.median(r["spans_per_s"] for r in results),
+            "seconds_median": statistics.median(r["seconds"] for r in results),
+            "peak_over_arrow_median": statistics.median(r["peak_over_arrow"] for r in results),
+            "arrow_mb": results[0]["arrow_mb"]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--otlp-spans", type=int, default=500_000)
+    ap.add_argument("--table-traces", type=int, default=200_000)
+    ap.add_argument("--json", action="store_true", help="print one JSON document")
+    ap.add_argument("--measure", nargs=2, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.measure:
+        print(json.dumps(measure(*a.measure)))
+        return 0
+    import pyarrow.parquet as pq
+
+    from tracesleuth.io import read_spans
+
+    figures: dict = {"cpu_count": os.cpu_count()}
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        if TRAINTICKET.is_dir():
+            figures["ingest_trainticket_csv"] = median_of("ingest", str(TRAINTICKET), a.runs)
+            figures["read_trainticket_csv"] = median_of("read", str(TRAINTICKET), a.runs)
+            pq.write_table(read_spans(TRAINTICKET).spans, d / "tt.parquet")
+            figures["table_trainticket"] = median_of("table", str(d / "tt.parquet"), a.runs)
+        otlp = d / "otlp.json"
+        write_otlp_json(otlp, a.otlp_spans)
+        figures["ingest_otlp_json"] = median_of("ingest", str(otlp), a.runs)
+        pq.write_table(synthetic_spans(a.table_traces), d / "synthetic.parquet")
+        figures["table_synthetic"] = median_of("table", str(d / "synthetic.parquet"), a.runs)
+    if a.json:
+        print(json.dumps(figures, indent=2))
+        return 0
+    print(f"{'measurement':28} {'spans':>10} {'spans/s (median)':>18} {'s':>8} {'peak/Arrow':>11}")
+    for k, v in figures.items():
+        if isinstance(v, dict):
+            print(f"{k:28} {v['spans']:>10,} {v['spans_per_s_median']:>18,.0f} {v['seconds_median']:>8.3f} "
+                  f"{v['peak_over_arrow_median']:>10.2f}x")
+    print("targets: ingest >= 300,000 spans/s; table >= 1,000,000 spans/s; peak <= 3x Arrow size")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
