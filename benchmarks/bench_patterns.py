@@ -1,0 +1,143 @@
+"""Latency degradation patterns: speed, memory and quality of LatencyDegradationPatterns.
+
+Prints (median of ``--runs`` runs, each in a fresh process so that its peak RSS is its own; the
+time is ``fit`` alone, not building the table):
+
+* one session as in the paper (1,000 requests, 13 calls of 8 operations, two injected 50 ms
+  degradations on ~10% of the requests each): the genetic algorithm with the full dynamic
+  program, and branch and bound;
+* the curve of the genetic algorithm on 10^3, 10^4, 10^5 and 10^6 requests of 20 operations;
+* for each, the best-matching F-score of the found sub-intervals against the injected
+  degradations (the paper's Section 4.3 metric), as a sanity check.
+
+Targets: the session's GA fit <= 1 s; 10^6 requests x 20 operations <= 60 s and <= 4 GB peak
+RSS. ``--check`` makes the exit status 1 when a target is missed.
+
+Usage::
+
+    python benchmarks/bench_patterns.py                 # 5 runs of the session, 3 per curve point
+    python benchmarks/bench_patterns.py --runs 3 --curve 1000,10000
+    python benchmarks/bench_patterns.py --json > patterns.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+TARGETS = {"session_ga_s": 1.0, "million_s": 60.0, "million_peak_rss_gb": 4.0}
+
+
+def _best_match(labels, truth) -> list[float]:
+    import numpy as np
+
+    out = []
+    for label in (1, 2):
+        best = 0.0
+        for c in np.unique(labels[labels >= 0]):
+            tp = int(np.sum((labels == c) & (truth == label)))
+            if tp:
+                p, r = tp / np.sum(labels == c), tp / np.sum(truth == label)
+                best = max(best, 2 * p * r / (p + r))
+        out.append(round(float(best), 4))
+    return out
+
+
+def measure(solver: str, n_requests: int, n_operations: int, seed: int) -> dict:
+    """One run in this process: build a session, time ``fit``."""
+    from tracesleuth.patterns import LatencyDegradationPatterns
+    from tracesleuth.patterns.synthetic import make_degraded_session
+
+    session = make_degraded_session(n_requests, n_operations=n_operations, random_state=seed)
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    model = LatencyDegradationPatterns(solver=solver, random_state=seed)
+    t0 = time.perf_counter()
+    model.fit(session.frame)
+    seconds = time.perf_counter() - t0
+    res = model.result_
+    return {
+        "solver": solver,
+        "n_requests": n_requests,
+        "n_operations": n_operations,
+        "seconds": seconds,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_before_fit_mb": rss_before / 1024,
+        "n_sub_intervals": len(res.sub_intervals),
+        "pattern_f_scores": [round(s.f_score, 4) for s in res.sub_intervals],
+        "best_match_f": _best_match(model.labels_, session.truth),
+    }
+
+
+def run_isolated(solver: str, n_requests: int, n_operations: int, seed: int) -> dict:
+    out = subprocess.run(
+        [sys.executable, __file__, "--measure", solver, str(n_requests), str(n_operations), str(seed)],
+        capture_output=True, text=True, check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def median_of(solver: str, n_requests: int, n_operations: int, runs: int) -> dict:
+    results = [run_isolated(solver, n_requests, n_operations, seed) for seed in range(runs)]
+    return {
+        "solver": solver,
+        "n_requests": n_requests,
+        "n_operations": n_operations,
+        "runs": runs,
+        "seconds_median": statistics.median(r["seconds"] for r in results),
+        "seconds_max": max(r["seconds"] for r in results),
+        "peak_rss_mb_median": statistics.median(r["peak_rss_mb"] for r in results),
+        "min_best_match_f": min(min(r["best_match_f"]) for r in results),
+        "sub_intervals": [r["n_sub_intervals"] for r in results],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; return the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5, help="runs of the 1,000-request session (default 5)")
+    parser.add_argument("--curve-runs", type=int, default=3, help="runs per curve point (default 3)")
+    parser.add_argument("--curve", default="1000,10000,100000,1000000",
+                        help="comma-separated request counts of the curve (20 operations)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--check", action="store_true", help="exit with status 1 when a target is missed")
+    parser.add_argument("--measure", nargs=4, metavar=("SOLVER", "N", "OPS", "SEED"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.measure:
+        solver, n, ops, seed = args.measure
+        print(json.dumps(measure(solver, int(n), int(ops), int(seed))))
+        return 0
+
+    session = [median_of(solver, 1000, 8, args.runs) for solver in ("ga", "bnb")]
+    curve = [median_of("ga", int(n), 20, args.curve_runs) for n in args.curve.split(",") if n]
+    million = next((c for c in curve if c["n_requests"] == 1_000_000), None)
+    checks = {"session_ga_s": session[0]["seconds_median"] <= TARGETS["session_ga_s"]}
+    if million is not None:
+        checks["million_s"] = million["seconds_median"] <= TARGETS["million_s"]
+        checks["million_peak_rss_gb"] = million["peak_rss_mb_median"] / 1024 <= TARGETS["million_peak_rss_gb"]
+    report = {"session": session, "curve": curve, "targets": TARGETS, "met": checks}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print("One session: 1,000 requests, 8 operations (13 calls), two injected 50 ms degradations")
+        print(f"{'solver':<8}{'fit s (median)':>16}{'max s':>9}{'peak RSS MB':>13}{'min best-match F':>18}")
+        for r in session:
+            print(f"{r['solver']:<8}{r['seconds_median']:>16.3f}{r['seconds_max']:>9.3f}"
+                  f"{r['peak_rss_mb_median']:>13.0f}{r['min_best_match_f']:>18.3f}")
+        print("\nGenetic algorithm, 20 operations")
+        print(f"{'requests':>10}{'fit s (median)':>16}{'max s':>9}{'peak RSS MB':>13}{'min best-match F':>18}")
+        for r in curve:
+            print(f"{r['n_requests']:>10,}{r['seconds_median']:>16.3f}{r['seconds_max']:>9.3f}"
+                  f"{r['peak_rss_mb_median']:>13.0f}{r['min_best_match_f']:>18.3f}")
+        print("\nTargets: " + ", ".join(f"{k} <= {v}: {'met' if checks.get(k) else 'MISSED' if k in checks else 'not run'}"
+                                        for k, v in TARGETS.items()))
+    return 0 if (not args.check or all(checks.values())) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""Latency degradation patterns (Cortellessa & Traini, ICPE 2020).
+
+Which conditions on operations' exclusive times, instances and request attributes explain the
+requests whose latency falls in a degraded interval:
+
+* :class:`LatencyDegradationPatterns` - the analysis (``fit(table) -> self``, ``result_``,
+  ``labels_``);
+* :class:`Condition`, :class:`Pattern`, :class:`LatencyInterval` - the paper's vocabulary;
+* :mod:`.split_points` - mean-shift split points, the automatic interval, ``"350ms:700ms"``;
+* :mod:`.ga`, :mod:`.bnb`, :mod:`.dp` - the genetic algorithm, branch and bound and the dynamic
+  program; :mod:`._bitsets` - the bit-string fitness evaluation.
+"""
+
+from ._model import Condition, LatencyInterval, Pattern, PatternQuality, f_score, format_duration_ns, pattern_quality
+from .analysis import DegradationPatternsResult, LatencyDegradationPatterns, SubIntervalPattern
+from .split_points import degraded_interval, parse_duration, parse_interval
+
+__all__ = [
+    "Condition",
+    "DegradationPatternsResult",
+    "LatencyDegradationPatterns",
+    "LatencyInterval",
+    "Pattern",
+    "PatternQuality",
+    "SubIntervalPattern",
+    "degraded_interval",
+    "f_score",
+    "format_duration_ns",
+    "parse_duration",
+    "parse_interval",
+    "pattern_quality",
+]

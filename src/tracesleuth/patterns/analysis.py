@@ -1,0 +1,842 @@
+"""Latency degradation patterns: which conditions on operations explain slow requests.
+
+:class:`LatencyDegradationPatterns` implements Cortellessa & Traini (ICPE 2020): given a latency
+interval ``I`` of "degraded" requests and candidate split points inside it, it partitions ``I``
+into sub-intervals by the dynamic program of eq. (8), each sub-interval with the pattern (a
+conjunction of conditions on exclusive times, instances and root attributes) of the highest
+F-score ``Q(P, I)``, found by the genetic algorithm of Section 3.1 (``solver="ga"``) or the
+branch and bound of Krushevskaja & Sandler (``solver="bnb"``). The clustering baselines of the
+paper (``"kmeans"``, ``"hierarchical"``, ``"meanshift"``) cluster the degraded requests instead
+and give no pattern.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import polars as pl
+
+from ..errors import EmptyDataError, ParameterError
+from ._bitsets import AttributeEncoding, PatternEvaluator, SearchResult, simplify
+from ._model import (
+    ATTR_PREFIX,
+    CONTINUOUS_PREFIX,
+    INSTANCE_PREFIX,
+    LatencyInterval,
+    Pattern,
+    format_duration_ns,
+    pattern_quality,
+)
+from .bnb import branch_and_bound
+from .dp import optimal_partition
+from .ga import GASettings, genetic_search
+from .split_points import (
+    attribute_thresholds,
+    degraded_interval,
+    interval_split_points,
+    parse_duration,
+    parse_interval,
+)
+
+__all__ = ["DegradationPatternsResult", "LatencyDegradationPatterns", "SubIntervalPattern"]
+
+LATENCY_COLUMN = "latency_ns"
+PATTERN_SOLVERS = ("ga", "bnb")
+CLUSTERING_SOLVERS = ("kmeans", "hierarchical", "meanshift")
+SOLVERS = PATTERN_SOLVERS + CLUSTERING_SOLVERS
+PARTITION_OBJECTIVES = ("sum", "weighted")
+
+
+# ============================================================================================
+# Results
+# ============================================================================================
+
+
+@dataclass(frozen=True)
+class SubIntervalPattern:
+    """One sub-interval of the latency interval and the pattern that explains it.
+
+    For the clustering solvers an entry is one cluster of degraded requests instead: its latency
+    range is the cluster's, ``pattern`` is None and the scores are None (a cluster is not a
+    pattern).
+
+    Attributes
+    ----------
+    index : int
+        Position in the partition; the value of :attr:`LatencyDegradationPatterns.labels_`.
+    low_ns, high_ns : int
+        Latency range ``[low_ns, high_ns)`` in ns.
+    pattern : Pattern or None
+        The best pattern; None for clusters, or when no condition holds for any request of the
+        sub-interval (then ``words`` says so and the F-score is 0).
+    words : str
+        The pattern (or cluster) in words.
+    precision, recall, f_score : float or None
+        Eqs. (4)-(5) of the pattern against ``[low_ns, high_ns)``.
+    tp, fp : int or None
+        True and false positives (eq. 3).
+    n_positives : int
+        Requests whose latency is in ``[low_ns, high_ns)`` (clusters: the cluster's size).
+    support : int
+        Requests satisfying the pattern, ``tp + fp`` (clusters: the cluster's size).
+    exhaustive : bool or None
+        Branch and bound: whether the search finished within its budget (the pattern is then
+        optimal over single-bin conditions). None for the other solvers.
+    """
+
+    index: int
+    low_ns: int
+    high_ns: int
+    pattern: Pattern | None
+    words: str
+    precision: float | None
+    recall: float | None
+    f_score: float | None
+    tp: int | None
+    fp: int | None
+    n_positives: int
+    support: int
+    exhaustive: bool | None = None
+
+    @property
+    def latency_words(self) -> str:
+        return f"[{format_duration_ns(self.low_ns)}, {format_duration_ns(self.high_ns)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (the pattern as a list of condition dicts)."""
+        return {
+            "index": self.index,
+            "low_ns": self.low_ns,
+            "high_ns": self.high_ns,
+            "latency_words": self.latency_words,
+            "pattern": None if self.pattern is None else [c.to_dict() for c in self.pattern],
+            "words": self.words,
+            "precision": self.precision,
+            "recall": self.recall,
+            "f_score": self.f_score,
+            "tp": self.tp,
+            "fp": self.fp,
+            "n_positives": self.n_positives,
+            "support": self.support,
+            "exhaustive": self.exhaustive,
+        }
+
+
+_FRAME_SCHEMA = {
+    "index": pl.Int64,
+    "low_ns": pl.Int64,
+    "high_ns": pl.Int64,
+    "words": pl.Utf8,
+    "n_conditions": pl.Int64,
+    "precision": pl.Float64,
+    "recall": pl.Float64,
+    "f_score": pl.Float64,
+    "tp": pl.Int64,
+    "fp": pl.Int64,
+    "n_positives": pl.Int64,
+    "support": pl.Int64,
+    "exhaustive": pl.Boolean,
+}
+
+
+@dataclass(frozen=True)
+class DegradationPatternsResult:
+    """What :class:`LatencyDegradationPatterns` found.
+
+    Attributes
+    ----------
+    found : bool
+        False when there is no degradation to explain; ``reason`` then says why and
+        ``sub_intervals`` is empty.
+    reason : str or None
+    solver : str
+    n_requests : int
+        Requests analysed (those with a latency).
+    interval : LatencyInterval or None
+        The degraded latency interval ``I``.
+    interval_source : {"given", "automatic"} or None
+    split_points : tuple of int
+        Candidate split points ``s_0 < ... < s_k`` in ns (``s_0``, ``s_k``: the ends of ``I``).
+    sub_intervals : tuple of SubIntervalPattern
+        The optimal partition of ``I`` with its patterns (clusters for the clustering solvers).
+    score : float or None
+        The objective the partition maximises: the sum of the sub-intervals' F-scores (eq. 7),
+        or their positives-weighted mean with ``partition_objective="weighted"`` (None for
+        clustering).
+    n_positives : int
+        Requests with latency in ``I``.
+    attributes : tuple of str
+        Columns the conditions may use.
+    skipped_attributes : tuple of (str, str)
+        Columns left out, with the reason (all values missing, too many categories).
+    notes : tuple of str
+        Anything else worth knowing (requests without latency, budget exhausted...).
+    """
+
+    found: bool
+    solver: str
+    n_requests: int
+    reason: str | None = None
+    interval: LatencyInterval | None = None
+    interval_source: str | None = None
+    split_points: tuple[int, ...] = ()
+    sub_intervals: tuple[SubIntervalPattern, ...] = ()
+    score: float | None = None
+    n_positives: int = 0
+    attributes: tuple[str, ...] = ()
+    skipped_attributes: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    def to_frame(self) -> pl.DataFrame:
+        """One row per sub-interval (empty, same columns, when nothing was found)."""
+        rows = [
+            {
+                "index": s.index,
+                "low_ns": s.low_ns,
+                "high_ns": s.high_ns,
+                "words": s.words,
+                "n_conditions": None if s.pattern is None else len(s.pattern),
+                "precision": s.precision,
+                "recall": s.recall,
+                "f_score": s.f_score,
+                "tp": s.tp,
+                "fp": s.fp,
+                "n_positives": s.n_positives,
+                "support": s.support,
+                "exhaustive": s.exhaustive,
+            }
+            for s in self.sub_intervals
+        ]
+        return pl.DataFrame(rows, schema=_FRAME_SCHEMA)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict of everything (``json.dumps`` works on it as is)."""
+        out = {
+            "found": self.found,
+            "reason": self.reason,
+            "solver": self.solver,
+            "n_requests": self.n_requests,
+            "interval": None if self.interval is None else self.interval.to_dict(),
+            "interval_source": self.interval_source,
+            "split_points": list(self.split_points),
+            "sub_intervals": [s.to_dict() for s in self.sub_intervals],
+            "score": self.score,
+            "n_positives": self.n_positives,
+            "attributes": list(self.attributes),
+            "skipped_attributes": [{"attribute": a, "reason": r} for a, r in self.skipped_attributes],
+            "notes": list(self.notes),
+        }
+        json.dumps(out)  # a failure here is a bug, not bad input
+        return out
+
+    def describe(self) -> str:
+        """A few lines in words."""
+        if not self.found:
+            return f"No degradation found: {self.reason}"
+        lines = [f"Latency interval {self.interval.describe()} ({self.n_positives} of {self.n_requests} requests):"]
+        for s in self.sub_intervals:
+            score = "" if s.f_score is None else f" (F={s.f_score:.3f}, precision={s.precision:.3f}, recall={s.recall:.3f})"
+            lines.append(f"  {s.latency_words}: {s.words}{score}")
+        return "\n".join(lines)
+
+
+# ============================================================================================
+# Input
+# ============================================================================================
+
+
+@dataclass
+class _Inputs:
+    frame: pl.DataFrame
+    rows: np.ndarray  # indices of the analysed rows in the table
+    latency: np.ndarray
+    continuous: list[str]
+    categorical: list[str]
+    notes: list[str]
+
+
+def _column_key(name: str) -> str | None:
+    for prefix in (CONTINUOUS_PREFIX, INSTANCE_PREFIX, ATTR_PREFIX):
+        if name.startswith(prefix) and name.endswith("]"):
+            return name[len(prefix):-1]
+    return None
+
+
+def _read_table(table: Any, *, attributes: Sequence[str] | None, categorical: bool) -> _Inputs:
+    if isinstance(table, pl.DataFrame):
+        frame = table
+        continuous = [c for c in frame.columns if c.startswith(CONTINUOUS_PREFIX)]
+        categ = [c for c in frame.columns if c.startswith((INSTANCE_PREFIX, ATTR_PREFIX))]
+    elif all(hasattr(table, a) for a in ("frame", "continuous_columns", "categorical_columns")):
+        frame = table.frame
+        if not isinstance(frame, pl.DataFrame):
+            raise ParameterError(f"The table's 'frame' must be a polars DataFrame. Got {type(frame).__name__} instead.")
+        continuous = list(table.continuous_columns)
+        categ = list(table.categorical_columns)
+    else:
+        raise ParameterError(
+            "The 'table' argument of LatencyDegradationPatterns.fit must be a TraceTable (with .frame, "
+            f".continuous_columns, .categorical_columns) or a polars DataFrame. Got {type(table).__name__} instead."
+        )
+    if LATENCY_COLUMN not in frame.columns:
+        raise ParameterError(f"The table has no {LATENCY_COLUMN!r} column (columns: {frame.columns[:8]}...).")
+    if not categorical:
+        categ = []
+    if attributes is not None:
+        wanted = list(attributes)
+        keep: list[str] = []
+        for name in wanted:
+            matches = [c for c in continuous + categ if c == name or _column_key(c) == name]
+            if not matches:
+                available = sorted({_column_key(c) or c for c in continuous + categ})
+                raise ParameterError(
+                    f"The 'attributes' parameter names {name!r}, which is neither a column nor an operation/attribute "
+                    f"key of the table. Available keys: {available[:20]}{'...' if len(available) > 20 else ''}."
+                )
+            keep.extend(m for m in matches if m not in keep)
+        continuous = [c for c in continuous if c in keep]
+        categ = [c for c in categ if c in keep]
+    latency_series = frame.get_column(LATENCY_COLUMN)
+    notes: list[str] = []
+    has_latency = latency_series.is_not_null().to_numpy()
+    rows = np.flatnonzero(has_latency)
+    if rows.size < frame.height:
+        notes.append(f"{frame.height - rows.size} request(s) without {LATENCY_COLUMN} were left out (label -1).")
+    latency = latency_series.cast(pl.Int64).to_numpy()[rows] if rows.size else np.empty(0, np.int64)
+    return _Inputs(frame, rows, latency.astype(np.int64), continuous, categ, notes)
+
+
+# ============================================================================================
+# Parameter validation
+# ============================================================================================
+
+
+def _fail(name: str, expected: str, value: Any) -> None:
+    raise ParameterError(
+        f"The {name!r} parameter of LatencyDegradationPatterns must be {expected}. Got {value!r} instead."
+    )
+
+
+def _check_int(name: str, value: Any, low: int, high: float = math.inf, *, none: bool = False) -> None:
+    if value is None and none:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+        hi = "inf" if high == math.inf else str(high)
+        _fail(name, f"an int in the range [{low}, {hi}]" + (" or None" if none else ""), value)
+
+
+def _check_float(name: str, value: Any, low: float, high: float, *, low_open: bool = False, none: bool = False) -> None:
+    if value is None and none:
+        return
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (low < value if low_open else low <= value) and value <= high
+    if not ok:
+        left = "(" if low_open else "["
+        _fail(name, f"a float in the range {left}{low}, {high}]" + (" or None" if none else ""), value)
+
+
+# ============================================================================================
+# The estimator
+# ============================================================================================
+
+
+class LatencyDegradationPatterns:
+    """Find the latency degradation patterns of a set of requests (Cortellessa & Traini, 2020).
+
+    Given a latency interval ``I`` of degraded requests (automatic or given) and candidate split
+    points inside it (density minima by mean shift, or given), the analysis partitions ``I`` into
+    sub-intervals and gives each the pattern of highest F-score ``Q(P, I)`` (eq. 5), maximising
+    the sum of scores (eqs. 7-8). A pattern is a conjunction of conditions on exclusive times
+    (``exclusive_ns[K]`` in a range), instances and root attributes (Section 5); a request with a
+    missing value satisfies no condition on it.
+
+    Parameters
+    ----------
+    solver : {"ga", "bnb", "kmeans", "hierarchical", "meanshift"}, default="ga"
+        ``"ga"``: the genetic algorithm (Section 3.1). ``"bnb"``: branch and bound over single-bin
+        conditions (Krushevskaja & Sandler 2013). The clustering baselines (Section 4.5) cluster
+        the requests in ``I`` by their exclusive times with
+        :func:`tracesleuth.patterns.clustering.cluster_degraded` and give no pattern.
+    interval : str, (int, int), LatencyInterval or None, default=None
+        The degraded interval ``I``, e.g. ``"350ms:700ms"`` (half-open, units ns/us/ms/s; an open
+        side means the data's min or max) or ``(low_ns, high_ns)``. None: from the first split
+        point above the main latency mode to the maximum latency
+        (:func:`~tracesleuth.patterns.split_points.degraded_interval`).
+    split_points : sequence of int or str, or None, default=None
+        Inner split points of ``I`` (ns, or strings such as ``"420ms"``). None: the density minima
+        of the latencies in ``I`` (mean shift).
+    attributes : sequence of str or None, default=None
+        Restrict the conditions to these columns or operation/attribute keys (``"svc:op"`` selects
+        ``exclusive_ns[svc:op]`` and ``instance[svc:op]``; ``"version"`` selects
+        ``attr[version]``). None: every exclusive-time, instance and attribute column.
+    categorical : bool, default=True
+        Use the categorical columns (instances and root attributes, Section 5).
+    max_split_points : int, default=6
+        At most this many inner split points (least populated sub-intervals are merged).
+    partition_objective : {"sum", "weighted"}, default="sum"
+        What the dynamic program maximises. ``"sum"``: the sum of the sub-intervals' F-scores,
+        eq. (7) of the paper. ``"weighted"``: each F-score weighted by its sub-interval's share of
+        the requests in ``I`` (the mean F-score of a degraded request). The plain sum rewards
+        splitting: a pattern explaining a whole mode perfectly (F = 1) scores about 1.33 once the
+        mode is cut in halves (F = 2/3 each), so latency modes that have no distinct cause (an
+        optional call, a cache miss) become separate sub-intervals with weak patterns; the
+        weighted objective splits only where different patterns explain the parts better.
+    bandwidth_quantile : float, default=0.3
+        Quantile of the mean-shift bandwidth estimate (as ``sklearn.cluster.estimate_bandwidth``).
+    min_bin_fraction : float, default=0.01
+        Mean-shift seed bins need this fraction of the values.
+    max_categories : int, default=100
+        Categorical columns with more distinct values are left out (and reported).
+    population_size, offspring_size, generations : int, default=100, 100, 400
+        GA ``mu``, ``lambda`` and generations.
+    crossover_probability, mutation_probability : float, default=0.8, 0.2
+    tournament_size : int, default=20
+    max_nodes : int or None, default=2000
+        Branch and bound: nodes expanded per sub-interval at most.
+    time_budget_s : float or None, default=None
+        Branch and bound: seconds per sub-interval at most.
+    k_range : range, default=range(2, 7)
+        Numbers of clusters tried by ``"kmeans"`` and ``"hierarchical"``.
+    random_state : int, numpy Generator or None, default=None
+        Seeds the GA (and the clustering solvers); equal seeds give equal patterns.
+
+    Attributes
+    ----------
+    result_ : DegradationPatternsResult
+        The partition, its patterns and scores.
+    labels_ : ndarray of int64, shape (n_requests,)
+        Per table row: the index of the sub-interval whose pattern the request satisfies (the one
+        holding its latency when it satisfies several, else the first), or of its cluster; -1 for
+        none.
+    interval_ : LatencyInterval or None
+    split_points_ : ndarray of int64, shape (k + 1,)
+    encodings_ : tuple of AttributeEncoding
+        The attributes as searched: thresholds (continuous) or categories.
+
+    Raises
+    ------
+    ParameterError
+        A setting out of range, an unknown attribute, a malformed interval or split point,
+        ``k_range`` with no feasible number of clusters.
+    EmptyDataError
+        An empty table, a given interval holding no request, no usable attribute.
+
+    See Also
+    --------
+    tracesleuth.patterns.split_points.degraded_interval : the automatic interval rule.
+
+    References
+    ----------
+    V. Cortellessa and L. Traini. "Detecting Latency Degradation Patterns in Service-based
+    Systems". ICPE 2020. https://doi.org/10.1145/3358960.3379126
+
+    D. Krushevskaja and M. Sandler. "Understanding latency variations of black box services".
+    WWW 2013. https://doi.org/10.1145/2488388.2488450
+
+    Examples
+    --------
+    >>> from tracesleuth.patterns import LatencyDegradationPatterns
+    >>> from tracesleuth.patterns.synthetic import make_degraded_session
+    >>> session = make_degraded_session(1000, random_state=1)
+    >>> model = LatencyDegradationPatterns(random_state=0).fit(session.frame)
+    >>> model.result_.found, len(model.result_.sub_intervals)
+    (True, 2)
+    >>> all(s.f_score > 0.95 for s in model.result_.sub_intervals)
+    True
+    """
+
+    def __init__(
+        self,
+        *,
+        solver: str = "ga",
+        interval: Any = None,
+        split_points: Sequence[int | str] | None = None,
+        attributes: Sequence[str] | None = None,
+        categorical: bool = True,
+        max_split_points: int = 6,
+        partition_objective: str = "sum",
+        bandwidth_quantile: float = 0.3,
+        min_bin_fraction: float = 0.01,
+        max_categories: int = 100,
+        population_size: int = 100,
+        offspring_size: int = 100,
+        generations: int = 400,
+        crossover_probability: float = 0.8,
+        mutation_probability: float = 0.2,
+        tournament_size: int = 20,
+        max_nodes: int | None = 2000,
+        time_budget_s: float | None = None,
+        k_range: range = range(2, 7),
+        random_state: int | np.random.Generator | None = None,
+    ):
+        self.solver = solver
+        self.interval = interval
+        self.split_points = split_points
+        self.attributes = attributes
+        self.categorical = categorical
+        self.max_split_points = max_split_points
+        self.partition_objective = partition_objective
+        self.bandwidth_quantile = bandwidth_quantile
+        self.min_bin_fraction = min_bin_fraction
+        self.max_categories = max_categories
+        self.population_size = population_size
+        self.offspring_size = offspring_size
+        self.generations = generations
+        self.crossover_probability = crossover_probability
+        self.mutation_probability = mutation_probability
+        self.tournament_size = tournament_size
+        self.max_nodes = max_nodes
+        self.time_budget_s = time_budget_s
+        self.k_range = k_range
+        self.random_state = random_state
+
+    # ----------------------------------------------------------------------------------------
+
+    def get_params(self) -> dict[str, Any]:
+        """The settings, by name."""
+        return {name: getattr(self, name) for name in self.__init__.__kwdefaults__}
+
+    def __repr__(self) -> str:
+        defaults = self.__init__.__kwdefaults__
+        changed = [f"{k}={v!r}" for k, v in self.get_params().items() if v is not defaults[k] and v != defaults[k]]
+        return f"LatencyDegradationPatterns({', '.join(changed)})"
+
+    def _validate_params(self) -> None:
+        if self.solver not in SOLVERS:
+            _fail("solver", f"a str among {set(SOLVERS)}", self.solver)
+        if not isinstance(self.categorical, bool):
+            _fail("categorical", "a bool", self.categorical)
+        _check_int("max_split_points", self.max_split_points, 0)
+        if self.partition_objective not in PARTITION_OBJECTIVES:
+            _fail("partition_objective", f"a str among {set(PARTITION_OBJECTIVES)}", self.partition_objective)
+        _check_float("bandwidth_quantile", self.bandwidth_quantile, 0.0, 1.0, low_open=True)
+        _check_float("min_bin_fraction", self.min_bin_fraction, 0.0, 1.0)
+        _check_int("max_categories", self.max_categories, 1)
+        _check_int("population_size", self.population_size, 2)
+        _check_int("offspring_size", self.offspring_size, 1)
+        _check_int("generations", self.generations, 0)
+        _check_float("crossover_probability", self.crossover_probability, 0.0, 1.0)
+        _check_float("mutation_probability", self.mutation_probability, 0.0, 1.0)
+        if self.crossover_probability + self.mutation_probability > 1.0 + 1e-12:
+            _fail(
+                "crossover_probability",
+                f"at most 1 - mutation_probability = {1.0 - self.mutation_probability:g} (their sum must be <= 1)",
+                self.crossover_probability,
+            )
+        _check_int("tournament_size", self.tournament_size, 1)
+        _check_int("max_nodes", self.max_nodes, 1, none=True)
+        _check_float("time_budget_s", self.time_budget_s, 0.0, math.inf, low_open=True, none=True)
+        if not isinstance(self.k_range, range) or len(self.k_range) == 0 or self.k_range.start < 2 or self.k_range.step < 1:
+            _fail("k_range", "a non-empty increasing range of ints >= 2", self.k_range)
+        if not (self.random_state is None or isinstance(self.random_state, np.random.Generator) or (
+            isinstance(self.random_state, numbers.Integral) and not isinstance(self.random_state, bool) and self.random_state >= 0
+        )):
+            _fail("random_state", "an int >= 0, a numpy Generator or None", self.random_state)
+        if self.attributes is not None and (isinstance(self.attributes, str) or not all(isinstance(a, str) for a in self.attributes)):
+            _fail("attributes", "a sequence of column names or keys (str), or None", self.attributes)
+
+    # ----------------------------------------------------------------------------------------
+
+    def fit(self, table: Any) -> "LatencyDegradationPatterns":
+        """Find the patterns of ``table``.
+
+        Parameters
+        ----------
+        table : TraceTable or polars.DataFrame
+            One row per request with ``latency_ns`` (int64 ns) and ``exclusive_ns[K]`` /
+            ``instance[K]`` / ``attr[KEY]`` columns (a plain DataFrame's columns are recognised by
+            these prefixes; a TraceTable names them in ``continuous_columns`` and
+            ``categorical_columns``).
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        data = _read_table(table, attributes=self.attributes, categorical=self.categorical)
+        n_rows = data.frame.height
+        if n_rows == 0:
+            raise EmptyDataError("The table holds no request: nothing to analyse.")
+        if data.rows.size == 0:
+            raise EmptyDataError(f"No request of the table has a {LATENCY_COLUMN}: nothing to analyse.")
+        self.labels_ = np.full(n_rows, -1, dtype=np.int64)
+        self.interval_ = None
+        self.split_points_ = np.empty(0, dtype=np.int64)
+        self.encodings_ = ()
+        ms = {"quantile": float(self.bandwidth_quantile), "min_bin_fraction": float(self.min_bin_fraction)}
+        latency = data.latency
+        notes = data.notes
+
+        # ---- the latency interval I ---------------------------------------------------------
+        if self.interval is None:
+            source = "automatic"
+            if latency.size < 2:
+                return self._nothing(data, "a single request: there is no latency distribution to find a degradation in.")
+            if latency.min() == latency.max():
+                return self._nothing(data, f"every request has the same latency ({format_duration_ns(latency[0])}).")
+            interval, clusters = degraded_interval(latency, **ms)
+            if interval is None:
+                return self._nothing(
+                    data,
+                    f"the most populous latency mode (around {format_duration_ns(clusters.centers[-1])}) is also the "
+                    f"slowest of the {clusters.n_clusters} mode(s) found by mean shift: no slower mode to explain.",
+                )
+        else:
+            source = "given"
+            interval = parse_interval(self.interval, latency_ns=latency)
+        positives = interval.contains(latency)
+        n_pos = int(positives.sum())
+        self.interval_ = interval
+        if n_pos == 0:
+            raise EmptyDataError(
+                f"The latency interval {interval.describe()} holds no request (latencies span "
+                f"[{format_duration_ns(latency.min())}, {format_duration_ns(latency.max())}])."
+            )
+        if n_pos == latency.size:
+            return self._nothing(
+                data,
+                f"every request lies in the latency interval {interval.describe()}: no faster request to contrast with.",
+                interval=interval,
+                source=source,
+            )
+
+        # ---- split points -------------------------------------------------------------------
+        if self.split_points is None:
+            bounds = interval_split_points(latency, interval, max_split_points=int(self.max_split_points), **ms)
+        else:
+            bounds = self._given_split_points(interval)
+        self.split_points_ = bounds
+
+        if self.solver in CLUSTERING_SOLVERS:
+            return self._fit_clustering(data, interval, source, bounds, positives)
+
+        # ---- encoding, bit strings ------------------------------------------------------------
+        encodings, codes, skipped = _encode(data, ms, int(self.max_categories))
+        self.encodings_ = tuple(encodings)
+        if not encodings:
+            detail = "; ".join(f"{a}: {r}" for a, r in skipped) or "the table has no exclusive_ns/instance/attr column"
+            raise EmptyDataError(f"No attribute to build conditions from ({detail}).")
+        latency_class = np.searchsorted(bounds, latency, side="right")
+        n_classes = bounds.size + 1
+        evaluator = PatternEvaluator(codes, np.array([e.n_bins for e in encodings]), latency_class, n_classes)
+        categorical = np.array([e.categorical for e in encodings])
+        k = bounds.size - 1
+        pairs = [(j, i) for i in range(1, k + 1) for j in range(i)]
+        if self.solver == "ga":
+            settings = GASettings(
+                population_size=int(self.population_size), offspring_size=int(self.offspring_size),
+                generations=int(self.generations), crossover_probability=float(self.crossover_probability),
+                mutation_probability=float(self.mutation_probability), tournament_size=int(self.tournament_size),
+            )
+            found = genetic_search(evaluator, categorical, pairs, settings=settings, random_state=self.random_state)
+        else:
+            found = branch_and_bound(evaluator, pairs, max_nodes=self.max_nodes, time_budget_s=self.time_budget_s)
+        by_pair: dict[tuple[int, int], SearchResult] = {(r.first, r.last): r for r in found}
+        weight = (lambda r: r.n_positives / n_pos) if self.partition_objective == "weighted" else (lambda r: 1.0)
+        partition = optimal_partition(bounds.size, {p: r.f_score * weight(r) for p, r in by_pair.items()})
+
+        subs: list[SubIntervalPattern] = []
+        satisfied: list[np.ndarray] = []
+        for index, (j, i) in enumerate(partition.sub_intervals):
+            r = by_pair[(j, i)]
+            low, high = int(bounds[j]), int(bounds[i])
+            n_sub = r.n_positives
+            if r.tp == 0:
+                why = "no request in this sub-interval" if n_sub == 0 else "no condition holds for its requests"
+                subs.append(SubIntervalPattern(index, low, high, None, f"no pattern: {why}", 0.0, 0.0, 0.0, 0, 0, n_sub, 0,
+                                               r.exhaustive if self.solver == "bnb" else None))
+                satisfied.append(np.zeros(latency.size, dtype=bool))
+                continue
+            lo, hi = simplify(evaluator, r.lo, r.hi)
+            counts = evaluator.class_counts(lo[None], hi[None])[0]
+            tp = int(counts[j + 1 : i + 1].sum())
+            quality = pattern_quality(tp, int(counts.sum()) - tp, n_sub)
+            attrs = np.flatnonzero(lo >= 0)
+            pattern = Pattern(encodings[a].condition(lo[a], hi[a]) for a in attrs)
+            mask = np.ones(latency.size, dtype=bool)
+            for a in attrs:
+                mask &= (codes[:, a] >= lo[a]) & (codes[:, a] < hi[a])
+            satisfied.append(mask)
+            subs.append(SubIntervalPattern(
+                index, low, high, pattern, pattern.describe(), quality.precision, quality.recall, quality.f_score,
+                quality.tp, quality.fp, n_sub, quality.support, r.exhaustive if self.solver == "bnb" else None,
+            ))
+        if self.solver == "bnb":
+            unfinished = [s.index for s in subs if s.exhaustive is False]
+            if unfinished:
+                notes.append(
+                    f"branch and bound stopped at its budget (max_nodes={self.max_nodes}, time_budget_s={self.time_budget_s}) "
+                    f"for sub-interval(s) {unfinished}: their patterns are the best found, not proven optimal."
+                )
+        self.labels_[data.rows] = _assign_labels(satisfied, latency, [(s.low_ns, s.high_ns) for s in subs])
+        self.result_ = DegradationPatternsResult(
+            found=True, solver=self.solver, n_requests=int(latency.size), interval=interval, interval_source=source,
+            split_points=tuple(int(b) for b in bounds), sub_intervals=tuple(subs), score=float(partition.score),
+            n_positives=n_pos, attributes=tuple(e.name for e in encodings), skipped_attributes=tuple(skipped),
+            notes=tuple(notes),
+        )
+        return self
+
+    # ----------------------------------------------------------------------------------------
+
+    def _nothing(self, data: _Inputs, reason: str, *, interval: LatencyInterval | None = None, source: str | None = None):
+        self.result_ = DegradationPatternsResult(
+            found=False, solver=self.solver, n_requests=int(data.latency.size), reason=reason, interval=interval,
+            interval_source=source, notes=tuple(data.notes),
+            n_positives=0 if interval is None else int(interval.contains(data.latency).sum()),
+        )
+        return self
+
+    def _given_split_points(self, interval: LatencyInterval) -> np.ndarray:
+        points = []
+        if isinstance(self.split_points, (str, bytes)):
+            _fail("split_points", "a sequence of split points (ns ints or strings such as '420ms')", self.split_points)
+        for p in self.split_points:
+            if isinstance(p, str):
+                value = parse_duration(p)
+            elif isinstance(p, numbers.Integral) and not isinstance(p, bool):
+                value = int(p)
+            else:
+                _fail("split_points", "a sequence of ints (ns) or duration strings", self.split_points)
+            if not interval.low_ns < value < interval.high_ns:
+                raise ParameterError(
+                    f"The 'split_points' parameter of LatencyDegradationPatterns must lie strictly inside the latency "
+                    f"interval {interval.describe()}. Got {p!r} ({format_duration_ns(value)}) instead."
+                )
+            points.append(value)
+        return np.array(sorted({interval.low_ns, interval.high_ns, *points}), dtype=np.int64)
+
+    def _fit_clustering(self, data, interval, source, bounds, positives):
+        from . import clustering  # written separately; imported on use
+
+        X, names = _exclusive_matrix(data, positives)
+        if X.shape[1] == 0:
+            raise EmptyDataError("No exclusive_ns[...] column to cluster the degraded requests on.")
+        n_deg = X.shape[0]
+        k_range = self.k_range
+        if self.solver in ("kmeans", "hierarchical"):
+            feasible = range(k_range.start, min(k_range.stop, n_deg), k_range.step)
+            if len(feasible) == 0:
+                raise ParameterError(
+                    f"The 'k_range' parameter of LatencyDegradationPatterns allows no number of clusters for the "
+                    f"{n_deg} request(s) in {interval.describe()} (k must be < {n_deg}). Got {k_range!r} instead."
+                )
+            if feasible != k_range:
+                data.notes.append(f"k_range {k_range!r} cut to {feasible!r}: only {n_deg} degraded request(s).")
+            k_range = feasible
+        seed = self.random_state
+        if isinstance(seed, np.random.Generator):
+            seed = int(seed.integers(2**31 - 1))
+        labels = np.asarray(clustering.cluster_degraded(X, method=self.solver, random_state=seed, k_range=k_range))
+        if labels.shape != (n_deg,):
+            raise ValueError(f"cluster_degraded returned labels of shape {labels.shape}, expected ({n_deg},)")
+        deg_latency = data.latency[positives]
+        subs = []
+        relabel = np.full(labels.shape, -1, dtype=np.int64)
+        clusters = [c for c in np.unique(labels) if c >= 0]
+        clusters.sort(key=lambda c: (float(np.median(deg_latency[labels == c])), int(c)))
+        for index, c in enumerate(clusters):
+            members = labels == c
+            relabel[members] = index
+            lat = deg_latency[members]
+            size = int(members.sum())
+            subs.append(SubIntervalPattern(
+                index, int(lat.min()), int(lat.max()) + 1, None,
+                f"cluster {index}: {size} degraded request(s) ({self.solver}), latency {format_duration_ns(np.median(lat))} median",
+                None, None, None, None, None, size, size, None,
+            ))
+        all_labels = np.full(data.latency.size, -1, dtype=np.int64)
+        all_labels[positives] = relabel
+        self.labels_[data.rows] = all_labels
+        self.result_ = DegradationPatternsResult(
+            found=True, solver=self.solver, n_requests=int(data.latency.size), interval=interval, interval_source=source,
+            split_points=tuple(int(b) for b in bounds), sub_intervals=tuple(subs), score=None,
+            n_positives=int(positives.sum()), attributes=tuple(names), notes=tuple(data.notes),
+        )
+        return self
+
+
+# ============================================================================================
+# Helpers
+# ============================================================================================
+
+
+def _encode(data: _Inputs, ms: dict, max_categories: int):
+    """Bin codes of every usable attribute over the analysed rows."""
+    frame = data.frame
+    rows = data.rows
+    full = rows.size == frame.height
+    encodings: list[AttributeEncoding] = []
+    columns: list[np.ndarray] = []
+    skipped: list[tuple[str, str]] = []
+    for name in data.continuous:
+        series = frame.get_column(name)
+        if not full:
+            series = series.gather(rows)
+        if not series.dtype.is_numeric():
+            skipped.append((name, f"not numeric ({series.dtype})"))
+            continue
+        present = series.is_not_null().to_numpy()
+        if series.dtype.is_float():
+            present &= ~series.is_nan().fill_null(False).to_numpy()
+            values = series.fill_nan(0).fill_null(0).round().cast(pl.Int64).to_numpy()
+        else:
+            values = series.fill_null(0).cast(pl.Int64).to_numpy()
+        if not present.any():
+            skipped.append((name, "all values missing"))
+            continue
+        thresholds = attribute_thresholds(values[present], **ms)
+        code = np.searchsorted(thresholds, values, side="right") - 1
+        code[~present] = -1
+        encodings.append(AttributeEncoding(name, "continuous", int(thresholds.size - 1), thresholds=thresholds,
+                                           n_missing=int((~present).sum())))
+        columns.append(code.astype(np.int32))
+    for name in data.categorical:
+        series = frame.get_column(name)
+        if not full:
+            series = series.gather(rows)
+        series = series.cast(pl.Utf8)
+        present = series.is_not_null().to_numpy()
+        if not present.any():
+            skipped.append((name, "all values missing"))
+            continue
+        categories = series.drop_nulls().unique().sort()
+        if categories.len() > max_categories:
+            skipped.append((name, f"{categories.len()} distinct values > max_categories={max_categories}"))
+            continue
+        code = (series.rank("dense").cast(pl.Int64) - 1).fill_null(-1).to_numpy()
+        encodings.append(AttributeEncoding(name, "categorical", int(categories.len()),
+                                           categories=tuple(categories.to_list()), n_missing=int((~present).sum())))
+        columns.append(code.astype(np.int32))
+    codes = np.column_stack(columns) if columns else np.empty((rows.size, 0), dtype=np.int32)
+    return encodings, codes, skipped
+
+
+def _exclusive_matrix(data: _Inputs, positives: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Exclusive times (float64 ns, 0 for an operation not called) of the requests in ``I``."""
+    names, cols = [], []
+    rows = data.rows[positives]
+    for name in data.continuous:
+        series = data.frame.get_column(name).gather(rows)
+        if not series.dtype.is_numeric():
+            continue
+        cols.append(series.cast(pl.Float64).fill_nan(None).fill_null(0.0).to_numpy())
+        names.append(name)
+    X = np.column_stack(cols) if cols else np.empty((rows.size, 0))
+    return X, names
+
+
+def _assign_labels(satisfied: list[np.ndarray], latency: np.ndarray, ranges: list[tuple[int, int]]) -> np.ndarray:
+    """Sub-interval index per request: own sub-interval's pattern first, else the first satisfied."""
+    labels = np.full(latency.size, -1, dtype=np.int64)
+    for index in range(len(satisfied) - 1, -1, -1):  # reverse: the first satisfied wins
+        labels[satisfied[index]] = index
+    for index, (low, high) in enumerate(ranges):
+        own = satisfied[index] & (latency >= low) & (latency < high)
+        labels[own] = index
+    return labels

@@ -1,0 +1,487 @@
+"""Density split points by mean shift, the degraded latency interval, and interval parsing.
+
+Cortellessa & Traini (2020) use mean shift twice:
+
+* Section 3.2 (search space reduction): for each RPC, cluster the execution times with mean shift
+  and take as thresholds the values that separate the dense regions;
+* Sections 2.2 and 4.3: the candidate split points ``s_0 < s_1 < ... < s_k`` of the latency
+  interval ``I`` are the local minima of the latency density, found "by using the same approach
+  used in search space reduction".
+
+**The rule used here** (one rule for both uses). Mean shift with a flat kernel, bin seeding and
+``min_bin_freq = min_bin_fraction * n`` (the settings of the authors' implementation) clusters the
+values; in one dimension every cluster is a run of consecutive sorted values, because each value
+goes to its nearest cluster centre. Between two adjacent clusters ``A < B`` the split point is the
+midpoint of the empty gap between them, ``(max(A) + min(B) + 1) // 2`` in integer ns: the
+least dense place between two modes that the sample shows, and any value in that gap splits the
+data the same way. For thresholds the data's extremes are added: ``t_0 = min`` and
+``t_K = max + 1``, so the bins ``[t_b, t_{b+1})`` cover every value.
+
+**Automatic degraded interval.** The main mode is the most populous mean-shift cluster of all
+latencies (ties: the fastest). ``I = [first split point above the main mode, max latency + 1)``;
+when the main mode is the slowest cluster there is no degradation to explain.
+
+Why not ``sklearn.cluster.MeanShift`` itself: it runs one radius query per seed per iteration
+(and per-seed joblib tasks), ~50 ms per attribute on 1,000 values and seconds on 10^6, while
+this analysis needs one run per operation. :func:`mean_shift_1d` is the same algorithm
+(same seeding, same stopping rule, same near-duplicate removal, same nearest-centre labels)
+written for sorted 1-D data with prefix sums; the tests check it against scikit-learn.
+
+References
+----------
+V. Cortellessa and L. Traini. ICPE 2020. https://doi.org/10.1145/3358960.3379126
+D. Comaniciu and P. Meer. "Mean shift: a robust approach toward feature space analysis". IEEE
+TPAMI 24(5), 2002. https://doi.org/10.1109/34.1000236
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ParameterError
+from ._model import LatencyInterval
+
+__all__ = [
+    "MeanShiftResult",
+    "attribute_thresholds",
+    "degraded_interval",
+    "density_split_points",
+    "estimate_bandwidth_1d",
+    "interval_split_points",
+    "mean_shift_1d",
+    "parse_duration",
+    "parse_interval",
+]
+
+#: Above this many values the bandwidth is estimated on evenly spaced order statistics.
+BANDWIDTH_SAMPLE = 10_000
+
+
+# --------------------------------------------------------------------------------------------
+# Bandwidth
+# --------------------------------------------------------------------------------------------
+
+
+def _kth_neighbour_distance(x: np.ndarray, k: int) -> np.ndarray:
+    """Distance from each sorted value to its k-th nearest value, itself counted first.
+
+    The k nearest values of ``x[i]`` form a window ``x[l : l + k]`` that holds ``i``; the distance
+    is ``max(x[i] - x[l], x[l + k - 1] - x[i])``, minimised over ``l`` by a vectorised bisection.
+    """
+    n = x.size
+    i = np.arange(n)
+    lo = np.maximum(0, i - k + 1)
+    hi = np.minimum(i, n - k)  # inclusive range of window starts
+    # smallest l in [lo, hi] with x[l + k - 1] - x[i] >= x[i] - x[l] (right side reaches further)
+    a, b = lo.copy(), hi + 1
+    while True:
+        active = a < b
+        if not active.any():
+            break
+        mid = (a + b) // 2
+        midc = np.minimum(mid, n - k)
+        right = x[midc + k - 1] - x
+        left = x - x[midc]
+        go_left = right >= left
+        b = np.where(active & go_left, mid, b)
+        a = np.where(active & ~go_left, mid + 1, a)
+    best = np.full(n, np.inf)
+    for cand in (a, a - 1):
+        ok = (cand >= lo) & (cand <= hi)
+        c = np.clip(cand, 0, max(n - k, 0))
+        d = np.maximum(x - x[c], x[np.minimum(c + k - 1, n - 1)] - x)
+        best = np.where(ok, np.minimum(best, d), best)
+    return best
+
+
+def estimate_bandwidth_1d(values: np.ndarray, *, quantile: float = 0.3, max_samples: int = BANDWIDTH_SAMPLE) -> float:
+    """Mean distance to the ``quantile * n``-th nearest neighbour, as ``sklearn.cluster.estimate_bandwidth``.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n_values,)
+        Finite values (any unit; the result is in the same unit).
+    quantile : float, default=0.3
+        In (0, 1].
+    max_samples : int, default=10000
+        Above this many values the estimate uses ``max_samples`` evenly spaced order statistics
+        (deterministic, unlike a random subsample).
+
+    Returns
+    -------
+    float
+        The bandwidth. When it is 0 (most values repeated, or ``quantile * n < 2``) but the values
+        are not all equal, it is re-estimated on the distinct values with at least 2 neighbours
+        (the first is the value itself), so a non-constant sample always gets a positive one.
+    """
+    if not 0.0 < quantile <= 1.0:
+        raise ParameterError(f"The 'quantile' parameter must be a float in (0, 1]. Got {quantile!r} instead.")
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    if x.size == 0:
+        raise ParameterError("Cannot estimate a bandwidth from no value.")
+    return _estimate_sorted(x, quantile, max_samples)
+
+
+def _estimate_sorted(x: np.ndarray, quantile: float, max_samples: int = BANDWIDTH_SAMPLE) -> float:
+    if x.size > max_samples:
+        x = x[np.linspace(0, x.size - 1, max_samples).round().astype(np.int64)]
+    bandwidth = _bandwidth_sorted(x, quantile)
+    if bandwidth == 0.0 and x[0] != x[-1]:
+        bandwidth = _bandwidth_sorted(np.unique(x), quantile, min_neighbours=2)
+    return bandwidth
+
+
+def _bandwidth_sorted(x: np.ndarray, quantile: float, min_neighbours: int = 1) -> float:
+    k = min(x.size, max(min_neighbours, int(x.size * quantile)))
+    return float(_kth_neighbour_distance(x, k).mean())
+
+
+# --------------------------------------------------------------------------------------------
+# Mean shift
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MeanShiftResult:
+    """Clusters of 1-D values found by :func:`mean_shift_1d`, in increasing order.
+
+    Attributes
+    ----------
+    centers : ndarray of shape (n_clusters,)
+        Cluster centres (modes), increasing.
+    counts : ndarray of shape (n_clusters,)
+        Values per cluster (every value belongs to its nearest centre).
+    minima, maxima : ndarray of shape (n_clusters,)
+        Extent of each cluster; ``maxima[c] < minima[c + 1]``.
+    bandwidth : float
+        The flat kernel's radius.
+    """
+
+    centers: np.ndarray
+    counts: np.ndarray
+    minima: np.ndarray
+    maxima: np.ndarray
+    bandwidth: float
+
+    @property
+    def n_clusters(self) -> int:
+        return int(self.centers.size)
+
+    def gap_split_points(self) -> np.ndarray:
+        """Integer midpoints of the gaps between adjacent clusters, shape (n_clusters - 1,)."""
+        lo = np.floor(self.maxima[:-1]).astype(np.int64)
+        hi = np.ceil(self.minima[1:]).astype(np.int64)
+        return (lo + hi + 1) // 2
+
+
+def mean_shift_1d(
+    values: np.ndarray,
+    *,
+    bandwidth: float | None = None,
+    quantile: float = 0.3,
+    min_bin_fraction: float = 0.01,
+    max_iter: int = 300,
+) -> MeanShiftResult:
+    """Flat-kernel mean shift with bin seeding on 1-D data (``sklearn.cluster.MeanShift`` semantics).
+
+    Seeds are the centres of the bins ``round(x / bandwidth)`` holding at least
+    ``min_bin_fraction * n`` values (all values if every bin holds one value, as in scikit-learn;
+    the most populous bins if none reaches the threshold). Each seed moves to the mean of the
+    values within ``bandwidth`` until it moves by at most ``1e-3 * bandwidth`` or after
+    ``max_iter`` steps. Centres closer than ``bandwidth`` to a centre with more values nearby are
+    removed; each value goes to its nearest remaining centre.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n_values,)
+        Finite values, at least one.
+    bandwidth : float, optional
+        Kernel radius; default :func:`estimate_bandwidth_1d` with ``quantile``.
+    quantile : float, default=0.3
+    min_bin_fraction : float, default=0.01
+        Minimum seed-bin population as a fraction of the values.
+    max_iter : int, default=300
+
+    Returns
+    -------
+    MeanShiftResult
+        A single cluster when the values are constant.
+    """
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n = x.size
+    if n == 0:
+        raise ParameterError("Mean shift needs at least one value. Got none.")
+    if not np.isfinite(x).all():
+        raise ParameterError("Mean shift needs finite values. Got NaN or infinity.")
+    if bandwidth is None:
+        if not 0.0 < quantile <= 1.0:
+            raise ParameterError(f"The 'quantile' parameter must be a float in (0, 1]. Got {quantile!r} instead.")
+        bandwidth = _estimate_sorted(x, quantile)
+    if x[0] == x[-1] or bandwidth <= 0:
+        # Constant values: one mode. (bandwidth 0 only arises for constant values.)
+        return MeanShiftResult(np.array([x[0]]), np.array([n]), np.array([x[0]]), np.array([x[-1]]), float(bandwidth))
+    h = float(bandwidth)
+    origin = x[0]
+    xs = x - origin  # small magnitudes keep the prefix sums exact enough
+    prefix = np.concatenate(([0.0], np.cumsum(xs)))
+
+    # Bin seeding (sklearn.cluster.get_bin_seeds).
+    binned = np.round(x / h)  # non-decreasing, as x is sorted: bins are runs
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(binned)) + 1))
+    bins = binned[starts]
+    bin_counts = np.diff(np.concatenate((starts, [n])))
+    keep = bin_counts >= min_bin_fraction * n
+    if keep.all() and bins.size == n:
+        seeds = x.copy()
+    else:
+        if not keep.any():
+            keep = bin_counts == bin_counts.max()
+        seeds = bins[keep].astype(np.float32).astype(np.float64) * h
+    means = seeds - origin
+
+    stop = 1e-3 * h
+    final = np.empty_like(means)
+    intensity = np.zeros(means.size, dtype=np.int64)
+    active = np.arange(means.size)
+    for _ in range(max_iter + 1):
+        m = means[active]
+        lo = np.searchsorted(xs, m - h, side="left")
+        hi = np.searchsorted(xs, m + h, side="right")
+        count = hi - lo
+        new = (prefix[hi] - prefix[lo]) / np.maximum(count, 1)
+        empty = count == 0
+        new = np.where(empty, m, new)
+        done = empty | (np.abs(new - m) <= stop)
+        final[active] = new
+        intensity[active] = count
+        means[active] = new
+        active = active[~done]
+        if active.size == 0:
+            break
+    valid = intensity > 0
+    centers, intensity = final[valid], intensity[valid]
+    if centers.size == 0:  # pragma: no cover - every seed has its own bin's values nearby
+        centers, intensity = np.array([np.median(xs)]), np.array([n])
+    # Same centre reached from several seeds: one entry (the dict of scikit-learn).
+    centers, first = np.unique(centers, return_index=True)
+    intensity = intensity[first]
+    order = np.lexsort((-centers, -intensity))  # intensity desc, then centre desc
+    ranked = centers[order]
+    unique = np.ones(ranked.size, dtype=bool)
+    by_value = np.argsort(ranked, kind="stable")
+    sorted_vals = ranked[by_value]
+    for i in range(ranked.size):
+        if unique[i]:
+            a = np.searchsorted(sorted_vals, ranked[i] - h, side="left")
+            b = np.searchsorted(sorted_vals, ranked[i] + h, side="right")
+            unique[by_value[a:b]] = False
+            unique[i] = True
+    kept = np.sort(ranked[unique])
+
+    # Nearest centre: boundaries at the midpoints between adjacent centres.
+    cuts = (kept[:-1] + kept[1:]) / 2.0
+    label = np.searchsorted(cuts, xs, side="left")
+    counts = np.bincount(label, minlength=kept.size)
+    nonempty = counts > 0
+    starts = np.searchsorted(label, np.arange(kept.size), side="left")
+    ends = np.searchsorted(label, np.arange(kept.size), side="right") - 1
+    minima = xs[np.clip(starts, 0, n - 1)] + origin
+    maxima = xs[np.clip(ends, 0, n - 1)] + origin
+    return MeanShiftResult(
+        centers=kept[nonempty] + origin,
+        counts=counts[nonempty],
+        minima=minima[nonempty],
+        maxima=maxima[nonempty],
+        bandwidth=h,
+    )
+
+
+def density_split_points(values: np.ndarray, **mean_shift: float) -> np.ndarray:
+    """Split points between the dense regions of ``values`` (Sections 2.2, 3.2 and 4.3).
+
+    Parameters
+    ----------
+    values : ndarray of shape (n_values,)
+        Integer values (ns), at least one.
+    **mean_shift
+        ``quantile``, ``min_bin_fraction``, ``bandwidth`` of :func:`mean_shift_1d`.
+
+    Returns
+    -------
+    ndarray of int64, shape (n_clusters - 1,)
+        Increasing split points strictly between the data's minimum and maximum (+1).
+    """
+    return mean_shift_1d(values, **mean_shift).gap_split_points()
+
+
+def attribute_thresholds(values: np.ndarray, **mean_shift: float) -> np.ndarray:
+    """Inequality-check thresholds ``e_t`` of one continuous attribute (Section 3.2).
+
+    Parameters
+    ----------
+    values : ndarray of int64, shape (n_present,)
+        The attribute's present values (missing ones left out), at least one.
+
+    Returns
+    -------
+    ndarray of int64, shape (n_clusters + 1,)
+        ``[min, split points..., max + 1]``: the bins ``[t_b, t_{b+1})`` are the dense regions.
+    """
+    values = np.asarray(values)
+    lo, hi = int(values.min()), int(values.max())
+    inner = density_split_points(values, **mean_shift)
+    return np.concatenate(([lo], inner, [hi + 1])).astype(np.int64)
+
+
+def degraded_interval(latency_ns: np.ndarray, **mean_shift: float) -> tuple[LatencyInterval | None, MeanShiftResult]:
+    """The automatic degraded interval: from the first split point above the main mode to the max.
+
+    Parameters
+    ----------
+    latency_ns : ndarray of int64, shape (n_requests,)
+
+    Returns
+    -------
+    interval : LatencyInterval or None
+        ``[split point above the main mode, max latency + 1)``; ``None`` when the main mode (most
+        populous cluster, ties to the fastest) is the slowest cluster.
+    clusters : MeanShiftResult
+        The latency clusters the rule was applied to.
+    """
+    clusters = mean_shift_1d(latency_ns, **mean_shift)
+    main = int(np.argmax(clusters.counts))  # first maximum: the fastest among ties
+    if main == clusters.n_clusters - 1:
+        return None, clusters
+    low = int(clusters.gap_split_points()[main])
+    return LatencyInterval(low, int(np.max(latency_ns)) + 1), clusters
+
+
+def interval_split_points(
+    latency_ns: np.ndarray,
+    interval: LatencyInterval,
+    *,
+    max_split_points: int | None = None,
+    **mean_shift: float,
+) -> np.ndarray:
+    """Candidate split points ``s_0 < ... < s_k`` of ``I`` from the latencies inside it.
+
+    ``s_0`` and ``s_k`` are the interval's bounds; the inner points are the density split points
+    of the latencies in ``I`` (mean shift re-run on those latencies only). When there are more
+    than ``max_split_points`` inner points, the least populated sub-interval is merged with its
+    less populated neighbour until there are at most that many (the DP costs ``O(k^2)`` searches).
+
+    Returns
+    -------
+    ndarray of int64, shape (k + 1,)
+    """
+    latency_ns = np.asarray(latency_ns)
+    inside = latency_ns[interval.contains(latency_ns)]
+    inner = density_split_points(inside, **mean_shift) if inside.size else np.empty(0, np.int64)
+    inner = inner[(inner > interval.low_ns) & (inner < interval.high_ns)]
+    bounds = np.concatenate(([interval.low_ns], np.unique(inner), [interval.high_ns])).astype(np.int64)
+    if max_split_points is not None:
+        bounds = _merge_to(bounds, np.sort(inside), max_split_points)
+    return bounds
+
+
+def _merge_to(bounds: np.ndarray, sorted_inside: np.ndarray, max_inner: int) -> np.ndarray:
+    bounds = list(bounds)
+    while len(bounds) - 2 > max_inner:
+        edges = np.searchsorted(sorted_inside, np.asarray(bounds), side="left")
+        sizes = np.diff(edges)
+        i = int(np.argmin(sizes))  # sub-interval [bounds[i], bounds[i+1])
+        if i == 0:
+            drop = 1
+        elif i == len(sizes) - 1:
+            drop = i
+        else:
+            drop = i if sizes[i - 1] <= sizes[i + 1] else i + 1
+        del bounds[drop]
+    return np.asarray(bounds, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+# --------------------------------------------------------------------------------------------
+
+_UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?\s*(ns|us|µs|μs|ms|s)\s*$")
+
+
+def parse_duration(text: str) -> int:
+    """Parse ``"350ms"``, ``"1.5 s"``, ``"200us"``, ``"75000ns"`` into integer nanoseconds.
+
+    Raises
+    ------
+    ParameterError
+        No unit, an unknown unit, a negative or malformed number.
+
+    Examples
+    --------
+    >>> parse_duration("350ms")
+    350000000
+    >>> parse_duration("1.5 s")
+    1500000000
+    """
+    if not isinstance(text, str):
+        raise ParameterError(f"A duration must be a string such as '350ms'. Got {text!r} instead.")
+    match = _DURATION.match(text)
+    if match is None:
+        raise ParameterError(
+            f"Cannot read duration {text!r}: expected a non-negative number followed by one of "
+            "ns, us, ms, s (e.g. '350ms')."
+        )
+    number, exponent, unit = match.groups()
+    value = float(number) * (10.0 ** int(exponent) if exponent else 1.0) * _UNIT_NS[unit]
+    if not math.isfinite(value):
+        raise ParameterError(f"Cannot read duration {text!r}: not a finite number.")
+    return int(round(value))
+
+
+def parse_interval(spec: "str | tuple[int, int] | LatencyInterval", *, latency_ns: np.ndarray | None = None) -> LatencyInterval:
+    """Read a latency interval ``"350ms:700ms"`` (half-open ``[350 ms, 700 ms)``).
+
+    Parameters
+    ----------
+    spec : str, (int, int) or LatencyInterval
+        ``"LOW:HIGH"`` with units ns/us/ms/s; an empty side means the data's minimum (low) or
+        maximum + 1 ns (high) and needs ``latency_ns``. A pair of ints is read as nanoseconds.
+    latency_ns : ndarray, optional
+        The latencies, for open sides.
+
+    Raises
+    ------
+    ParameterError
+        Malformed text, ``low >= high``, or an open side without latencies.
+
+    Examples
+    --------
+    >>> parse_interval("350ms:700ms")
+    LatencyInterval(low_ns=350000000, high_ns=700000000)
+    """
+    if isinstance(spec, LatencyInterval):
+        return spec
+    if isinstance(spec, tuple) and len(spec) == 2:
+        try:
+            return LatencyInterval(int(spec[0]), int(spec[1]))
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, ParameterError):
+                raise ParameterError(f"The 'interval' parameter: {exc}") from None
+            raise ParameterError(f"The 'interval' parameter must be 'LOW:HIGH' or (low_ns, high_ns). Got {spec!r} instead.") from None
+    if not isinstance(spec, str) or spec.count(":") != 1:
+        raise ParameterError(
+            f"The 'interval' parameter must be a string 'LOW:HIGH' such as '350ms:700ms' or a pair "
+            f"(low_ns, high_ns). Got {spec!r} instead."
+        )
+    low_text, high_text = (part.strip() for part in spec.split(":"))
+    if (not low_text or not high_text) and latency_ns is None:
+        raise ParameterError(f"The 'interval' {spec!r} has an open side; it needs the latencies to close it.")
+    low = parse_duration(low_text) if low_text else int(np.min(latency_ns))
+    high = parse_duration(high_text) if high_text else int(np.max(latency_ns)) + 1
+    if not low < high:
+        raise ParameterError(f"The 'interval' parameter must have LOW < HIGH. Got {spec!r} ([{low}, {high}) ns) instead.")
+    return LatencyInterval(low, high)

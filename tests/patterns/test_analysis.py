@@ -1,0 +1,337 @@
+"""LatencyDegradationPatterns end to end: recovery of injected degradations, result objects, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tracesleuth.errors import EmptyDataError, ParameterError
+from tracesleuth.patterns import Condition, LatencyDegradationPatterns, LatencyInterval, Pattern
+from tracesleuth.patterns.analysis import _assign_labels
+from tracesleuth.patterns.synthetic import make_degraded_session
+
+MS = 1_000_000
+FAST = {"generations": 120}  # enough for these sessions; the paper's 400 are the default
+
+
+def best_match_f(labels: np.ndarray, truth: np.ndarray, label: int) -> float:
+    """F-score of the cluster that best matches an injected degradation (Section 4.3)."""
+    best = 0.0
+    for c in np.unique(labels[labels >= 0]):
+        tp = np.sum((labels == c) & (truth == label))
+        if tp:
+            p, r = tp / np.sum(labels == c), tp / np.sum(truth == label)
+            best = max(best, 2 * p * r / (p + r))
+    return best
+
+
+@pytest.fixture(scope="module")
+def session():
+    return make_degraded_session(1000, random_state=1)
+
+
+# --------------------------------------------------------------------------------------------
+# Quality floors
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("solver", ["ga", "bnb"])
+@pytest.mark.parametrize("seed", [0, 3])
+def test_recovers_injected_degradations(solver, seed):
+    s = make_degraded_session(1000, random_state=seed)
+    model = LatencyDegradationPatterns(solver=solver, random_state=seed, **FAST).fit(s.frame)
+    res = model.result_
+    assert res.found and res.interval_source == "automatic"
+    assert len(res.sub_intervals) == 2
+    for label in (1, 2):
+        assert best_match_f(model.labels_, s.truth, label) >= 0.95
+    for sub in res.sub_intervals:
+        assert sub.f_score >= 0.95 and sub.pattern is not None and len(sub.pattern) >= 1
+        assert sub.words == sub.pattern.describe()
+    # the patterns name the delayed operations
+    words = " ".join(sub.words for sub in res.sub_intervals)
+    assert any(op in words for op in s.a1_operations) and s.a2_operations[0] in words
+
+
+def test_ga_beats_single_bin_bnb_under_delay_noise():
+    """The paper's RQ2/RQ3 finding: with 50/60 ms delays a condition must span two dense regions."""
+    s = make_degraded_session(1000, random_state=5, noise=True)
+    ga = LatencyDegradationPatterns(solver="ga", random_state=0, **FAST).fit(s.frame)
+    bnb = LatencyDegradationPatterns(solver="bnb").fit(s.frame)
+    ga_f = [best_match_f(ga.labels_, s.truth, k) for k in (1, 2)]
+    bnb_f = [best_match_f(bnb.labels_, s.truth, k) for k in (1, 2)]
+    assert min(ga_f) >= 0.95
+    assert sum(ga_f) > sum(bnb_f)
+
+
+def test_categorical_condition_found():
+    """Section 5: a degradation only a root attribute explains."""
+    rng = np.random.default_rng(0)
+    n = 1200
+    version = np.where(rng.random(n) < 0.15, "1.4", "1.3")
+    a = np.round(rng.normal(20, 1, n) * MS).astype(np.int64)
+    b = np.round(rng.normal(30, 1, n) * MS).astype(np.int64)
+    latency = a + b + np.where(version == "1.4", 60 * MS, 0) + np.round(rng.normal(2, 0.2, n) * MS).astype(np.int64)
+    frame = pl.DataFrame({"trace_id": [str(i) for i in range(n)], "latency_ns": latency,
+                          "exclusive_ns[svc:a]": a, "exclusive_ns[svc:b]": b, "attr[version]": version})
+    for solver in ("ga", "bnb"):
+        res = LatencyDegradationPatterns(solver=solver, random_state=0, **FAST).fit(frame).result_
+        assert res.found and len(res.sub_intervals) == 1
+        sub = res.sub_intervals[0]
+        assert sub.pattern == Pattern([Condition.categorical("attr[version]", "1.4")])
+        assert sub.f_score == 1.0 and sub.words == "version = 1.4"
+    off = LatencyDegradationPatterns(categorical=False, random_state=0, **FAST).fit(frame).result_
+    assert "attr[version]" not in off.attributes
+
+
+def test_same_seed_same_patterns(session):
+    a = LatencyDegradationPatterns(random_state=42, **FAST).fit(session.frame)
+    b = LatencyDegradationPatterns(random_state=42, **FAST).fit(session.frame)
+    assert a.result_.to_dict() == b.result_.to_dict()
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    assert a.result_ == b.result_
+
+
+def test_trace_table_object_equals_frame(session):
+    from tracesleuth.model import TraceTable
+
+    table = TraceTable(frame=session.frame, endpoint=session.operations[0], operations=session.operations)
+    a = LatencyDegradationPatterns(random_state=0, **FAST).fit(table)
+    b = LatencyDegradationPatterns(random_state=0, **FAST).fit(session.frame)
+    assert a.result_ == b.result_
+
+    class Minimal:  # duck typing: .frame, .continuous_columns, .categorical_columns
+        frame = session.frame
+        continuous_columns = [c for c in session.frame.columns if c.startswith("exclusive_ns[")][:4]
+        categorical_columns = []
+
+    c = LatencyDegradationPatterns(random_state=0, **FAST).fit(Minimal())
+    assert set(c.result_.attributes) == set(Minimal.continuous_columns)
+
+
+def test_partition_objective():
+    """The plain sum (eq. 7) splits a mode that a second, unrelated bimodality cuts in two."""
+    rng = np.random.default_rng(2)
+    n = 2000
+    degraded = rng.random(n) < 0.2
+    a = np.round((rng.normal(10, 0.5, n) + 50 * degraded) * MS).astype(np.int64)
+    cache = np.round((rng.normal(5, 0.5, n) + 30 * (rng.random(n) < 0.5)) * MS).astype(np.int64)
+    latency = a + cache + np.round(rng.normal(15, 0.5, n) * MS).astype(np.int64)
+    frame = pl.DataFrame({"latency_ns": latency, "exclusive_ns[s:a]": a, "exclusive_ns[s:cache]": cache})
+    interval = (int(latency[degraded].min()), int(latency[degraded].max()) + 1)
+    plain = LatencyDegradationPatterns(interval=interval, random_state=0, **FAST).fit(frame).result_
+    weighted = LatencyDegradationPatterns(interval=interval, partition_objective="weighted", random_state=0,
+                                          **FAST).fit(frame).result_
+    assert len(plain.sub_intervals) == 2
+    assert len(weighted.sub_intervals) == 1
+    (sub,) = weighted.sub_intervals
+    assert sub.pattern.attributes == ("exclusive_ns[s:a]",) and sub.f_score >= 0.99
+    assert weighted.score == pytest.approx(sub.f_score)
+
+
+# --------------------------------------------------------------------------------------------
+# Settings and results
+# --------------------------------------------------------------------------------------------
+
+
+def test_given_interval_and_split_points(session):
+    res = LatencyDegradationPatterns(interval="150ms:300ms", split_points=["200ms"], random_state=0,
+                                     **FAST).fit(session.frame).result_
+    assert res.interval == LatencyInterval(150 * MS, 300 * MS) and res.interval_source == "given"
+    assert res.split_points == (150 * MS, 200 * MS, 300 * MS)
+    assert res.sub_intervals[0].low_ns == 150 * MS and res.sub_intervals[-1].high_ns == 300 * MS
+
+
+def test_attributes_restriction(session):
+    keep = session.a2_operations[0]
+    model = LatencyDegradationPatterns(attributes=[keep, "version"], random_state=0, **FAST).fit(session.frame)
+    assert set(model.result_.attributes) <= {f"exclusive_ns[{keep}]", f"instance[{keep}]", "attr[version]"}
+    for sub in model.result_.sub_intervals:
+        if sub.pattern is not None:
+            assert set(sub.pattern.attributes) <= set(model.result_.attributes)
+
+
+def test_result_objects(session):
+    model = LatencyDegradationPatterns(random_state=0, **FAST).fit(session.frame)
+    res = model.result_
+    frame = res.to_frame()
+    assert frame.height == len(res.sub_intervals)
+    assert frame.columns[:4] == ["index", "low_ns", "high_ns", "words"]
+    assert frame["f_score"].to_list() == [s.f_score for s in res.sub_intervals]
+    d = json.loads(json.dumps(res.to_dict()))
+    assert d["found"] is True and d["solver"] == "ga" and len(d["sub_intervals"]) == len(res.sub_intervals)
+    assert d["sub_intervals"][0]["pattern"][0]["words"]
+    assert "ms" in res.describe()
+    with pytest.raises(AttributeError):
+        res.found = False  # frozen
+    # labels: a request satisfying a pattern gets a sub-interval, and each sub-interval's tp agree
+    for sub in res.sub_intervals:
+        sat = sub.pattern.satisfied_by(session.frame)
+        lat = session.frame["latency_ns"].to_numpy()
+        inside = (lat >= sub.low_ns) & (lat < sub.high_ns)
+        assert sub.tp == int((sat & inside).sum()) and sub.fp == int((sat & ~inside).sum())
+        assert np.all(model.labels_[sat & inside] == sub.index)
+    satisfied_any = np.zeros(session.frame.height, bool)
+    for sub in res.sub_intervals:
+        satisfied_any |= sub.pattern.satisfied_by(session.frame)
+    assert np.all((model.labels_ >= 0) == satisfied_any)
+
+
+def test_label_rule():
+    lat = np.array([10, 20, 30, 40])
+    sat = [np.array([True, True, True, False]), np.array([False, True, True, False])]
+    # sub-interval 0 = [0, 15), 1 = [15, 35): request 1 satisfies both and lies in 1
+    labels = _assign_labels(sat, lat, [(0, 15), (15, 35)])
+    assert labels.tolist() == [0, 1, 1, -1]
+    # request 2 satisfies both patterns, its latency is in neither: the first pattern
+    labels = _assign_labels(sat, lat, [(0, 15), (15, 25)])
+    assert labels.tolist() == [0, 1, 0, -1]
+
+
+def test_get_params_and_repr():
+    model = LatencyDegradationPatterns(solver="bnb", max_nodes=10)
+    assert model.get_params()["max_nodes"] == 10
+    assert repr(model) == "LatencyDegradationPatterns(solver='bnb', max_nodes=10)"
+
+
+@pytest.mark.parametrize("solver", ["kmeans", "hierarchical", "meanshift"])
+def test_clustering_solvers(session, solver):
+    model = LatencyDegradationPatterns(solver=solver, random_state=0).fit(session.frame)
+    res = model.result_
+    assert res.found and res.solver == solver and res.score is None
+    assert all(s.pattern is None and s.f_score is None for s in res.sub_intervals)
+    lat = session.frame["latency_ns"].to_numpy()
+    inside = res.interval.contains(lat)
+    assert np.all(model.labels_[~inside] == -1) and np.all(model.labels_[inside] >= 0)
+    assert sorted({int(x) for x in model.labels_[inside]}) == list(range(len(res.sub_intervals)))
+    assert sum(s.support for s in res.sub_intervals) == int(inside.sum())
+    json.dumps(res.to_dict())
+    if solver == "kmeans":  # the clusters separate the two injected degradations
+        assert min(best_match_f(model.labels_, session.truth, k) for k in (1, 2)) >= 0.95
+
+
+# --------------------------------------------------------------------------------------------
+# Bad input: clear errors or an explicit "no degradation found", never a crash
+# --------------------------------------------------------------------------------------------
+
+
+def _frame(latencies, **columns):
+    return pl.DataFrame({"latency_ns": pl.Series(latencies, dtype=pl.Int64), **columns})
+
+
+def test_empty_table():
+    frame = _frame([], **{"exclusive_ns[s:a]": pl.Series([], dtype=pl.Int64)})
+    with pytest.raises(EmptyDataError, match="no request"):
+        LatencyDegradationPatterns().fit(frame)
+
+
+def test_one_request():
+    model = LatencyDegradationPatterns().fit(_frame([5 * MS], **{"exclusive_ns[s:a]": [1 * MS]}))
+    assert not model.result_.found and "single request" in model.result_.reason
+    assert model.labels_.tolist() == [-1]
+    assert model.result_.to_frame().height == 0 and json.dumps(model.result_.to_dict())
+    assert model.result_.describe().startswith("No degradation found")
+
+
+def test_constant_latency():
+    model = LatencyDegradationPatterns().fit(_frame([7 * MS] * 50, **{"exclusive_ns[s:a]": list(range(50))}))
+    assert not model.result_.found and "same latency" in model.result_.reason
+
+
+def test_no_slower_mode():
+    rng = np.random.default_rng(0)
+    lat = np.round(np.concatenate([rng.normal(100, 3, 100), rng.normal(300, 5, 900)]) * MS).astype(np.int64)
+    model = LatencyDegradationPatterns().fit(_frame(lat, **{"exclusive_ns[s:a]": lat // 2}))
+    assert not model.result_.found and "slowest" in model.result_.reason
+    assert np.all(model.labels_ == -1)
+
+
+def test_interval_holding_every_request(session):
+    model = LatencyDegradationPatterns(interval="0ms:10s").fit(session.frame)
+    assert not model.result_.found and "every request" in model.result_.reason
+
+
+@pytest.mark.parametrize("interval", ["10s:20s", "1ns:2ns"])
+def test_interval_outside_data(session, interval):
+    with pytest.raises(EmptyDataError, match="holds no request"):
+        LatencyDegradationPatterns(interval=interval).fit(session.frame)
+
+
+def test_operation_all_missing(session):
+    frame = session.frame.with_columns(pl.lit(None, dtype=pl.Int64).alias("exclusive_ns[ghost:op]"))
+    res = LatencyDegradationPatterns(random_state=0, **FAST).fit(frame).result_
+    assert res.found and ("exclusive_ns[ghost:op]", "all values missing") in res.skipped_attributes
+    assert "exclusive_ns[ghost:op]" not in res.attributes
+
+
+def test_every_attribute_missing():
+    rng = np.random.default_rng(0)
+    lat = np.round(np.concatenate([rng.normal(100, 3, 900), rng.normal(200, 3, 100)]) * MS).astype(np.int64)
+    frame = _frame(lat, **{"exclusive_ns[s:a]": pl.Series([None] * lat.size, dtype=pl.Int64)})
+    with pytest.raises(EmptyDataError, match="No attribute.*all values missing"):
+        LatencyDegradationPatterns().fit(frame)
+
+
+def test_too_many_categories_are_skipped(session):
+    frame = session.frame.with_columns(pl.col("trace_id").alias("attr[request.id]"))
+    res = LatencyDegradationPatterns(max_categories=50, random_state=0, **FAST).fit(frame).result_
+    (reason,) = [r for a, r in res.skipped_attributes if a == "attr[request.id]"]
+    assert "distinct values > max_categories=50" in reason
+
+
+def test_requests_without_latency_are_reported(session):
+    frame = session.frame.with_columns(
+        pl.when(pl.int_range(pl.len()) < 5).then(None).otherwise(pl.col("latency_ns")).alias("latency_ns"))
+    model = LatencyDegradationPatterns(random_state=0, **FAST).fit(frame)
+    assert model.labels_[:5].tolist() == [-1] * 5
+    assert any("5 request(s) without latency_ns" in note for note in model.result_.notes)
+
+
+def test_k_larger_than_data_allows(session):
+    lat = session.frame["latency_ns"].to_numpy()
+    top3 = np.sort(lat)[-3]
+    with pytest.raises(ParameterError, match="k_range.*3 request"):
+        LatencyDegradationPatterns(solver="kmeans", interval=(int(top3), int(lat.max()) + 1),
+                                   k_range=range(5, 7)).fit(session.frame)
+
+
+def test_budget_exhausted_is_noted():
+    # noisy delays: one expansion cannot reach F = 1, so the search is cut short
+    s = make_degraded_session(1000, random_state=5, noise=True)
+    res = LatencyDegradationPatterns(solver="bnb", max_nodes=1).fit(s.frame).result_
+    assert res.found and any("budget" in note for note in res.notes)
+    assert any(s.exhaustive is False for s in res.sub_intervals)
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"solver": "genetic"}, "'solver' parameter"),
+        ({"generations": -1}, r"'generations' parameter of LatencyDegradationPatterns must be an int in the range \[0, inf\]. Got -1"),
+        ({"population_size": 1}, "'population_size'"),
+        ({"crossover_probability": 0.9}, "'crossover_probability'.*sum must be <= 1"),
+        ({"tournament_size": 2.5}, "'tournament_size'"),
+        ({"bandwidth_quantile": 0}, "'bandwidth_quantile'"),
+        ({"random_state": "seed"}, "'random_state'"),
+        ({"k_range": range(1, 3)}, "'k_range'"),
+        ({"attributes": "svc:op"}, "'attributes'"),
+        ({"interval": "fast:slow"}, "duration"),
+        ({"interval": 3}, "'interval' parameter"),
+        ({"split_points": ["10s"]}, "strictly inside"),
+        ({"partition_objective": "max"}, "'partition_objective'"),
+        ({"attributes": ["nope:op"]}, "names 'nope:op'"),
+    ],
+)
+def test_bad_settings(session, params, match):
+    with pytest.raises(ParameterError, match=match):
+        LatencyDegradationPatterns(**params).fit(session.frame)
+
+
+def test_bad_tables():
+    with pytest.raises(ParameterError, match="TraceTable .* or a polars DataFrame"):
+        LatencyDegradationPatterns().fit({"latency_ns": [1, 2]})
+    with pytest.raises(ParameterError, match="no 'latency_ns' column"):
+        LatencyDegradationPatterns().fit(pl.DataFrame({"x": [1]}))

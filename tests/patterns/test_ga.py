@@ -1,0 +1,101 @@
+"""The genetic algorithm (Section 3.1): operators, planted pattern recovery, determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracesleuth.patterns.ga import GASettings, _Space, genetic_search
+
+from ._planted import CATEGORICAL, N_BINS, planted_problem
+
+# attr1 in [bins 2, 4) (a range of two mean-shift bins) and the categorical attr4 = value 2
+PLANTED_LO = [-1, 2, -1, -1, 2, -1]
+PLANTED_HI = [-1, 4, -1, -1, 3, -1]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ga_recovers_planted_pattern(seed):
+    ev, planted_f, _ = planted_problem(seed, planted_lo=PLANTED_LO, planted_hi=PLANTED_HI)
+    assert planted_f >= 0.95
+    (res,) = genetic_search(ev, CATEGORICAL, [(0, 1)], settings=GASettings(generations=150), random_state=seed)
+    assert res.f_score >= planted_f - 1e-12  # as good as the planted pattern (or better on the noise)
+    assert res.f_score >= 0.95
+    assert res.lo[1] == 2 and res.hi[1] == 4 and res.lo[4] == 2  # the planted conditions themselves
+    assert res.history[-1] == res.f_score and np.all(np.diff(res.history) >= 0)
+    assert res.tp + res.fp == res.class_counts.sum() and res.tp == res.class_counts[1]
+
+
+def test_ga_several_sub_intervals_at_once():
+    ev, planted_f, _ = planted_problem(5, planted_lo=PLANTED_LO, planted_hi=PLANTED_HI)
+    results = genetic_search(ev, CATEGORICAL, [(0, 1), (0, 2), (1, 2)], settings=GASettings(generations=100),
+                             random_state=3)
+    assert [(r.first, r.last) for r in results] == [(0, 1), (0, 2), (1, 2)]
+    assert results[0].f_score >= planted_f - 1e-12
+    for r in results:
+        assert r.n_positives == int(ev.class_sizes[r.first + 1 : r.last + 1].sum())
+        assert 0.0 <= r.f_score <= 1.0
+
+
+def test_ga_same_seed_same_result_different_seed_runs():
+    ev, _, _ = planted_problem(7, planted_lo=PLANTED_LO, planted_hi=PLANTED_HI, flip=0.05)
+    settings = GASettings(generations=60)
+    a = genetic_search(ev, CATEGORICAL, [(0, 1), (1, 2)], settings=settings, random_state=11)
+    b = genetic_search(ev, CATEGORICAL, [(0, 1), (1, 2)], settings=settings, random_state=11)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x.lo, y.lo)
+        np.testing.assert_array_equal(x.hi, y.hi)
+        np.testing.assert_array_equal(x.history, y.history)
+        assert x.f_score == y.f_score
+    c = genetic_search(ev, CATEGORICAL, [(0, 1), (1, 2)], settings=settings, random_state=12)
+    assert all(r.f_score > 0 for r in c)
+
+
+def test_ga_zero_generations_and_one_attribute():
+    ev, _, _ = planted_problem(1, planted_lo=PLANTED_LO, planted_hi=PLANTED_HI)
+    (res,) = genetic_search(ev, CATEGORICAL, [(0, 1)], settings=GASettings(generations=0), random_state=0)
+    assert res.history.shape == (1,) and res.f_score > 0
+
+
+def _valid(lo, hi, n_bins, categorical):
+    absent = lo < 0
+    assert np.all(hi[absent] == -1)
+    present = ~absent
+    nb = np.broadcast_to(n_bins, lo.shape)
+    cat = np.broadcast_to(categorical, lo.shape)
+    assert np.all(lo[present] < hi[present]) and np.all(hi[present] <= nb[present]) and np.all(lo[present] >= 0)
+    assert np.all(hi[present & cat] == lo[present & cat] + 1)
+
+
+def test_operators_keep_individuals_valid():
+    rng = np.random.default_rng(0)
+    space = _Space(N_BINS, CATEGORICAL, rng)
+    lo, hi = space.initial((500,), 2)
+    _valid(lo, hi, N_BINS, CATEGORICAL)
+    assert np.all((lo >= 0).sum(axis=1) == 2)
+    for _ in range(50):
+        lo, hi = space.mutate(lo, hi)
+        _valid(lo, hi, N_BINS, CATEGORICAL)
+    lo2, hi2 = space.initial((500,), 3)
+    clo, chi = space.crossover(lo, hi, lo2, hi2)
+    _valid(clo, chi, N_BINS, CATEGORICAL)
+    # union and split: every condition of the child comes from a parent, on the same attribute
+    from_first = (clo == lo) & (chi == hi)
+    from_second = (clo == lo2) & (chi == hi2)
+    assert np.all((clo < 0) | from_first | from_second)
+    # a condition that only one parent has is kept by the first child about half the time
+    only_first = (lo >= 0) & (lo2 < 0)
+    kept = (clo >= 0)[only_first].mean()
+    assert 0.4 < kept < 0.6
+
+
+def test_mutation_kinds_all_happen():
+    rng = np.random.default_rng(1)
+    space = _Space(N_BINS, CATEGORICAL, rng)
+    lo, hi = space.initial((3000,), 2)
+    mlo, mhi = space.mutate(lo, hi)
+    n_before, n_after = (lo >= 0).sum(axis=1), (mlo >= 0).sum(axis=1)
+    assert (n_after == n_before + 1).any()  # add
+    assert (n_after == n_before - 1).any()  # remove
+    modified = (n_after == n_before) & ((mlo != lo) | (mhi != hi)).any(axis=1)
+    assert modified.any()  # modify
