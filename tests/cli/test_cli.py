@@ -84,3 +84,22 @@ def test_store_appends_parts(tmp_path):
     assert len(s.span_files()) == 2 and s.read_spans().num_rows == 2
     assert SpanStore(tmp_path / "st").read_spans().num_rows == 2
     assert not list((tmp_path / "st" / "spans").glob("*.tmp"))
+
+
+def test_patterns_command_finds_planted_degradations(tmp_path, capsys):
+    """Spans of a simulated session through the whole path: file -> table -> patterns -> JSON."""
+    import pyarrow.parquet as pq
+
+    from tracesleuth.evaluation.eshopper import simulate_eshopper
+
+    session = simulate_eshopper(n_requests=600, random_state=3)
+    f = tmp_path / "spans.parquet"
+    pq.write_table(session.spans, f)
+    code, doc = run_json(capsys, "patterns", str(f), "--seed", "1")
+    assert code == 0 and doc["found"] and doc["sub_intervals"]
+    best = max(s["f_score"] for s in doc["sub_intervals"])
+    assert best >= 0.9
+    code2, doc2 = run_json(capsys, "patterns", str(f), "--seed", "1")
+    assert [s["words"] for s in doc2["sub_intervals"]] == [s["words"] for s in doc["sub_intervals"]]
+    code3, doc3 = run_json(capsys, "patterns", str(f), "--interval", "9s:10s")
+    assert code3 in (0, 2) and (doc3.get("error") or not doc3["found"])

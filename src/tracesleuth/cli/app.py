@@ -205,6 +205,71 @@ def table(paths: Annotated[list[Path], typer.Argument(help="Trace files, directo
         out.print(f"Wrote {output}")
 
 
+@app.command()
+def patterns(paths: Annotated[list[Path], typer.Argument(help="Trace files, directories, glob patterns or a store.")],
+             endpoint: EndpointOpt = None,
+             interval: Annotated[Optional[str], typer.Option("--interval", help="Degraded latency interval "
+                                 "'A:B' with units (e.g. 350ms:700ms); default: chosen automatically "
+                                 "(above the main latency mode) and printed.")] = None,
+             solver: Annotated[str, typer.Option("--solver", help="ga, bnb, kmeans, hierarchical or meanshift.")] = "ga",
+             seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same patterns).")] = 0,
+             generations: Annotated[int, typer.Option("--generations", help="GA generations.")] = 400,
+             output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Also write request -> "
+                               "cluster labels (.parquet or .csv).")] = None,
+             format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
+    """Latency degradation patterns (Cortellessa & Traini, ICPE 2020): which exclusive-time ranges and
+    attributes explain each degraded latency sub-interval, with precision, recall and F-score."""
+    import time
+
+    import polars as pl
+
+    from ..model import build_trace_table
+    from ..patterns import LatencyDegradationPatterns, parse_interval
+
+    result = load(paths, format, mapping)
+    tt = build_trace_table(result, endpoint)
+    bounds = None
+    if interval is not None:
+        iv = parse_interval(interval, latency_ns=tt.latencies_ns())
+        bounds = (iv.low_ns, iv.high_ns)
+    t0 = time.perf_counter()
+    est = LatencyDegradationPatterns(solver=solver, interval=bounds, random_state=seed,
+                                     generations=generations).fit(tt)
+    seconds = time.perf_counter() - t0
+    res = est.result_
+    if output is not None:
+        labels = tt.frame.select("trace_id", "span_id", "latency_ns").with_columns(
+            pl.Series("cluster", est.labels_))
+        if output.suffix.lower() == ".csv":
+            labels.write_csv(output)
+        elif output.suffix.lower() in (".parquet", ".pq"):
+            labels.write_parquet(output)
+        else:
+            raise TraceSleuthError(f"--output {output}: the file name must end in .parquet or .csv")
+    if json:
+        emit_json({"endpoint": tt.endpoint, "requests": tt.n_requests, "seconds": seconds, **res.to_dict()})
+        return
+    out.print(f"Endpoint [bold]{tt.endpoint}[/]: {tt.n_requests:,} requests; solver {solver}, seed {seed}, "
+              f"{seconds:.2f} s.")
+    if not res.found:
+        out.print(f"No degradation found: {res.reason}", markup=False)
+        return
+    iv = res.interval
+    out.print(f"Degraded interval ({res.interval_source}): {iv.describe()}, {res.n_positives:,} requests; "
+              f"split points: {', '.join(f'{p / 1e6:.1f}' for p in res.split_points)} ms", markup=False)
+    t = Table(title="Latency degradation patterns", title_justify="left", show_lines=True)
+    for c in ("latency", "pattern", "precision", "recall", "F-score", "support"):
+        t.add_column(c, overflow="fold", justify="left" if c in ("latency", "pattern") else "right")
+    for s in res.sub_intervals:
+        fmt = lambda v: "—" if v is None else f"{v:.3f}"
+        t.add_row(s.latency_words, s.words, fmt(s.precision), fmt(s.recall), fmt(s.f_score), f"{s.support:,}")
+    out.print(t)
+    for note in res.notes:
+        out.print(f"note: {note}", markup=False)
+    if output is not None:
+        out.print(f"Wrote {output}")
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the app; errors on input or settings print one line and give exit code 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
