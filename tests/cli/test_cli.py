@@ -103,3 +103,11 @@ def test_patterns_command_finds_planted_degradations(tmp_path, capsys):
     assert [s["words"] for s in doc2["sub_intervals"]] == [s["words"] for s in doc["sub_intervals"]]
     code3, doc3 = run_json(capsys, "patterns", str(f), "--interval", "9s:10s")
     assert code3 in (0, 2) and (doc3.get("error") or not doc3["found"])
+
+
+def test_evaluate_patterns_json(capsys):
+    code, doc = run_json(capsys, "evaluate", "patterns", "--sessions", "1", "--requests", "400",
+                         "--solvers", "ga,kmeans", "--noised")
+    assert code == 0
+    text = json.dumps(doc)
+    assert "ga" in text and "kmeans" in text

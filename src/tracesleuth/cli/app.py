@@ -270,6 +270,42 @@ def patterns(paths: Annotated[list[Path], typer.Argument(help="Trace files, dire
         out.print(f"Wrote {output}")
 
 
+evaluate_app = typer.Typer(no_args_is_help=True, help="Reproduce the papers' experiments and report their metrics.")
+app.add_typer(evaluate_app, name="evaluate")
+
+
+@evaluate_app.command("patterns")
+def evaluate_patterns(
+        sessions: Annotated[int, typer.Option("--sessions", help="Simulated load-test sessions.")] = 30,
+        noised: Annotated[bool, typer.Option("--noised", help="Add the two noise types of Section 4.3.")] = False,
+        requests: Annotated[int, typer.Option("--requests", help="Homepage requests per session.")] = 1000,
+        solvers: Annotated[str, typer.Option("--solvers", help="Comma-separated solvers.")] =
+        "ga,bnb,kmeans,hierarchical,meanshift",
+        interval: Annotated[str, typer.Option("--interval", help="'affected' (the paper: [Lmin, Lmax] of the "
+                                              "affected requests) or 'auto' (the tool's own rule).")] = "affected",
+        k_select: Annotated[str, typer.Option("--k-select", help="How K-means/hierarchical pick k: 'truth' "
+                                              "(the paper: best against ground truth) or 'silhouette'.")] = "truth",
+        seed: Annotated[int, typer.Option("--seed")] = 0,
+        sessions_table: Annotated[bool, typer.Option("--per-session", help="Also print Table 2 (every session).")] = False,
+        json: JsonOpt = False) -> None:
+    """Latency degradation patterns, Cortellessa & Traini Section 4: simulated E-Shopper sessions with
+    injected degradations A1/A2; F-score, precision, recall and time per solver (Tables 2 and 3)."""
+    from ..evaluation.patterns import evaluate_patterns as run_eval, render
+
+    names = tuple(x.strip() for x in solvers.split(",") if x.strip())
+    with _progress(f"evaluating {sessions} sessions") as progress:
+        progress.add_task("eval", spans=0)
+        ev = run_eval(sessions=sessions, noised=noised, solvers=names, random_state=seed, n_requests=requests,
+                      interval=interval, k_select=k_select)
+    if json:
+        emit_json(ev.to_dict())
+        return
+    out.print(render(ev, table="summary"), markup=False)
+    out.print(render(ev, table="time"), markup=False)
+    if sessions_table:
+        out.print(render(ev, table="sessions"), markup=False)
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the app; errors on input or settings print one line and give exit code 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
