@@ -270,6 +270,31 @@ def patterns(paths: Annotated[list[Path], typer.Argument(help="Trace files, dire
         out.print(f"Wrote {output}")
 
 
+@app.command()
+def collect(store: Annotated[Path, typer.Option("--store", help="Span store directory (created).")] = Path("store"),
+            port: Annotated[int, typer.Option("--port", help="TCP port (0: a free one).")] = 4318,
+            host: Annotated[str, typer.Option("--host", help="Address to bind; loopback by default.")] = "127.0.0.1",
+            token: Annotated[Optional[str], typer.Option("--token", envvar="TRACESLEUTH_TOKEN",
+                                                          help="Require 'Authorization: Bearer TOKEN'.")] = None,
+            json: JsonOpt = False) -> None:
+    """Receive spans over OTLP/HTTP (POST /v1/traces, protobuf or JSON) and Zipkin v2
+    (POST /api/v2/spans) into a span store; acknowledged spans survive a crash. Ctrl-C stops."""
+    from ..collector import serve
+    from ..store import SpanStore
+
+    SpanStore(store)  # create it, or check that it is one
+    stats = serve(store, host=host, port=port, token=token,
+                  on_ready=lambda url: err.print(f"tracesleuth collect: listening on {url}, store {store}")
+                  if not json else None)
+    if json:
+        emit_json(stats)
+    else:
+        sp = stats.get("spans", {})
+        out.print(f"Stopped after {stats.get('uptime_seconds', 0):.0f} s: {stats.get('requests', {}).get('total', 0):,} "
+                  f"requests, {sp.get('received', 0):,} spans received, {sp.get('stored', 0):,} stored, "
+                  f"{sp.get('rejected', 0):,} rejected.", markup=False)
+
+
 evaluate_app = typer.Typer(no_args_is_help=True, help="Reproduce the papers' experiments and report their metrics.")
 app.add_typer(evaluate_app, name="evaluate")
 

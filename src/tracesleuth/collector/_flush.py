@@ -1,0 +1,180 @@
+"""Turning write-ahead-log segments into the store's Parquet parts, idempotently.
+
+Segment ``seg-N`` becomes ``spans/part-<k>-seg-N.parquet`` (and ``rejects/part-<k>-seg-N.parquet``
+when it holds reject rows), written by :meth:`SpanStore.append_spans` /
+:meth:`~SpanStore.append_rejects` (a temporary file, fsynced, renamed into place). The segment
+is deleted only after its parts are in place and their directory is fsynced. A crash at any point
+leaves either the segment (converted again at start-up) or the segment and its parts (then the
+part found under the segment's name is not written a second time), never a lost or a doubled
+span.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..store import SpanStore
+from ._wal import WriteAheadLog, fsync_dir, read_segment, segment_seq
+
+log = logging.getLogger("tracesleuth.collector")
+
+#: ``part_spans`` given to :meth:`SpanStore.append_spans`: one part per segment.
+_ONE_PART = 1 << 62
+
+
+class SegmentPartStore(SpanStore):
+    """A :class:`~tracesleuth.store.SpanStore` whose next part is named after the WAL segment
+    being converted (``part-000007-seg-000000000042.parquet``), so that a converted segment
+    can be recognised after a crash. Other writers of the store (``tracesleuth ingest``) keep
+    their plain ``part-<k>.parquet`` names and never collide with these.
+    """
+
+    segment: str | None = None
+
+    def _next_part(self, kind: str) -> Path:
+        part = super()._next_part(kind)
+        return part if self.segment is None else part.with_name(f"{part.stem}-{self.segment}.parquet")
+
+    def part_of(self, kind: str, segment: str) -> Path | None:
+        """The ``kind`` (``spans``/``rejects``) part already made from ``segment``, if any."""
+        return next(iter(sorted((self.path / kind).glob(f"part-*-{segment}.parquet"))), None)
+
+    def highest_segment(self) -> int:
+        """The highest segment number named by a part (-1 when none is)."""
+        seqs = [segment_seq(p.stem) for kind in ("spans", "rejects") for p in (self.path / kind).glob("part-*-seg-*")]
+        return max((s for s in seqs if s is not None), default=-1)
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """What converting one segment did: spans and reject rows written now (0 when its parts
+    already existed), whether the segment was damaged, bytes of a cut-short tail."""
+
+    spans: int
+    rejects: int
+    already_done: bool
+    damaged: bool
+    tail_bytes: int
+
+
+def convert_segment(store: SegmentPartStore, path: Path) -> Conversion:
+    """Write the parts of one segment (those not written yet), then delete the segment.
+
+    A segment with a damaged record in its middle is moved to ``wal/damaged/`` after its whole
+    records are stored, and logged as an error.
+    """
+    name = path.stem
+    contents = read_segment(path)
+    wrote_spans = wrote_rejects = 0
+    done_before = True
+    store.segment = name
+    try:
+        if contents.spans.num_rows and store.part_of("spans", name) is None:
+            store.append_spans(contents.spans.to_batches(), part_spans=_ONE_PART)
+            wrote_spans, done_before = contents.spans.num_rows, False
+        if contents.rejects.num_rows and store.part_of("rejects", name) is None:
+            store.append_rejects(contents.rejects)
+            wrote_rejects, done_before = contents.rejects.num_rows, False
+    finally:
+        store.segment = None
+    if wrote_spans:
+        fsync_dir(store.path / "spans")
+    if wrote_rejects:
+        fsync_dir(store.path / "rejects")
+    if contents.damaged:
+        damaged = path.parent / "damaged"
+        damaged.mkdir(exist_ok=True)
+        shutil.move(str(path), damaged / path.name)
+        log.error("write-ahead log segment %s has a corrupt record after %d whole record(s); those were stored, "
+                  "the segment is kept in %s", path.name, contents.records, damaged)
+    else:
+        if contents.tail_bytes:
+            log.warning("write-ahead log segment %s ends with %d bytes of a record cut short by a crash (never "
+                        "acknowledged); dropped", path.name, contents.tail_bytes)
+        path.unlink()
+    fsync_dir(path.parent)
+    return Conversion(spans=wrote_spans, rejects=wrote_rejects,
+                      already_done=done_before and bool(contents.spans.num_rows or contents.rejects.num_rows),
+                      damaged=contents.damaged, tail_bytes=contents.tail_bytes)
+
+
+class Flusher:
+    """Background thread: every ``interval_seconds`` seal the current segment and convert every
+    sealed one, oldest first. A segment that fails to convert (disk full, ...) is kept and tried
+    again at the next interval.
+
+    Parameters
+    ----------
+    store : SegmentPartStore
+    wal : WriteAheadLog
+    interval_seconds : float
+    on_converted : callable
+        ``on_converted(Conversion)`` after each segment (statistics).
+    on_error : callable
+        ``on_error(exception)`` when a conversion fails.
+    """
+
+    def __init__(self, store: SegmentPartStore, wal: WriteAheadLog, *, interval_seconds: float,
+                 on_converted: Callable[[Conversion], None], on_error: Callable[[BaseException], None]):
+        self.store, self.wal, self.interval_seconds = store, wal, interval_seconds
+        self.on_converted, self.on_error = on_converted, on_error
+        self._stop = threading.Event()
+        self._lock = threading.Lock()  # one conversion pass at a time (thread and final flush)
+        self._thread = threading.Thread(target=self._run, name="tracesleuth-flusher", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop the thread (after its current pass); :meth:`flush` once more afterwards."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_seconds):
+            self.flush()
+
+    def flush(self) -> bool:
+        """Seal the current segment and convert every sealed one. True when all were converted."""
+        with self._lock:
+            self.wal.seal()
+            pending = self.wal.take_sealed()
+            for i, (path, size) in enumerate(pending):
+                t0 = time.perf_counter()
+                try:
+                    result = convert_segment(self.store, path)
+                except Exception as e:  # noqa: BLE001 - keep the segment, retry later, keep serving
+                    log.error("cannot turn write-ahead log segment %s into Parquet parts (kept, retried in %.3g s): "
+                              "%s", path.name, self.interval_seconds, e)
+                    self.wal.give_back(pending[i:])
+                    self.on_error(e)
+                    return False
+                self.wal.released(size)
+                self.on_converted(result)
+                log.debug("segment %s -> %d spans in %.1f ms", path.name, result.spans,
+                          (time.perf_counter() - t0) * 1e3)
+            return True
+
+
+def replay(store: SegmentPartStore, wal_dir: Path, on_converted: Callable[[Conversion], None]) -> int:
+    """Convert the segments left by a previous run (at start-up, before any request is taken).
+
+    Returns
+    -------
+    int
+        Segments found.
+    """
+    segments = sorted(p for p in wal_dir.glob("seg-*.wal") if segment_seq(p.stem) is not None)
+    for path in segments:
+        result = convert_segment(store, path)
+        on_converted(result)
+        log.info("replayed write-ahead log segment %s: %d spans stored%s", path.name, result.spans,
+                 " (its part was already in place)" if result.already_done else "")
+    return len(segments)
