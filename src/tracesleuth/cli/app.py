@@ -355,3 +355,60 @@ def run(argv: list[str] | None = None) -> int:
             return e.exit_code
         raise
     return 0
+
+
+@app.command()
+def analyze(paths: Annotated[list[Path], typer.Argument(help="Trace files, directories, glob patterns or a store.")],
+            output: Annotated[Path, typer.Option("-o", "--output", help="The HTML report to write (one "
+                              "self-contained file that opens offline).")] = Path("report.html"),
+            endpoint: EndpointOpt = None,
+            interval: Annotated[Optional[str], typer.Option("--interval", help="Degraded latency interval "
+                                "'A:B' with units (e.g. 350ms:700ms); default: chosen automatically.")] = None,
+            solver: Annotated[str, typer.Option("--solver", help="ga, bnb, kmeans, hierarchical or meanshift.")] = "ga",
+            seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same patterns).")] = 0,
+            generations: Annotated[int, typer.Option("--generations", help="GA generations.")] = 400,
+            title: Annotated[Optional[str], typer.Option("--title", help="Report title.")] = None,
+            format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
+    """Latency degradation patterns as an HTML report: the latency distribution with the degraded
+    interval and its sub-intervals, each pattern with precision, recall and F-score, an example
+    request of each pattern as a Gantt chart, and what was read, rejected and repaired."""
+    import time
+
+    from ..model import build_trace_table
+    from ..patterns import LatencyDegradationPatterns, parse_interval
+    from ..report import build_patterns_report
+
+    result = load(paths, format, mapping)
+    tt = build_trace_table(result, endpoint)
+    bounds = None
+    if interval is not None:
+        iv = parse_interval(interval, latency_ns=tt.latencies_ns())
+        bounds = (iv.low_ns, iv.high_ns)
+    t0 = time.perf_counter()
+    est = LatencyDegradationPatterns(solver=solver, interval=bounds, random_state=seed,
+                                     generations=generations).fit(tt)
+    seconds = time.perf_counter() - t0
+    settings = {"seed": seed} | ({"generations": generations} if solver == "ga" else {})
+    report = build_patterns_report(result, tt, est, title=title, solver_settings=settings)
+    path = report.write(output)
+    res = est.result_
+    if json:
+        emit_json({"report": str(path), "endpoint": tt.endpoint, "requests": tt.n_requests, "seconds": seconds,
+                   **res.to_dict()})
+        return
+    out.print(f"Endpoint [bold]{tt.endpoint}[/]: {tt.n_requests:,} requests; solver {solver}, seed {seed}, "
+              f"{seconds:.2f} s.")
+    if res.found:
+        out.print(f"Degraded interval ({res.interval_source}): {res.interval.describe()}, "
+                  f"{res.n_positives:,} requests.", markup=False)
+        t = Table(title="Latency degradation patterns", title_justify="left", show_lines=True)
+        for c in ("#", "latency", "pattern", "precision", "recall", "F-score", "support"):
+            t.add_column(c, overflow="fold", justify="left" if c in ("latency", "pattern") else "right")
+        for s in res.sub_intervals:
+            fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
+            t.add_row(str(s.index), s.latency_words, s.words, fmt(s.precision), fmt(s.recall), fmt(s.f_score),
+                      f"{s.support:,}")
+        out.print(t)
+    else:
+        out.print(f"No degradation found: {res.reason}", markup=False)
+    out.print(f"Report: {path}", markup=False)

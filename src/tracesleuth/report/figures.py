@@ -1,0 +1,411 @@
+"""Plotly figures of the report, built from results and data already computed (never re-analysing).
+
+* :func:`latency_distribution_figure` - request latencies (histogram and KDE) with the degraded
+  interval, its split points and sub-intervals;
+* :func:`latency_by_group_figure` - the same, stacked by a grouping such as the ground truth;
+* :func:`request_gantt_figure` - one request's spans as a Gantt chart (from :func:`request_spans`).
+
+Every string taken from a trace is escaped with :func:`~tracesleuth.report.document.plot_text`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import polars as pl
+
+from .. import schema as S
+from ..patterns import format_duration_ns
+from .document import plot_text
+
+__all__ = ["SERVICE_COLORS", "SUB_INTERVAL_COLORS", "latency_by_group_figure", "latency_distribution_figure",
+           "latency_histogram", "mark_latency_bands", "request_gantt_figure", "request_spans",
+           "sub_interval_color"]
+
+#: Colours of sub-intervals (index k takes colour k modulo the length).
+SUB_INTERVAL_COLORS = ("#d62728", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#2ca02c")
+#: Colours of services in Gantt charts.
+SERVICE_COLORS = ("#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+                  "#7f7f7f", "#d62728", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
+_NS_PER_MS = 1e6
+#: At most this many latencies are used for the KDE (a seeded sample beyond that).
+KDE_SAMPLE = 20_000
+#: Spans shown in one Gantt chart at most (the earliest in call-tree order).
+MAX_GANTT_SPANS = 400
+#: Attributes listed in a span's hover text at most.
+MAX_HOVER_ATTRIBUTES = 12
+#: Characters of an attribute value shown in hover text at most.
+MAX_HOVER_VALUE = 120
+
+
+def sub_interval_color(index: int, alpha: float | None = None) -> str:
+    """Colour of sub-interval ``index`` (``rgba`` with ``alpha`` when given)."""
+    color = SUB_INTERVAL_COLORS[index % len(SUB_INTERVAL_COLORS)]
+    if alpha is None:
+        return color
+    r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def latency_histogram(latency_ns: np.ndarray, *, max_bins: int = 160, min_bins: int = 20
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Histogram of latencies with Freedman-Diaconis bins, clamped to ``[min_bins, max_bins]``.
+
+    Returns
+    -------
+    counts : ndarray of shape (n_bins,)
+    edges_ns : ndarray of shape (n_bins + 1,), float64 ns
+    """
+    x = np.asarray(latency_ns, dtype=np.float64)
+    if x.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(1)
+    lo, hi = float(x.min()), float(x.max())
+    if hi <= lo:
+        hi = lo + 1.0
+    q75, q25 = np.percentile(x, [75, 25])
+    width = 2 * (q75 - q25) / np.cbrt(x.size)
+    n_bins = int(np.clip(np.ceil((hi - lo) / width) if width > 0 else min_bins, min_bins, max_bins))
+    counts, edges = np.histogram(x, bins=n_bins, range=(lo, hi))
+    return counts, edges
+
+
+def _kde(latency_ns: np.ndarray, grid_ns: np.ndarray) -> np.ndarray | None:
+    """Gaussian KDE density (per ns) on ``grid_ns``; None when it cannot be estimated."""
+    from scipy.stats import gaussian_kde
+
+    x = np.asarray(latency_ns, dtype=np.float64)
+    if x.size < 2 or np.ptp(x) == 0:
+        return None
+    if x.size > KDE_SAMPLE:
+        x = np.random.default_rng(0).choice(x, KDE_SAMPLE, replace=False)
+    try:
+        return gaussian_kde(x)(grid_ns)
+    except (np.linalg.LinAlgError, ValueError):
+        return None
+
+
+def latency_distribution_figure(latency_ns, result=None, *, title: str | None = None, log_y: bool = False):
+    """Request latencies as a histogram and a KDE, with the analysis' latency bands marked.
+
+    Parameters
+    ----------
+    latency_ns : array-like of shape (n_requests,)
+        Request latencies, ns (missing values are left out).
+    result : DegradationPatternsResult, optional
+        Marks its degraded interval (outlined band), split points (dashed lines) and
+        sub-intervals (shaded bands labelled ``#k``, in :func:`sub_interval_color`).
+    title : str, optional
+    log_y : bool, default=False
+        Start with a logarithmic count axis (a button toggles it in the page).
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        x in milliseconds, y in requests per bin.
+    """
+    import plotly.graph_objects as go
+
+    x = _finite_latencies(latency_ns)
+    x = x[np.isfinite(x)]
+    counts, edges = latency_histogram(x)
+    fig = go.Figure()
+    if counts.size:
+        centers = (edges[:-1] + edges[1:]) / 2 / _NS_PER_MS
+        widths = np.diff(edges) / _NS_PER_MS
+        hover = [f"[{format_duration_ns(a)}, {format_duration_ns(b)}): {c:,} requests"
+                 for a, b, c in zip(edges[:-1], edges[1:], counts)]
+        fig.add_trace(go.Bar(x=centers, y=counts, width=widths, name="requests", marker_color="#8fb1d9",
+                             marker_line_width=0, hovertext=hover, hoverinfo="text"))
+        pad = 0.05 * (edges[-1] - edges[0])
+        grid = np.linspace(max(edges[0] - pad, 0.0) if edges[0] >= 0 else edges[0] - pad, edges[-1] + pad, 400)
+        density = _kde(x, grid)
+        if density is not None:
+            bin_ns = float(np.mean(np.diff(edges)))
+            fig.add_trace(go.Scatter(x=grid / _NS_PER_MS, y=density * x.size * bin_ns, mode="lines",
+                                     name="KDE", line=dict(color="#1f4e8c", width=2), hoverinfo="skip"))
+    mark_latency_bands(fig, result)
+    _latency_layout(fig, title=title, log_y=log_y)
+    return fig
+
+
+def mark_latency_bands(fig, result) -> None:
+    """Draw a result's degraded interval, sub-intervals and split points on a latency-axis figure.
+
+    The interval is an outlined band with its bounds written above, each sub-interval a shaded
+    band labelled ``#k`` in :func:`sub_interval_color`, each inner split point a dashed line.
+    Nothing is drawn when ``result`` is None or has no interval.
+    """
+    import plotly.graph_objects as go
+
+    if result is None or getattr(result, "interval", None) is None:
+        return
+    iv = result.interval
+    fig.add_vrect(x0=iv.low_ns / _NS_PER_MS, x1=iv.high_ns / _NS_PER_MS, fillcolor="rgba(0,0,0,0)",
+                  line=dict(color="#444", width=1.5), layer="above")
+    fig.add_annotation(x=(iv.low_ns + iv.high_ns) / 2 / _NS_PER_MS, y=1.0, yref="paper", yanchor="bottom",
+                       text=f"degraded interval {plot_text(iv.describe())}", showarrow=False,
+                       font=dict(size=12, color="#444"))
+    for s in result.sub_intervals:
+        fig.add_vrect(x0=s.low_ns / _NS_PER_MS, x1=s.high_ns / _NS_PER_MS,
+                      fillcolor=sub_interval_color(s.index, 0.16), line_width=0, layer="below")
+        fig.add_annotation(x=(s.low_ns + s.high_ns) / 2 / _NS_PER_MS, y=0.94, yref="paper",
+                           text=f"<b>#{s.index}</b>", showarrow=False,
+                           font=dict(size=13, color=sub_interval_color(s.index)))
+    inner = result.split_points[1:-1] if len(result.split_points) > 2 else ()
+    for p in inner:
+        fig.add_vline(x=p / _NS_PER_MS, line=dict(color="#555", width=1, dash="dash"))
+    if inner:  # a legend entry for the dashed lines
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="split point",
+                                 line=dict(color="#555", width=1, dash="dash")))
+
+
+def _latency_layout(fig, *, title: str | None, log_y: bool) -> None:
+    fig.update_layout(
+        title=dict(text=plot_text(title)) if title else None,
+        xaxis=dict(title=dict(text="request latency (ms)")),
+        yaxis=dict(title=dict(text="requests per bin"), type="log" if log_y else "linear"),
+        bargap=0, height=420, margin=dict(l=60, r=20, t=70 if title else 60, b=50),
+        legend=dict(orientation="h", yanchor="bottom", y=1.06, x=1, xanchor="right"),
+        template="plotly_white", hovermode="closest",
+        updatemenus=[dict(type="buttons", direction="right", x=0, xanchor="left", y=1.06, yanchor="bottom",
+                          showactive=True, active=1 if log_y else 0, pad=dict(r=4, t=0, b=14),
+                          buttons=[dict(label="linear", method="relayout", args=[{"yaxis.type": "linear"}]),
+                                   dict(label="log", method="relayout", args=[{"yaxis.type": "log"}])])],
+    )
+
+
+def _finite_latencies(latency_ns) -> np.ndarray:
+    """Latencies as float64 ns with NaN for missing values (None, null)."""
+    if isinstance(latency_ns, pl.Series):
+        latency_ns = latency_ns.cast(pl.Float64).to_numpy()
+    a = np.asarray(latency_ns)
+    if a.dtype == object:
+        a = np.array([np.nan if v is None else v for v in a.ravel()], dtype=np.float64)
+    return a.astype(np.float64, copy=False).ravel()
+
+
+def latency_by_group_figure(latency_ns, groups, result=None, *, order: Sequence[str] | None = None,
+                            colors: dict | None = None, title: str | None = None):
+    """Stacked latency histogram of requests by group (e.g. the injected degradation).
+
+    Parameters
+    ----------
+    latency_ns : array-like of shape (n_requests,)
+    groups : array-like of shape (n_requests,)
+        Group name of each request (escaped here).
+    result : DegradationPatternsResult, optional
+        Its bands are marked as in :func:`latency_distribution_figure`.
+    order : sequence of str, optional
+        Stacking order (bottom first); default sorted.
+    colors : dict of str to str, optional
+        Colour per group (the report's palettes).
+    title : str, optional
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+    """
+    import plotly.graph_objects as go
+
+    x = _finite_latencies(latency_ns)
+    g = np.asarray([str(v) for v in groups], dtype=object)
+    ok = np.isfinite(x)
+    x, g = x[ok], g[ok]
+    counts, edges = latency_histogram(x)
+    fig = go.Figure()
+    names = list(order) if order is not None else sorted(set(g.tolist()))
+    if counts.size:
+        centers = (edges[:-1] + edges[1:]) / 2 / _NS_PER_MS
+        widths = np.diff(edges) / _NS_PER_MS
+        for k, name in enumerate(names):
+            c, _ = np.histogram(x[g == name], bins=edges)
+            color = (colors or {}).get(name, SERVICE_COLORS[k % len(SERVICE_COLORS)])
+            hover = [f"{plot_text(name)}: {n:,} requests in [{format_duration_ns(a)}, {format_duration_ns(b)})"
+                     for a, b, n in zip(edges[:-1], edges[1:], c)]
+            fig.add_trace(go.Bar(x=centers, y=c, width=widths, name=plot_text(name), marker_color=color,
+                                 marker_line_width=0, hovertext=hover, hoverinfo="text"))
+    mark_latency_bands(fig, result)
+    _latency_layout(fig, title=title, log_y=False)
+    fig.update_layout(barmode="stack")
+    return fig
+
+
+# ============================================================================================
+# One request's spans and its Gantt chart
+# ============================================================================================
+
+
+def _attributes_text(entries) -> list[str]:
+    if not entries:
+        return []
+    out = []
+    for e in entries[:MAX_HOVER_ATTRIBUTES]:
+        value = next((e[k] for k in ("str", "int", "float", "bool") if e.get(k) is not None), None)
+        text = str(value)
+        if len(text) > MAX_HOVER_VALUE:
+            text = text[:MAX_HOVER_VALUE - 1] + "…"
+        out.append(f"{e['key']}={text}")
+    if len(entries) > MAX_HOVER_ATTRIBUTES:
+        out.append(f"… {len(entries) - MAX_HOVER_ATTRIBUTES} more")
+    return out
+
+
+def request_spans(spans, trace_id: str, span_id: str | None = None) -> pl.DataFrame:
+    """The spans of one request, assembled, in call-tree order, timed relative to its entry span.
+
+    Parameters
+    ----------
+    spans : pyarrow.Table, polars.DataFrame or SpanReadResult
+        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA` holding (at least) the whole trace.
+    trace_id : str
+    span_id : str, optional
+        The request's entry span (a trace-table row's ``span_id``); default the trace's root
+        (its earliest span without a parent in the trace).
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per span of the request's subtree, parents before children and siblings by
+        start: ``service``, ``operation``, ``kind``, ``instance``, ``status``, ``span_id``,
+        ``depth`` (0 for the entry span), ``offset_ns`` (start minus the entry span's start,
+        after clock-skew correction), ``duration_ns``, ``skew_ns``, ``asynchronous`` (the span or
+        an ancestor below the entry span is a producer/consumer span, a ``FOLLOWS_FROM`` child,
+        or ends after its parent) and ``attributes`` (list of ``"key=value"`` strings).
+
+    Raises
+    ------
+    KeyError
+        When the trace or the span is not among ``spans``.
+    """
+    from ..model.assembly import SOURCE_ROW, as_frame, assemble
+
+    frame = as_frame(spans)
+    trace = frame.filter(pl.col(S.TRACE_ID) == trace_id)
+    if trace.height == 0:
+        raise KeyError(f"trace {trace_id!r} is not among the spans")
+    assembled, _ = assemble(trace)
+    parent = assembled["parent_row"].fill_null(-1).to_numpy()
+    start = assembled[S.START_NS].to_numpy()
+    end = assembled[S.END_NS].to_numpy()
+    if span_id is None:
+        roots = np.flatnonzero(assembled[S.PARENT_SPAN_ID].is_null().to_numpy())
+        candidates = roots if roots.size else np.flatnonzero(parent < 0)
+        entry = int(candidates[np.argmin(start[candidates])])
+    else:
+        hits = np.flatnonzero((assembled[S.SPAN_ID] == span_id).to_numpy())
+        if hits.size == 0:
+            raise KeyError(f"span {span_id!r} is not in trace {trace_id!r}")
+        entry = int(hits[0])
+    children: dict[int, list[int]] = {}
+    for row in np.argsort(start, kind="stable"):
+        if parent[row] >= 0:
+            children.setdefault(int(parent[row]), []).append(int(row))
+    kind = assembled[S.KIND].to_numpy()
+    follows = assembled[S.FOLLOWS_FROM].to_numpy()
+    order, depth, asynchronous = [], [], []
+    stack = [(entry, 0, False)]
+    while stack:
+        row, d, inherited = stack.pop()
+        own = d > 0 and (kind[row] in S.ASYNC_KINDS or bool(follows[row]) or end[row] > end[parent[row]])
+        is_async = inherited or own
+        order.append(row)
+        depth.append(d)
+        asynchronous.append(is_async)
+        for child in reversed(children.get(row, [])):
+            stack.append((child, d + 1, is_async))
+    picked = assembled[order]
+    if S.ATTRIBUTES in trace.columns:
+        entries = trace[S.ATTRIBUTES].gather(picked[SOURCE_ROW]).to_list()
+    else:
+        entries = [None] * picked.height
+    return picked.select(
+        S.SERVICE, S.OPERATION, S.KIND, S.INSTANCE, S.STATUS, S.SPAN_ID,
+        pl.Series("depth", depth, dtype=pl.Int32),
+        (pl.col(S.START_NS) - int(start[entry])).alias("offset_ns"),
+        (pl.col(S.END_NS) - pl.col(S.START_NS)).alias(S.DURATION_NS),
+        "skew_ns",
+        pl.Series("asynchronous", asynchronous, dtype=pl.Boolean),
+        pl.Series(S.ATTRIBUTES, [_attributes_text(e) for e in entries], dtype=pl.List(pl.String)),
+    )
+
+
+def request_gantt_figure(request: pl.DataFrame, *, title: str | None = None, max_spans: int = MAX_GANTT_SPANS,
+                         service_colors: dict | None = None):
+    """One request's spans as a Gantt chart: a bar per span from its start for its duration.
+
+    Rows follow the call tree (parents before children, siblings by start); bars are coloured by service (one legend entry
+    per service) and asynchronous spans are hatched and paler, with their own legend entry.
+
+    Parameters
+    ----------
+    request : polars.DataFrame
+        The output of :func:`request_spans`.
+    title : str, optional
+        Escaped here (it may hold trace-derived text).
+    max_spans : int, default=400
+        Rows shown at most (the first in call-tree order); the title says when spans were cut.
+    service_colors : dict of str to str, optional
+        Colour per service, to keep colours equal across charts; services not in it take the next
+        free colour of :data:`SERVICE_COLORS`.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        x in milliseconds since the entry span's start.
+    """
+    import plotly.graph_objects as go
+
+    n_all = request.height
+    rows = request.head(max_spans)
+    n = rows.height
+    colors = dict(service_colors or {})
+    for svc in rows[S.SERVICE].unique(maintain_order=True).to_list():
+        if svc not in colors:
+            colors[svc] = SERVICE_COLORS[len(colors) % len(SERVICE_COLORS)]
+    labels = [plot_text(f"{svc}: {op}") for svc, op in zip(rows[S.SERVICE], rows[S.OPERATION])]
+    hover = []
+    for r in rows.iter_rows(named=True):
+        lines = [f"<b>{plot_text(r[S.SERVICE])}</b>: {plot_text(r[S.OPERATION])}",
+                 f"kind {plot_text(r[S.KIND])}" + (" (asynchronous)" if r["asynchronous"] else "")
+                 + f", status {plot_text(r[S.STATUS])}, depth {r['depth']}",
+                 f"start +{format_duration_ns(r['offset_ns'])}, duration {format_duration_ns(r[S.DURATION_NS])}"]
+        if r[S.INSTANCE]:
+            lines.append(f"instance {plot_text(r[S.INSTANCE])}")
+        if r["skew_ns"]:
+            lines.append(f"clock-skew correction {format_duration_ns(r['skew_ns'])}")
+        lines += [plot_text(a) for a in (r[S.ATTRIBUTES] or [])]
+        hover.append("<br>".join(lines))
+    offset = rows["offset_ns"].to_numpy() / _NS_PER_MS
+    duration = rows[S.DURATION_NS].to_numpy() / _NS_PER_MS
+    service = rows[S.SERVICE].to_numpy()
+    is_async = rows["asynchronous"].to_numpy()
+    fig = go.Figure()
+    for svc, color in colors.items():
+        for asyn in (False, True):
+            idx = np.flatnonzero((service == svc) & (is_async == asyn))
+            if idx.size == 0:
+                continue
+            fig.add_trace(go.Bar(
+                orientation="h", y=idx, x=np.maximum(duration[idx], 1e-6), base=offset[idx],
+                name=plot_text(svc) + (" (asynchronous)" if asyn else ""), legendgroup=plot_text(svc),
+                marker=dict(color=color, opacity=0.45 if asyn else 0.9,
+                            line=dict(color=color, width=1.5),
+                            pattern=dict(shape="/", fgcolor=color, solidity=0.35) if asyn else None),
+                hovertext=[hover[i] for i in idx], hoverinfo="text", width=0.72))
+    if n:
+        fig.add_vline(x=float(duration[0]), line=dict(color="#444", width=1, dash="dot"))
+    heading = plot_text(title) if title else ""
+    if n_all > n:
+        heading += f" (first {n:,} of {n_all:,} spans)"
+    fig.update_layout(
+        title=dict(text=heading, font=dict(size=14), x=0.01, xanchor="left") if heading else None,
+        barmode="overlay", template="plotly_white", height=max(240, 110 + 20 * n),
+        xaxis=dict(title=dict(text="time since the request started (ms)"), rangemode="tozero", zeroline=True),
+        yaxis=dict(tickmode="array", tickvals=list(range(n)), ticktext=labels, range=[n - 0.5, -0.5],
+                   automargin=True, tickfont=dict(size=11), showgrid=False),
+        margin=dict(l=20, r=20, t=40 if heading else 20, b=50), hovermode="closest",
+        legend=dict(orientation="v", yanchor="top", y=1, x=1.01, xanchor="left", font=dict(size=11),
+                    title=dict(text="service")),
+    )
+    return fig

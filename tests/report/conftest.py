@@ -1,0 +1,45 @@
+"""Fixtures of the report tests: a small simulated E-Shopper session whose spans carry script
+payloads, its analysis and its report; and a headless Chromium (Debian's package, installed
+with apt-get when missing)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from browser_support import ensure_chromium  # noqa: E402
+from report_support import GENERATIONS, TITLE, Analysed, payload_spans, simulated_session  # noqa: E402
+
+from tracesleuth.model import build_trace_table  # noqa: E402
+from tracesleuth.patterns import LatencyDegradationPatterns  # noqa: E402
+from tracesleuth.report import build_patterns_report  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def analysed() -> Analysed:
+    session = simulated_session()
+    spans = payload_spans(session)
+    table = build_trace_table(spans)
+    est = LatencyDegradationPatterns(random_state=0, generations=GENERATIONS).fit(table)
+    report = build_patterns_report(spans, table, est, labels=session.label_map(),
+                                   degradations=session.degradations, title=TITLE,
+                                   solver_settings={"seed": 0, "generations": GENERATIONS})
+    return Analysed(spans, session, table, est, report)
+
+
+@pytest.fixture(scope="session")
+def report_html(analysed) -> str:
+    return analysed.report.to_html()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """Debian's Chromium; installed with apt-get when missing; the tests skip if that fails."""
+    path, how = ensure_chromium()
+    if path is None:
+        pytest.skip(f"no headless browser: {how}")
+    return path

@@ -1,0 +1,18 @@
+"""The Examples sections of the report modules run and print what they say."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["tracesleuth.report.document", "tracesleuth.report.patterns"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0
+    assert result.attempted > 0
