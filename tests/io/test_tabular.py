@@ -136,3 +136,28 @@ def test_trainticket_full_day_reads_every_row(shared_data):
     # 84 gzip CSV windows; every data row is read, none rejected
     assert r.n_spans == 328848 and r.spans_rejected == 0
     assert set(r.formats.values()) == {"csv"} and len(r.formats) == 84
+
+
+def test_gzipped_parquet_and_corrupt_parquet(tmp_path):
+    from spans import span, table
+
+    t = table([span("1", "1", None, "web", "home", 0, 10)])
+    f = tmp_path / "spans.parquet"
+    pq.write_table(t, f)
+    gz = tmp_path / "spans.parquet.gz"
+    gz.write_bytes(gzip.compress(f.read_bytes()))
+    assert read_spans(gz).spans.to_pylist() == t.to_pylist()
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"PAR1" + b"\x00" * 100)
+    with pytest.raises(NoSpansError, match="bad.parquet"):
+        read_spans(bad)
+
+
+def test_all_zero_ids(tmp_path):
+    f = tmp_path / "z.csv"
+    f.write_text("trace_id,span_id,parent_span_id,service,operation,start_ns,end_ns\n"
+                 "a1,01,0000000000000000,web,home,100,200\n"    # all-zero parent: a root
+                 "00000000000000000000000000000000,02,01,db,q,150,160\n")
+    r = read_spans(f)
+    assert r.n_spans == 1 and r.spans.column("parent_span_id").to_pylist() == [None]
+    assert r.rejects.to_pylist()[0]["field"] == "trace_id"

@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+import io
+from gzip import GzipFile
+
 import pyarrow as pa
 
 from .. import schema as S
@@ -126,6 +129,7 @@ def iter_span_batches(paths, *, format: str | None = None, mapping: TabularMappi
         source = str(path)
         try:
             stream = open_binary(path)
+            compressed = isinstance(stream, GzipFile)
         except OSError as e:
             log.add(source, 0, f"cannot open: {e.strerror or e}", spans=0)
             continue
@@ -147,11 +151,14 @@ def iter_span_batches(paths, *, format: str | None = None, mapping: TabularMappi
                 formats[source] = fmt
             builder = SpanBatchBuilder(source, log, **({"batch_spans": batch_spans} if batch_spans else {}))
             kwargs = {"mapping": mapping} if fmt in ("csv", "parquet") else {}
-            if fmt == "parquet":
-                kwargs["source_path"] = path
+            if fmt == "parquet":  # needs random access: the file itself, or its decompressed bytes
+                if compressed:
+                    stream = io.BytesIO(stream.read())
+                else:
+                    kwargs["source_path"] = path
             try:
                 yield from _reader(fmt)(stream, builder, **kwargs)
-            except (OSError, EOFError, TraceFormatError) as e:  # keep what was read before the problem
+            except (OSError, EOFError, TraceFormatError, pa.ArrowInvalid) as e:  # keep what was read so far
                 if isinstance(e, TraceFormatError):
                     log.add(source, e.record or 0, str(e).split(": ", 1)[-1], field=e.field, spans=0)
                 else:

@@ -11,6 +11,7 @@ construction.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -171,7 +172,7 @@ class SpanBatchBuilder:
         elif value is None:
             return
         else:
-            s = orjson.dumps(value, default=str).decode() if not isinstance(value, (bytes, bytearray)) else value.hex()
+            s = _json_text(value) if not isinstance(value, (bytes, bytearray)) else value.hex()
         if s is not None and len(s) > MAX_ATTRIBUTE_CHARS:
             self.log.add(self.source, record, f"attribute value longer than {MAX_ATTRIBUTE_CHARS} "
                          f"characters ({len(s)}); kept its first {MAX_ATTRIBUTE_CHARS}",
@@ -277,16 +278,19 @@ def validate_spans(raw: pl.DataFrame, attrs: pa.Array | None, source: str, log: 
     lf = lf.with_columns(
         _hex_id("_raw_trace", S.TRACE_ID_HEX_CHARS).alias(S.TRACE_ID),
         _hex_id("_raw_span", S.SPAN_ID_HEX_CHARS).alias(S.SPAN_ID),
-        _hex_id("_raw_parent", S.SPAN_ID_HEX_CHARS).alias(S.PARENT_SPAN_ID),
+        # an all-zero parent id means "no parent" (Jaeger, W3C); all-zero trace/span ids are invalid
+        pl.when(pl.col("_raw_parent").str.contains("^0+$")).then(None)
+        .otherwise(_hex_id("_raw_parent", S.SPAN_ID_HEX_CHARS)).alias(S.PARENT_SPAN_ID),
         _int64("_start").alias(S.START_NS),
         _int64("_end").alias(S.END_NS),
         pl.col(S.SERVICE).fill_null("").str.strip_chars().replace("", "unknown_service"),
         pl.col(S.OPERATION).fill_null(""),
     )
-    parent_given = pl.col("_raw_parent").is_not_null() & (pl.col("_raw_parent").str.strip_chars() != "")
+    parent_given = (pl.col("_raw_parent").is_not_null() & (pl.col("_raw_parent").str.strip_chars() != "")
+                    & ~pl.col("_raw_parent").str.contains("^0+$"))
     checks = [
-        (S.TRACE_ID, pl.col(S.TRACE_ID).is_null(), "missing or not a hexadecimal id of at most 32 digits"),
-        (S.SPAN_ID, pl.col(S.SPAN_ID).is_null(), "missing or not a hexadecimal id of at most 16 digits"),
+        (S.TRACE_ID, pl.col(S.TRACE_ID).is_null(), "missing, all zero, or not a hexadecimal id of at most 32 digits"),
+        (S.SPAN_ID, pl.col(S.SPAN_ID).is_null(), "missing, all zero, or not a hexadecimal id of at most 16 digits"),
         (S.PARENT_SPAN_ID, pl.col(S.PARENT_SPAN_ID).is_null() & parent_given,
          "not a hexadecimal id of at most 16 digits"),
         (S.START_NS, pl.col(S.START_NS).is_null(), "missing or not an integer timestamp"),
@@ -318,6 +322,15 @@ def validate_spans(raw: pl.DataFrame, attrs: pa.Array | None, source: str, log: 
     return pa.RecordBatch.from_arrays(arrays + [attrs.cast(S.SPAN_SCHEMA.field(S.ATTRIBUTES).type)], schema=S.SPAN_SCHEMA)
 
 
+def _json_text(value: Any) -> str:
+    """Compact JSON text of a structured attribute value; ``orjson`` refuses integers beyond 64
+    bits (an OTLP ``intValue`` string can hold one), the standard library does not."""
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except TypeError:
+        return json.dumps(value, default=str, ensure_ascii=False, separators=(",", ":"))
+
+
 def _to_text(values: list) -> pl.Series:
     return pl.Series(values, dtype=pl.String, strict=False)
 
@@ -344,5 +357,5 @@ def _int64(col: str) -> pl.Expr:
 def _hex_id(col: str, width: int) -> pl.Expr:
     c = pl.col(col).str.strip_chars().str.to_lowercase()
     n = c.str.len_bytes()
-    ok = (n > 0) & (n <= width) & ~c.str.contains("[^0-9a-f]")
+    ok = (n > 0) & (n <= width) & ~c.str.contains("[^0-9a-f]") & c.str.contains("[1-9a-f]")
     return pl.when(ok).then(c.str.zfill(width)).otherwise(None)

@@ -6,6 +6,8 @@ import glob
 import gzip
 import io
 import os
+import re
+import zlib
 from pathlib import Path
 from typing import BinaryIO
 
@@ -59,9 +61,18 @@ def open_binary(path: Path) -> BinaryIO:
     return raw
 
 
+def _read(stream: BinaryIO, n: int) -> bytes:
+    """``stream.read(n)``; corrupt gzip data (``zlib.error``) is raised as :class:`OSError`, like
+    a truncated gzip stream, so that callers handle both."""
+    try:
+        return stream.read(n)
+    except zlib.error as e:
+        raise OSError(f"corrupt compressed data: {e}") from e
+
+
 def peek(stream: BinaryIO, n: int = SNIFF_BYTES) -> tuple[bytes, BinaryIO]:
     """Return the first ``n`` bytes of ``stream`` and a stream that still yields them."""
-    head = stream.read(n)
+    head = _read(stream, n)
     return head, chain(head, stream)
 
 
@@ -78,9 +89,9 @@ class _Chain(io.RawIOBase):
         if self._prefix:
             n = min(len(b), len(self._prefix))
             b[:n] = self._prefix[:n]
-            self._prefix = self._prefix[n:]
+            self._prefix = self._prefix[n:] if n < len(self._prefix) else memoryview(b"")  # let the prefix go
             return n
-        data = self._rest.read(len(b))
+        data = _read(self._rest, len(b))
         b[: len(data)] = data
         return len(data)
 
@@ -107,14 +118,20 @@ def detect_format(head: bytes, source: str = "<stream>") -> str:
         raise TraceFormatError(source, "empty file")
     first = text[:1]
     if first in (b"{", b"["):
-        if b'"resourceSpans"' in text or b'"resource_spans"' in text:
-            return "otlp-json"
-        if b'"traceID"' in text or b'"processes"' in text:
-            return "jaeger-json"
-        if first == b"[" and (b'"traceId"' in text or text.strip() in (b"[]", b"[ ]")):
-            return "zipkin-json"
-        if first == b"{" and b'"data"' in text and b'"spans"' in text:
-            return "jaeger-json"
+        # Member names, not values: a value "traceID" is no Jaeger key (a name is followed by ':').
+        def has(*names: bytes) -> bool:
+            return any(re.search(rb'"' + n + rb'"\s*:', text) for n in names)
+
+        if first == b"[":
+            if has(b"traceId") or text.strip() in (b"[]", b"[ ]"):
+                return "zipkin-json"
+            if has(b"traceID"):
+                return "jaeger-json"
+        else:
+            if has(b"resourceSpans", b"resource_spans"):
+                return "otlp-json"
+            if has(b"traceID", b"processes") or (has(b"data") and has(b"spans")):
+                return "jaeger-json"
         raise TraceFormatError(source, "JSON content matches none of OTLP JSON (resourceSpans), "
                                        "Jaeger JSON (data/traceID/processes) or Zipkin v2 (array of spans with traceId)")
     if _looks_like_otlp_proto(head):

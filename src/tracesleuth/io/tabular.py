@@ -160,7 +160,7 @@ def read_csv(stream: BinaryIO, builder: SpanBatchBuilder, *, mapping: TabularMap
     TraceFormatError
         When the header is not UTF-8 or matches no mapping.
     """
-    source, log = builder.source, builder.log
+    source = builder.source
     header = stream.readline()
     try:
         names = next(csv.reader([header.decode("utf-8-sig")]))

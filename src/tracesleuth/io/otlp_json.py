@@ -1,0 +1,374 @@
+"""OTLP JSON reader: the OpenTelemetry Collector file exporter's lines, or one OTLP/HTTP JSON body.
+
+Reference: OTLP specification, "JSON Protobuf Encoding"
+(https://opentelemetry.io/docs/specs/otlp/#json-protobuf-encoding), message
+``ExportTraceServiceRequest`` of ``opentelemetry/proto/collector/trace/v1/trace_service.proto``.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any, BinaryIO, Iterator
+
+import orjson
+import pyarrow as pa
+
+from . import _jsondoc
+from ._builder import MAX_ATTRIBUTE_CHARS, SpanBatchBuilder
+from ._jsondoc import (DocumentShapeError, byte_offset, count_keys, gc_paused, iter_json_items, json_bytes,
+                       loads_repairing, warn_replacements)
+from ._otlp import (KIND_BY_CODE, STATUS_BY_CODE, OtlpValueError, ResourceContext, hex_id,
+                    json_key_value, kind_of, status_of)
+from ._source import chain
+
+__all__ = ["read_otlp_json"]
+
+#: Member names that occur once per span (and once per link): count spans in unparseable bytes.
+SPAN_KEYS = (b'"spanId"', b'"span_id"')
+#: Lines looked at (at most) to tell the file exporter's layout from a pretty-printed body.
+SNIFF_LINES = 1000
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.RecordBatch]:
+    """Read OTLP JSON spans.
+
+    Two layouts are accepted, told apart by content:
+
+    * the collector file exporter's output: one ``ExportTraceServiceRequest``
+      (``{"resourceSpans": [...]}``) per line. A record is a line (1-based line number).
+    * a single OTLP/HTTP JSON body, compact or pretty-printed over many lines. A record is an
+      element of its ``resourceSpans`` array (1-based). A body larger than
+      :data:`~tracesleuth.io._jsondoc.MAX_DOCUMENT_BYTES` is streamed one ``resourceSpans``
+      element at a time; a truncated or malformed body is read up to the break.
+
+    Parameters
+    ----------
+    stream : binary file
+        The decompressed file.
+    builder : SpanBatchBuilder
+        Receives the spans; rejected records and warnings go to its log, with a ``field`` that
+        is a JSON path inside the record (``resourceSpans[0].scopeSpans[1].spans[7].traceId``).
+
+    Yields
+    ------
+    pyarrow.RecordBatch
+        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
+
+    Notes
+    -----
+    Field mapping (OTLP -> canonical): ``traceId``/``spanId``/``parentSpanId`` (hexadecimal; base64
+    of 16/8 bytes accepted as a fallback) -> ids; ``name`` -> operation; ``kind`` (integer or
+    ``SPAN_KIND_*``) -> kind; ``startTimeUnixNano``/``endTimeUnixNano`` (Unix epoch nanoseconds,
+    JSON string or number) -> ``start_ns``/``end_ns``, unchanged; ``status.code`` (0/1/2 or
+    ``STATUS_CODE_*``) -> unset/ok/error; resource ``service.name`` -> service; the first of
+    :data:`~tracesleuth.schema.INSTANCE_ATTRIBUTES` -> instance. Attributes are the span's, then the
+    resource's (the span's value wins when both set a key); ``arrayValue`` and ``kvlistValue`` are
+    kept as JSON text, ``bytesValue`` as its base64 text. Links, events and scopes are not read;
+    links never make a parent. ``snake_case`` member names (protobuf's own JSON names) and the
+    pre-1.0 ``instrumentationLibrarySpans`` are accepted too.
+    """
+    head, ndjson, error = _sniff_lines(stream)
+    stream = chain(head, stream) if error is None else io.BytesIO(head)
+    del head
+    reader = _RequestReader(builder)
+    if ndjson:
+        for lineno, line in enumerate(stream, 1):
+            if line.isspace():
+                continue
+            with gc_paused():
+                reader.read_line(line, lineno)
+            if builder.full():
+                yield builder.flush()
+    else:
+        items = iter_json_items(stream, builder, items_of=_resource_spans_of, prefix_of=_prefix_of,
+                                span_keys=SPAN_KEYS, spans_in=_spans_in)
+        for record, resource_spans in items:
+            with gc_paused():
+                reader.read_resource_spans(resource_spans, record, "")
+            if builder.full():
+                yield builder.flush()
+    if error is not None:  # the records before it were read; the caller reports the rest
+        raise error
+    batch = builder.flush()
+    if batch is not None:
+        yield batch
+
+
+def _sniff_lines(stream: BinaryIO) -> tuple[bytes, bool, OSError | None]:
+    """Read lines until one is a whole request object (the file exporter's layout; a single
+    compact body is then one such line), or until :data:`SNIFF_LINES` lines or
+    :data:`~tracesleuth.io._jsondoc.MAX_DOCUMENT_BYTES` went by without one (a pretty-printed
+    body never has one).
+
+    Returns
+    -------
+    head : bytes
+        The bytes read.
+    ndjson : bool
+        The verdict.
+    error : OSError or None
+        What stopped the read early (corrupt or truncated gzip data).
+    """
+    limit = _jsondoc.MAX_DOCUMENT_BYTES
+    lines: list[bytes] = []
+    size = 0
+    while size <= limit and len(lines) < SNIFF_LINES:
+        room = limit + 1 - size
+        try:
+            line = stream.readline(room)
+        except (OSError, EOFError) as e:
+            return b"".join(lines), False, e if isinstance(e, OSError) else OSError(str(e))
+        if not line:
+            break
+        lines.append(line)
+        size += len(line)
+        complete = line.endswith(b"\n") or len(line) < room  # else cut short at the limit
+        if complete and b"esource" in line:  # resourceSpans / resource_spans
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(obj, dict) and ("resourceSpans" in obj or "resource_spans" in obj):
+                return b"".join(lines), True, None
+    return b"".join(lines), False, None
+
+
+def _prefix_of(head: bytes) -> str:
+    return "resource_spans.item" if b'"resource_spans"' in head and b'"resourceSpans"' not in head \
+        else "resourceSpans.item"
+
+
+def _resource_spans_of(doc: Any) -> list:
+    if not isinstance(doc, dict):
+        raise DocumentShapeError(None, f"an OTLP JSON body must be an object, got {type(doc).__name__}")
+    rs = doc.get("resourceSpans", doc.get("resource_spans"))
+    if not isinstance(rs, list):
+        raise DocumentShapeError("resourceSpans", f"must be a list, got {type(rs).__name__}")
+    return rs
+
+
+def _spans_in(resource_spans: Any) -> int:
+    """Spans in one ``resourceSpans`` element, counted as :data:`SPAN_KEYS` would count them."""
+    return count_keys(json_bytes(resource_spans), SPAN_KEYS) if resource_spans else 0
+
+
+class _Fallback(Exception):
+    """The fast path met something it does not handle; the careful path decides."""
+
+
+_CAMEL: dict[str, str] = {}
+
+
+def _camel(obj: Any) -> Any:
+    """Rename ``snake_case`` member names to OTLP JSON's ``lowerCamelCase``, recursively."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            name = _CAMEL.get(k)
+            if name is None:
+                head, *rest = k.split("_")
+                name = _CAMEL[k] = head + "".join(p[:1].upper() + p[1:] for p in rest)
+            out[name] = _camel(v)
+        return out
+    if isinstance(obj, list):
+        return [_camel(v) for v in obj]
+    return obj
+
+
+class _RequestReader:
+    """Turns parsed OTLP JSON requests into builder columns."""
+
+    def __init__(self, builder: SpanBatchBuilder):
+        self.builder = builder
+        self.log, self.source = builder.log, builder.source
+
+    # -- records ------------------------------------------------------------------------------
+    def read_line(self, line: bytes, lineno: int) -> None:
+        """One line of the file exporter's output."""
+        try:
+            doc, bad = loads_repairing(line)
+        except orjson.JSONDecodeError as e:
+            self.log.add(self.source, lineno, f"malformed JSON at byte {byte_offset(line, e.pos)} of the "
+                         f"line: {e.msg}", spans=count_keys(line, SPAN_KEYS), excerpt=line)
+            return
+        if bad is not None:
+            warn_replacements(self.builder, lineno, doc, bad)
+        if not isinstance(doc, dict):
+            self.log.add(self.source, lineno, f"a line must hold a JSON object, got {type(doc).__name__}",
+                         spans=count_keys(line, SPAN_KEYS), excerpt=line)
+            return
+        if "resourceSpans" not in doc and "resource_spans" in doc:
+            doc = _camel(doc)
+        rs_list = doc.get("resourceSpans")
+        if not isinstance(rs_list, list):
+            self.log.add(self.source, lineno, "missing or not a list" if rs_list is None else
+                         f"must be a list, got {type(rs_list).__name__}", field="resourceSpans",
+                         spans=count_keys(line, SPAN_KEYS), excerpt=line)
+            return
+        for r, rs in enumerate(rs_list):
+            self.read_resource_spans(rs, lineno, f"resourceSpans[{r}].")
+
+    def read_resource_spans(self, rs: Any, record: int, path: str) -> None:
+        """One ``ResourceSpans`` object; ``path`` is its JSON path inside the record."""
+        if isinstance(rs, dict) and ("scope_spans" in rs or "instrumentation_library_spans" in rs):
+            rs = _camel(rs)
+        try:
+            if not isinstance(rs, dict):
+                raise OtlpValueError("", f"must be an object, got {type(rs).__name__}")
+            resource = rs.get("resource") or {}
+            if not isinstance(resource, dict):
+                raise OtlpValueError("resource", f"must be an object, got {type(resource).__name__}")
+            rattrs = resource.get("attributes") or []
+            if not isinstance(rattrs, list):
+                raise OtlpValueError("resource.attributes", f"must be a list, got {type(rattrs).__name__}")
+            items = [json_key_value(kv, f"resource.attributes[{i}]") for i, kv in enumerate(rattrs)]
+            scopes = rs.get("scopeSpans")
+            if scopes is None:
+                scopes = rs.get("instrumentationLibrarySpans", [])
+            if not isinstance(scopes, list):
+                raise OtlpValueError("scopeSpans", f"must be a list, got {type(scopes).__name__}")
+        except OtlpValueError as e:
+            self.log.add(self.source, record, str(e), field=path + e.field if e.field else path.rstrip(".") or None,
+                         spans=_spans_in(rs) if isinstance(rs, (dict, list)) else 0, excerpt=rs)
+            return
+        ctx = ResourceContext(items, self.builder, record)
+        for s, scope in enumerate(scopes):
+            spans = scope.get("spans") if isinstance(scope, dict) else None
+            if not isinstance(spans, list):
+                if isinstance(scope, dict) and "spans" not in scope:
+                    continue  # a scope without spans
+                self.log.add(self.source, record, "must be a list of spans", field=f"{path}scopeSpans[{s}].spans",
+                             spans=_spans_in(scope) if isinstance(scope, (dict, list)) else 0, excerpt=scope)
+                continue
+            self._read_spans(spans, ctx, record, f"{path}scopeSpans[{s}].spans")
+
+    # -- spans: the hot loop ------------------------------------------------------------------
+    def _read_spans(self, spans: list, ctx: ResourceContext, record: int, path: str) -> None:
+        b = self.builder
+        rec_a, tid_a, sid_a, pid_a = b.record.append, b.trace_id.append, b.span_id.append, b.parent_span_id.append
+        svc_a, op_a, inst_a, kind_a = b.service.append, b.operation.append, b.instance.append, b.kind.append
+        start_a, end_a, status_a, ff_a = b.start_ns.append, b.end_ns.append, b.status.append, b.follows_from.append
+        off_a = b.attr_offsets.append
+        keys = b.attr_key
+        key_a, str_a, int_a, flt_a, bool_a = keys.append, b.attr_str.append, b.attr_int.append, \
+            b.attr_float.append, b.attr_bool.append
+        key_x, str_x, int_x, flt_x, bool_x = keys.extend, b.attr_str.extend, b.attr_int.extend, \
+            b.attr_float.extend, b.attr_bool.extend
+        service, instance = ctx.service, ctx.instance
+        res_keys = ctx.keys
+        r_keys, r_str, r_int, r_flt, r_bool = ctx.columns
+        kinds, statuses = KIND_BY_CODE, STATUS_BY_CODE
+        max_chars, imin, imax = MAX_ATTRIBUTE_CHARS, _INT64_MIN, _INT64_MAX
+        for j, sp in enumerate(spans):
+            n_attrs = len(keys)
+            try:
+                tid = sp["traceId"]
+                sid = sp["spanId"]
+                pid = sp.get("parentSpanId")
+                name = sp["name"]
+                kind = kinds[sp.get("kind")]
+                start = sp["startTimeUnixNano"]
+                end = sp["endTimeUnixNano"]
+                st = sp.get("status")
+                status = statuses[st.get("code")] if st else "unset"
+                if tid.__class__ is not str or len(tid) != 32 or sid.__class__ is not str or len(sid) != 16 \
+                        or name.__class__ is not str or (pid and (pid.__class__ is not str or len(pid) != 16)):
+                    raise _Fallback
+                attrs = sp.get("attributes")
+                if attrs:
+                    for a in attrs:
+                        k = a["key"]
+                        v = a["value"]
+                        if k.__class__ is not str:
+                            raise _Fallback
+                        x = v.get("stringValue")
+                        if x is not None:
+                            if x.__class__ is not str or len(x) > max_chars:
+                                raise _Fallback
+                            key_a(k); str_a(x); int_a(None); flt_a(None); bool_a(None)  # noqa: E702
+                        elif "intValue" in v:
+                            x = v["intValue"]
+                            x = int(x) if x.__class__ is str else x
+                            if x.__class__ is not int or not imin <= x <= imax:
+                                raise _Fallback
+                            key_a(k); str_a(None); int_a(x); flt_a(None); bool_a(None)  # noqa: E702
+                        elif "boolValue" in v:
+                            x = v["boolValue"]
+                            if x.__class__ is not bool:
+                                raise _Fallback
+                            key_a(k); str_a(None); int_a(None); flt_a(None); bool_a(x)  # noqa: E702
+                        elif "doubleValue" in v:
+                            x = v["doubleValue"]
+                            if x.__class__ is not float:
+                                raise _Fallback
+                            key_a(k); str_a(None); int_a(None); flt_a(x); bool_a(None)  # noqa: E702
+                        else:
+                            raise _Fallback
+                if res_keys:
+                    if len(keys) == n_attrs or res_keys.isdisjoint(keys[n_attrs:]):
+                        key_x(r_keys); str_x(r_str); int_x(r_int); flt_x(r_flt); bool_x(r_bool)  # noqa: E702
+                    else:
+                        ctx.extend(b, keys[n_attrs:])
+            except (_Fallback, KeyError, TypeError, AttributeError, ValueError):
+                self._rollback(n_attrs)
+                try:
+                    tid, sid, pid, name, kind, start, end, status = self._careful_span(sp, ctx, record)
+                except OtlpValueError as e:
+                    self._rollback(n_attrs)
+                    self.log.add(self.source, record, str(e), field=f"{path}[{j}]" + (f".{e.field}" if e.field else ""),
+                                 spans=1, excerpt=sp)
+                    continue
+            rec_a(record); tid_a(tid); sid_a(sid); pid_a(pid or None); svc_a(service); op_a(name)  # noqa: E702
+            inst_a(instance); kind_a(kind); start_a(start); end_a(end); status_a(status); ff_a(False)  # noqa: E702
+            off_a(len(keys))
+
+    def _rollback(self, n_attrs: int) -> None:
+        b = self.builder
+        for col in (b.attr_key, b.attr_str, b.attr_int, b.attr_float, b.attr_bool):
+            del col[n_attrs:]
+
+    def _careful_span(self, sp: Any, ctx: ResourceContext, record: int) -> tuple:
+        """The span's fields, checked one by one (any spelling the spec allows); attributes are
+        added to the builder. Raises :class:`OtlpValueError` naming the first bad field."""
+        if not isinstance(sp, dict):
+            raise OtlpValueError("", f"a span must be an object, got {type(sp).__name__}")
+        if "traceId" not in sp and "trace_id" in sp:
+            sp = _camel(sp)
+        for f in ("traceId", "spanId"):
+            if sp.get(f) in (None, ""):
+                raise OtlpValueError(f, "missing")
+        tid = hex_id(sp["traceId"], 16, "traceId")
+        sid = hex_id(sp["spanId"], 8, "spanId")
+        pid = sp.get("parentSpanId") or None
+        if pid is not None:
+            pid = hex_id(pid, 8, "parentSpanId")
+        name = sp.get("name", "")
+        if not isinstance(name, str):
+            raise OtlpValueError("name", f"must be a string, got {type(name).__name__}")
+        raw_kind = sp.get("kind")
+        if raw_kind is not None and (raw_kind.__class__ not in (int, str)):
+            raise OtlpValueError("kind", f"must be an integer or a SPAN_KIND_* name, got {raw_kind!r:.40}")
+        kind = kind_of(raw_kind)
+        st = sp.get("status") or {}
+        if not isinstance(st, dict):
+            raise OtlpValueError("status", f"must be an object, got {type(st).__name__}")
+        code = st.get("code")
+        if code.__class__ not in (int, str, type(None)):
+            raise OtlpValueError("status.code", f"must be 0, 1, 2 or a STATUS_CODE_* name, got {code!r:.40}")
+        for f in ("startTimeUnixNano", "endTimeUnixNano"):
+            t = sp.get(f)
+            if t is not None and t.__class__ not in (int, str):
+                raise OtlpValueError(f, f"must be an integer or a decimal string, got {t!r:.40}")
+        attrs = sp.get("attributes") or []
+        if not isinstance(attrs, list):
+            raise OtlpValueError("attributes", f"must be a list, got {type(attrs).__name__}")
+        converted = [json_key_value(kv, f"attributes[{i}]") for i, kv in enumerate(attrs)]
+        # Nothing below rejects the span: warnings are logged only for spans that are kept.
+        status = status_of(code, self.builder, record)
+        b = self.builder
+        n_attrs = len(b.attr_key)
+        for key, value in converted:
+            b.add_attribute(key, value, record)
+        ctx.extend(b, b.attr_key[n_attrs:])
+        return tid, sid, pid, name, kind, sp.get("startTimeUnixNano"), sp.get("endTimeUnixNano"), status

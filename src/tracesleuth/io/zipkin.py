@@ -1,0 +1,177 @@
+"""Zipkin v2 JSON reader: a JSON array of spans, as ``POST /api/v2/spans`` takes and
+``GET /api/v2/trace/{traceId}`` returns.
+
+Reference: Zipkin v2 API, ``zipkin2-api.yaml`` (https://zipkin.io/zipkin-api/, definition ``Span``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, BinaryIO, Iterator
+
+import pyarrow as pa
+
+from ._builder import SpanBatchBuilder, normalize_kind
+from ._jsondoc import DocumentShapeError, iter_json_items, json_bytes
+
+__all__ = ["read_zipkin_json", "PEER_SERVICE", "ZIPKIN_SHARED"]
+
+#: Attribute recording Zipkin's ``shared: true`` (a server span that reuses its client's id).
+ZIPKIN_SHARED = "zipkin.shared"
+#: Attribute recording the remote endpoint's service name (``remoteEndpoint.serviceName``).
+PEER_SERVICE = "peer.service"
+#: Member name that occurs once per span: counts spans in bytes that cannot be parsed.
+SPAN_KEYS = (b'"traceId"',)
+_NS_PER_US = 1_000
+_KINDS = {"CLIENT": "client", "SERVER": "server", "PRODUCER": "producer", "CONSUMER": "consumer", None: "internal"}
+_OTEL_STATUS = {"ERROR": "error", "OK": "ok", "UNSET": "unset"}
+
+
+class _BadSpan(ValueError):
+    def __init__(self, field: str | None, message: str):
+        self.field = field
+        super().__init__(message)
+
+
+def read_zipkin_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.RecordBatch]:
+    """Read a Zipkin v2 JSON span list.
+
+    A record is an element of the array (1-based). Arrays larger than
+    :data:`~tracesleuth.io._jsondoc.MAX_DOCUMENT_BYTES` are streamed element by element; a
+    truncated or malformed array is read up to the break.
+
+    Parameters
+    ----------
+    stream : binary file
+        The decompressed file.
+    builder : SpanBatchBuilder
+        Receives the spans; rejected records and warnings go to its log with the Zipkin field
+        name at fault (``timestamp``, ``localEndpoint.serviceName``, ...).
+
+    Yields
+    ------
+    pyarrow.RecordBatch
+        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
+
+    Notes
+    -----
+    Field mapping (Zipkin -> canonical): ``traceId`` (16 or 32 hex digits; 64-bit ids get a zero
+    high half), ``id``, ``parentId`` -> ids, kept as they are: a server span that shares its
+    client's id (``shared: true``, recorded as attribute ``zipkin.shared=True``) keeps that id,
+    trace assembly tells the two apart. ``name`` -> operation; ``kind`` -> kind, a span without
+    ``kind`` is a local span (``internal``); ``timestamp`` and ``duration`` are MICROseconds
+    (Unix epoch) -> ``start_ns = timestamp * 1000``, ``end_ns = start_ns + duration * 1000``.
+    A span without ``duration`` is read as a 0-length span and logged as a warning; a span
+    without ``timestamp`` (a fragment that Zipkin merges into the span with the same id) is
+    rejected. ``localEndpoint.serviceName`` -> service; ``localEndpoint`` ``ipv4`` (else
+    ``ipv6``) and ``port`` -> instance (``10.0.0.1:8080``, ``[::1]:8080``).
+    ``remoteEndpoint.serviceName`` -> attribute ``peer.service`` unless a tag sets it. Tags ->
+    string attributes, except ``error`` (-> status ``error``) and ``otel.status_code`` (->
+    status), which are consumed. Annotations are not read.
+    """
+    items = iter_json_items(stream, builder, items_of=_spans_of, prefix_of=lambda head: "item",
+                            span_keys=SPAN_KEYS, spans_in=lambda span: 1)
+    log, source = builder.log, builder.source
+    for record, span in items:
+        try:
+            _add_span(builder, record, span)
+        except _BadSpan as e:
+            del builder.attr_key[builder.attr_offsets[-1]:]  # drop the attributes of this span
+            for col in (builder.attr_str, builder.attr_int, builder.attr_float, builder.attr_bool):
+                del col[builder.attr_offsets[-1]:]
+            log.add(source, record, str(e), field=e.field, spans=1, excerpt=span)
+        if builder.full():
+            yield builder.flush()
+    batch = builder.flush()
+    if batch is not None:
+        yield batch
+
+
+def _spans_of(doc: Any) -> list:
+    if not isinstance(doc, list):
+        raise DocumentShapeError(None, f"a Zipkin v2 document must be a JSON array of spans, got "
+                                       f"{type(doc).__name__}")
+    return doc
+
+
+def _text(span: dict, field: str, *, required: bool = False) -> str | None:
+    value = span.get(field)
+    if value is None or value == "":
+        if required:
+            raise _BadSpan(field, "missing")
+        return None
+    if not isinstance(value, str):
+        raise _BadSpan(field, f"must be a string, got {type(value).__name__}")
+    return value
+
+
+def _micros(span: dict, field: str) -> int | None:
+    value = span.get(field)
+    if value is None:
+        return None
+    if value.__class__ is float and value.is_integer():
+        value = int(value)
+    if value.__class__ is not int:
+        raise _BadSpan(field, f"must be an integer number of microseconds, got {value!r:.40}")
+    return value
+
+
+def _add_span(builder: SpanBatchBuilder, record: int, span: Any) -> None:
+    if not isinstance(span, dict):
+        raise _BadSpan(None, f"a span must be a JSON object, got {type(span).__name__}")
+    trace_id = _text(span, "traceId", required=True)
+    span_id = _text(span, "id", required=True)
+    parent_id = _text(span, "parentId")
+    name = _text(span, "name") or ""
+    raw_kind = span.get("kind")
+    kind = _KINDS.get(raw_kind) if raw_kind is None or isinstance(raw_kind, str) else None
+    if kind is None:
+        kind = normalize_kind(raw_kind)
+    timestamp = _micros(span, "timestamp")
+    if timestamp is None:
+        raise _BadSpan("timestamp", "missing: a span fragment without timing cannot be placed (Zipkin "
+                                    "merges such fragments into the span with the same id)")
+    duration = _micros(span, "duration")
+    if duration is None:
+        builder.log.add(builder.source, record, "missing; read as a 0-length span", field="duration", spans=0)
+        duration = 0
+    local = span.get("localEndpoint") or {}
+    if not isinstance(local, dict):
+        raise _BadSpan("localEndpoint", f"must be an object, got {type(local).__name__}")
+    service = _text(local, "serviceName")
+    instance = _endpoint_address(local)
+    tags = span.get("tags") or {}
+    if not isinstance(tags, dict):
+        raise _BadSpan("tags", f"must be an object, got {type(tags).__name__}")
+    status = "unset"
+    add_attribute = builder.add_attribute
+    for key, value in tags.items():
+        if key == "error":
+            status = "error"
+            continue
+        if value.__class__ is not str:
+            value = json_bytes(value).decode()
+        if key == "otel.status_code":
+            status = _OTEL_STATUS.get(value.upper(), status)
+            continue
+        add_attribute(key, value, record)
+    remote = span.get("remoteEndpoint")
+    if isinstance(remote, dict) and PEER_SERVICE not in tags:
+        peer = remote.get("serviceName")
+        if isinstance(peer, str) and peer:
+            add_attribute(PEER_SERVICE, peer, record)
+    if span.get("shared") is True:
+        add_attribute(ZIPKIN_SHARED, True, record)
+    start = timestamp * _NS_PER_US
+    builder.add(record, trace_id, span_id, parent_id, service, name, instance, kind,
+                start, start + duration * _NS_PER_US, status)
+
+
+def _endpoint_address(endpoint: dict) -> str | None:
+    ipv4, ipv6, port = endpoint.get("ipv4"), endpoint.get("ipv6"), endpoint.get("port")
+    if isinstance(ipv4, str) and ipv4:
+        host = ipv4
+    elif isinstance(ipv6, str) and ipv6:
+        host = f"[{ipv6}]" if port else ipv6
+    else:
+        return None
+    return f"{host}:{port}" if isinstance(port, int) and not isinstance(port, bool) and port > 0 else host

@@ -1,0 +1,151 @@
+"""Property tests of the JSON and protobuf readers: random valid span tables round-trip through
+each writer and reader; random damage (truncation, garbage, non-UTF-8 bytes) never crashes a
+reader, and the spans it reports (read + rejected) add up."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from test_contract import comparable
+from tracesleuth import schema as S
+from tracesleuth.io import RejectLog, iter_span_batches, read_spans
+from tracesleuth.io._jsondoc import count_keys
+from tracesleuth.io.jaeger import CONSUMED_TAGS
+from tracesleuth.io.zipkin import PEER_SERVICE, ZIPKIN_SHARED
+from writers import RESOURCE_KEYS, write
+
+ROUND_TRIP = ("otlp-json", "otlp-json-body", "otlp-proto", "otlp-proto-prefixed", "jaeger-json", "zipkin-json")
+READER_FORMAT = {"otlp-json-body": "otlp-json", "otlp-proto-prefixed": "otlp-proto"}
+#: The member name each JSON writer writes exactly once per span (how the readers count spans,
+#: with :func:`tracesleuth.io._jsondoc.count_keys`: as a member name, followed by a colon).
+SPAN_KEY = {"otlp-json": b'"spanId"', "otlp-json-body": b'"spanId"', "jaeger-json": b'"operationName"',
+            "zipkin-json": b'"traceId"'}
+#: Attribute keys a format uses for something else (resource, kind, status): not random attributes.
+RESERVED = RESOURCE_KEYS | CONSUMED_TAGS | {PEER_SERVICE, ZIPKIN_SHARED}
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+
+
+def hex_id(n_digits: int):
+    """Non-zero ids of ``n_digits`` hexadecimal digits."""
+    return st.integers(1, 16 ** n_digits - 1).map(lambda i: f"{i:0{n_digits}x}")
+
+
+attr_value = st.one_of(text, st.integers(-2**63, 2**63 - 1), st.booleans(),
+                       st.floats(allow_nan=False, allow_infinity=False))
+
+
+@st.composite
+def span_tables(draw):
+    """A valid canonical span table: 1-12 spans in 1-3 traces, times in whole microseconds
+    (Jaeger and Zipkin carry microseconds), attributes consistent with service and instance
+    (``service.name``, ``service.instance.id``: what OTLP and Jaeger carry per resource)."""
+    trace_ids = draw(st.lists(hex_id(32), min_size=1, max_size=3, unique=True))
+    n = draw(st.integers(1, 12))
+    span_ids = draw(st.lists(hex_id(16), min_size=n, max_size=n, unique=True))
+    services = draw(st.lists(text.map(str.strip).filter(bool), min_size=1, max_size=3, unique=True))
+    rows = []
+    base_us = 1_700_000_000_000_000
+    for i, sid in enumerate(span_ids):
+        trace = draw(st.sampled_from(trace_ids))
+        siblings = [r[S.SPAN_ID] for r in rows if r[S.TRACE_ID] == trace]
+        parent = draw(st.one_of(st.none(), st.sampled_from(siblings))) if siblings else None
+        service = draw(st.sampled_from(services))
+        instance = draw(st.one_of(st.none(), st.tuples(st.integers(0, 255), st.integers(1, 65535))
+                                  .map(lambda t: f"10.0.0.{t[0]}:{t[1]}")))
+        start = base_us + draw(st.integers(0, 10**9))
+        end = start + draw(st.integers(0, 10**8))
+        attrs = draw(st.dictionaries(text.filter(lambda k: k not in RESERVED), attr_value, max_size=4))
+        attrs[S.ATTR_SERVICE_NAME] = service
+        if instance is not None:
+            attrs[S.ATTR_SERVICE_INSTANCE_ID] = instance
+        rows.append({
+            S.TRACE_ID: trace, S.SPAN_ID: sid, S.PARENT_SPAN_ID: parent, S.SERVICE: service,
+            S.OPERATION: draw(text), S.INSTANCE: instance, S.KIND: draw(st.sampled_from(S.SPAN_KINDS)),
+            S.START_NS: start * 1000, S.END_NS: end * 1000, S.STATUS: draw(st.sampled_from(S.STATUS_CODES)),
+            S.FOLLOWS_FROM: parent is not None and draw(st.booleans()),
+            S.ATTRIBUTES: [{"key": k, "str": v if isinstance(v, str) else None,
+                            "int": v if isinstance(v, int) and not isinstance(v, bool) else None,
+                            "float": v if isinstance(v, float) else None,
+                            "bool": v if isinstance(v, bool) else None} for k, v in attrs.items()],
+        })
+    return pa.Table.from_pylist(rows, schema=S.SPAN_SCHEMA)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("properties")
+
+
+def read_forced(path, fmt):
+    """Read ``path`` as ``fmt`` without raising; returns (spans read, RejectLog)."""
+    log = RejectLog()
+    n = 0
+    for batch in iter_span_batches(path, format=READER_FORMAT.get(fmt, fmt), log=log):
+        assert batch.schema == S.SPAN_SCHEMA
+        n += batch.num_rows
+    assert all(r[1] >= 0 and r[4] >= 0 and r[3] for r in log.rows)
+    return n, log
+
+
+@pytest.mark.parametrize("fmt", ROUND_TRIP)
+@SETTINGS
+@given(table=span_tables())
+def test_valid_tables_round_trip(workdir, fmt, table):
+    path = write(fmt, table, workdir / f"round-trip-{fmt}")
+    result = read_spans(path)
+    assert result.spans_rejected == 0 and result.rejects.num_rows == 0, result.rejects.to_pylist()
+    assert comparable(result.spans, fmt) == comparable(table, fmt)
+
+
+@pytest.mark.parametrize("fmt", ROUND_TRIP)
+@SETTINGS
+@given(table=span_tables(), cut=st.floats(0, 1))
+def test_truncated_files_never_crash_and_spans_add_up(workdir, fmt, table, cut):
+    path = write(fmt, table, workdir / f"truncated-{fmt}")
+    data = path.read_bytes()
+    data = data[: int(len(data) * cut)]
+    assume(data.strip())
+    path.write_bytes(data)
+    n_read, log = read_forced(path, fmt)
+    assert n_read + log.spans_rejected <= table.num_rows
+    if fmt in SPAN_KEY:  # every span whose key survived the cut is either read or reported lost
+        assert n_read + log.spans_rejected == count_keys(data, (SPAN_KEY[fmt],))
+
+
+@pytest.mark.parametrize("fmt", ROUND_TRIP)
+@SETTINGS
+@given(table=span_tables(), seed=st.integers(0, 2**32 - 1), n_bad=st.integers(1, 4),
+       kind=st.sampled_from(["non-utf8", "garbage", "insert"]))
+def test_damaged_files_never_crash(workdir, fmt, table, seed, n_bad, kind):
+    path = write(fmt, table, workdir / f"damaged-{fmt}")
+    data = bytearray(path.read_bytes())
+    rng = random.Random(seed)
+    for _ in range(n_bad):
+        pos = rng.randrange(len(data))
+        if kind == "non-utf8":
+            data[pos] = rng.choice([0x80, 0xBF, 0xC0, 0xFE, 0xFF])
+        elif kind == "garbage":
+            data[pos] = rng.randrange(256)
+        else:
+            data[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 8)))
+    path.write_bytes(bytes(data))
+    n_read, log = read_forced(path, fmt)
+    assert n_read + log.spans_rejected <= table.num_rows + n_bad * 8
+
+
+@pytest.mark.parametrize("fmt", ["otlp-json", "otlp-proto", "jaeger-json", "zipkin-json"])
+@SETTINGS
+@given(data=st.binary(min_size=1, max_size=300))
+def test_random_bytes_never_crash(workdir, fmt, data):
+    assume(data.strip())
+    path = workdir / f"garbage-{fmt}"
+    path.write_bytes(data)
+    n_read, log = read_forced(path, fmt)
+    assert n_read == 0
