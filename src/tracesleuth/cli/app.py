@@ -65,6 +65,28 @@ def load(paths: list[Path], fmt: str | None, mapping: str | None):
                           formats=formats, spans_rejected=log.spans_rejected)
 
 
+def fit_patterns(paths, fmt, mapping, endpoint, interval, solver, seed, generations):
+    """Load spans, build the endpoint's trace table and fit the pattern analysis.
+
+    Returns ``(read result, TraceTable, fitted LatencyDegradationPatterns, fit seconds)``.
+    """
+    import time
+
+    from ..model import build_trace_table
+    from ..patterns import LatencyDegradationPatterns, parse_interval
+
+    result = load(paths, fmt, mapping)
+    tt = build_trace_table(result, endpoint)
+    bounds = None
+    if interval is not None:
+        iv = parse_interval(interval, latency_ns=tt.latencies_ns())
+        bounds = (iv.low_ns, iv.high_ns)
+    t0 = time.perf_counter()
+    est = LatencyDegradationPatterns(solver=solver, interval=bounds, random_state=seed,
+                                     generations=generations).fit(tt)
+    return result, tt, est, time.perf_counter() - t0
+
+
 def _reject_rows(rejects, limit: int = 10) -> list[dict]:
     return rejects.slice(0, limit).to_pylist()
 
@@ -219,23 +241,9 @@ def patterns(paths: Annotated[list[Path], typer.Argument(help="Trace files, dire
              format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
     """Latency degradation patterns (Cortellessa & Traini, ICPE 2020): which exclusive-time ranges and
     attributes explain each degraded latency sub-interval, with precision, recall and F-score."""
-    import time
-
     import polars as pl
 
-    from ..model import build_trace_table
-    from ..patterns import LatencyDegradationPatterns, parse_interval
-
-    result = load(paths, format, mapping)
-    tt = build_trace_table(result, endpoint)
-    bounds = None
-    if interval is not None:
-        iv = parse_interval(interval, latency_ns=tt.latencies_ns())
-        bounds = (iv.low_ns, iv.high_ns)
-    t0 = time.perf_counter()
-    est = LatencyDegradationPatterns(solver=solver, interval=bounds, random_state=seed,
-                                     generations=generations).fit(tt)
-    seconds = time.perf_counter() - t0
+    result, tt, est, seconds = fit_patterns(paths, format, mapping, endpoint, interval, solver, seed, generations)
     res = est.result_
     if output is not None:
         labels = tt.frame.select("trace_id", "span_id", "latency_ns").with_columns(
@@ -372,22 +380,10 @@ def analyze(paths: Annotated[list[Path], typer.Argument(help="Trace files, direc
     """Latency degradation patterns as an HTML report: the latency distribution with the degraded
     interval and its sub-intervals, each pattern with precision, recall and F-score, an example
     request of each pattern as a Gantt chart, and what was read, rejected and repaired."""
-    import time
 
-    from ..model import build_trace_table
-    from ..patterns import LatencyDegradationPatterns, parse_interval
     from ..report import build_patterns_report
 
-    result = load(paths, format, mapping)
-    tt = build_trace_table(result, endpoint)
-    bounds = None
-    if interval is not None:
-        iv = parse_interval(interval, latency_ns=tt.latencies_ns())
-        bounds = (iv.low_ns, iv.high_ns)
-    t0 = time.perf_counter()
-    est = LatencyDegradationPatterns(solver=solver, interval=bounds, random_state=seed,
-                                     generations=generations).fit(tt)
-    seconds = time.perf_counter() - t0
+    result, tt, est, seconds = fit_patterns(paths, format, mapping, endpoint, interval, solver, seed, generations)
     settings = {"seed": seed} | ({"generations": generations} if solver == "ga" else {})
     report = build_patterns_report(result, tt, est, title=title, solver_settings=settings)
     path = report.write(output)
