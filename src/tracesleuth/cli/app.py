@@ -343,7 +343,9 @@ def run(argv: list[str] | None = None) -> int:
     """Run the app; errors on input or settings print one line and give exit code 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        app(args=argv, prog_name="tracesleuth", standalone_mode=False)
+        rv = app(args=argv, prog_name="tracesleuth", standalone_mode=False)
+        if isinstance(rv, int) and rv:
+            return rv
     except TraceSleuthError as e:
         if "--json" in argv:
             emit_json({"error": str(e), "type": type(e).__name__})
@@ -408,3 +410,64 @@ def analyze(paths: Annotated[list[Path], typer.Argument(help="Trace files, direc
     else:
         out.print(f"No degradation found: {res.reason}", markup=False)
     out.print(f"Report: {path}", markup=False)
+
+
+@app.command()
+def demo(duration: Annotated[float, typer.Option("--duration", help="Seconds of load.")] = 120.0,
+         rate: Annotated[float, typer.Option("--rate", help="Homepage requests per second.")] = 12.0,
+         seed: Annotated[int, typer.Option("--seed", help="Seed of the degradations, the marking, the "
+                                           "execution times and the analysis.")] = 0,
+         noised: Annotated[bool, typer.Option("--noised", help="Add the two noise types of Section 4.3.")] = False,
+         interval: Annotated[str, typer.Option("--interval", help="'affected' (the paper: [Lmin, Lmax] of the "
+                             "affected requests) or 'auto' (the tool's own rule, no ground truth).")] = "affected",
+         output: Annotated[Optional[Path], typer.Option("-o", "--output", help="The HTML report to write; "
+                           "default: report.html in the run's directory.")] = None,
+         workdir: Annotated[Optional[Path], typer.Option("--workdir", help="Directory of the run (store, ground "
+                            "truth, logs); default: a new temporary directory.")] = None,
+         json: JsonOpt = False) -> None:
+    """Live demo: an E-Shopper-like shop of instrumented services (OpenTelemetry SDK, one process each,
+    on 127.0.0.1) under load, with degradations A1/A2 injected through W3C baggage as in Cortellessa &
+    Traini Section 4.3; its spans go to tracesleuth's collector, then the latency degradation patterns
+    are found and scored against the injected ground truth. Ctrl-C stops every process."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from ..demo import run_demo
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                  transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task("starting")
+
+        def show(p) -> None:
+            counts = f" ({p.requests_sent:,}/{p.requests_planned:,})" if p.phase == "load" else ""
+            bar.update(task, description=f"{p.phase}: {p.message}{counts}")
+
+        try:
+            result = run_demo(duration_s=duration, rate_per_s=rate, seed=seed, noised=noised, workdir=workdir,
+                              report_path=output, interval=interval, on_progress=show)
+        except KeyboardInterrupt as e:
+            err.print(f"demo interrupted ({str(e) or 'SIGINT'}): every process of the run was stopped.", markup=False)
+            raise typer.Exit(130) from None
+    if json:
+        emit_json(result.to_dict())
+        return
+    t = Table(title="Injected degradations and recovered patterns", title_justify="left", show_lines=True)
+    for c in ("degradation", "injected", "requests", "best-matching pattern", "F-score", "recovered"):
+        t.add_column(c, overflow="fold", justify="right" if c in ("requests", "F-score") else "left")
+    for d in result.degradations:
+        f = result.match_f_scores.get(d.name, 0.0)
+        k = result.matched.get(d.name, -1)
+        words = result.recovered_patterns.get(d.name)
+        t.add_row(d.name, d.describe().split(": ", 1)[-1], f"{result.affected.get(d.name, 0):,}",
+                  f"#{k}: {words}" if k >= 0 else "none", f"{f:.3f}", "yes" if f >= 0.9 else "no")
+    out.print(t)
+    tm = result.timings
+    out.print(f"Overall: precision {result.precision:.3f}, recall {result.recall:.3f}, F-score {result.f_score:.3f}; "
+              f"degraded interval {result.interval or '(none found)'}.", markup=False)
+    out.print(f"{result.requests_sent:,} requests sent ({result.requests_failed:,} failed), "
+              f"{result.requests_analysed:,} analysed, {result.spans_stored:,} spans stored; "
+              f"{tm.get('total_s', 0):.0f} s (start {tm.get('startup_s', 0):.1f} s, load {tm.get('load_s', 0):.1f} s, "
+              f"flush {tm.get('flush_s', 0):.1f} s, analysis {tm.get('analysis_s', 0):.1f} s, "
+              f"report {tm.get('report_s', 0):.1f} s).", markup=False)
+    out.print(f"Store: {result.store_path}  (tracesleuth analyze {result.store_path} -e {result.endpoint})", markup=False)
+    out.print(f"Ground truth: {result.labels_path}", markup=False)
+    out.print(f"Report: {result.report_path}", markup=False)

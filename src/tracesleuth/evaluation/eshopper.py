@@ -73,6 +73,9 @@ Everything is drawn from ``random_state`` through independent streams (degradati
 marking, noise coins, execution times, ids): two sessions with the same seed are identical, and
 changing the marking probability or the degradations leaves every execution time and id
 unchanged, which lets a test compare a degraded session with its undegraded twin.
+:func:`draw_degradations` and :func:`draw_marking` give a seed's degradations and marking on
+their own, and :meth:`Degradation.delays_ns` what a marked request undergoes: the live demo
+(:mod:`tracesleuth.demo`) injects a seed's degradations into real services with them.
 
 References
 ----------
@@ -94,7 +97,8 @@ from ..errors import ParameterError
 
 __all__ = [
     "ASYNC_RPCS", "BASE_EXCLUSIVE_MS", "Call", "Degradation", "EShopperSession", "ExecutionTime",
-    "HOMEPAGE_CALLS", "RPCS", "SERVICES", "SYNC_RPCS", "simulate_eshopper",
+    "FIRST_CALL", "HOMEPAGE_CALLS", "InjectedDelay", "Marking", "RPCS", "SERVICES", "SYNC_RPCS",
+    "draw_degradations", "draw_marking", "simulate_eshopper",
 ]
 
 # Semantic-convention attribute keys (OpenTelemetry HTTP conventions) put on the spans.
@@ -174,8 +178,11 @@ SYNC_RPCS: tuple[str, ...] = tuple(r for r in RPCS if r not in ASYNC_RPCS)
 #: The 5 services.
 SERVICES: tuple[str, ...] = tuple(dict.fromkeys(c.service for c in HOMEPAGE_CALLS))
 
-_FIRST_CALL = {rpc: next(i for i, c in enumerate(HOMEPAGE_CALLS) if c.rpc == rpc) for rpc in RPCS}
-_CHILDREN = [[j for j, c in enumerate(HOMEPAGE_CALLS) if c.parent == i] for i in range(len(HOMEPAGE_CALLS))]
+#: Index in :data:`HOMEPAGE_CALLS` of the first call of each RPC: the call a degradation delays.
+FIRST_CALL: dict[str, int] = {rpc: next(i for i, c in enumerate(HOMEPAGE_CALLS) if c.rpc == rpc) for rpc in RPCS}
+#: Indices of the calls each call makes, in the order it makes them.
+CHILDREN: tuple[tuple[int, ...], ...] = tuple(tuple(j for j, c in enumerate(HOMEPAGE_CALLS) if c.parent == i)
+                                            for i in range(len(HOMEPAGE_CALLS)))
 #: Spans per request: a server span per call, a client span per call but the root.
 SPANS_PER_REQUEST = 2 * len(HOMEPAGE_CALLS) - 1
 
@@ -237,6 +244,29 @@ _NETWORK_FLOOR_NS = 100_000
 
 
 @dataclass(frozen=True)
+class InjectedDelay:
+    """One delay injected into one call of a request (see :meth:`Degradation.delays_ns`).
+
+    Attributes
+    ----------
+    call : int
+        Index in :data:`HOMEPAGE_CALLS` of the delayed call (the RPC's first call).
+    rpc : str
+        ``"service:operation"`` of the call.
+    delay_ns : int
+        Time added to the call's exclusive time, in nanoseconds.
+    noise : str
+        ``""`` for a plain 50 ms delay, ``"deviation"`` for the first noise's 60 ms, ``"async"``
+        for the second noise's 100 ms.
+    """
+
+    call: int
+    rpc: str
+    delay_ns: int
+    noise: str = ""
+
+
+@dataclass(frozen=True)
 class Degradation:
     """A recurrent artificial degradation (Section 4.3).
 
@@ -283,6 +313,47 @@ class Degradation:
     def noised(self) -> bool:
         """Whether either noise of Section 4.3 applies."""
         return self.deviating_rpc is not None or self.async_rpc is not None
+
+    def delays_ns(self, *, deviate: bool = False, async_hit: bool = False) -> tuple[InjectedDelay, ...]:
+        """The delays injected into one request marked with this degradation.
+
+        Every RPC of :attr:`rpcs` is delayed by 50 ms in its first call (:data:`FIRST_CALL`), the
+        deviating RPC by 60 ms instead when ``deviate``; the asynchronous RPC gets 100 ms more in
+        its first call when ``async_hit``. The coins only matter for a noised degradation. This
+        is the one definition of what a marked request undergoes, shared by the simulator and
+        the live demo (:mod:`tracesleuth.demo`).
+
+        Parameters
+        ----------
+        deviate : bool, default=False
+            The request's first-noise coin (about half of the requests).
+        async_hit : bool, default=False
+            The request's second-noise coin (about half of the requests).
+
+        Returns
+        -------
+        tuple of InjectedDelay
+            In the order of :attr:`rpcs`, then the asynchronous noise.
+
+        Examples
+        --------
+        >>> d = Degradation("A1", ("cart-service:getcart",), "cart-service:getcart")
+        >>> [(x.call, x.delay_ns // 1_000_000, x.noise) for x in d.delays_ns(deviate=True)]
+        [(4, 60, 'deviation')]
+        """
+        out = []
+        for rpc in self.rpcs:
+            dev = bool(deviate) and rpc == self.deviating_rpc
+            out.append(InjectedDelay(FIRST_CALL[rpc], rpc, DEVIATED_DELAY_NS if dev else DELAY_NS,
+                                     "deviation" if dev else ""))
+        if self.async_rpc is not None and async_hit:
+            out.append(InjectedDelay(FIRST_CALL[self.async_rpc], self.async_rpc, ASYNC_NOISE_NS, "async"))
+        return tuple(out)
+
+    def to_dict(self) -> dict:
+        """The degradation as plain Python values (the keyword arguments that rebuild it)."""
+        return {"name": self.name, "rpcs": list(self.rpcs), "deviating_rpc": self.deviating_rpc,
+                "async_rpc": self.async_rpc}
 
     def describe(self) -> str:
         """One line, e.g. ``"A1 (type 2): +50 ms in cart-service:getcart, web-service:gethome"``."""
@@ -398,12 +469,7 @@ def simulate_eshopper(*, n_requests: int = 1000, noised: bool = False, random_st
         raise ParameterError(f"The 'n_requests' parameter of simulate_eshopper must be an int in the "
                              f"range [1, inf). Got {n_requests!r} instead.")
     n = int(n_requests)
-    seq = _seed_sequence(random_state, "simulate_eshopper")
-    # Five independent streams, derived as SeedSequence.spawn would but without changing ``seq``
-    # (a SeedSequence passed twice gives the same session twice).
-    s_define, s_mark, s_noise, s_time, s_ids = (
-        np.random.default_rng(np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, i), pool_size=seq.pool_size))
-        for i in range(5))
+    s_define, s_mark, s_noise, s_time, s_ids = _streams(_seed_sequence(random_state, "simulate_eshopper"))
 
     degs = _define_degradations(s_define, noised) if degradations is None else \
         _complete_degradations(degradations, s_define, noised)
@@ -412,13 +478,8 @@ def simulate_eshopper(*, n_requests: int = 1000, noised: bool = False, random_st
                              f"[0, {min(0.5, 1 / len(degs)):g}] with {len(degs)} degradations. "
                              f"Got {p_affected!r} instead.")
 
-    # Marking: A1 with p, else A2 with p, ... (mutually exclusive).
-    u = s_mark.random(n)
-    mark = np.full(n, -1)
-    for k in range(len(degs)):
-        mark[(u >= k * p_affected) & (u < (k + 1) * p_affected)] = k
-    deviate = s_noise.random(n) < NOISE_SHARE
-    async_hit = s_noise.random(n) < NOISE_SHARE
+    marking = _mark(s_mark, s_noise, n, p_affected, len(degs))
+    mark = marking.degradation
 
     # Base times: one draw per call and request, one per network hop, in call order.
     n_calls = len(HOMEPAGE_CALLS)
@@ -429,19 +490,11 @@ def simulate_eshopper(*, n_requests: int = 1000, noised: bool = False, random_st
 
     trace_ids = _hex_ids(s_ids, n, 2)
     inj_rows: list[tuple] = []
-    for k, d in enumerate(degs):
-        hit = np.flatnonzero(mark == k)
-        for rpc in d.rpcs:
-            dev = deviate[hit] if rpc == d.deviating_rpc else np.zeros(len(hit), bool)
-            delay = np.where(dev, DEVIATED_DELAY_NS, DELAY_NS)
-            own[_FIRST_CALL[rpc], hit] += delay
-            inj_rows += [(trace_ids[i], d.name, rpc, _FIRST_CALL[rpc], int(x), "deviation" if v else "")
-                         for i, x, v in zip(hit, delay, dev)]
-        if d.async_rpc is not None:
-            sel = hit[async_hit[hit]]
-            own[_FIRST_CALL[d.async_rpc], sel] += ASYNC_NOISE_NS
-            inj_rows += [(trace_ids[i], d.name, d.async_rpc, _FIRST_CALL[d.async_rpc], ASYNC_NOISE_NS, "async")
-                         for i in sel]
+    for i in np.flatnonzero(mark >= 0):
+        d = degs[mark[i]]
+        for x in d.delays_ns(deviate=bool(marking.deviate[i]), async_hit=bool(marking.async_hit[i])):
+            own[x.call, i] += x.delay_ns
+            inj_rows.append((trace_ids[i], d.name, x.rpc, x.call, x.delay_ns, x.noise))
 
     starts = SESSION_START_NS + np.arange(n, dtype=np.int64) * REQUEST_INTERVAL_NS
     spans = _build_spans(trace_ids, starts, own, base_own, hop_out, hop_back, s_ids)
@@ -460,6 +513,123 @@ def simulate_eshopper(*, n_requests: int = 1000, noised: bool = False, random_st
     ).sort("trace_id", "call", maintain_order=True)
     return EShopperSession(spans=spans, labels=labels, injections=injections, degradations=tuple(degs),
                            n_requests=n)
+
+
+@dataclass(frozen=True)
+class Marking:
+    """Which requests of a session carry which degradation, and their noise coins.
+
+    Attributes
+    ----------
+    degradation : ndarray of int64, shape (n_requests,)
+        Index of the degradation each request is marked with (0 for A1, 1 for A2...), -1 for none.
+    deviate : ndarray of bool, shape (n_requests,)
+        First-noise coin of each request (used only for a noised degradation's requests).
+    async_hit : ndarray of bool, shape (n_requests,)
+        Second-noise coin of each request (likewise).
+    """
+
+    degradation: np.ndarray
+    deviate: np.ndarray
+    async_hit: np.ndarray
+
+    @property
+    def n_requests(self) -> int:
+        """Number of requests."""
+        return len(self.degradation)
+
+
+def draw_degradations(*, noised: bool = False, random_state=None) -> tuple[Degradation, ...]:
+    """Draw the degradations A1 and A2 of a session as Section 4.3 of [1]_ does.
+
+    Two different types out of {1, 2, 3}, the RPCs of each drawn among :data:`SYNC_RPCS`; with
+    ``noised``, a deviating RPC and an asynchronous RPC for each. The same ``random_state`` gives
+    the degradations :func:`simulate_eshopper` injects with that ``random_state``, so a live run
+    (:mod:`tracesleuth.demo`) and a simulated session of one seed share them.
+
+    Parameters
+    ----------
+    noised : bool, default=False
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None, default=None
+
+    Returns
+    -------
+    tuple of Degradation
+
+    References
+    ----------
+    .. [1] V. Cortellessa and L. Traini, "Detecting Latency Degradation Patterns in Service-based
+       Systems", ICPE 2020. https://doi.org/10.1145/3358960.3379126
+
+    Examples
+    --------
+    >>> sorted(d.type for d in draw_degradations(random_state=7)) != [2, 2]
+    True
+    """
+    s_define = _streams(_seed_sequence(random_state, "draw_degradations"))[0]
+    return tuple(_define_degradations(s_define, bool(noised)))
+
+
+def draw_marking(n_requests: int, *, n_degradations: int = 2, p_affected: float = 0.1,
+                 random_state=None) -> Marking:
+    """Mark requests as :func:`simulate_eshopper` does with the same ``random_state``.
+
+    Each request carries degradation 0 with probability ``p_affected``, else degradation 1 with
+    that probability, and so on; each also gets two fair noise coins.
+
+    Parameters
+    ----------
+    n_requests : int
+    n_degradations : int, default=2
+    p_affected : float, default=0.1
+        In [0, 1 / n_degradations].
+    random_state : int, numpy.random.Generator, numpy.random.SeedSequence or None, default=None
+
+    Returns
+    -------
+    Marking
+
+    Raises
+    ------
+    ParameterError
+        For ``n_requests`` < 1, ``n_degradations`` < 1 or ``p_affected`` out of range.
+
+    Examples
+    --------
+    >>> m = draw_marking(1000, random_state=0)
+    >>> sorted(set(m.degradation.tolist()))
+    [-1, 0, 1]
+    """
+    for name, value in (("n_requests", n_requests), ("n_degradations", n_degradations)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ParameterError(f"The {name!r} parameter of draw_marking must be an int in the range [1, inf). "
+                                 f"Got {value!r} instead.")
+    if not isinstance(p_affected, (int, float)) or not 0 <= p_affected <= 1 / n_degradations:
+        raise ParameterError(f"The 'p_affected' parameter of draw_marking must be a float in "
+                             f"[0, {1 / n_degradations:g}]. Got {p_affected!r} instead.")
+    _, s_mark, s_noise, _, _ = _streams(_seed_sequence(random_state, "draw_marking"))
+    return _mark(s_mark, s_noise, int(n_requests), p_affected, int(n_degradations))
+
+
+def _streams(seq: np.random.SeedSequence) -> tuple[np.random.Generator, ...]:
+    """Five independent streams (definitions, marking, noise, times, ids), derived as
+    ``SeedSequence.spawn`` would but without changing ``seq`` (a SeedSequence passed twice gives
+    the same session twice)."""
+    return tuple(np.random.default_rng(np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, i),
+                                                              pool_size=seq.pool_size))
+                 for i in range(5))
+
+
+def _mark(s_mark: np.random.Generator, s_noise: np.random.Generator, n: int, p_affected: float,
+          n_degradations: int) -> Marking:
+    """Marking: degradation 0 with p, else 1 with p, ... (mutually exclusive); two noise coins."""
+    u = s_mark.random(n)
+    mark = np.full(n, -1)
+    for k in range(n_degradations):
+        mark[(u >= k * p_affected) & (u < (k + 1) * p_affected)] = k
+    deviate = s_noise.random(n) < NOISE_SHARE
+    async_hit = s_noise.random(n) < NOISE_SHARE
+    return Marking(mark, deviate, async_hit)
 
 
 def _seed_sequence(random_state, where: str) -> np.random.SeedSequence:
@@ -521,8 +691,8 @@ def _build_spans(trace_ids: list[str], starts: np.ndarray, own: np.ndarray, base
 
     def lay(i: int, start: np.ndarray) -> np.ndarray:
         server_start[i] = start
-        sync = [j for j in _CHILDREN[i] if not HOMEPAGE_CALLS[j].asynchronous]
-        asyn = [j for j in _CHILDREN[i] if HOMEPAGE_CALLS[j].asynchronous]
+        sync = [j for j in CHILDREN[i] if not HOMEPAGE_CALLS[j].asynchronous]
+        asyn = [j for j in CHILDREN[i] if HOMEPAGE_CALLS[j].asynchronous]
         base = base_own[i]
         pre = base * 3 // 10 if sync else np.zeros(n, np.int64)
         gap = base * 2 // 100

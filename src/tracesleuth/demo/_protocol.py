@@ -1,0 +1,201 @@
+"""What the demo's processes agree on: the run configuration, the baggage keys that mark a
+request, the query parameters of a call, the telemetry set-up and the child environment.
+
+Nothing here imports the analysis: the service and load-generator processes import this module
+and :mod:`tracesleuth.evaluation.eshopper` (the call tree, the execution times and the
+degradations), nothing else of tracesleuth.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..evaluation.eshopper import Degradation
+
+#: W3C baggage entry naming the degradation a request is marked with (``A1``, ``A2``); absent
+#: for a request that carries none. Set by the load generator, read by every service.
+BAGGAGE_DEGRADATION = "tracesleuth.degradation"
+#: Baggage entry set (value ``"1"``) when the request's first-noise coin came up (60 ms instead
+#: of 50 ms in the deviating RPC of a noised degradation).
+BAGGAGE_DEVIATE = "tracesleuth.noise.deviation"
+#: Baggage entry set (value ``"1"``) when the request's second-noise coin came up (100 ms more
+#: in the asynchronous RPC of a noised degradation).
+BAGGAGE_ASYNC_NOISE = "tracesleuth.noise.async"
+BAGGAGE_KEYS = (BAGGAGE_DEGRADATION, BAGGAGE_DEVIATE, BAGGAGE_ASYNC_NOISE)
+
+#: Query parameter naming the call of :data:`~tracesleuth.evaluation.eshopper.HOMEPAGE_CALLS` a
+#: request to a service is (a degradation delays the first call of an RPC only).
+CALL_PARAM = "call"
+#: Query parameter with the signed-in user of the homepage request.
+USER_PARAM = "user"
+#: Query parameter with the rank of the call among its parent's calls of the same RPC
+#: (the category panel, the carousel slide).
+RANK_PARAM = "rank"
+
+#: Service name of the load generator's own spans (the client side of each homepage request).
+LOAD_GENERATOR = "load-generator"
+#: Path every service answers 200 on once it serves (not traced).
+HEALTH_PATH = "/healthz"
+
+#: Environment variables the instrumentations read that would change what the demo records
+#: (propagators, header capture, an exporter or the SDK switched off): cleared in every child.
+_CLEARED_PREFIXES = ("OTEL_",)
+
+
+@dataclass(frozen=True)
+class ExportSettings:
+    """BatchSpanProcessor and OTLP exporter settings of every demo process.
+
+    Attributes
+    ----------
+    schedule_delay_millis : int
+        Longest wait between two exports, in ms.
+    max_queue_size : int
+        Spans buffered at most before new ones are dropped.
+    max_export_batch_size : int
+        Spans per OTLP request at most.
+    export_timeout_millis : int
+        Time allowed to one export, in ms.
+    """
+
+    schedule_delay_millis: int = 1000
+    max_queue_size: int = 65536
+    max_export_batch_size: int = 1024
+    export_timeout_millis: int = 10_000
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """Everything a child process of a demo run needs, written once as ``config.json``.
+
+    Attributes
+    ----------
+    seed : int
+        Seed of the degradations, the marking and every execution-time draw.
+    collector_url : str
+        Base URL of the span receiver (OTLP/HTTP at ``/v1/traces``).
+    instances : dict of str to list of str
+        Base URL of each instance of each service.
+    degradations : tuple of Degradation
+        The degradations injected (A1, A2).
+    n_requests : int
+        Homepage requests the load generator sends.
+    rate_per_s : float
+        Requests per second it sends them at.
+    p_affected : float
+        Probability that a request is marked with A1, and (exclusively) with A2.
+    max_in_flight : int
+        Requests the load generator has in flight at most.
+    request_timeout_s : float
+        Timeout of one request, in seconds.
+    databases : dict of str to str
+        SQLite database file of each service that has one.
+    labels_path, injections_path : str
+        Where the load generator writes the ground truth.
+    export : ExportSettings
+    """
+
+    seed: int
+    collector_url: str
+    instances: dict
+    degradations: tuple
+    n_requests: int
+    rate_per_s: float
+    p_affected: float = 0.1
+    max_in_flight: int = 64
+    request_timeout_s: float = 10.0
+    databases: dict = field(default_factory=dict)
+    labels_path: str = ""
+    injections_path: str = ""
+    export: ExportSettings = field(default_factory=ExportSettings)
+
+    def to_dict(self) -> dict:
+        """JSON-safe dictionary (what :meth:`write` stores)."""
+        return {"seed": self.seed, "collector_url": self.collector_url, "instances": self.instances,
+                "degradations": [d.to_dict() for d in self.degradations], "n_requests": self.n_requests,
+                "rate_per_s": self.rate_per_s, "p_affected": self.p_affected, "max_in_flight": self.max_in_flight,
+                "request_timeout_s": self.request_timeout_s, "databases": self.databases,
+                "labels_path": self.labels_path, "injections_path": self.injections_path,
+                "export": self.export.__dict__}
+
+    def write(self, path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=2))
+        return path
+
+    @classmethod
+    def read(cls, path) -> "DemoConfig":
+        doc = json.loads(Path(path).read_text())
+        doc["degradations"] = tuple(Degradation(**d) for d in doc["degradations"])
+        doc["export"] = ExportSettings(**doc["export"])
+        return cls(**doc)
+
+
+def child_environment() -> dict:
+    """The environment of a child process: this one's, without ``OTEL_*`` settings (so that no
+    propagator, header capture or exporter set by the user changes what is recorded), with the
+    stable HTTP semantic conventions and unbuffered output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_CLEARED_PREFIXES)}
+    env["OTEL_SEMCONV_STABILITY_OPT_IN"] = "http"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def make_tracer_provider(service: str, instance: str, config: DemoConfig):
+    """A TracerProvider exporting OTLP/HTTP protobuf to the collector through a BatchSpanProcessor.
+
+    Parameters
+    ----------
+    service : str
+        ``service.name`` of the process.
+    instance : str
+        ``service.instance.id`` of the process (the trace table's instance of its spans).
+    config : DemoConfig
+    """
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    ex = config.export
+    resource = Resource.create({"service.name": service, "service.instance.id": instance,
+                                "service.namespace": "eshopper-demo", "host.name": "127.0.0.1",
+                                "process.pid": os.getpid()})
+    provider = TracerProvider(resource=resource)
+    exporter = OTLPSpanExporter(endpoint=f"{config.collector_url}/v1/traces",
+                                timeout=ex.export_timeout_millis / 1000)
+    provider.add_span_processor(BatchSpanProcessor(
+        exporter, schedule_delay_millis=ex.schedule_delay_millis, max_queue_size=ex.max_queue_size,
+        max_export_batch_size=ex.max_export_batch_size, export_timeout_millis=ex.export_timeout_millis))
+    return provider
+
+
+def watch_parent(parent_pid: int, *, interval_s: float = 0.5, grace_s: float = 5.0) -> None:
+    """Stop this process when its parent dies (even by SIGKILL, when no clean-up could run).
+
+    A daemon thread polls the parent pid; once this process has been re-parented it sends
+    itself SIGTERM (a graceful stop) and, if still alive ``grace_s`` later, exits at once.
+    """
+    def watch():
+        while os.getppid() == parent_pid:
+            time.sleep(interval_s)
+        print(f"demo child {os.getpid()}: parent {parent_pid} is gone, stopping", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace_s)
+        os._exit(3)
+
+    if parent_pid > 0:
+        threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def emit(event: str, **fields) -> None:
+    """One JSON line on stdout, the way children report to the supervisor."""
+    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,162 @@
+"""The live demo end to end: real processes, real HTTP, the OpenTelemetry SDK, the collector.
+
+Each test is bounded in time (a run of 30 s of load; interruptions within seconds) and checks,
+through /proc, that no process of the run is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from demo_support import processes_mentioning, wait_for, wait_until_gone, zombie_children
+from tracesleuth.demo import BAGGAGE_KEYS, DemoError, run_demo
+from tracesleuth.store import load_spans
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+
+#: Spans of one homepage request: the load generator's client span, 13 server spans, 10 client
+#: and 2 producer spans, 12 SQLite queries.
+SPANS_PER_REQUEST = 38
+DURATION_S, RATE_PER_S, SEED = 30, 20, 0
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("live") / "run"
+    phases = []
+    t = time.monotonic()
+    result = run_demo(duration_s=DURATION_S, rate_per_s=RATE_PER_S, seed=SEED, workdir=workdir,
+                      on_progress=lambda p: phases.append(p.phase))
+    return result, phases, time.monotonic() - t
+
+
+def test_both_degradations_are_recovered(live):
+    result, phases, seconds = live
+    assert seconds < 60
+    assert result.requests_sent == DURATION_S * RATE_PER_S and result.requests_failed == 0
+    assert result.requests_analysed == result.requests_sent
+    assert set(result.match_f_scores) == {"A1", "A2"}
+    assert all(f >= 0.9 for f in result.match_f_scores.values()), result.match_f_scores
+    assert result.f_score >= 0.9 and result.report_path.is_file()
+    assert phases[0] == "starting" and phases[-1] == "done" and "load" in phases
+    html = result.report_path.read_text()
+    assert "Injected degradations and recovered patterns" in html
+
+
+def test_every_span_reached_the_store(live):
+    result, _, _ = live
+    assert result.spans_stored == SPANS_PER_REQUEST * result.requests_completed
+    assert result.collector_stats["spans"]["rejected"] == 0
+    spans = pl.from_arrow(load_spans([result.store_path]).spans)
+    per_service = dict(spans.group_by("service").len().iter_rows())
+    assert set(per_service) == {"load-generator", "web-service", "account-service", "cart-service",
+                                "categories-service", "items-service"}
+    assert spans.filter(pl.col("service") == "items-service")["instance"].n_unique() == 2
+    kinds = set(spans.filter(pl.col("service") == "web-service").select("operation", "kind").unique().rows())
+    assert {("gethome", "server"), ("finditems", "producer"), ("findfeaturesitems", "producer"),
+            ("getcart", "client")} <= kinds
+    # The ground truth names the traces the load generator sent, one each.
+    labels = pl.read_csv(result.labels_path, schema_overrides={"trace_id": pl.String, "degradation": pl.String,
+                                                               "noise": pl.String})
+    assert labels.height == result.requests_sent and labels["trace_id"].n_unique() == labels.height
+    assert set(labels["trace_id"]) == set(spans["trace_id"].unique())
+    assert dict(zip(*labels["degradation"].value_counts().drop_nulls().to_dict().values())) == result.affected
+
+
+def test_baggage_never_becomes_a_span_attribute(live):
+    result, _, _ = live
+    spans = pl.from_arrow(load_spans([result.store_path]).spans)
+    attrs = spans.select(pl.col("attributes").explode()).unnest("attributes")
+    assert attrs.height > 0
+    assert attrs.filter(pl.col("key").str.contains("tracesleuth|baggage")).height == 0
+    text = attrs.select(pl.col("str").fill_null(""))["str"]
+    assert not text.str.contains("A1|A2|tracesleuth").any()
+    assert not [k for k in BAGGAGE_KEYS if k in " ".join(attrs["key"].unique().to_list())]
+
+
+def test_no_process_survives_the_run(live):
+    result, _, _ = live
+    assert processes_mentioning(str(result.workdir)) == []
+    assert zombie_children() == []
+
+
+def test_cli_renders_a_run(live, monkeypatch, capsys):
+    import tracesleuth.demo as demo_api
+    from tracesleuth.cli import main
+
+    result, _, _ = live
+    monkeypatch.setattr(demo_api, "run_demo", lambda **kwargs: result)
+    assert main(["demo"]) == 0
+    text = capsys.readouterr().out
+    assert "Injected degradations and recovered patterns" in text and f"Report: {result.report_path}" in text
+    assert main(["demo", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["match_f_scores"] == result.match_f_scores and len(doc["degradations"]) == 2
+
+
+def _start_cli_demo(workdir: Path) -> subprocess.Popen:
+    """``python -m tracesleuth demo`` in a session of its own (as a shell would run it), once its
+    load has started."""
+    proc = subprocess.Popen([sys.executable, "-m", "tracesleuth", "demo", "--duration", "60", "--rate", "10",
+                             "--workdir", str(workdir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    started = wait_for(lambda: (workdir / "logs" / "load-generator.log").exists() or proc.poll() is not None, 60)
+    if not started or proc.poll() is not None:
+        proc.kill()
+        out, errs = proc.communicate(timeout=30)
+        pytest.fail(f"the demo did not start its load: {errs.decode()[-2000:]}")
+    time.sleep(2.0)
+    assert len(processes_mentioning(str(workdir))) >= 8         # collector, 6 services, load generator
+    return proc
+
+
+def test_ctrl_c_stops_every_process_within_seconds(tmp_path):
+    workdir = tmp_path / "run"
+    proc = _start_cli_demo(workdir)
+    t = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)                          # what a terminal's Ctrl-C does
+    try:
+        proc.wait(timeout=15)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    _, errs = proc.communicate(timeout=10)
+    assert "demo interrupted (SIGINT): every process of the run was stopped" in errs.decode()
+    assert wait_until_gone(str(workdir), 5) == []
+    assert time.monotonic() - t < 10
+
+
+def test_sigkill_of_the_demo_leaves_no_process(tmp_path):
+    workdir = tmp_path / "run"
+    proc = _start_cli_demo(workdir)
+    proc.kill()                                                 # no clean-up can run
+    proc.wait(timeout=10)
+    assert wait_until_gone(str(workdir), 15) == []              # the children watch their parent
+    proc.communicate(timeout=10)
+
+
+def test_a_crashed_service_stops_the_run_and_every_process(tmp_path):
+    workdir = tmp_path / "run"
+    killed = []
+
+    def crash_cart_service(p):
+        if p.phase == "load" and p.requests_sent >= 20 and not killed:
+            [(pid, _)] = [x for x in processes_mentioning(str(workdir)) if "--service cart-service" in x[1]]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    t = time.monotonic()
+    with pytest.raises(DemoError, match="cart-service-0"):
+        run_demo(duration_s=60, rate_per_s=10, seed=1, workdir=workdir, on_progress=crash_cart_service)
+    assert killed and time.monotonic() - t < 60
+    assert processes_mentioning(str(workdir)) == []
+    assert zombie_children() == []

@@ -1,0 +1,107 @@
+"""One service in-process (its ASGI app through httpx's ASGI transport, spans in memory): the
+delay a request's baggage asks for, the spans it records, and no baggage in any attribute."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+from opentelemetry import baggage, context
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from tracesleuth.demo import BAGGAGE_DEGRADATION, BAGGAGE_DEVIATE, BAGGAGE_KEYS
+from tracesleuth.demo._catalog import create_databases
+from tracesleuth.demo._protocol import DemoConfig
+from tracesleuth.demo.service import ShopService
+from tracesleuth.evaluation.eshopper import FIRST_CALL, SERVICES, Degradation
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_ID = "00f067aa0ba902b7"
+DEGRADATIONS = (
+    Degradation("A1", ("cart-service:getcart",), deviating_rpc="cart-service:getcart"),
+    Degradation("A2", ("web-service:gethome", "account-service:getprofile")),
+)
+
+
+@pytest.fixture
+def cart(tmp_path):
+    config = DemoConfig(seed=0, collector_url="http://127.0.0.1:9", degradations=DEGRADATIONS, n_requests=1,
+                        rate_per_s=1.0, instances={s: ["http://127.0.0.1:9"] for s in SERVICES},
+                        databases=create_databases(tmp_path, seed=0))
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    service = ShopService(config, "cart-service", 0, tracer_provider=provider)
+    yield service, exporter
+    service.db.close()
+    provider.shutdown()
+
+
+def _get(service, path, headers=None) -> tuple[httpx.Response, float]:
+    async def go():
+        transport = httpx.ASGITransport(app=service.app())
+        async with httpx.AsyncClient(transport=transport, base_url="http://cart") as client:
+            t = time.perf_counter()
+            r = await client.get(path, headers=headers or {})
+            return r, time.perf_counter() - t
+
+    return asyncio.run(go())
+
+
+def _headers(**entries) -> dict:
+    return {"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01",
+            "baggage": ",".join(f"{k}={v}" for k, v in entries.items())}
+
+
+def test_injected_delay_follows_the_shared_definition(cart):
+    service, _ = cart
+    getcart = FIRST_CALL["cart-service:getcart"]
+
+    def injected(**entries) -> int:
+        ctx = context.get_current()
+        for k, v in entries.items():
+            ctx = baggage.set_baggage(k, v, ctx)
+        token = context.attach(ctx)
+        try:
+            return service.injected_ns(getcart)
+        finally:
+            context.detach(token)
+
+    assert injected() == 0
+    assert injected(**{BAGGAGE_DEGRADATION: "A1"}) == 50_000_000
+    assert injected(**{BAGGAGE_DEGRADATION: "A1", BAGGAGE_DEVIATE: "1"}) == 60_000_000
+    assert injected(**{BAGGAGE_DEGRADATION: "A2"}) == 0            # A2 delays other RPCs
+    assert injected(**{BAGGAGE_DEGRADATION: "Z9"}) == 0 and service.unknown_degradations == 1
+
+
+def test_a_marked_request_is_delayed_and_traced_without_its_mark(cart):
+    service, exporter = cart
+    call = FIRST_CALL["cart-service:getcart"]
+    r, seconds = _get(service, f"/getcart?call={call}&user=5", _headers(**{BAGGAGE_DEGRADATION: "A1"}))
+    assert r.status_code == 200 and r.json()["rpc"] == "cart-service:getcart"
+    assert seconds >= 0.050
+    spans = exporter.get_finished_spans()
+    server = [s for s in spans if s.kind is SpanKind.SERVER]
+    assert [s.name for s in server] == ["getcart"]
+    assert format(server[0].context.trace_id, "032x") == TRACE_ID
+    assert format(server[0].parent.span_id, "016x") == PARENT_ID
+    queries = [s for s in spans if s.attributes.get("db.system") == "sqlite"]
+    assert queries and all(q.parent.span_id == server[0].context.span_id for q in queries)
+    assert server[0].end_time - server[0].start_time >= 50_000_000
+    for s in spans:
+        for key, value in {**s.attributes, **s.resource.attributes}.items():
+            assert not any(b in key for b in (*BAGGAGE_KEYS, "baggage")), (s.name, key)
+            assert not any(m in str(value) for m in ("A1", "A2", "tracesleuth.")), (s.name, key, value)
+
+
+def test_a_call_of_another_rpc_is_refused(cart):
+    service, _ = cart
+    r, _ = _get(service, f"/getcart?call={FIRST_CALL['account-service:getprofile']}")
+    assert r.status_code == 400 and "not a call of cart-service:getcart" in r.json()["error"]
+    r, _ = _get(service, "/getcart?call=x")
+    assert r.status_code == 400
