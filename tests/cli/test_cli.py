@@ -4,7 +4,6 @@ import json
 import subprocess
 import sys
 
-import pytest
 
 from tracesleuth.cli import main
 from tracesleuth.store import SpanStore, is_store

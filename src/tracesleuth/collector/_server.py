@@ -54,18 +54,9 @@ def bind(host: str, port: int, *, backlog: int = 2048) -> socket.socket:
     return sock
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server, telling when it accepts requests, and returning (instead of re-raising
-    the signal) after a graceful shutdown on SIGINT/SIGTERM."""
-
-    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]):
-        super().__init__(config)
-        self._on_started = on_started
-
-    async def startup(self, sockets=None) -> None:
-        await super().startup(sockets=sockets)
-        if self.started:
-            self._on_started()
+class GracefulServer(uvicorn.Server):
+    """uvicorn's server, returning (instead of re-raising the signal) after a graceful shutdown on
+    SIGINT/SIGTERM, so that a clean stop exits with code 0. Also used by the demo services."""
 
     @contextlib.contextmanager
     def capture_signals(self):
@@ -79,6 +70,19 @@ class _Server(uvicorn.Server):
         finally:
             for sig, handler in original.items():
                 signal.signal(sig, handler)
+
+
+class _Server(GracefulServer):
+    """:class:`GracefulServer` telling when it accepts requests."""
+
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]):
+        super().__init__(config)
+        self._on_started = on_started
+
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self._on_started()
 
 
 def run(app, sock: socket.socket, *, url: str, on_ready: Callable[[str], None] | None, log_level: str,

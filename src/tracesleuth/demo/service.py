@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import gc
 import itertools
-import signal
 import socket
 import sqlite3
 import sys
@@ -55,6 +54,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
+from ..collector._server import GracefulServer
 from ..errors import ParameterError
 from ..evaluation.eshopper import (
     ATTR_HTTP_REQUEST_METHOD,
@@ -298,21 +298,6 @@ class ShopService:
                 span.set_status(Status(StatusCode.ERROR, type(e).__name__))
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server, returning after a graceful shutdown on SIGTERM/SIGINT instead of
-    re-raising the signal (so that a clean stop exits with code 0)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self):
-        handled = (signal.SIGINT, signal.SIGTERM)
-        original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
-        try:
-            yield
-        finally:
-            for sig, handler in original.items():
-                signal.signal(sig, handler)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Serve one service instance on an inherited listening socket until SIGTERM/SIGINT."""
     parser = argparse.ArgumentParser(prog="python -m tracesleuth.demo.service", description=__doc__.split("\n")[0])
@@ -332,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     config = uvicorn.Config(service.app(), loop="asyncio", http="httptools", lifespan="on", log_level="warning",
                             access_log=False, server_header=False, timeout_graceful_shutdown=DRAIN_SECONDS,
                             backlog=1024)
-    _Server(config).run(sockets=[sock])
+    GracefulServer(config).run(sockets=[sock])
     return 0
 
 

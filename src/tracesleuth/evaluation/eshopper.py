@@ -720,8 +720,6 @@ def _build_spans(trace_ids: list[str], starts: np.ndarray, own: np.ndarray, base
     pods = {s: [f"{s}-{_alnum(rng, 10)}-{_alnum(rng, 5)}" for _ in range(_PODS_PER_SERVICE)] for s in SERVICES}
     pod_pick = rng.integers(_PODS_PER_SERVICE, size=(n_calls, n))
 
-    cols: dict[str, list] = {k: [] for k in ("span", "parent", "service", "operation", "instance", "kind",
-                                             "start", "end", "follows", "a1", "a2")}
     order = []  # (column in the request's span block, data) to interleave per request
     for i, call in enumerate(HOMEPAGE_CALLS):
         inst = np.array(pods[call.service], dtype=object)[pod_pick[i]]

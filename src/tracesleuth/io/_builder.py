@@ -184,6 +184,12 @@ class SpanBatchBuilder:
         self.attr_float.append(f)
         self.attr_bool.append(b)
 
+    def discard_pending_attributes(self) -> None:
+        """Drop the attributes added since the last span (its span is being rejected)."""
+        start = self.attr_offsets[-1]
+        for col in (self.attr_key, self.attr_str, self.attr_int, self.attr_float, self.attr_bool):
+            del col[start:]
+
     def add_attributes(self, items: Iterable[tuple[str, Any]], record: int) -> None:
         """Append several typed attributes to the span being added."""
         for k, v in items:

@@ -207,9 +207,7 @@ def _read_trace(builder: SpanBatchBuilder, trace: Any, first_record: int) -> int
         try:
             _add_span(builder, record, span, processes)
         except _BadRecord as e:
-            start = builder.attr_offsets[-1]
-            for col in (builder.attr_key, builder.attr_str, builder.attr_int, builder.attr_float, builder.attr_bool):
-                del col[start:]
+            builder.discard_pending_attributes()
             log.add(source, record, str(e), field=e.field, spans=1, excerpt=span)
         record += 1
     return record

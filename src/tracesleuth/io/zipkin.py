@@ -75,9 +75,7 @@ def read_zipkin_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa
         try:
             _add_span(builder, record, span)
         except _BadSpan as e:
-            del builder.attr_key[builder.attr_offsets[-1]:]  # drop the attributes of this span
-            for col in (builder.attr_str, builder.attr_int, builder.attr_float, builder.attr_bool):
-                del col[builder.attr_offsets[-1]:]
+            builder.discard_pending_attributes()
             log.add(source, record, str(e), field=e.field, spans=1, excerpt=span)
         if builder.full():
             yield builder.flush()
