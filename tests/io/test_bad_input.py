@@ -379,6 +379,27 @@ def test_proto_truncated_raw_request(tmp_path):
     assert len(rows) + log.spans_rejected == N
 
 
+def test_raw_proto_whose_length_byte_reads_as_json(tmp_path):
+    """The tag byte 0x0a is a newline; a first ResourceSpans of 123 bytes then starts with '{' after
+    it (found by the property test)."""
+    from tracesleuth.io._source import detect_format
+
+    for pad in range(300):
+        rows = contract_trace().slice(0, 1).to_pylist()
+        rows[0].update(service="s" * (pad + 1), attributes=[], instance=None)
+        request = otlp_proto_requests(rows)[0]
+        data = request.SerializeToString()
+        if data[1:2] == b"{":
+            break
+    else:
+        pytest.fail("no padding gives the wanted length byte")
+    assert detect_format(data) == "otlp-proto"
+    path = tmp_path / "p.bin"
+    path.write_bytes(data)
+    rows_read, log = read_all(path)
+    assert len(rows_read) == 1 and rows_read[0]["service"] == rows[0]["service"] and not log.rows
+
+
 def test_integers_beyond_64_bits(tmp_path, monkeypatch):
     big = 123456789012345678901234567890
     tid, sid = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"

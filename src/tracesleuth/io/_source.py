@@ -117,6 +117,8 @@ def detect_format(head: bytes, source: str = "<stream>") -> str:
     if not text:
         raise TraceFormatError(source, "empty file")
     first = text[:1]
+    # A raw protobuf request starts with tag byte 0x0a, a newline: after stripping it, its length
+    # byte may be '{' or '['. So JSON shapes are tried first and protobuf is the fallback.
     if first in (b"{", b"["):
         # Member names, not values: a value "traceID" is no Jaeger key (a name is followed by ':').
         def has(*names: bytes) -> bool:
@@ -132,6 +134,8 @@ def detect_format(head: bytes, source: str = "<stream>") -> str:
                 return "otlp-json"
             if has(b"traceID", b"processes") or (has(b"data") and has(b"spans")):
                 return "jaeger-json"
+        if _looks_like_otlp_proto(head):
+            return "otlp-proto"
         raise TraceFormatError(source, "JSON content matches none of OTLP JSON (resourceSpans), "
                                        "Jaeger JSON (data/traceID/processes) or Zipkin v2 (array of spans with traceId)")
     if _looks_like_otlp_proto(head):
