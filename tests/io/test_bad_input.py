@@ -379,6 +379,29 @@ def test_proto_truncated_raw_request(tmp_path):
     assert len(rows) + log.spans_rejected == N
 
 
+@pytest.mark.parametrize("claimed", [1 << 40, (1 << 31) - 2])
+def test_proto_length_field_claiming_huge_size_is_reported_not_allocated(tmp_path, claimed):
+    """A damaged length varint must not make the reader allocate what it claims (found by the
+    property test as a MemoryError)."""
+    data = otlp_proto_requests(contract_trace().to_pylist())[0].SerializeToString()
+    _, pos = 0, 1
+    while data[pos] >= 0x80:
+        pos += 1
+    varint = bytearray()
+    value = claimed
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        varint.append(byte | (0x80 if value else 0))
+        if not value:
+            break
+    path = tmp_path / "p.bin"
+    path.write_bytes(data[:1] + bytes(varint) + data[pos + 1:])
+    rows, log = read_all(path)
+    assert rows == [] and len(log.rows) == 1
+    reason = entries(log)[0]["reason"]
+    assert ("2 GiB" in reason) if claimed > (1 << 31) else ("cut short" in reason)
+
+
 def test_raw_proto_whose_length_byte_reads_as_json(tmp_path):
     """The tag byte 0x0a is a newline; a first ResourceSpans of 123 bytes then starts with '{' after
     it (found by the property test)."""

@@ -159,6 +159,26 @@ def _count_spans(resource_spans: bytes) -> int:
     return n
 
 
+#: Protobuf's limit on the size of a serialized message; a larger length field is corruption.
+_MAX_MESSAGE_BYTES = (1 << 31) - 1
+_READ_CHUNK_BYTES = 1 << 26
+
+
+def _read_up_to(stream: BinaryIO, length: int) -> bytes:
+    """Up to ``length`` bytes of ``stream`` (fewer at its end), read in chunks so that a corrupt
+    length field costs memory only for the bytes that are really there."""
+    if length <= _READ_CHUNK_BYTES:
+        return stream.read(length)
+    parts, left = [], length
+    while left > 0:
+        chunk = stream.read(min(left, _READ_CHUNK_BYTES))
+        if not chunk:
+            break
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
 def _raw_units(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[tuple[int, int | None, bytes]]:
     """``(record, None, ResourceSpans bytes)`` for each ``resource_spans`` of one raw request."""
     offset, record = 0, 0
@@ -181,7 +201,9 @@ def _raw_units(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[tuple[in
                 if length is None:
                     raise _WireError("truncated length")
                 offset += n
-                data = stream.read(length)
+                if length > _MAX_MESSAGE_BYTES:
+                    raise _WireError(f"length field of {length} bytes beyond protobuf's 2 GiB message limit")
+                data = _read_up_to(stream, length)
                 offset += len(data)
                 if len(data) < length:
                     spans = _count_spans(data) if number == _RESOURCE_SPANS else 0
@@ -218,7 +240,7 @@ def _prefixed_units(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[tup
                             excerpt=prefix)
             return
         length = int.from_bytes(prefix, "big")
-        data = stream.read(length)
+        data = _read_up_to(stream, min(length, _MAX_MESSAGE_BYTES + 1))
         if len(data) < length:
             spans = sum(_count_spans(rs) for f, w, rs in _safe_fields(data) if f == _RESOURCE_SPANS and w == _LEN)
             builder.log.add(builder.source, record, f"request at byte {offset} cut short: {length} bytes "
