@@ -6,14 +6,24 @@ import numpy as np
 import pytest
 
 from tracesleuth.cli import main
-from tracesleuth.demo import BAGGAGE_KEYS, run_demo
-from tracesleuth.demo._catalog import QUERIES, create_databases, query_parameters
-from tracesleuth.demo._protocol import DemoConfig, ExportSettings, child_environment
+from tracesleuth.demo import (
+    BAGGAGE_KEYS,
+    DEFAULT_INSTANCES,
+    LIVE_SERVICE,
+    LIVE_SERVICES,
+    LiveDegradation,
+    run_demo,
+)
+from tracesleuth.demo._catalog import DATABASE_SERVICES, QUERIES, create_databases, query_parameters
+from tracesleuth.demo._protocol import DemoConfig, ExportSettings, child_environment, describe_live, live_rpc
+from tracesleuth.demo._run import STOP_WAVES, DemoResult
 from tracesleuth.errors import ParameterError
 from tracesleuth.evaluation.eshopper import (
     ASYNC_RPCS,
     FIRST_CALL,
     HOMEPAGE_CALLS,
+    RPCS,
+    SERVICES,
     SYNC_RPCS,
     Degradation,
     draw_degradations,
@@ -57,6 +67,90 @@ def test_delays_hit_the_first_call_of_each_rpc_and_total_type_times_50ms():
     assert [x.delay_ns for x in unnoised.delays_ns(deviate=True, async_hit=True)] == [50_000_000]
 
 
+def test_the_live_shop_deploys_the_call_tree_on_6_services():
+    # The simulator stays the paper's E-Shopper: 13 calls of 8 RPCs among 5 services.
+    assert len(HOMEPAGE_CALLS) == 13 and len(RPCS) == 8 and len(SERVICES) == 5
+    assert LIVE_SERVICES == ("web-service", "items-service", "account-service", "cart-service",
+                             "categories-service", "recommendation-service")
+    # Every RPC (hence every call) is served by exactly one live service.
+    assert set(LIVE_SERVICE) == set(RPCS) and set(LIVE_SERVICE.values()) == set(LIVE_SERVICES)
+    served = {s: sorted(r.split(":")[1] for r in RPCS if LIVE_SERVICE[r] == s) for s in LIVE_SERVICES}
+    assert served["items-service"] == ["findfeaturesitems", "finditems"]
+    assert served["recommendation-service"] == ["getrecommended"]
+    assert sum(map(len, served.values())) == len(RPCS)
+    assert all(LIVE_SERVICE[r] == r.split(":")[0] for r in RPCS if r != "items-service:getrecommended")
+    assert live_rpc("items-service:getrecommended") == "recommendation-service:getrecommended"
+    assert [live_rpc(r) for r in RPCS if r != "items-service:getrecommended"] == \
+        [r for r in RPCS if r != "items-service:getrecommended"]
+    # Default deployment: 7 processes, items-service twice; every live service is stopped after
+    # each of its callers.
+    assert list(DEFAULT_INSTANCES) == list(LIVE_SERVICES) and sum(DEFAULT_INSTANCES.values()) == 7
+    assert DEFAULT_INSTANCES["items-service"] == 2
+    assert sorted(s for wave in STOP_WAVES for s in wave) == sorted(LIVE_SERVICES)
+    wave_of = {s: k for k, wave in enumerate(STOP_WAVES) for s in wave}
+    for c in HOMEPAGE_CALLS[1:]:
+        caller, callee = LIVE_SERVICE[HOMEPAGE_CALLS[c.parent].rpc], LIVE_SERVICE[c.rpc]
+        assert wave_of[caller] < wave_of[callee], (caller, callee)
+
+
+def test_descriptions_use_the_live_names():
+    d = Degradation("A1", ("cart-service:getcart", "items-service:getrecommended"),
+                    deviating_rpc="items-service:getrecommended", async_rpc="items-service:findfeaturesitems")
+    text = describe_live(d)
+    assert text == ("A1 (type 2): +50 ms in cart-service:getcart, recommendation-service:getrecommended; "
+                    "noise 1: recommendation-service:getrecommended +60 ms in ~half; "
+                    "noise 2: items-service:findfeaturesitems +100 ms in ~half")
+    live = LiveDegradation(d)
+    assert (live.name, live.type, live.noised, live.describe()) == ("A1", 2, True, text)
+    assert live.to_dict() == {"name": "A1", "rpcs": ["cart-service:getcart", "recommendation-service:getrecommended"],
+                              "deviating_rpc": "recommendation-service:getrecommended",
+                              "async_rpc": "items-service:findfeaturesitems"}
+    for seed in range(20):
+        for g in draw_degradations(noised=True, random_state=seed):
+            text = describe_live(g)
+            assert "items-service:getrecommended" not in text
+            assert text.count("recommendation-service") == g.describe().count("items-service:getrecommended")
+
+
+def test_demo_result_shows_live_names(tmp_path):
+    d = Degradation("A1", ("items-service:getrecommended",))
+    result = DemoResult(workdir=tmp_path, store_path=tmp_path, labels_path=tmp_path, injections_path=tmp_path,
+                        report_path=tmp_path, requests_sent=1, requests_completed=1, requests_failed=0,
+                        requests_analysed=1, spans_stored=38, affected={"A1": 0}, degradations=(LiveDegradation(d),),
+                        endpoint="web-service:gethome", interval=None, match_f_scores={}, matched={},
+                        recovered_patterns={}, precision=0.0, recall=0.0, f_score=0.0, timings={}, seed=0,
+                        rate_per_s=1.0, duration_s=1.0, noised=False)
+    [doc] = result.to_dict()["degradations"]
+    assert doc == {"name": "A1", "rpcs": ["recommendation-service:getrecommended"], "deviating_rpc": None,
+                   "async_rpc": None, "type": 1,
+                   "description": "A1 (type 1): +50 ms in recommendation-service:getrecommended"}
+
+
+def test_injections_name_the_live_services(tmp_path):
+    from tracesleuth.demo.loadgen import LoadGenerator, _Sent
+
+    degradations = (Degradation("A1", ("items-service:getrecommended", "cart-service:getcart"),
+                                deviating_rpc="items-service:getrecommended", async_rpc="items-service:finditems"),
+                    Degradation("A2", ("account-service:getprofile",)))
+    config = DemoConfig(seed=0, collector_url="http://127.0.0.1:9", instances={}, degradations=degradations,
+                        n_requests=3, rate_per_s=1.0, labels_path=str(tmp_path / "labels.csv"),
+                        injections_path=str(tmp_path / "injections.csv"))
+    gen = LoadGenerator(config)
+    try:
+        gen.sent = [_Sent(0, "A1", "deviation+async", 0, trace_id="a" * 32),
+                    _Sent(1, None, "", 0, trace_id="b" * 32), _Sent(2, "A2", "", 0, trace_id="c" * 32)]
+        gen.write()
+    finally:
+        gen.provider.shutdown()
+    import polars as pl
+
+    rows = pl.read_csv(config.injections_path).select("degradation", "service", "operation", "call", "noise").rows()
+    assert rows == [("A1", "recommendation-service", "getrecommended", 10, "deviation"),
+                    ("A1", "cart-service", "getcart", 4, None),
+                    ("A1", "items-service", "finditems", 1, "async"),
+                    ("A2", "account-service", "getprofile", 3, None)]
+
+
 def test_config_round_trip(tmp_path):
     cfg = DemoConfig(seed=3, collector_url="http://127.0.0.1:1", instances={"web-service": ["http://127.0.0.1:2"]},
                      degradations=draw_degradations(noised=True, random_state=3), n_requests=10, rate_per_s=2.5,
@@ -82,6 +176,9 @@ def test_databases_answer_every_query(tmp_path):
 
     paths = create_databases(tmp_path, seed=0)
     assert create_databases(tmp_path / "again", seed=0).keys() == paths.keys()
+    # Every live service but the gateway owns a database; QUERIES is keyed by live RPC.
+    assert set(paths) == set(DATABASE_SERVICES) == set(LIVE_SERVICES) - {"web-service"}
+    assert set(QUERIES) == {live_rpc(r) for r in RPCS if r != "web-service:gethome"}
     for rpc, sql in QUERIES.items():
         con = sqlite3.connect(paths[rpc.split(":")[0]])
         try:
@@ -121,3 +218,41 @@ def test_marking_is_checked():
     m = draw_marking(2000, random_state=5)
     share = np.bincount(m.degradation + 1, minlength=3) / 2000
     assert abs(share[1] - 0.1) < 0.03 and abs(share[2] - 0.1) < 0.03
+
+
+def test_recommendations_are_a_copy_of_the_best_rated_items(tmp_path):
+    import sqlite3
+
+    paths = create_databases(tmp_path, seed=3)
+    items = sqlite3.connect(paths["items-service"])
+    recs = sqlite3.connect(paths["recommendation-service"])
+    try:
+        for user, rank in ((17, 0), (17, 1), (1234, 1)):
+            rpc = "recommendation-service:getrecommended"
+            got = recs.execute(QUERIES[rpc], query_parameters(rpc, user=user, rank=rank)).fetchall()
+            category, offset = query_parameters(rpc, user=user, rank=rank)
+            expected = items.execute("SELECT id, name, price_cents, rating FROM items WHERE category_id = ? "
+                                     "ORDER BY rating DESC, id LIMIT 3 OFFSET ?", (category, offset)).fetchall()
+            assert got == expected and len(got) == 3
+    finally:
+        items.close()
+        recs.close()
+
+
+def test_service_processes_do_not_import_the_analysis():
+    """A service or load-generator process imports the simulator's definitions, not scikit-learn
+    (``tracesleuth.evaluation`` imports its analysis modules lazily)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tracesleuth.demo.service, tracesleuth.demo.loadgen; "
+            "print(sorted(m for m in ('sklearn', 'scipy', 'tracesleuth.evaluation.patterns', "
+            "'tracesleuth.patterns') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+    import tracesleuth.evaluation as evaluation
+
+    assert all(callable(getattr(evaluation, name)) for name in evaluation.__all__)
+    assert evaluation.patterns.evaluate_patterns is evaluation.evaluate_patterns
+    with pytest.raises(AttributeError):
+        evaluation.no_such_name

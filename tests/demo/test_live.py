@@ -50,6 +50,7 @@ def test_both_degradations_are_recovered(live):
     assert phases[0] == "starting" and phases[-1] == "done" and "load" in phases
     html = result.report_path.read_text()
     assert "Injected degradations and recovered patterns" in html
+    assert all(d.describe() in html for d in result.degradations)       # the live services' names
 
 
 def test_every_span_reached_the_store(live):
@@ -59,8 +60,15 @@ def test_every_span_reached_the_store(live):
     spans = pl.from_arrow(load_spans([result.store_path]).spans)
     per_service = dict(spans.group_by("service").len().iter_rows())
     assert set(per_service) == {"load-generator", "web-service", "account-service", "cart-service",
-                                "categories-service", "items-service"}
+                                "categories-service", "items-service", "recommendation-service"}
     assert spans.filter(pl.col("service") == "items-service")["instance"].n_unique() == 2
+    served = {s: set(spans.filter((pl.col("service") == s) & (pl.col("kind") == "server"))["operation"])
+              for s in per_service if s != "load-generator"}
+    assert served["items-service"] == {"finditems", "findfeaturesitems"}
+    assert served["recommendation-service"] == {"getrecommended"}
+    rec_calls = set(spans.filter(pl.col("service") == "recommendation-service").select("operation", "kind")
+                    .unique().rows())
+    assert ("getprofile", "client") in rec_calls
     kinds = set(spans.filter(pl.col("service") == "web-service").select("operation", "kind").unique().rows())
     assert {("gethome", "server"), ("finditems", "producer"), ("findfeaturesitems", "producer"),
             ("getcart", "client")} <= kinds
@@ -70,6 +78,13 @@ def test_every_span_reached_the_store(live):
     assert labels.height == result.requests_sent and labels["trace_id"].n_unique() == labels.height
     assert set(labels["trace_id"]) == set(spans["trace_id"].unique())
     assert dict(zip(*labels["degradation"].value_counts().drop_nulls().to_dict().values())) == result.affected
+    # ... and every injected delay names the live service that serves the call, as the spans do.
+    injections = pl.read_csv(result.injections_path, schema_overrides={"trace_id": pl.String})
+    assert injections.height > 0
+    assert set(injections.select("service", "operation").unique().rows()) <= \
+        set(spans.filter(pl.col("kind") == "server").select("service", "operation").unique().rows())
+    descriptions = " ".join(d["description"] for d in result.to_dict()["degradations"])
+    assert "items-service:getrecommended" not in descriptions
 
 
 def test_baggage_never_becomes_a_span_attribute(live):
@@ -115,7 +130,7 @@ def _start_cli_demo(workdir: Path) -> subprocess.Popen:
         out, errs = proc.communicate(timeout=30)
         pytest.fail(f"the demo did not start its load: {errs.decode()[-2000:]}")
     time.sleep(2.0)
-    assert len(processes_mentioning(str(workdir))) >= 8         # collector, 6 services, load generator
+    assert len(processes_mentioning(str(workdir))) >= 9         # collector, 7 service processes, load generator
     return proc
 
 

@@ -14,29 +14,48 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from tracesleuth.demo import BAGGAGE_DEGRADATION, BAGGAGE_DEVIATE, BAGGAGE_KEYS
+from tracesleuth.demo import BAGGAGE_DEGRADATION, BAGGAGE_DEVIATE, BAGGAGE_KEYS, LIVE_SERVICES
 from tracesleuth.demo._catalog import create_databases
-from tracesleuth.demo._protocol import DemoConfig
-from tracesleuth.demo.service import ShopService
-from tracesleuth.evaluation.eshopper import FIRST_CALL, SERVICES, Degradation
+from tracesleuth.demo._protocol import DemoConfig, make_tracer_provider
+from tracesleuth.demo.service import ShopService, main
+from tracesleuth.errors import ParameterError
+from tracesleuth.evaluation.eshopper import FIRST_CALL, HOMEPAGE_CALLS, Degradation
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
 DEGRADATIONS = (
     Degradation("A1", ("cart-service:getcart",), deviating_rpc="cart-service:getcart"),
     Degradation("A2", ("web-service:gethome", "account-service:getprofile")),
+    Degradation("A3", ("items-service:getrecommended",)),
 )
+
+
+def _config(tmp_path) -> DemoConfig:
+    """One distinct (unreachable) URL per live service."""
+    instances = {s: [f"http://127.0.0.1:{9000 + k}"] for k, s in enumerate(LIVE_SERVICES)}
+    return DemoConfig(seed=0, collector_url="http://127.0.0.1:9", degradations=DEGRADATIONS, n_requests=1,
+                      rate_per_s=1.0, instances=instances, databases=create_databases(tmp_path, seed=0))
+
+
+def _service(tmp_path, name: str):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    service = ShopService(_config(tmp_path), name, 0, tracer_provider=provider)
+    return service, exporter, provider
 
 
 @pytest.fixture
 def cart(tmp_path):
-    config = DemoConfig(seed=0, collector_url="http://127.0.0.1:9", degradations=DEGRADATIONS, n_requests=1,
-                        rate_per_s=1.0, instances={s: ["http://127.0.0.1:9"] for s in SERVICES},
-                        databases=create_databases(tmp_path, seed=0))
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    service = ShopService(config, "cart-service", 0, tracer_provider=provider)
+    service, exporter, provider = _service(tmp_path, "cart-service")
+    yield service, exporter
+    service.db.close()
+    provider.shutdown()
+
+
+@pytest.fixture
+def recommendation(tmp_path):
+    service, exporter, provider = _service(tmp_path, "recommendation-service")
     yield service, exporter
     service.db.close()
     provider.shutdown()
@@ -105,3 +124,59 @@ def test_a_call_of_another_rpc_is_refused(cart):
     assert r.status_code == 400 and "not a call of cart-service:getcart" in r.json()["error"]
     r, _ = _get(service, "/getcart?call=x")
     assert r.status_code == 400
+
+
+def test_each_live_service_serves_its_rpcs_and_calls_its_callees(tmp_path):
+    config = _config(tmp_path)
+    url = {s: urls[0] for s, urls in config.instances.items()}
+    served, callees = {}, {}
+    for name in LIVE_SERVICES:
+        service = ShopService(config, name, 0, tracer_provider=TracerProvider())
+        served[name] = sorted(service.operations)
+        callees[name] = service.callees
+        if service.db is not None:
+            service.db.close()
+    assert served == {"web-service": ["gethome"], "items-service": ["findfeaturesitems", "finditems"],
+                      "account-service": ["getprofile"], "cart-service": ["getcart"],
+                      "categories-service": ["getbrands", "getcategory"],
+                      "recommendation-service": ["getrecommended"]}
+    assert sorted(op for ops in served.values() for op in ops) == sorted({c.operation for c in HOMEPAGE_CALLS})
+    assert callees["web-service"] == sorted(url[s] for s in LIVE_SERVICES if s != "web-service")
+    assert callees["recommendation-service"] == [url["account-service"]]
+    assert all(not callees[s] for s in LIVE_SERVICES if s not in ("web-service", "recommendation-service"))
+    with pytest.raises(ParameterError, match="recommendation-service"):
+        ShopService(config, "shipping-service", 0, tracer_provider=TracerProvider())
+    with pytest.raises(SystemExit):
+        main(["--config", "x", "--service", "shipping-service", "--fd", "0"])
+
+
+def test_the_resource_names_the_live_service(tmp_path):
+    provider = make_tracer_provider("recommendation-service", "recommendation-service-0", _config(tmp_path))
+    try:
+        assert provider.resource.attributes["service.name"] == "recommendation-service"
+    finally:
+        provider.shutdown()
+
+
+def test_recommendation_service_serves_the_carousel_from_its_own_database(recommendation):
+    service, exporter = recommendation
+    # The second slide (call 12) makes no call; A3 delays the first (call 10) only.
+    r, _ = _get(service, "/getrecommended?call=12&user=5&rank=1", _headers(**{BAGGAGE_DEGRADATION: "A3"}))
+    assert r.status_code == 200, r.text
+    assert r.json()["rpc"] == "recommendation-service:getrecommended"
+    assert r.json()["instance"] == "recommendation-service-0" and len(r.json()["rows"]) == 3
+    spans = exporter.get_finished_spans()
+    [server] = [s for s in spans if s.kind is SpanKind.SERVER]
+    assert server.name == "getrecommended"
+    [query] = [s for s in spans if s.attributes.get("db.system") == "sqlite"]
+    assert "recommendations" in query.attributes.get("db.statement", "")
+    token = context.attach(baggage.set_baggage(BAGGAGE_DEGRADATION, "A3"))
+    try:
+        assert service.injected_ns(FIRST_CALL["items-service:getrecommended"]) == 50_000_000
+        assert service.injected_ns(12) == 0
+    finally:
+        context.detach(token)
+    r, _ = _get(service, "/getrecommended?call=11")
+    assert r.status_code == 400 and "not a call of recommendation-service:getrecommended" in r.json()["error"]
+    r, _ = _get(service, "/finditems?call=1")
+    assert r.status_code == 404

@@ -5,10 +5,14 @@ real processes instead of the simulator (:mod:`tracesleuth.evaluation.eshopper`)
 same definitions (the homepage call tree, the execution-time laws, the degradations A1/A2 and
 their marking):
 
-* the **shop**: the E-Shopper services of the homepage request (web, account, cart, categories,
-  items; two instances of the items service), each an OS process serving HTTP on 127.0.0.1
-  (Starlette, uvicorn), calling the others with httpx, the categories, items, account and cart
-  services querying their own SQLite database (:mod:`tracesleuth.demo.service`);
+* the **shop**: 6 services serving the homepage request's call tree - the gateway
+  (``web-service``) calling ``account-service`` (profile), ``cart-service``,
+  ``categories-service`` (categories and brands), ``items-service`` (category and featured
+  items; two instances) and ``recommendation-service`` (the "recommended items" carousel, which
+  the paper's 5-service E-Shopper and the simulator leave in the items service; see
+  :mod:`._protocol`) - each instance an OS process serving HTTP on 127.0.0.1 (Starlette,
+  uvicorn), calling the others with httpx, every service but the gateway querying its own
+  SQLite database (:mod:`tracesleuth.demo.service`);
 * **telemetry**: the OpenTelemetry SDK in every process, with the ASGI, httpx and sqlite3
   auto-instrumentations, exporting OTLP/HTTP protobuf through a BatchSpanProcessor to
   tracesleuth's own receiver (:mod:`tracesleuth.collector`), which writes the span store;
@@ -31,11 +35,21 @@ Examples
 {'A1': True, 'A2': True}
 """
 
-from ._protocol import BAGGAGE_ASYNC_NOISE, BAGGAGE_DEGRADATION, BAGGAGE_DEVIATE, BAGGAGE_KEYS
+from ._protocol import (
+    BAGGAGE_ASYNC_NOISE,
+    BAGGAGE_DEGRADATION,
+    BAGGAGE_DEVIATE,
+    BAGGAGE_KEYS,
+    LIVE_SERVICE,
+    LIVE_SERVICES,
+    LiveDegradation,
+    live_rpc,
+)
 from ._run import DEFAULT_INSTANCES, ENDPOINT, DemoProgress, DemoResult, run_demo
 from ._supervisor import DemoError, DemoInterrupted
 
 __all__ = [
     "BAGGAGE_ASYNC_NOISE", "BAGGAGE_DEGRADATION", "BAGGAGE_DEVIATE", "BAGGAGE_KEYS", "DEFAULT_INSTANCES", "ENDPOINT",
-    "DemoError", "DemoInterrupted", "DemoProgress", "DemoResult", "run_demo",
+    "LIVE_SERVICE", "LIVE_SERVICES", "DemoError", "DemoInterrupted", "DemoProgress", "DemoResult", "LiveDegradation",
+    "live_rpc", "run_demo",
 ]

@@ -1,10 +1,18 @@
 """The shop's data: one embedded SQLite database per backend service, and the query each RPC runs.
 
-As in E-Shopper, where each microservice owns its database, the account, cart, categories and
-items services each read their own SQLite file. :func:`create_databases` builds the files once,
-deterministically from the seed, before the services start (so that no start-up write is traced);
-the services open them read-only after the sqlite3 instrumentation is installed, so every query
-is a span (kind client, ``db.system=sqlite``) under the RPC's server span.
+As in E-Shopper, where each microservice owns its database, the account, cart, categories,
+items and recommendation services each read their own SQLite file. The recommendation service
+owns a copy of the items it recommends: the best-rated :data:`N_RECOMMENDED` items of each
+sub-category, ranked, taken from the same generated catalogue as the items service's ``items``
+table. :func:`create_databases` builds the files once, deterministically from the seed, before
+the services start (so that no start-up write is traced); the services open them read-only
+after the sqlite3 instrumentation is installed, so every query is a span (kind client,
+``db.system=sqlite``) under the RPC's server span.
+
+Databases are keyed by **live** service and :data:`QUERIES` by **live** RPC
+(:data:`._protocol.LIVE_SERVICE`: ``recommendation-service:getrecommended``, not the
+simulator's ``items-service:getrecommended``): this module describes the live shop's data, and
+a query's key names the service whose database answers it.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ N_ITEMS = 4000
 N_TOP_CATEGORIES = 6
 N_SUB_CATEGORIES = 5
 N_BRANDS = 24
+#: Items the recommendation service keeps per sub-category (the carousel shows 3 per slide).
+N_RECOMMENDED = 12
 
 _WORDS = ("classic", "slim", "cotton", "linen", "summer", "winter", "denim", "silk", "wool", "sport",
           "casual", "formal", "vintage", "urban", "basic", "premium")
@@ -45,9 +55,13 @@ _SCHEMAS = {
         CREATE INDEX items_category ON items (category_id, rating);
         CREATE INDEX items_featured ON items (featured, rating);
     """,
+    "recommendation-service": """
+        CREATE TABLE recommendations (category_id INTEGER, position INTEGER, item_id INTEGER, name TEXT,
+                                      price_cents INTEGER, rating REAL, PRIMARY KEY (category_id, position));
+    """,
 }
 
-#: The query each RPC runs (``?`` parameters from :func:`query_parameters`).
+#: The query each RPC runs, keyed by live RPC (``?`` parameters from :func:`query_parameters`).
 QUERIES = {
     "account-service:getprofile":
         "SELECT id, name, email, currency, tier, favourite_category FROM users WHERE id = ?",
@@ -61,11 +75,11 @@ QUERIES = {
         "SELECT id, name, price_cents, rating FROM items WHERE category_id = ? ORDER BY rating DESC LIMIT 9",
     "items-service:findfeaturesitems":
         "SELECT id, name, price_cents, rating FROM items WHERE featured = 1 ORDER BY rating DESC LIMIT 6",
-    "items-service:getrecommended":
-        "SELECT id, name, price_cents, rating FROM items WHERE category_id = ? ORDER BY rating DESC "
+    "recommendation-service:getrecommended":
+        "SELECT item_id, name, price_cents, rating FROM recommendations WHERE category_id = ? ORDER BY position "
         "LIMIT 3 OFFSET ?",
 }
-#: Services with a database.
+#: Live services with a database.
 DATABASE_SERVICES = tuple(_SCHEMAS)
 
 
@@ -78,7 +92,7 @@ def _sub_category(top: int, k: int) -> int:
 
 
 def query_parameters(rpc: str, *, user: int, rank: int) -> tuple:
-    """Parameters of :data:`QUERIES` ``[rpc]`` for a request of ``user``, at ``rank`` among its
+    """Parameters of :data:`QUERIES` ``[rpc]`` (a live RPC) for a request of ``user``, at ``rank`` among its
     parent's calls of the RPC (panel 0 is the top-level categories, panels 1-3 sub-categories;
     slide ``rank`` of the carousel)."""
     if rpc == "account-service:getprofile":
@@ -89,7 +103,7 @@ def query_parameters(rpc: str, *, user: int, rank: int) -> tuple:
         return (0 if rank == 0 else (rank - 1) % N_TOP_CATEGORIES + 1,)
     if rpc == "items-service:finditems":
         return (_sub_category(_top_category(user), user // N_TOP_CATEGORIES),)
-    if rpc == "items-service:getrecommended":
+    if rpc == "recommendation-service:getrecommended":
         return (_sub_category(_top_category(user), rank), 3 * rank)
     return ()
 
@@ -100,7 +114,7 @@ def create_databases(directory, *, seed: int = 0) -> dict[str, str]:
     Returns
     -------
     dict of str to str
-        ``{service: database path}``.
+        ``{live service: database path}``.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -120,8 +134,17 @@ def create_databases(directory, *, seed: int = 0) -> dict[str, str]:
             n_categories - N_TOP_CATEGORIES), 1 + rng.randrange(N_BRANDS), rng.randrange(500, 20000),
                    int(rng.random() < 0.05), round(rng.uniform(1, 5), 2)) for i in range(1, N_ITEMS + 1)],
     }
+    by_category: dict[int, list[tuple]] = {}
+    for item in rows["items"]:
+        by_category.setdefault(item[2], []).append(item)
+    rows["recommendations"] = [
+        (category, position, i, name, price, rating)
+        for category, items in sorted(by_category.items())
+        for position, (i, name, _, _, price, _, rating) in enumerate(
+            sorted(items, key=lambda it: (-it[6], it[0]))[:N_RECOMMENDED])]
     tables = {"account-service": ("users",), "cart-service": ("cart_lines",),
-              "categories-service": ("categories", "brands"), "items-service": ("items",)}
+              "categories-service": ("categories", "brands"), "items-service": ("items",),
+              "recommendation-service": ("recommendations",)}
     paths = {}
     for service, schema in _SCHEMAS.items():
         path = directory / f"{service}.sqlite"

@@ -1,15 +1,35 @@
-"""What the demo's processes agree on: the run configuration, the baggage keys that mark a
-request, the query parameters of a call, the telemetry set-up and the child environment.
+"""What the demo's processes agree on: the live services and what each serves, the run
+configuration, the baggage keys that mark a request, the query parameters of a call, the
+telemetry set-up and the child environment.
 
 Nothing here imports the analysis: the service and load-generator processes import this module
 and :mod:`tracesleuth.evaluation.eshopper` (the call tree, the execution times and the
 degradations), nothing else of tracesleuth.
+
+The live shop's services
+------------------------
+The simulator reproduces the paper's E-Shopper: "13 calls of 8 unique RPCs among 5
+microservices" (:data:`~tracesleuth.evaluation.eshopper.SERVICES`), where ``items-service``
+serves the category items, the featured items and the "recommended items" carousel. The live
+shop is asked for at least 6 services (a gateway calling profile, recommended items, cart,
+categories, featured items...), so it deploys the same call tree on **6** services: the
+carousel's ``getrecommended`` is served by a ``recommendation-service`` of its own (with its
+own database), ``items-service`` keeping ``finditems`` and ``findfeaturesitems``
+(:data:`LIVE_SERVICE`, :data:`LIVE_SERVICES`). The call tree, the execution-time laws and the
+degradations stay the simulator's, keyed by its RPCs (``"items-service:getrecommended"``), so a
+live run and a simulated session of one seed inject the same delays into the same calls; only
+the deployment differs: which process serves a call, where calls are routed
+(:attr:`DemoConfig.instances`, :attr:`DemoConfig.databases`), and the names in telemetry and
+ground truth. Everything the analysis and the user see - span service names, ``injections.csv``,
+the degradations' descriptions in the report and the summary - uses the live names
+(:func:`live_rpc`, :class:`LiveDegradation`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -17,7 +37,98 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..evaluation.eshopper import Degradation
+from ..evaluation.eshopper import HOMEPAGE_CALLS, RPCS, Degradation
+
+#: The live shop's service of the "recommended items" carousel (``getrecommended``).
+RECOMMENDATION_SERVICE = "recommendation-service"
+#: Live service serving each RPC of the simulator's call tree, ``{"service:operation": service}``
+#: (every RPC is served by its simulated service, but the carousel's, see the module's docstring).
+LIVE_SERVICE: dict[str, str] = {
+    rpc: RECOMMENDATION_SERVICE if rpc == "items-service:getrecommended" else rpc.split(":", 1)[0] for rpc in RPCS}
+#: The 6 live services, in the order of their first call in a homepage request.
+LIVE_SERVICES: tuple[str, ...] = tuple(dict.fromkeys(LIVE_SERVICE[c.rpc] for c in HOMEPAGE_CALLS))
+
+
+def live_rpc(rpc: str) -> str:
+    """The live ``"service:operation"`` key of a simulator RPC key (what the spans carry).
+
+    >>> live_rpc("items-service:getrecommended"), live_rpc("cart-service:getcart")
+    ('recommendation-service:getrecommended', 'cart-service:getcart')
+    """
+    return f"{LIVE_SERVICE[rpc]}:{rpc.split(':', 1)[1]}"
+
+
+def call_service(call: int) -> str:
+    """The live service serving call ``call`` of :data:`~tracesleuth.evaluation.eshopper.HOMEPAGE_CALLS`."""
+    return LIVE_SERVICE[HOMEPAGE_CALLS[call].rpc]
+
+
+@dataclass(frozen=True)
+class LiveDegradation:
+    """A degradation as the live shop shows it: the same definition, its RPCs under their live names.
+
+    The services inject :attr:`degradation` (keyed by the simulator's RPCs); what a user reads -
+    the report's ground truth, the demo summary, :meth:`DemoResult.to_dict
+    <tracesleuth.demo.DemoResult.to_dict>` - comes from this view.
+
+    Attributes
+    ----------
+    degradation : Degradation
+        The definition injected (:func:`~tracesleuth.evaluation.eshopper.draw_degradations`).
+    """
+
+    degradation: Degradation
+
+    @property
+    def name(self) -> str:
+        return self.degradation.name
+
+    @property
+    def type(self) -> int:
+        return self.degradation.type
+
+    @property
+    def noised(self) -> bool:
+        return self.degradation.noised
+
+    @property
+    def rpcs(self) -> tuple[str, ...]:
+        """The delayed RPCs, live ``"service:operation"`` keys."""
+        return tuple(live_rpc(r) for r in self.degradation.rpcs)
+
+    @property
+    def deviating_rpc(self) -> str | None:
+        d = self.degradation.deviating_rpc
+        return None if d is None else live_rpc(d)
+
+    @property
+    def async_rpc(self) -> str | None:
+        a = self.degradation.async_rpc
+        return None if a is None else live_rpc(a)
+
+    def to_dict(self) -> dict:
+        """``name``, ``rpcs``, ``deviating_rpc``, ``async_rpc`` with live names (for display; the
+        simulator's definition is ``self.degradation.to_dict()``)."""
+        return {"name": self.name, "rpcs": list(self.rpcs), "deviating_rpc": self.deviating_rpc,
+                "async_rpc": self.async_rpc}
+
+    def describe(self) -> str:
+        """:meth:`Degradation.describe <tracesleuth.evaluation.eshopper.Degradation.describe>` with
+        live names, e.g. ``"A1 (type 1): +50 ms in recommendation-service:getrecommended"``."""
+        return describe_live(self.degradation)
+
+
+def describe_live(degradation: Degradation) -> str:
+    """``degradation.describe()`` with every RPC under its live name.
+
+    >>> describe_live(Degradation("A1", ("cart-service:getcart", "items-service:getrecommended")))
+    'A1 (type 2): +50 ms in cart-service:getcart, recommendation-service:getrecommended'
+    """
+    text = degradation.describe()
+    for rpc in RPCS:
+        if live_rpc(rpc) != rpc:
+            text = re.sub(rf"(?<![\w.-]){re.escape(rpc)}(?![\w.-])", live_rpc(rpc), text)
+    return text
 
 #: W3C baggage entry naming the degradation a request is marked with (``A1``, ``A2``); absent
 #: for a request that carries none. Set by the load generator, read by every service.
@@ -82,9 +193,10 @@ class DemoConfig:
     collector_url : str
         Base URL of the span receiver (OTLP/HTTP at ``/v1/traces``).
     instances : dict of str to list of str
-        Base URL of each instance of each service.
+        Base URL of each instance of each live service (:data:`LIVE_SERVICES`).
     degradations : tuple of Degradation
-        The degradations injected (A1, A2).
+        The degradations injected (A1, A2), keyed by the simulator's RPCs as the services
+        inject them.
     n_requests : int
         Homepage requests the load generator sends.
     rate_per_s : float
@@ -96,7 +208,7 @@ class DemoConfig:
     request_timeout_s : float
         Timeout of one request, in seconds.
     databases : dict of str to str
-        SQLite database file of each service that has one.
+        SQLite database file of each live service that has one.
     labels_path, injections_path : str
         Where the load generator writes the ground truth.
     export : ExportSettings

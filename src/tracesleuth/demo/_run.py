@@ -13,15 +13,16 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import ParameterError
-from ..evaluation.eshopper import SERVICES, draw_degradations
-from ._protocol import HEALTH_PATH, DemoConfig, child_environment
+from ..evaluation.eshopper import HOMEPAGE_CALLS, draw_degradations
+from ._protocol import HEALTH_PATH, LIVE_SERVICES, DemoConfig, LiveDegradation, call_service, child_environment
 from ._supervisor import DemoError, Supervisor, termination_raises
 
 #: The homepage request's entry: the web service's ``gethome`` server span.
 ENDPOINT = "web-service:gethome"
-#: Instances of each service: one each, and two of the items service, which serves 4 of the 12
-#: calls of a request, both asynchronous ones among them (as pods behind a Kubernetes service).
-DEFAULT_INSTANCES = {s: 2 if s == "items-service" else 1 for s in SERVICES}
+#: Instances of each live service (:data:`._protocol.LIVE_SERVICES`): one each, and two of the
+#: items service, which serves the two asynchronous calls of a request (category and featured
+#: items), as pods behind a Kubernetes service: 7 processes for 6 services.
+DEFAULT_INSTANCES = {s: 2 if s == "items-service" else 1 for s in LIVE_SERVICES}
 #: Seconds allowed to the collector and the services to start.
 STARTUP_TIMEOUT_S = 90.0
 #: Seconds allowed to one process to stop gracefully (export its spans) before SIGKILL.
@@ -34,6 +35,34 @@ INTERRUPT_TIMEOUT_S = 3.0
 INTERVALS = ("affected", "auto")
 INTERVAL_RULES = {"affected": "[L_min, L_max] of the affected requests (Section 4.3)",
                   "auto": "automatic (above the main latency mode)"}
+
+
+def _stop_waves() -> tuple[tuple[str, ...], ...]:
+    """The live services in stopping order: each after every service that calls it.
+
+    A caller is stopped before its callees, so that none of its calls is left without a callee:
+    a stopping service still finishes its requests in flight and waits for the asynchronous calls
+    it fired (``web-service`` fires ``finditems`` and ``findfeaturesitems`` at ``items-service``;
+    ``recommendation-service`` calls ``account-service``). Services of one wave stop together.
+    """
+    callers: dict[str, set[str]] = {s: set() for s in LIVE_SERVICES}
+    for j, c in enumerate(HOMEPAGE_CALLS):
+        if c.parent is not None and call_service(c.parent) != call_service(j):
+            callers[call_service(j)].add(call_service(c.parent))
+    wave: dict[str, int] = {}
+
+    def depth(s: str) -> int:
+        if s not in wave:
+            wave[s] = 1 + max((depth(c) for c in callers[s]), default=-1)
+        return wave[s]
+
+    for s in LIVE_SERVICES:
+        depth(s)
+    return tuple(tuple(s for s in LIVE_SERVICES if wave[s] == k) for k in range(max(wave.values()) + 1))
+
+
+#: :func:`_stop_waves`: ``(web-service,), (items, cart, categories, recommendation), (account,)``.
+STOP_WAVES = _stop_waves()
 
 
 @dataclass(frozen=True)
@@ -81,8 +110,9 @@ class DemoResult:
         Spans in the store.
     affected : dict of str to int
         Requests marked with each degradation.
-    degradations : tuple of Degradation
-        A1 and A2 as injected.
+    degradations : tuple of LiveDegradation
+        A1 and A2 as injected, their RPCs under the live services' names (the simulator's
+        definitions in ``.degradation``).
     endpoint : str
     interval : str or None
         The degraded latency interval the analysis chose, in words (None when nothing was found).
@@ -204,7 +234,9 @@ def run_demo(*, duration_s: float = 120, rate_per_s: float = 12, seed: int = 0, 
         automatic interval (:func:`~tracesleuth.patterns.degraded_interval`), as a user without
         ground truth gets it.
     instances : dict of str to int, optional
-        Instances (processes) per service. Default :data:`DEFAULT_INSTANCES` (6 processes).
+        Instances (processes) per live service, for every service of
+        :data:`~tracesleuth.demo._protocol.LIVE_SERVICES`. Default :data:`DEFAULT_INSTANCES`
+        (6 services, 7 processes).
     generations : int, default=400
         Generations of the genetic algorithm.
     max_in_flight : int, default=64
@@ -242,10 +274,10 @@ def run_demo(*, duration_s: float = 120, rate_per_s: float = 12, seed: int = 0, 
         raise ParameterError(f"The 'interval' parameter of run_demo must be one of "
                              f"{', '.join(map(repr, INTERVALS))}. Got {interval!r} instead.")
     counts = dict(DEFAULT_INSTANCES if instances is None else instances)
-    if set(counts) != set(SERVICES) or any(not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 8
-                                           for v in counts.values()):
+    if set(counts) != set(LIVE_SERVICES) or any(not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 8
+                                                for v in counts.values()):
         raise ParameterError(f"The 'instances' parameter of run_demo must give every service of "
-                             f"{', '.join(SERVICES)} an int in [1, 8]. Got {instances!r} instead.")
+                             f"{', '.join(LIVE_SERVICES)} an int in [1, 8]. Got {instances!r} instead.")
     workdir = Path(tempfile.mkdtemp(prefix="tracesleuth-demo-")) if workdir is None else Path(workdir)
     store = workdir / "store"
     if store.exists():
@@ -297,10 +329,10 @@ def _operate(supervisor: Supervisor, *, workdir: Path, store: Path, seed: int, d
                                                "--parent-pid", me], events=True)
     collector_url = supervisor.wait_event(collector, "ready", STARTUP_TIMEOUT_S)["url"]
 
-    sockets = {s: [] for s in SERVICES}
-    services: dict[str, list] = {s: [] for s in SERVICES}
+    sockets = {s: [] for s in LIVE_SERVICES}
+    services: dict[str, list] = {s: [] for s in LIVE_SERVICES}
     try:
-        for s in SERVICES:
+        for s in LIVE_SERVICES:
             sockets[s] = [_listen() for _ in range(counts[s])]
         config = DemoConfig(
             seed=seed, collector_url=collector_url, degradations=tuple(degradations), n_requests=n_requests,
@@ -337,11 +369,11 @@ def _operate(supervisor: Supervisor, *, workdir: Path, store: Path, seed: int, d
     t = time.perf_counter()
     progress("flushing", "flushing the exporters and stopping the services", load.get("sent", 0))
     time.sleep(DRAIN_S)
-    # Callers before callees, so that no call is left without its callee; each service exports
-    # its last spans as it stops, and the collector, stopped last, writes them all to the store.
-    supervisor.stop(services["web-service"], timeout_s=STOP_TIMEOUT_S)
-    supervisor.stop(services["items-service"], timeout_s=STOP_TIMEOUT_S)
-    supervisor.stop([c for cs in services.values() for c in cs if c.running()], timeout_s=STOP_TIMEOUT_S)
+    # Callers before callees (STOP_WAVES), so that no call is left without its callee; each
+    # service exports its last spans as it stops, and the collector, stopped last, writes them
+    # all to the store.
+    for wave in STOP_WAVES:
+        supervisor.stop([c for s in wave for c in services[s]], timeout_s=STOP_TIMEOUT_S)
     supervisor.stop([collector], timeout_s=STOP_TIMEOUT_S * 2)
     stopped = _last_event(supervisor, collector, "stopped") or {}
     timings["flush_s"] = time.perf_counter() - t
@@ -438,6 +470,7 @@ def _analyse(*, workdir, store, config, report_path, load, collector_stats, timi
     labels = labels.filter(pl.col("trace_id").is_not_null())
     label_map = dict(zip(labels["trace_id"].to_list(), labels["degradation"].to_list()))
     names = [d.name for d in config.degradations]
+    shown = tuple(LiveDegradation(d) for d in config.degradations)       # live names, for the user
     truth = np.array([label_map.get(t) for t in table.frame["trace_id"].to_list()], dtype=object)
     bounds = None
     affected = np.array([t is not None for t in truth])
@@ -452,10 +485,11 @@ def _analyse(*, workdir, store, config, report_path, load, collector_stats, timi
     t = time.perf_counter()
     progress("report", "writing the report", load.get("sent", 0))
     report = build_patterns_report(
-        spans, table, estimator, labels=label_map, degradations=config.degradations,
+        spans, table, estimator, labels=label_map, degradations={d.name: d.describe() for d in shown},
         title="Live E-Shopper demo: latency degradation patterns",
         subtitle=(f"{table.n_requests:,} homepage requests at {config.rate_per_s:g}/s through "
-                  f"{sum(len(v) for v in config.instances.values())} instrumented service processes; "
+                  f"{sum(len(v) for v in config.instances.values())} instrumented processes of "
+                  f"{len(config.instances)} services; "
                   f"seed {seed}{', noised' if noised else ''}."),
         solver_settings={"seed": seed, "generations": generations, "attributes": "exclusive times only",
                          "interval rule": INTERVAL_RULES[interval]})
@@ -471,7 +505,7 @@ def _analyse(*, workdir, store, config, report_path, load, collector_stats, timi
         requests_failed=int(load.get("failed", 0)), requests_analysed=table.n_requests,
         spans_stored=int(spans.spans.num_rows),
         affected={n: int((labels["degradation"] == n).sum()) for n in names},
-        degradations=tuple(config.degradations), endpoint=ENDPOINT,
+        degradations=shown, endpoint=ENDPOINT,
         interval=res.interval.describe() if res.found and res.interval is not None else None,
         match_f_scores={k: float(v) for k, v in match.match_f_scores.items()},
         matched={k: int(v) for k, v in match.matched.items()},

@@ -18,7 +18,9 @@ instrumentation wrote into it, and the ground truth goes to files of its own, ne
   when no answer came);
 * ``injections.csv`` - ``trace_id, degradation, service, operation, call, delay_ns, noise``:
   every delay the mark asks the services to inject
-  (:meth:`~tracesleuth.evaluation.eshopper.Degradation.delays_ns`).
+  (:meth:`~tracesleuth.evaluation.eshopper.Degradation.delays_ns`), ``service`` being the live
+  service that serves the call (:func:`._protocol.live_rpc`: ``recommendation-service`` for
+  ``getrecommended``), as in the spans.
 
 Progress goes to stdout as JSON lines (``{"event": "progress", ...}``), one a second, then one
 ``{"event": "done", ...}``. SIGTERM or SIGINT stop it early; the files then hold the requests
@@ -48,6 +50,7 @@ from ._protocol import (
     USER_PARAM,
     DemoConfig,
     emit,
+    live_rpc,
     make_tracer_provider,
     watch_parent,
 )
@@ -196,7 +199,7 @@ class LoadGenerator:
                     continue
                 for x in by_name[s.degradation].delays_ns(deviate="deviation" in s.noise,
                                                           async_hit="async" in s.noise):
-                    service, operation = x.rpc.split(":", 1)
+                    service, operation = live_rpc(x.rpc).split(":", 1)
                     w.writerow((s.trace_id, s.degradation, service, operation, x.call, x.delay_ns, x.noise))
 
 

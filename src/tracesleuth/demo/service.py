@@ -1,9 +1,13 @@
 """One service of the demo shop, run as its own process: ``python -m tracesleuth.demo.service``.
 
-A service serves the RPCs :data:`~tracesleuth.evaluation.eshopper.HOMEPAGE_CALLS` gives it, over
+A service, one of the live shop's :data:`._protocol.LIVE_SERVICES`, serves the RPCs of
+:data:`~tracesleuth.evaluation.eshopper.HOMEPAGE_CALLS` that :data:`._protocol.LIVE_SERVICE`
+gives it (the simulator's, but ``getrecommended``, served by ``recommendation-service``), over
 HTTP (Starlette on uvicorn), each at ``GET /<operation>?call=<i>&user=<u>&rank=<k>``, where ``i``
-is the call's index in the call tree. Handling call ``i`` follows the simulator's layout
-(:mod:`tracesleuth.evaluation.eshopper`, "Execution times"):
+is the call's index in the call tree. Internally an RPC keeps its simulator key (execution-time
+law, first call, the degradations' delays); its telemetry and answers carry the live names.
+Handling call ``i`` follows the simulator's layout (:mod:`tracesleuth.evaluation.eshopper`,
+"Execution times"):
 
 1. draw the call's exclusive time from :data:`~tracesleuth.evaluation.eshopper.BASE_EXCLUSIVE_MS`;
 2. spend 30% of it (when the call has synchronous children), then fire the asynchronous
@@ -65,7 +69,6 @@ from ..evaluation.eshopper import (
     CHILDREN,
     FIRST_CALL,
     HOMEPAGE_CALLS,
-    SERVICES,
 )
 from ._catalog import QUERIES, query_parameters
 from ._protocol import (
@@ -74,9 +77,13 @@ from ._protocol import (
     BAGGAGE_DEVIATE,
     CALL_PARAM,
     HEALTH_PATH,
+    LIVE_SERVICE,
+    LIVE_SERVICES,
     RANK_PARAM,
     USER_PARAM,
     DemoConfig,
+    call_service,
+    live_rpc,
     make_tracer_provider,
     watch_parent,
 )
@@ -112,7 +119,7 @@ class ShopService:
     ----------
     config : DemoConfig
     service : str
-        One of :data:`~tracesleuth.evaluation.eshopper.SERVICES`.
+        One of :data:`._protocol.LIVE_SERVICES`.
     index : int
         The instance's index among the service's instances.
     tracer_provider : opentelemetry.sdk.trace.TracerProvider, optional
@@ -121,17 +128,18 @@ class ShopService:
     """
 
     def __init__(self, config: DemoConfig, service: str, index: int = 0, *, tracer_provider=None):
-        if service not in SERVICES:
-            raise ParameterError(f"The 'service' parameter of ShopService must be one of {', '.join(SERVICES)}. "
-                                 f"Got {service!r} instead.")
+        if service not in LIVE_SERVICES:
+            raise ParameterError(f"The 'service' parameter of ShopService must be one of "
+                                 f"{', '.join(LIVE_SERVICES)}. Got {service!r} instead.")
         self.config, self.service = config, service
         self.instance = f"{service}-{index}"
-        self.operations = {c.operation: c.rpc for c in HOMEPAGE_CALLS if c.service == service}
-        self.rng = np.random.default_rng([config.seed, SERVICES.index(service), index])
+        # {operation: simulator RPC key} of the RPCs this live service serves.
+        self.operations = {c.operation: c.rpc for c in HOMEPAGE_CALLS if LIVE_SERVICE[c.rpc] == service}
+        self.rng = np.random.default_rng([config.seed, LIVE_SERVICES.index(service), index])
         self.degradations = {d.name: d for d in config.degradations}
         self.targets = {s: itertools.cycle(urls) for s, urls in config.instances.items()}
-        self.callees = sorted({u for c in HOMEPAGE_CALLS if c.parent is not None
-                               and HOMEPAGE_CALLS[c.parent].service == service for u in config.instances[c.service]})
+        self.callees = sorted({u for j, c in enumerate(HOMEPAGE_CALLS) if c.parent is not None
+                               and call_service(c.parent) == service for u in config.instances[call_service(j)]})
         self.provider = tracer_provider or make_tracer_provider(service, self.instance, config)
         self.tracer = self.provider.get_tracer(__name__)
         self.tasks: set[asyncio.Task] = set()
@@ -198,7 +206,7 @@ class ShopService:
         except ValueError:
             return JSONResponse({"error": "call, user and rank must be integers"}, status_code=400)
         if not 0 <= call < len(HOMEPAGE_CALLS) or HOMEPAGE_CALLS[call].rpc != rpc:
-            return JSONResponse({"error": f"call {call} is not a call of {rpc}"}, status_code=400)
+            return JSONResponse({"error": f"call {call} is not a call of {live_rpc(rpc)}"}, status_code=400)
 
         base_ns = int(BASE_EXCLUSIVE_MS[rpc].draw_ns(self.rng, 1)[0])
         injected_ns = self.injected_ns(call)
@@ -217,10 +225,10 @@ class ShopService:
                     await self.spend(gap)
                 parts.setdefault(HOMEPAGE_CALLS[j].operation, []).append(await self.call(j, user))
         except httpx.HTTPError as e:
-            return JSONResponse({"error": f"{rpc}: a call failed: {e!r}"}, status_code=502)
+            return JSONResponse({"error": f"{live_rpc(rpc)}: a call failed: {e!r}"}, status_code=502)
         post = base_ns + injected_ns - pre - max(len(sync) - 1, 0) * gap
         rows = await self.spend(post, work=lambda: self.query(rpc, user, rank))
-        return JSONResponse({"rpc": rpc, "instance": self.instance, "rows": rows, "calls": parts})
+        return JSONResponse({"rpc": live_rpc(rpc), "instance": self.instance, "rows": rows, "calls": parts})
 
     # -- the work -------------------------------------------------------------------------------
 
@@ -238,12 +246,14 @@ class ShopService:
         return sum(x.delay_ns for x in delays if x.call == call)
 
     def query(self, rpc: str, user: int, rank: int) -> list | None:
-        """Run the RPC's SQLite query (a span of the sqlite3 instrumentation)."""
-        if self.db is None or rpc not in QUERIES:
+        """Run the RPC's SQLite query (a span of the sqlite3 instrumentation); ``rpc`` is the
+        simulator's key, :data:`._catalog.QUERIES` is keyed by live RPC."""
+        key = live_rpc(rpc)
+        if self.db is None or key not in QUERIES:
             return None
         cursor = self.db.cursor()
         try:
-            cursor.execute(QUERIES[rpc], query_parameters(rpc, user=user, rank=rank))
+            cursor.execute(QUERIES[key], query_parameters(key, user=user, rank=rank))
             return cursor.fetchall()
         finally:
             cursor.close()
@@ -259,9 +269,8 @@ class ShopService:
         return out
 
     def _target(self, j: int) -> tuple[httpx.AsyncClient, str]:
-        """The client of the next instance (round robin) of call ``j``'s service, and the path."""
-        c = HOMEPAGE_CALLS[j]
-        return self.clients[next(self.targets[c.service])], f"/{c.operation}"
+        """The client of the next instance (round robin) of call ``j``'s live service, and the path."""
+        return self.clients[next(self.targets[call_service(j)])], f"/{HOMEPAGE_CALLS[j].operation}"
 
     async def call(self, j: int, user: int):
         """Synchronous call ``j`` (an httpx client span, context and baggage injected)."""
@@ -302,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     """Serve one service instance on an inherited listening socket until SIGTERM/SIGINT."""
     parser = argparse.ArgumentParser(prog="python -m tracesleuth.demo.service", description=__doc__.split("\n")[0])
     parser.add_argument("--config", required=True, help="the run's config.json")
-    parser.add_argument("--service", required=True, choices=SERVICES)
+    parser.add_argument("--service", required=True, choices=LIVE_SERVICES)
     parser.add_argument("--index", type=int, default=0, help="instance index")
     parser.add_argument("--fd", type=int, required=True, help="inherited listening socket")
     parser.add_argument("--parent-pid", type=int, default=0, help="stop when this process is gone")
