@@ -149,3 +149,84 @@ def test_random_bytes_never_crash(workdir, fmt, data):
     path.write_bytes(data)
     n_read, log = read_forced(path, fmt)
     assert n_read == 0
+
+
+# -- the OTLP JSON reader's two paths -----------------------------------------------------------
+def _read_both_paths(path):
+    """(spans, log rows, blocks the fast path took) read normally, and the same read with the
+    native fast path refused for every block."""
+    from unittest import mock
+
+    from tracesleuth.io import _otlp_arrow
+
+    taken = []
+    real = _otlp_arrow.read_block
+
+    def counting(*args, **kwargs):
+        out = real(*args, **kwargs)
+        taken.append(1)
+        return out
+
+    def refusing(*args, **kwargs):
+        raise _otlp_arrow.NotClean("forced")
+
+    out = []
+    for fake in (counting, refusing):
+        log = RejectLog()
+        with mock.patch.object(_otlp_arrow, "read_block", fake):
+            batches = list(iter_span_batches(path, format="otlp-json", log=log))
+        spans = pa.Table.from_batches(batches, schema=S.SPAN_SCHEMA)
+        out.append((spans, sorted(log.rows, key=repr)))
+    return out[0], out[1], len(taken)
+
+
+def _messy_line(table: pa.Table, rnd: random.Random) -> bytes:
+    """One file-exporter line in a spelling the careful path must read: base64 ids, kind names,
+    numeric times, a span attribute shadowing a resource one, an array value, a null field..."""
+    import base64
+
+    import orjson
+
+    from writers import otlp_json_requests, rows_of
+    request = otlp_json_requests(rows_of(table))[0]
+    span = request["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    choice = rnd.randrange(7)
+    if choice == 0:
+        span["traceId"] = base64.b64encode(bytes.fromhex(span["traceId"])).decode()
+    elif choice == 1:
+        span["kind"] = "SPAN_KIND_SERVER"
+    elif choice == 2:
+        span["startTimeUnixNano"] = int(span["startTimeUnixNano"])
+    elif choice == 3:
+        span["attributes"].append({"key": "service.name", "value": {"stringValue": "shadow"}})
+    elif choice == 4:
+        span["attributes"].append({"key": "list", "value": {"arrayValue": {"values": [{"intValue": "1"}]}}})
+    elif choice == 5:
+        span["status"] = {"code": 7}
+    else:
+        span["attributes"].append({"key": "long", "value": {"stringValue": "x" * 5000}})
+    return orjson.dumps(request) + b"\n"
+
+
+@SETTINGS
+@given(table=span_tables(), seed=st.integers(0, 2**32 - 1),
+       damage=st.sampled_from(["none", "int-numbers", "messy", "garbage"]))
+def test_otlp_json_fast_path_reads_exactly_like_the_careful_path(workdir, table, seed, damage):
+    import re
+
+    path = write("otlp-json", table, workdir / "fast-vs-careful")
+    rnd = random.Random(seed)
+    if damage == "int-numbers":  # some exporters write 64-bit integers as JSON numbers: some or all
+        path.write_bytes(re.sub(rb'"intValue":"(-?[0-9]+)"',
+                                lambda m: m.group(0) if rnd.random() < 0.5 else b'"intValue":' + m.group(1),
+                                path.read_bytes()))
+    elif damage != "none":
+        lines = path.read_bytes().splitlines(keepends=True)
+        extra = _messy_line(table, rnd) if damage == "messy" else b'{"resourceSpans": [{"resource": \xff garbage\n'
+        lines.insert(rnd.randrange(len(lines) + 1), extra)
+        path.write_bytes(b"".join(lines))
+    (fast_spans, fast_log), (careful_spans, careful_log), taken = _read_both_paths(path)
+    assert fast_spans.equals(careful_spans)
+    assert fast_log == careful_log
+    if damage in ("none", "int-numbers"):
+        assert taken == 1  # clean file-exporter output is read natively

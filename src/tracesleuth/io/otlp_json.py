@@ -13,7 +13,7 @@ from typing import Any, BinaryIO, Iterator
 import orjson
 import pyarrow as pa
 
-from . import _jsondoc
+from . import _jsondoc, _otlp_arrow
 from ._builder import MAX_ATTRIBUTE_CHARS, SpanBatchBuilder
 from ._jsondoc import (DocumentShapeError, byte_offset, count_keys, gc_paused, iter_json_items, json_bytes,
                        loads_repairing, warn_replacements)
@@ -27,6 +27,9 @@ __all__ = ["read_otlp_json"]
 SPAN_KEYS = (b'"spanId"', b'"span_id"')
 #: Lines looked at (at most) to tell the file exporter's layout from a pretty-printed body.
 SNIFF_LINES = 1000
+#: Bytes of whole lines handed to the native parser at once, and bytes per read.
+BLOCK_BYTES = 32 << 20
+READ_BYTES = 1 << 20
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -73,13 +76,26 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
     del head
     reader = _RequestReader(builder)
     if ndjson:
-        for lineno, line in enumerate(stream, 1):
-            if line.isspace():
-                continue
-            with gc_paused():
-                reader.read_line(line, lineno)
-            if builder.full():
-                yield builder.flush()
+        lineno = 1
+        for block, block_error in _line_blocks(stream):
+            n_lines = block.count(b"\n")
+            try:
+                batch = _otlp_arrow.read_block(block, n_lines, lineno, builder)
+            except _otlp_arrow.NotClean:
+                for k, line in enumerate(block.split(b"\n")[:-1]):
+                    if line and not line.isspace():
+                        with gc_paused():
+                            reader.read_line(line, lineno + k)
+                    if builder.full():
+                        yield builder.flush()
+            else:
+                if len(builder):  # keep the file's order
+                    yield builder.flush()
+                if batch is not None:
+                    yield batch
+            lineno += n_lines
+            if block_error is not None:
+                raise block_error
     else:
         items = iter_json_items(stream, builder, items_of=_resource_spans_of, prefix_of=_prefix_of,
                                 span_keys=SPAN_KEYS, spans_in=_spans_in)
@@ -93,6 +109,28 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
     batch = builder.flush()
     if batch is not None:
         yield batch
+
+
+def _line_blocks(stream: BinaryIO, size: int = BLOCK_BYTES) -> Iterator[tuple[bytes, OSError | None]]:
+    """Blocks of about ``size`` bytes of whole lines, each ending with a newline (one is added to
+    a last line without). A read error (corrupt gzip data) ends the blocks: the whole lines read
+    before it come with the error, for the caller to read and then raise."""
+    pending = bytearray()
+    while True:
+        try:
+            chunk = stream.read1(READ_BYTES) if hasattr(stream, "read1") else stream.read(READ_BYTES)
+        except OSError as e:
+            yield bytes(pending[:pending.rfind(b"\n") + 1]), e
+            return
+        if not chunk:
+            if pending:
+                yield bytes(pending) + (b"" if pending.endswith(b"\n") else b"\n"), None
+            return
+        pending += chunk
+        if len(pending) >= size and b"\n" in chunk:
+            cut = pending.rfind(b"\n") + 1
+            yield bytes(pending[:cut]), None
+            del pending[:cut]
 
 
 def _sniff_lines(stream: BinaryIO) -> tuple[bytes, bool, OSError | None]:

@@ -1,0 +1,278 @@
+"""The fast path of the OTLP JSON reader: a block of file-exporter lines parsed natively.
+
+Apache Arrow's JSON reader (C++, multi-threaded) parses a block of
+``ExportTraceServiceRequest`` lines against an explicit schema of the OTLP JSON encoding;
+spans, their attributes and their resource's attributes are then laid out as canonical columns
+with Arrow compute and numpy, and checked by the same :func:`~._builder.validate_spans` as
+every other reader.
+
+The explicit schema is strict on purpose: Arrow refuses a member it does not name, a value of
+another JSON type, invalid UTF-8 or malformed JSON. The fast path also refuses what it does not
+reproduce exactly (base64 ids, a kind or status code outside OTLP's enums, an attribute value
+that is not exactly one of string/int/double/bool, an over-long string, a span attribute
+shadowing a resource attribute, ...). Any of these makes :func:`read_block` raise
+:class:`NotClean`, and the reader parses that block line by line on its careful path, which
+reports each problem with its line and field. So a block gives the same spans and the same
+rejects whichever path reads it; the fast path only decides how fast.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from concurrent.futures import ThreadPoolExecutor
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from .. import schema as S
+from ._builder import MAX_ATTRIBUTE_CHARS, SpanBatchBuilder, validate_spans
+from ._otlp import KIND_BY_CODE, STATUS_BY_CODE, OtlpValueError, ResourceContext, json_key_value
+
+__all__ = ["NotClean", "read_block", "OTLP_JSON_SCHEMA"]
+
+
+class NotClean(Exception):
+    """The block holds something only the careful path reads faithfully (the message says what)."""
+
+
+def _schema() -> pa.Schema:
+    """The OTLP JSON schema (``intValue`` as decimal strings, as the encoding prescribes)."""
+    # arrayValue, kvlistValue and bytesValue are left out: such a value sends the block to the
+    # careful path, which keeps them as JSON text.
+    any_value = pa.struct([("stringValue", pa.string()), ("intValue", pa.string()),
+                           ("doubleValue", pa.float64()), ("boolValue", pa.bool_())])
+    kvs = pa.list_(pa.struct([("key", pa.string()), ("value", any_value)]))
+    count, text = pa.int64(), pa.string()
+    span = pa.struct([
+        ("traceId", text), ("spanId", text), ("parentSpanId", text), ("traceState", text), ("flags", pa.int64()),
+        ("name", text), ("kind", pa.int32()), ("startTimeUnixNano", text), ("endTimeUnixNano", text),
+        ("attributes", kvs), ("droppedAttributesCount", count),
+        ("events", pa.list_(pa.struct([("timeUnixNano", text), ("name", text), ("attributes", kvs),
+                                       ("droppedAttributesCount", count)]))),
+        ("droppedEventsCount", count),
+        ("links", pa.list_(pa.struct([("traceId", text), ("spanId", text), ("traceState", text),
+                                      ("attributes", kvs), ("droppedAttributesCount", count),
+                                      ("flags", pa.int64())]))),
+        ("droppedLinksCount", count),
+        ("status", pa.struct([("message", text), ("code", pa.int32())])),
+    ])
+    scope_spans = pa.struct([
+        ("scope", pa.struct([("name", text), ("version", text), ("attributes", kvs),
+                             ("droppedAttributesCount", count)])),
+        ("spans", pa.list_(span)),
+        ("schemaUrl", text),
+    ])
+    resource_spans = pa.struct([
+        ("resource", pa.struct([("attributes", kvs), ("droppedAttributesCount", count)])),
+        ("scopeSpans", pa.list_(scope_spans)),
+        ("schemaUrl", text),
+    ])
+    return pa.schema([("resourceSpans", pa.list_(resource_spans))])
+
+
+#: One line of the collector's file exporter, in the OTLP JSON encoding (lowerCamelCase names,
+#: hexadecimal ids, 64-bit integers as decimal strings, enums as integers).
+OTLP_JSON_SCHEMA = _schema()
+_PARSE = pj.ParseOptions(explicit_schema=OTLP_JSON_SCHEMA, unexpected_field_behavior="error",
+                         newlines_in_values=False)
+#: ``"intValue": 42``, a member (not text inside a string, where its quote would be escaped).
+_INT_NUMBER = re.compile(rb'(?<!\\)"intValue"\s*:\s*(-?[0-9]+)')
+_POOL = ThreadPoolExecutor(2, thread_name_prefix="tracesleuth-otlp-json")
+_KINDS = pa.array([KIND_BY_CODE[i] for i in range(6)], pa.string())
+_STATUSES = pa.array([STATUS_BY_CODE[i] for i in range(3)], pa.string())
+
+
+def read_block(block: bytes, n_lines: int, first_line: int, builder: SpanBatchBuilder) -> pa.RecordBatch | None:
+    """Read a block of whole file-exporter lines.
+
+    Parameters
+    ----------
+    block : bytes
+        Complete lines (each one ``ExportTraceServiceRequest``), ending with a newline.
+    n_lines : int
+        Lines in ``block`` (newlines).
+    first_line : int
+        1-based line number of the block's first line in the file (the spans' record numbers).
+    builder : SpanBatchBuilder
+        Gives the source and the reject log; resource attribute values longer than
+        :data:`~._builder.MAX_ATTRIBUTE_CHARS` are reported there, as the careful path does.
+
+    Returns
+    -------
+    pyarrow.RecordBatch or None
+        The block's valid spans in :data:`~tracesleuth.schema.SPAN_SCHEMA` (rejects go to the log),
+        ``None`` for a block without spans.
+
+    Raises
+    ------
+    NotClean
+        When the block must be read line by line instead; nothing has been logged then.
+    """
+    table = _parse(block)
+    if table.num_rows != n_lines:
+        raise NotClean("blank lines")  # Arrow skips them; line numbers would shift
+    lines = table.column("resourceSpans").combine_chunks()
+    if lines.null_count:
+        raise NotClean("a line without resourceSpans")
+    resource_spans = lines.flatten()
+    rs_line = pc.list_parent_indices(lines).to_numpy() + first_line
+    scope_spans = resource_spans.field("scopeSpans")
+    scopes = scope_spans.flatten()
+    scope_rs = pc.list_parent_indices(scope_spans).to_numpy()
+    span_lists = scopes.field("spans")
+    if scopes.null_count or span_lists.null_count:
+        raise NotClean("a null scope or a scope without spans")
+    spans = span_lists.flatten()
+    span_rs = scope_rs[pc.list_parent_indices(span_lists).to_numpy()]
+    n = len(spans)
+    if n == 0:
+        return None
+
+    contexts = _resource_contexts(resource_spans.field("resource"), rs_line, builder)
+    trace_id, span_id, parent = spans.field("traceId"), spans.field("spanId"), spans.field("parentSpanId")
+    name, start, end = spans.field("name"), spans.field("startTimeUnixNano"), spans.field("endTimeUnixNano")
+    for col, what in ((trace_id, "traceId"), (span_id, "spanId"), (name, "name"), (start, "startTimeUnixNano"),
+                      (end, "endTimeUnixNano")):
+        if col.null_count:
+            raise NotClean(f"a span without {what}")
+    if not (_all(pc.equal(pc.binary_length(trace_id), 32)) and _all(pc.equal(pc.binary_length(span_id), 16))
+            and _all(pc.is_in(pc.binary_length(parent.fill_null("")), pa.array([0, 16], pa.int32())))):
+        raise NotClean("an id that is not hexadecimal of the right length (base64?)")
+    kind_code = spans.field("kind").fill_null(0).to_numpy(zero_copy_only=False)
+    status = spans.field("status")
+    status_code = pc.if_else(status.is_null(), 0, status.field("code").fill_null(0)).to_numpy(zero_copy_only=False)
+    if (kind_code < 0).any() or (kind_code > 5).any() or (status_code < 0).any() or (status_code > 2).any():
+        raise NotClean("a kind or status code outside OTLP's enums")
+
+    attributes = _attributes(spans.field("attributes"), span_rs, contexts)
+    by_span = pa.array(span_rs)
+    service = pa.array([c.service for c in contexts], pa.string()).take(by_span)
+    instance = pa.array([c.instance for c in contexts], pa.string()).take(by_span)
+    raw = pl.DataFrame({
+        "_record": pl.Series(rs_line[span_rs], dtype=pl.Int64),
+        "_raw_trace": pl.from_arrow(trace_id),
+        "_raw_span": pl.from_arrow(span_id),
+        "_raw_parent": pl.from_arrow(pc.if_else(pc.equal(parent, ""), None, parent)),
+        S.SERVICE: pl.from_arrow(service),
+        S.OPERATION: pl.from_arrow(name),
+        S.INSTANCE: pl.from_arrow(instance),
+        S.KIND: pl.from_arrow(_KINDS.take(pa.array(kind_code))),
+        "_start": pl.from_arrow(start),
+        "_end": pl.from_arrow(end),
+        S.STATUS: pl.from_arrow(_STATUSES.take(pa.array(status_code))),
+        S.FOLLOWS_FROM: pl.Series(np.zeros(n, dtype=bool)),
+    })
+    return validate_spans(raw, attributes, builder.source, builder.log)
+
+
+def _parse(block: bytes) -> pa.Table:
+    """Parse whole lines with Arrow, in two halves on two threads.
+
+    Arrow's own multi-threaded parse is not used: after a parse error its tasks may still run
+    when Python exits, which aborts the process; these threads are always joined.
+    """
+    middle = block.rfind(b"\n", 0, len(block) // 2) + 1
+    halves = [h for h in (block[:middle], block[middle:]) if h]
+    try:
+        tables = list(_POOL.map(_parse_half, halves))
+    except NotClean as e:
+        if "intValue" not in str(e):
+            raise
+        # Integers written as JSON numbers, as some exporters do (all or some): as strings.
+        block = _INT_NUMBER.sub(rb'"intValue":"\1"', block)
+        middle = block.rfind(b"\n", 0, len(block) // 2) + 1
+        tables = list(_POOL.map(_parse_half, [h for h in (block[:middle], block[middle:]) if h]))
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def _parse_half(data: bytes) -> pa.Table:
+    try:
+        table = pj.read_json(io.BytesIO(data), parse_options=_PARSE,
+                             read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1))
+        table.validate(full=True)  # the parser lets invalid UTF-8 through
+    except (pa.ArrowException, UnicodeDecodeError, ValueError) as e:
+        raise NotClean(str(e)) from None
+    return table
+
+
+def _all(mask: pa.Array) -> bool:
+    return bool(pc.all(mask.fill_null(False)).as_py()) if len(mask) else True
+
+
+def _resource_contexts(resources: pa.StructArray, rs_line: np.ndarray, builder: SpanBatchBuilder
+                       ) -> list[ResourceContext]:
+    """A :class:`~._otlp.ResourceContext` per ``ResourceSpans`` (a few per line: plain Python)."""
+    out = []
+    for r, resource in enumerate(resources.to_pylist()):
+        items = []
+        for i, kv in enumerate((resource or {}).get("attributes") or ()):
+            value = kv.get("value")
+            if value is not None:
+                value = {k: v for k, v in value.items() if v is not None}
+                if len(value) != 1:
+                    raise NotClean("a resource attribute value that is not exactly one of string/int/double/bool")
+            try:
+                items.append(json_key_value({"key": kv.get("key"), "value": value}, f"resource.attributes[{i}]"))
+            except OtlpValueError as e:
+                raise NotClean(str(e)) from None
+        if len({k for k, _ in items}) != len(items):
+            raise NotClean("a repeated resource attribute key")
+        out.append(ResourceContext(items, builder, int(rs_line[r])))
+    return out
+
+
+def _attributes(lists: pa.ListArray, span_rs: np.ndarray, contexts: list[ResourceContext]) -> pa.ListArray:
+    """Each span's attributes, then its resource's (:data:`~tracesleuth.schema.ATTRIBUTE_TYPE`)."""
+    n = len(lists)
+    span_len = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    kv = lists.flatten()
+    key, value = kv.field("key"), kv.field("value")
+    if key.null_count or value.null_count:
+        raise NotClean("an attribute without key or value")
+    s, i_text, f, b = (value.field(x) for x in ("stringValue", "intValue", "doubleValue", "boolValue"))
+    given = sum(np.asarray(c.is_valid().to_numpy(zero_copy_only=False), dtype=np.int8) for c in (s, i_text, f, b))
+    if len(kv) and not (given == 1).all():
+        raise NotClean("an attribute value that is not exactly one of string/int/double/bool")
+    if len(kv) and not _all(pc.less_equal(pc.utf8_length(s.fill_null("")), MAX_ATTRIBUTE_CHARS)):
+        raise NotClean("an attribute value longer than the limit")
+    try:
+        i = pc.cast(i_text, pa.int64())
+    except pa.ArrowInvalid:
+        raise NotClean("an intValue that is not a 64-bit decimal integer") from None
+    span_values = pa.StructArray.from_arrays([key, s, i, f, b], fields=list(S.ATTRIBUTE_TYPE))
+
+    res_len = np.array([len(c.columns[0]) for c in contexts], dtype=np.int64)
+    res_values = pa.StructArray.from_arrays(
+        [pa.array([x for c in contexts for x in c.columns[j]], type=t.type)
+         for j, t in enumerate(S.ATTRIBUTE_TYPE)], fields=list(S.ATTRIBUTE_TYPE))
+    if len(res_values) and len(kv):
+        _check_no_shadowing(key, span_len, span_rs, contexts)
+
+    # Gather span attributes then resource attributes, span by span, from one values array.
+    span_off = np.concatenate([[0], np.cumsum(span_len)])
+    res_off = np.concatenate([[0], np.cumsum(res_len)])
+    seg_start = np.empty(2 * n, dtype=np.int64)
+    seg_len = np.empty(2 * n, dtype=np.int64)
+    seg_start[0::2], seg_len[0::2] = span_off[:-1], span_len
+    seg_start[1::2], seg_len[1::2] = len(kv) + res_off[span_rs], res_len[span_rs]
+    out_off = np.concatenate([[0], np.cumsum(seg_len)])
+    total = int(out_off[-1])
+    take = np.arange(total, dtype=np.int64) + np.repeat(seg_start - out_off[:-1], seg_len)
+    values = pa.concat_arrays([span_values, res_values]).take(pa.array(take))
+    offsets = np.concatenate([[0], np.cumsum(span_len + res_len[span_rs])]).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), values)
+
+
+def _check_no_shadowing(key: pa.Array, span_len: np.ndarray, span_rs: np.ndarray,
+                        contexts: list[ResourceContext]) -> None:
+    """Raise :class:`NotClean` when a span sets a key its resource sets too (the careful path then
+    keeps the span's value and drops the resource's)."""
+    resource_keys = pl.DataFrame(
+        [(r, k) for r, c in enumerate(contexts) for k in c.keys], schema=[("rs", pl.Int64), ("key", pl.String)],
+        orient="row")
+    span_keys = pl.DataFrame({"rs": np.repeat(span_rs, span_len), "key": pl.from_arrow(key)})
+    if span_keys.join(resource_keys, on=["rs", "key"], how="semi").height:
+        raise NotClean("a span attribute shadowing a resource attribute")
