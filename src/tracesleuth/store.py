@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -33,6 +34,8 @@ MANIFEST = "tracesleuth-store.json"
 STORE_VERSION = 1
 #: Spans per Parquet part written by an ingest.
 PART_SPANS = 1_000_000
+#: Spans per row group of a part (batches are gathered up to about this many).
+ROW_GROUP_SPANS = 131_072
 
 
 def is_store(path) -> bool:
@@ -105,26 +108,49 @@ class SpanStore:
 
     def _write_part(self, kind: str, table: pa.Table) -> Path:
         final = self._next_part(kind)
-        tmp = final.with_name("." + final.name + ".tmp")
+        tmp = _tmp_name(final)
         pq.write_table(table, tmp, compression="zstd")
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
+        _publish(tmp, final)
         return final
 
     def append_spans(self, batches: Iterable[pa.RecordBatch], *, part_spans: int = PART_SPANS) -> list[Path]:
-        """Append spans, writing a new part each ``part_spans`` spans. Returns the parts written."""
-        parts, pending, n = [], [], 0
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            pending.append(batch)
-            n += batch.num_rows
-            if n >= part_spans:
-                parts.append(self._write_part("spans", pa.Table.from_batches(pending, schema=S.SPAN_SCHEMA)))
-                pending, n = [], 0
-        if pending:
-            parts.append(self._write_part("spans", pa.Table.from_batches(pending, schema=S.SPAN_SCHEMA)))
+        """Append spans, writing a new part each ``part_spans`` spans. Returns the parts written.
+
+        Batches are gathered into row groups of about :data:`ROW_GROUP_SPANS` spans, each encoded
+        and compressed by a background thread while the next ones are read (at most one row
+        group waits), so reading and writing overlap. A part appears under its final name only
+        once complete; on an error the part being written is removed.
+        """
+        parts: list[Path] = []
+        part: _PartWriter | None = None
+        pending: list[pa.RecordBatch] = []
+        held = 0
+        with ThreadPoolExecutor(1, thread_name_prefix="tracesleuth-store") as pool:
+            try:
+                for batch in batches:
+                    if batch.num_rows == 0:
+                        continue
+                    pending.append(batch)
+                    held += batch.num_rows
+                    if held < ROW_GROUP_SPANS and (part.spans if part else 0) + held < part_spans:
+                        continue
+                    if part is None:
+                        part = _PartWriter(self._next_part("spans") if not parts else _following(parts[-1]), pool)
+                    part.write(pending)
+                    pending, held = [], 0
+                    if part.spans >= part_spans:
+                        parts.append(part.publish())
+                        part = None
+                if pending:
+                    if part is None:
+                        part = _PartWriter(self._next_part("spans") if not parts else _following(parts[-1]), pool)
+                    part.write(pending)
+                if part is not None:
+                    parts.append(part.publish())
+                    part = None
+            finally:
+                if part is not None:  # an error: drop the unfinished part
+                    part.discard()
         return parts
 
     def append_rejects(self, rejects: pa.Table) -> Path | None:
@@ -162,6 +188,55 @@ class SpanStore:
         if not files:
             return S.REJECT_SCHEMA.empty_table()
         return pa.concat_tables([pq.read_table(f, schema=S.REJECT_SCHEMA) for f in files])
+
+
+class _PartWriter:
+    """One span part being written row group by row group on ``pool`` (one group in flight)."""
+
+    def __init__(self, final: Path, pool: ThreadPoolExecutor):
+        self.final, self.tmp, self.pool = final, _tmp_name(final), pool
+        self.writer = pq.ParquetWriter(self.tmp, S.SPAN_SCHEMA, compression="zstd")
+        self.in_flight = None
+        self.spans = 0
+
+    def write(self, batches: list[pa.RecordBatch]) -> None:
+        table = pa.Table.from_batches(batches, schema=S.SPAN_SCHEMA)
+        self.wait()
+        self.in_flight = self.pool.submit(self.writer.write_table, table, row_group_size=table.num_rows)
+        self.spans += table.num_rows
+
+    def wait(self) -> None:
+        if self.in_flight is not None:
+            in_flight, self.in_flight = self.in_flight, None
+            in_flight.result()
+
+    def publish(self) -> Path:
+        self.wait()
+        self.writer.close()
+        _publish(self.tmp, self.final)
+        return self.final
+
+    def discard(self) -> None:
+        if self.in_flight is not None:
+            self.in_flight.exception()  # wait, whatever happened
+        self.writer.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+def _tmp_name(final: Path) -> Path:
+    return final.with_name("." + final.name + ".tmp")
+
+
+def _following(part: Path) -> Path:
+    """The part name after ``part``."""
+    return part.with_name(f"part-{int(part.stem.split('-')[1]) + 1:06d}.parquet")
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Make a written part durable and visible under its final name."""
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, final)
 
 
 def ingest(paths, store: SpanStore | str | os.PathLike, *, format: str | None = None, mapping=None,

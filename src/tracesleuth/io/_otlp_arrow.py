@@ -78,8 +78,8 @@ def _schema() -> pa.Schema:
 OTLP_JSON_SCHEMA = _schema()
 _PARSE = pj.ParseOptions(explicit_schema=OTLP_JSON_SCHEMA, unexpected_field_behavior="error",
                          newlines_in_values=False)
-#: ``"intValue": 42``, a member (not text inside a string, where its quote would be escaped).
-_INT_NUMBER = re.compile(rb'(?<!\\)"intValue"\s*:\s*(-?[0-9]+)')
+#: ``"intValue": 42``, an integer written as a JSON number.
+_INT_NUMBER = re.compile(rb'"intValue"\s*:\s*(-?[0-9]+)')
 _POOL = ThreadPoolExecutor(2, thread_name_prefix="tracesleuth-otlp-json")
 _KINDS = pa.array([KIND_BY_CODE[i] for i in range(6)], pa.string())
 _STATUSES = pa.array([STATUS_BY_CODE[i] for i in range(3)], pa.string())
@@ -181,8 +181,15 @@ def _parse(block: bytes) -> pa.Table:
     except NotClean as e:
         if "intValue" not in str(e):
             raise
-        # Integers written as JSON numbers, as some exporters do (all or some): as strings.
-        block = _INT_NUMBER.sub(rb'"intValue":"\1"', block)
+        # Integers written as JSON numbers, as some exporters do (all or some): as strings. The
+        # pattern starts with a literal (fast search), so text inside a string value that looks
+        # like the member, an escaped quote before it, sends the block to the careful path.
+        if b'\\"intValue' in block:
+            raise
+        parts = _INT_NUMBER.split(block)  # text, digits, text, digits, ..., text
+        parts[1::2] = [b'"intValue":"' + digits + b'"' for digits in parts[1::2]]
+        block = b"".join(parts)
+        del parts
         middle = block.rfind(b"\n", 0, len(block) // 2) + 1
         tables = list(_POOL.map(_parse_half, [h for h in (block[:middle], block[middle:]) if h]))
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]

@@ -115,22 +115,28 @@ def _line_blocks(stream: BinaryIO, size: int = BLOCK_BYTES) -> Iterator[tuple[by
     """Blocks of about ``size`` bytes of whole lines, each ending with a newline (one is added to
     a last line without). A read error (corrupt gzip data) ends the blocks: the whole lines read
     before it come with the error, for the caller to read and then raise."""
-    pending = bytearray()
+    pending: list[bytes] = []
+    held = 0
     while True:
         try:
             chunk = stream.read1(READ_BYTES) if hasattr(stream, "read1") else stream.read(READ_BYTES)
         except OSError as e:
-            yield bytes(pending[:pending.rfind(b"\n") + 1]), e
+            data = b"".join(pending)
+            yield data[:data.rfind(b"\n") + 1], e
             return
         if not chunk:
             if pending:
-                yield bytes(pending) + (b"" if pending.endswith(b"\n") else b"\n"), None
+                data = b"".join(pending)
+                yield (data if data.endswith(b"\n") else data + b"\n"), None
             return
-        pending += chunk
-        if len(pending) >= size and b"\n" in chunk:
-            cut = pending.rfind(b"\n") + 1
-            yield bytes(pending[:cut]), None
-            del pending[:cut]
+        held += len(chunk)
+        cut = chunk.rfind(b"\n") + 1 if held >= size else 0
+        if cut:  # the block ends with this chunk's last newline
+            pending.append(chunk[:cut])
+            yield b"".join(pending), None
+            pending, held = [chunk[cut:]], len(chunk) - cut
+        else:
+            pending.append(chunk)
 
 
 def _sniff_lines(stream: BinaryIO) -> tuple[bytes, bool, OSError | None]:
