@@ -460,3 +460,37 @@ def test_corrupt_gzip_is_reported_not_raised(tmp_path):
     path.write_bytes(bytes(data))
     rows, log = read_all(path)
     assert rows == [] and only(log, record=0)["reason"].startswith("cannot read")
+
+
+def test_files_read_ahead_on_threads_give_the_serial_result(tmp_path, monkeypatch):
+    """Spans, their order, the rejects and the formats of a directory of many small files are
+    those of reading the files one after the other."""
+    import tracesleuth.io as tio
+
+    paths = []
+    for i in range(12):
+        kind = i % 4
+        path = tmp_path / f"f{i:02d}"
+        if kind == 0:
+            paths.append(write_otlp_json(contract_trace(), path.with_suffix(".json")))
+        elif kind == 1:
+            paths.append(write_zipkin_json(contract_trace(), path.with_suffix(".zipkin.json")))
+        elif kind == 2:
+            p = write_otlp_json(contract_trace(), path.with_suffix(".bad.json"))
+            p.write_bytes(p.read_bytes()[:-40])  # truncated last line
+            paths.append(p)
+        else:
+            p = path.with_suffix(".txt")
+            p.write_bytes(b"not a trace\n" if i % 8 == 3 else b"")
+            paths.append(p)
+
+    def read(path_list):
+        log, formats = RejectLog(), {}
+        batches = list(iter_span_batches(path_list, log=log, formats=formats))
+        return [r for b in batches for r in b.to_pylist()], log.rows, log.spans_read, formats
+
+    threaded = read(tmp_path)
+    monkeypatch.setattr(tio, "PREFETCH_MAX_BYTES", -1)  # nothing is small: every file in turn
+    serial = read(tmp_path)
+    assert threaded == serial
+    assert len(threaded[0]) + sum(r[4] for r in threaded[1]) == 9 * N  # 9 files hold spans

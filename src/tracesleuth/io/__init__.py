@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import io
+from concurrent.futures import ThreadPoolExecutor
 from gzip import GzipFile
 
 import pyarrow as pa
@@ -125,47 +126,97 @@ def iter_span_batches(paths, *, format: str | None = None, mapping: TabularMappi
         raise TraceFormatError("<format>", f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
     if isinstance(mapping, str) and mapping not in PRESETS:
         raise TraceFormatError("<mapping>", f"unknown column mapping {mapping!r}; presets: {', '.join(PRESETS)}")
-    for path in expand_paths(paths):
-        source = str(path)
+    files = list(expand_paths(paths))
+    if len(files) <= 1:
+        for path in files:
+            yield from _read_file(path, format, mapping, log, formats, batch_spans)
+        return
+
+    def read_whole(path):
+        file_log, file_formats = RejectLog(), {}
+        return list(_read_file(path, format, mapping, file_log, file_formats, batch_spans)), file_log, file_formats
+
+    # Small files are read ahead on worker threads (their parsing and checks release the GIL),
+    # each with its own log, merged in file order: output and log are those of a serial read.
+    ahead: dict = {}
+    with ThreadPoolExecutor(PREFETCH_WORKERS, thread_name_prefix="tracesleuth-read") as pool:
         try:
-            stream = open_binary(path)
-            compressed = isinstance(stream, GzipFile)
-        except OSError as e:
-            log.add(source, 0, f"cannot open: {e.strerror or e}", spans=0)
-            continue
-        with stream:
-            try:
-                head, stream = peek(stream)
-            except (OSError, EOFError) as e:
-                log.add(source, 0, f"cannot read (corrupt compressed data?): {e}", spans=0)
-                continue
-            if not head.strip():
-                log.add(source, 0, "empty file", spans=0)
-                continue
-            try:
-                fmt = format or detect_format(head, source)
-            except TraceFormatError as e:
-                log.add(source, 0, str(e).split(": ", 1)[-1], spans=0, excerpt=head[:80])
-                continue
-            if formats is not None:
-                formats[source] = fmt
-            builder = SpanBatchBuilder(source, log, **({"batch_spans": batch_spans} if batch_spans else {}))
-            kwargs = {"mapping": mapping} if fmt in ("csv", "parquet") else {}
-            if fmt == "parquet":  # needs random access: the file itself, or its decompressed bytes
-                if compressed:
-                    stream = io.BytesIO(stream.read())
-                else:
-                    kwargs["source_path"] = path
-            try:
-                yield from _reader(fmt)(stream, builder, **kwargs)
-            except (OSError, EOFError, TraceFormatError, pa.ArrowInvalid) as e:  # keep what was read so far
-                if isinstance(e, TraceFormatError):
-                    log.add(source, e.record or 0, str(e).split(": ", 1)[-1], field=e.field, spans=0)
-                else:
-                    log.add(source, 0, f"read stopped early: {e}", spans=0)
-                batch = builder.flush()
-                if batch is not None:
-                    yield batch
+            for i, path in enumerate(files):
+                for j in range(i, min(len(files), i + PREFETCH_FILES + 1)):
+                    if j not in ahead and _small(files[j]):
+                        ahead[j] = pool.submit(read_whole, files[j])
+                future = ahead.pop(i, None)
+                if future is None:  # a large file streams in this thread
+                    yield from _read_file(path, format, mapping, log, formats, batch_spans)
+                    continue
+                batches, file_log, file_formats = future.result()
+                log.merge(file_log)
+                if formats is not None:
+                    formats.update(file_formats)
+                yield from batches
+        finally:
+            for future in ahead.values():
+                future.cancel()
+
+
+#: Small files (at most PREFETCH_MAX_BYTES on disk) are read up to PREFETCH_FILES ahead, on
+#: PREFETCH_WORKERS threads (on 2 cores, 4 threads keep both busy: measured with
+#: benchmarks/bench_foundation.py on the TrainTicket CSV, 84 files).
+PREFETCH_FILES = 4
+PREFETCH_WORKERS = 4
+PREFETCH_MAX_BYTES = 32 << 20
+
+
+def _small(path) -> bool:
+    try:
+        return Path(path).stat().st_size <= PREFETCH_MAX_BYTES
+    except OSError:
+        return False
+
+
+def _read_file(path, format, mapping, log: RejectLog, formats: dict | None, batch_spans: int | None
+               ) -> Iterator[pa.RecordBatch]:
+    """The spans of one file (problems go to ``log``)."""
+    source = str(path)
+    try:
+        stream = open_binary(path)
+        compressed = isinstance(stream, GzipFile)
+    except OSError as e:
+        log.add(source, 0, f"cannot open: {e.strerror or e}", spans=0)
+        return
+    with stream:
+        try:
+            head, stream = peek(stream)
+        except (OSError, EOFError) as e:
+            log.add(source, 0, f"cannot read (corrupt compressed data?): {e}", spans=0)
+            return
+        if not head.strip():
+            log.add(source, 0, "empty file", spans=0)
+            return
+        try:
+            fmt = format or detect_format(head, source)
+        except TraceFormatError as e:
+            log.add(source, 0, str(e).split(": ", 1)[-1], spans=0, excerpt=head[:80])
+            return
+        if formats is not None:
+            formats[source] = fmt
+        builder = SpanBatchBuilder(source, log, **({"batch_spans": batch_spans} if batch_spans else {}))
+        kwargs = {"mapping": mapping} if fmt in ("csv", "parquet") else {}
+        if fmt == "parquet":  # needs random access: the file itself, or its decompressed bytes
+            if compressed:
+                stream = io.BytesIO(stream.read())
+            else:
+                kwargs["source_path"] = path
+        try:
+            yield from _reader(fmt)(stream, builder, **kwargs)
+        except (OSError, EOFError, TraceFormatError, pa.ArrowInvalid) as e:  # keep what was read so far
+            if isinstance(e, TraceFormatError):
+                log.add(source, e.record or 0, str(e).split(": ", 1)[-1], field=e.field, spans=0)
+            else:
+                log.add(source, 0, f"read stopped early: {e}", spans=0)
+            batch = builder.flush()
+            if batch is not None:
+                yield batch
 
 
 def read_spans(paths, *, format: str | None = None, mapping: TabularMapping | str | None = None) -> SpanReadResult:

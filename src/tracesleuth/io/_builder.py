@@ -79,6 +79,12 @@ class RejectLog:
         self.rows.append((source, int(record), field, reason, int(spans), excerpt))
         self.spans_rejected += int(spans)
 
+    def merge(self, other: "RejectLog") -> None:
+        """Append another log's entries and counts (a file read on its own)."""
+        self.rows.extend(other.rows)
+        self.spans_rejected += other.spans_rejected
+        self.spans_read.update(other.spans_read)
+
     @property
     def n_rejected_records(self) -> int:
         """Records that lost at least one span."""
