@@ -293,10 +293,14 @@ def _convert(batch: pa.RecordBatch, m: TabularMapping, builder: SpanBatchBuilder
     parent = col(m.parent_span_id)
     parent = pl.when(parent.str.strip_chars().is_in(list(m.root_parent_values))).then(None).otherwise(parent)
     service = col(m.service)
+    # Few distinct values (pods, kinds): map each once; both sets in one pass over the chunk.
+    has_kind = bool(m.kind and m.kind in df.columns)
+    distinct = df.select(
+        (service.unique().drop_nulls() if m.service_pattern else pl.lit(None, pl.String)).implode().alias("s"),
+        (pl.col(m.kind).unique() if has_kind else pl.lit(None, pl.String)).implode().alias("k"),
+    ).row(0)
     if m.service_pattern:
-        # Few distinct values (pods): apply the pattern to each once, then map.
-        names = df.select(service.unique()).to_series().drop_nulls().to_list()
-        service = service.replace_strict(_extract_all(m.service_pattern, names), default=service)
+        service = service.replace_strict(_extract_all(m.service_pattern, distinct[0]), default=service)
     kind = col(m.kind, "unspecified").fill_null("unspecified")
     status = col(m.status, "unset").fill_null("unset").str.to_lowercase()
     follows = col(m.follows_from, "false").fill_null("false").str.to_lowercase().is_in(["true", "1", "yes"])
@@ -316,9 +320,8 @@ def _convert(batch: pa.RecordBatch, m: TabularMapping, builder: SpanBatchBuilder
           .when(status.is_in(["1", "status_code_ok"])).then(pl.lit("ok")).otherwise(pl.lit("unset")).alias(S.STATUS),
         follows.alias(S.FOLLOWS_FROM),
     )
-    if m.kind and m.kind in df.columns:
-        kinds = df.select(pl.col(m.kind).unique()).to_series().to_list()
-        raw = raw.with_columns(pl.col(S.KIND).replace_strict({k: normalize_kind(k) for k in kinds},
+    if has_kind:
+        raw = raw.with_columns(pl.col(S.KIND).replace_strict({k: normalize_kind(k) for k in distinct[1]},
                                                               default="unspecified", return_dtype=pl.String))
     if attrs is None and m.attribute_columns:
         present = [c for c in m.attribute_columns if c in df.columns]
