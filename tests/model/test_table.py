@@ -96,6 +96,30 @@ def test_clock_skew_is_corrected_like_jaeger():
     assert r[X("a:post")] == 10 * MS and r[X("b:post")] == 70 * MS
 
 
+@pytest.mark.parametrize("machines, corrected", [
+    ((None, None), True),                    # instances differ, machines unknown: skew
+    (("node-1", "node-2"), True),            # two machines
+    (("node-1", "node-1"), False),           # two processes of one machine share its clock
+])
+def test_skew_needs_another_machine(machines, corrected):
+    """A server span ending after its client is corrected only across machines (Jaeger compares
+    the ``ip`` tags, Zipkin the endpoint addresses), not between processes of one machine."""
+    attrs = [{"host.name": m} if m else None for m in machines]
+    rows = [span("8", "1", None, "a", "call", 100, 200, kind="client", instance="p1", attributes=attrs[0]),
+            span("8", "2", "1", "b", "serve", 130, 210, instance="p2", attributes=attrs[1])]
+    df, rep = assemble(table(rows))
+    assert (rep.skew_corrected_spans == 1) is corrected
+    assert df["skew_ns"].to_list() == [0, -20 * MS if corrected else 0]
+
+
+def test_zipkin_endpoints_on_one_ip_share_a_clock():
+    rows = [span("9", "1", None, "a", "r", 100, 150, instance="10.0.0.1:8080"),
+            span("9", "2", "1", "b", "s", 90, 140, instance="10.0.0.1:9090"),
+            span("9", "3", "1", "c", "s", 90, 140, instance="10.0.0.2:9090")]
+    df, rep = assemble(table(rows))
+    assert df["skew_ns"].to_list() == [0, 0, 10 * MS]
+
+
 def test_longer_child_only_moves_start():
     rows = [span("6", "1", None, "a", "r", 100, 150, instance="h1"),
             span("6", "2", "1", "b", "s", 80, 160, instance="h2")]

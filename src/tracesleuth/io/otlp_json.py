@@ -70,6 +70,11 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
     kept as JSON text, ``bytesValue`` as its base64 text. Links, events and scopes are not read;
     links never make a parent. ``snake_case`` member names (protobuf's own JSON names) and the
     pre-1.0 ``instrumentationLibrarySpans`` are accepted too.
+
+    The file exporter's lines are read in blocks of :data:`BLOCK_BYTES`: a block in the plain
+    OTLP JSON encoding is parsed natively (:mod:`._otlp_arrow`); a block with anything else (a
+    malformed line, another spelling, a value to report) is read line by line as described
+    above. Both give the same spans and rejects.
     """
     head, ndjson, error = _sniff_lines(stream)
     stream = chain(head, stream) if error is None else io.BytesIO(head)

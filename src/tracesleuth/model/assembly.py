@@ -17,7 +17,10 @@ Steps (:func:`assemble`):
    not in the trace (orphans), spans on a parent cycle, and traces with several roots are
    reported and kept (an orphan's subtree is treated as one more root).
 3. **Clock skew.** A synchronous child (not producer/consumer, not ``FOLLOWS_FROM``) recorded on
-   another host (its instance; its service when the instance is unknown) that starts before its
+   another host (its instance without a ``:port``; its service when the instance is unknown; and
+   never when both spans name the same machine in :data:`MACHINE_ATTRIBUTES`, as Jaeger compares
+   the ``ip`` tags and Zipkin the endpoints' addresses: processes of one machine share its clock,
+   and a server span that ends after its client's is then instrumentation, not skew) that starts before its
    parent, or that is the server half of an RPC (kind server, parent kind client; unspecified
    kinds count as both) and ends after its parent, is shifted the way Jaeger's clock-skew
    adjuster and Zipkin's ``CorrectForClockSkew`` do: assuming the network latency splits evenly
@@ -40,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import schema as S
 
@@ -281,9 +285,11 @@ def assemble(spans) -> tuple[pl.DataFrame, AssemblyReport]:
     root = np.arange(n)
     start = df[S.START_NS].to_numpy().copy()
     end = df[S.END_NS].to_numpy().copy()
-    # Host of a span: its instance, else its service (one process, one clock).
-    host = df.select(pl.coalesce(S.INSTANCE, pl.concat_str([pl.lit("service:"), pl.col(S.SERVICE)]))
+    # Host of a span: its instance without a port (Zipkin's ip:port), else its service.
+    host = df.select(pl.coalesce(pl.col(S.INSTANCE).str.replace(r":[0-9]+$", ""),
+                                 pl.concat_str([pl.lit("service:"), pl.col(S.SERVICE)]))
                      .cast(pl.Categorical).to_physical()).to_series().to_numpy().astype(np.int64)
+    machines = _MachineLookup(attributes_of(spans), df[SOURCE_ROW].to_numpy())
     flags = df.select(
         sync=~(pl.col(S.KIND).is_in(S.ASYNC_KINDS) | pl.col(S.FOLLOWS_FROM)),
         server=pl.col(S.KIND).is_in(["server", "unspecified"]),
@@ -311,6 +317,7 @@ def assemble(spans) -> tuple[pl.DataFrame, AssemblyReport]:
         own = np.where(c_dur > p_dur, np.where(early, p_start - c_start, 0),
                        np.where(early | late, p_start + (p_dur - c_dur) // 2 - c_start, 0))
         own = np.where(sync_rpc[idx], own, 0)
+        machines.clear_same_machine(own, idx, p, inherit)
         delta[idx] = np.where(inherit, delta[p], own)
         inherited[idx] = inherit
         skew_host[idx] = np.where(inherit, skew_host[p], host[idx])
@@ -347,6 +354,44 @@ def assemble(spans) -> tuple[pl.DataFrame, AssemblyReport]:
         skew_by_service=pairs,
     )
     return out, report
+
+
+#: Attributes naming the machine (and so the clock) of a span, in order of preference.
+MACHINE_ATTRIBUTES = (S.ATTR_HOST_NAME, "host.ip", S.ATTR_NET_HOST_IP, "ip", "hostname")
+
+
+class _MachineLookup:
+    """The machine of spans found outside their parent, read from their attributes on demand
+    (only those few spans are looked at)."""
+
+    def __init__(self, attributes: pa.ChunkedArray | None, source_row: np.ndarray):
+        self.attributes, self.source_row = attributes, source_row
+        self.checked = False
+
+    def _machine(self, rows: np.ndarray) -> list:
+        out = []
+        for attrs in self.attributes.take(pa.array(self.source_row[rows])).to_pylist():
+            found = {a["key"]: a["str"] for a in attrs or () if a["key"] in MACHINE_ATTRIBUTES and a["str"]}
+            out.append(next((found[k] for k in MACHINE_ATTRIBUTES if k in found), None))
+        return out
+
+    def clear_same_machine(self, own: np.ndarray, child: np.ndarray, parent: np.ndarray,
+                           inherit: np.ndarray) -> None:
+        """Zero ``own`` (in place) where a child outside its parent runs on the parent's machine."""
+        if self.attributes is None:
+            return
+        cand = np.flatnonzero((own != 0) & ~inherit)
+        if len(cand) == 0:
+            return
+        if not self.checked:  # once, at the first span outside its parent
+            self.checked = True
+            keys = pc.struct_field(pc.list_flatten(self.attributes), "key")
+            if not pc.any(pc.is_in(keys, pa.array(MACHINE_ATTRIBUTES))).as_py():
+                self.attributes = None  # no span names its machine
+                return
+        same = [a is not None and a == b
+                for a, b in zip(self._machine(child[cand]), self._machine(parent[cand]))]
+        own[cand[np.array(same, dtype=bool)]] = 0
 
 
 def _empty_assembled(df: pl.DataFrame) -> pl.DataFrame:
