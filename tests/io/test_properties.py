@@ -190,8 +190,13 @@ def _messy_line(table: pa.Table, rnd: random.Random) -> bytes:
     from writers import otlp_json_requests, rows_of
     request = otlp_json_requests(rows_of(table))[0]
     span = request["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
-    choice = rnd.randrange(7)
-    if choice == 0:
+    choice = rnd.randrange(9)
+    if choice >= 7:  # an over-long resource attribute (a warning), alone or with a base64 id
+        request["resourceSpans"][0]["resource"]["attributes"].append(
+            {"key": "long", "value": {"stringValue": "r" * 5000}})
+        if choice == 8:
+            span["traceId"] = base64.b64encode(bytes.fromhex(span["traceId"])).decode()
+    elif choice == 0:
         span["traceId"] = base64.b64encode(bytes.fromhex(span["traceId"])).decode()
     elif choice == 1:
         span["kind"] = "SPAN_KIND_SERVER"

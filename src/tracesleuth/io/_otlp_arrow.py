@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from .. import schema as S
-from ._builder import MAX_ATTRIBUTE_CHARS, SpanBatchBuilder, validate_spans
+from ._builder import MAX_ATTRIBUTE_CHARS, RejectLog, SpanBatchBuilder, validate_spans
 from ._otlp import KIND_BY_CODE, STATUS_BY_CODE, OtlpValueError, ResourceContext, json_key_value
 
 __all__ = ["NotClean", "read_block", "OTLP_JSON_SCHEMA"]
@@ -131,7 +131,10 @@ def read_block(block: bytes, n_lines: int, first_line: int, builder: SpanBatchBu
     if n == 0:
         return None
 
-    contexts = _resource_contexts(resource_spans.field("resource"), rs_line, builder)
+    # Warnings (over-long resource attribute values) wait in a log of their own until the block
+    # is accepted: a block refused later is read again by the careful path, which reports them.
+    warnings = SpanBatchBuilder(builder.source, RejectLog())
+    contexts = _resource_contexts(resource_spans.field("resource"), rs_line, warnings)
     trace_id, span_id, parent = spans.field("traceId"), spans.field("spanId"), spans.field("parentSpanId")
     name, start, end = spans.field("name"), spans.field("startTimeUnixNano"), spans.field("endTimeUnixNano")
     for col, what in ((trace_id, "traceId"), (span_id, "spanId"), (name, "name"), (start, "startTimeUnixNano"),
@@ -165,6 +168,7 @@ def read_block(block: bytes, n_lines: int, first_line: int, builder: SpanBatchBu
         S.STATUS: pl.from_arrow(_STATUSES.take(pa.array(status_code))),
         S.FOLLOWS_FROM: pl.Series(np.zeros(n, dtype=bool)),
     })
+    builder.log.merge(warnings.log)
     return validate_spans(raw, attributes, builder.source, builder.log)
 
 
