@@ -235,3 +235,35 @@ def test_otlp_json_fast_path_reads_exactly_like_the_careful_path(workdir, table,
     assert fast_log == careful_log
     if damage in ("none", "int-numbers"):
         assert taken == 1  # clean file-exporter output is read natively
+
+
+_ids = st.one_of(hex_id(32), st.sampled_from(["", "0" * 32, "ABC", " 00ff ", "xyz", "0" * 40]), st.none())
+_span_ids = st.one_of(hex_id(16), st.sampled_from(["", "0" * 16, "AbC", "1" * 17, " 42"]), st.none())
+_times = st.one_of(st.integers(0, 2**62).map(str), st.sampled_from(["", "1.5", "2e3", " 7", "x"]), st.none())
+
+
+@SETTINGS
+@given(rows=st.lists(st.tuples(_ids, _span_ids, _span_ids, _times, _times), min_size=1, max_size=8))
+def test_validation_shortcut_for_canonical_columns_changes_nothing(rows):
+    """Ids and times already canonical skip the general normalisation; the result and the log
+    are those of the general path."""
+    from unittest import mock
+
+    import polars as pl
+
+    from tracesleuth.io import _builder
+
+    raw = pl.DataFrame({
+        "_record": list(range(1, len(rows) + 1)),
+        "_raw_trace": [r[0] for r in rows], "_raw_span": [r[1] for r in rows], "_raw_parent": [r[2] for r in rows],
+        S.SERVICE: ["s"] * len(rows), S.OPERATION: ["o"] * len(rows), S.INSTANCE: [None] * len(rows),
+        S.KIND: ["server"] * len(rows), "_start": [r[3] for r in rows], "_end": [r[4] for r in rows],
+        S.STATUS: ["unset"] * len(rows), S.FOLLOWS_FROM: [False] * len(rows),
+    }, schema_overrides={c: pl.String for c in ("_raw_trace", "_raw_span", "_raw_parent", S.INSTANCE, "_start", "_end")})
+    fast_log, general_log = RejectLog(), RejectLog()
+    fast = _builder.validate_spans(raw, None, "f", fast_log)
+    with mock.patch.object(_builder, "_canonical_columns", lambda raw: dict.fromkeys(
+            ("_raw_trace", "_raw_span", "_raw_parent", "_start", "_end"), False)):
+        general = _builder.validate_spans(raw, None, "f", general_log)
+    assert fast.equals(general)
+    assert fast_log.rows == general_log.rows

@@ -271,7 +271,7 @@ def validate_spans(raw: pl.DataFrame, attrs: pa.Array | None, source: str, log: 
 
     Parameters
     ----------
-    raw : polars.DataFrame
+    raw : polars.DataFrame or LazyFrame
         Columns :data:`RAW_COLUMNS`: ``_record`` (1-based record number), ids as text, times as
         integers or decimal text in nanoseconds, the other canonical columns as they are.
     attrs : pyarrow.ListArray or None
@@ -286,15 +286,24 @@ def validate_spans(raw: pl.DataFrame, attrs: pa.Array | None, source: str, log: 
     pyarrow.RecordBatch
         The accepted spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
     """
+    # Columns already canonical (the common case: lower-case ids of full width, decimal or integer
+    # times) are taken as they are; the general normalisation runs only on a column that needs it.
+    if isinstance(raw, pl.LazyFrame):
+        raw = raw.collect()
+    canonical = _canonical_columns(raw)
     lf = raw.lazy()
     lf = lf.with_columns(
-        _hex_id("_raw_trace", S.TRACE_ID_HEX_CHARS).alias(S.TRACE_ID),
-        _hex_id("_raw_span", S.SPAN_ID_HEX_CHARS).alias(S.SPAN_ID),
+        (pl.col("_raw_trace") if canonical["_raw_trace"] else _hex_id("_raw_trace", S.TRACE_ID_HEX_CHARS))
+        .alias(S.TRACE_ID),
+        (pl.col("_raw_span") if canonical["_raw_span"] else _hex_id("_raw_span", S.SPAN_ID_HEX_CHARS))
+        .alias(S.SPAN_ID),
         # an all-zero parent id means "no parent" (Jaeger, W3C); all-zero trace/span ids are invalid
-        pl.when(pl.col("_raw_parent").str.contains("^0+$")).then(None)
-        .otherwise(_hex_id("_raw_parent", S.SPAN_ID_HEX_CHARS)).alias(S.PARENT_SPAN_ID),
-        _int64("_start").alias(S.START_NS),
-        _int64("_end").alias(S.END_NS),
+        (pl.col("_raw_parent") if canonical["_raw_parent"] else
+         pl.when(pl.col("_raw_parent").str.contains("^0+$")).then(None)
+         .otherwise(_hex_id("_raw_parent", S.SPAN_ID_HEX_CHARS))).alias(S.PARENT_SPAN_ID),
+        (pl.col("_start").str.to_integer(strict=False) if canonical["_start"] else _int64("_start"))
+        .alias(S.START_NS),
+        (pl.col("_end").str.to_integer(strict=False) if canonical["_end"] else _int64("_end")).alias(S.END_NS),
         pl.col(S.SERVICE).fill_null("").str.strip_chars().replace("", "unknown_service"),
         pl.col(S.OPERATION).fill_null(""),
     )
@@ -364,6 +373,31 @@ def _int64(col: str) -> pl.Expr:
         pl.when(as_float.is_finite() & (as_float.round() == as_float) & (as_float.abs() < 9.2e18))
         .then(as_float).otherwise(None).cast(pl.Int64, strict=False),
     )
+
+
+def _canonical_columns(raw: pl.DataFrame) -> dict[str, bool]:
+    """Which raw id and time columns need no normalisation: ids all lower-case hexadecimal of
+    full width and not all zero (the parent may be null), times all decimal text that parses as
+    int64. One cheap pass; :func:`validate_spans` then skips the general path for those."""
+    def is_text(c: str) -> bool:
+        return raw.schema[c] == pl.String
+
+    def full_hex(c: str, width: int, nullable: bool) -> pl.Expr:
+        col = pl.col(c)
+        ok = col.str.contains(f"^[0-9a-f]{{{width}}}$") & (col != "0" * width)
+        return (ok | col.is_null()).all() if nullable else (ok.fill_null(False)).all()
+
+    checks = {
+        "_raw_trace": full_hex("_raw_trace", S.TRACE_ID_HEX_CHARS, False),
+        "_raw_span": full_hex("_raw_span", S.SPAN_ID_HEX_CHARS, False),
+        "_raw_parent": full_hex("_raw_parent", S.SPAN_ID_HEX_CHARS, True),
+        **{c: (pl.col(c).str.to_integer(strict=False).null_count() == pl.col(c).null_count()) for c in ("_start", "_end")},
+    }
+    usable = {c: e for c, e in checks.items() if is_text(c)}
+    if raw.height == 0 or not usable:
+        return dict.fromkeys(checks, False)
+    row = raw.select(**usable).row(0, named=True)
+    return {c: bool(row.get(c, False)) for c in checks}
 
 
 def _hex_id(col: str, width: int) -> pl.Expr:
