@@ -286,7 +286,7 @@ def validate_spans(raw: pl.DataFrame, attrs: pa.Array | None, source: str, log: 
     pyarrow.RecordBatch
         The accepted spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
     """
-    # Columns already canonical (the common case: lower-case ids of full width, decimal or integer
+    # Columns already canonical (the common case: lower-case ids of full width, int64 or decimal-text
     # times) are taken as they are; the general normalisation runs only on a column that needs it.
     if isinstance(raw, pl.LazyFrame):
         raw = raw.collect()
@@ -301,9 +301,8 @@ def validate_spans(raw: pl.DataFrame, attrs: pa.Array | None, source: str, log: 
         (pl.col("_raw_parent") if canonical["_raw_parent"] else
          pl.when(pl.col("_raw_parent").str.contains("^0+$")).then(None)
          .otherwise(_hex_id("_raw_parent", S.SPAN_ID_HEX_CHARS))).alias(S.PARENT_SPAN_ID),
-        (pl.col("_start").str.to_integer(strict=False) if canonical["_start"] else _int64("_start"))
-        .alias(S.START_NS),
-        (pl.col("_end").str.to_integer(strict=False) if canonical["_end"] else _int64("_end")).alias(S.END_NS),
+        _time(raw, "_start", canonical["_start"]).alias(S.START_NS),
+        _time(raw, "_end", canonical["_end"]).alias(S.END_NS),
         pl.col(S.SERVICE).fill_null("").str.strip_chars().replace("", "unknown_service"),
         pl.col(S.OPERATION).fill_null(""),
     )
@@ -377,8 +376,8 @@ def _int64(col: str) -> pl.Expr:
 
 def _canonical_columns(raw: pl.DataFrame) -> dict[str, bool]:
     """Which raw id and time columns need no normalisation: ids all lower-case hexadecimal of
-    full width and not all zero (the parent may be null), times all decimal text that parses as
-    int64. One cheap pass; :func:`validate_spans` then skips the general path for those."""
+    full width and not all zero (the parent may be null), times int64 or all decimal text that
+    parses as int64. One cheap pass; :func:`validate_spans` then skips the general path for those."""
     def is_text(c: str) -> bool:
         return raw.schema[c] == pl.String
 
@@ -394,10 +393,17 @@ def _canonical_columns(raw: pl.DataFrame) -> dict[str, bool]:
         **{c: (pl.col(c).str.to_integer(strict=False).null_count() == pl.col(c).null_count()) for c in ("_start", "_end")},
     }
     usable = {c: e for c, e in checks.items() if is_text(c)}
-    if raw.height == 0 or not usable:
-        return dict.fromkeys(checks, False)
-    row = raw.select(**usable).row(0, named=True)
-    return {c: bool(row.get(c, False)) for c in checks}
+    row = raw.select(**usable).row(0, named=True) if raw.height and usable else {}
+    out = {c: bool(row.get(c, False)) for c in checks}
+    out.update({c: True for c in ("_start", "_end") if raw.schema[c] == pl.Int64})
+    return out
+
+
+def _time(raw: pl.DataFrame, col: str, canonical: bool) -> pl.Expr:
+    """Nanoseconds from a raw time column: as is (int64), parsed (decimal text), or in general."""
+    if not canonical:
+        return _int64(col)
+    return pl.col(col) if raw.schema[col] == pl.Int64 else pl.col(col).str.to_integer(strict=False)
 
 
 def _hex_id(col: str, width: int) -> pl.Expr:
