@@ -402,6 +402,16 @@ def test_proto_length_field_claiming_huge_size_is_reported_not_allocated(tmp_pat
     assert ("2 GiB" in reason) if claimed > (1 << 31) else ("cut short" in reason)
 
 
+def test_proto_length_prefix_beyond_the_message_limit_is_reported(tmp_path):
+    path = write_otlp_proto(contract_trace(), tmp_path / "p.bin", prefixed=True)
+    data = path.read_bytes()
+    path.write_bytes(data + (0xF0000000).to_bytes(4, "big") + b"\x0a\x00")
+    rows, log = read_all(path)
+    assert len(rows) == N
+    (entry,) = entries(log)
+    assert "2 GiB" in entry["reason"] and entry["record"] > 1
+
+
 def test_raw_proto_whose_length_byte_reads_as_json(tmp_path):
     """The tag byte 0x0a is a newline; a first ResourceSpans of 123 bytes then starts with '{' after
     it (found by the property test)."""

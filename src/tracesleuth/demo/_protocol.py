@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import sys
 import threading
@@ -124,11 +123,7 @@ def describe_live(degradation: Degradation) -> str:
     >>> describe_live(Degradation("A1", ("cart-service:getcart", "items-service:getrecommended")))
     'A1 (type 2): +50 ms in cart-service:getcart, recommendation-service:getrecommended'
     """
-    text = degradation.describe()
-    for rpc in RPCS:
-        if live_rpc(rpc) != rpc:
-            text = re.sub(rf"(?<![\w.-]){re.escape(rpc)}(?![\w.-])", live_rpc(rpc), text)
-    return text
+    return degradation.describe(live_rpc)
 
 #: W3C baggage entry naming the degradation a request is marked with (``A1``, ``A2``); absent
 #: for a request that carries none. Set by the load generator, read by every service.

@@ -86,7 +86,7 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import polars as pl
@@ -355,13 +355,16 @@ class Degradation:
         return {"name": self.name, "rpcs": list(self.rpcs), "deviating_rpc": self.deviating_rpc,
                 "async_rpc": self.async_rpc}
 
-    def describe(self) -> str:
-        """One line, e.g. ``"A1 (type 2): +50 ms in cart-service:getcart, web-service:gethome"``."""
-        text = f"{self.name} (type {self.type}): +50 ms in {', '.join(self.rpcs)}"
+    def describe(self, rpc_name: Callable[[str], str] = str) -> str:
+        """One line, e.g. ``"A1 (type 2): +50 ms in cart-service:getcart, web-service:gethome"``.
+
+        ``rpc_name`` gives the name shown for an RPC key (the live demo shows its services').
+        """
+        text = f"{self.name} (type {self.type}): +50 ms in {', '.join(map(rpc_name, self.rpcs))}"
         if self.deviating_rpc:
-            text += f"; noise 1: {self.deviating_rpc} +60 ms in ~half"
+            text += f"; noise 1: {rpc_name(self.deviating_rpc)} +60 ms in ~half"
         if self.async_rpc:
-            text += f"; noise 2: {self.async_rpc} +100 ms in ~half"
+            text += f"; noise 2: {rpc_name(self.async_rpc)} +100 ms in ~half"
         return text
 
 

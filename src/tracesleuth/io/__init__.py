@@ -139,11 +139,12 @@ def iter_span_batches(paths, *, format: str | None = None, mapping: TabularMappi
     # Small files are read ahead on worker threads (their parsing and checks release the GIL),
     # each with its own log, merged in file order: output and log are those of a serial read.
     ahead: dict = {}
+    small = [_small(f) for f in files]
     with ThreadPoolExecutor(PREFETCH_WORKERS, thread_name_prefix="tracesleuth-read") as pool:
         try:
             for i, path in enumerate(files):
                 for j in range(i, min(len(files), i + PREFETCH_FILES + 1)):
-                    if j not in ahead and _small(files[j]):
+                    if j not in ahead and small[j]:
                         ahead[j] = pool.submit(read_whole, files[j])
                 future = ahead.pop(i, None)
                 if future is None:  # a large file streams in this thread

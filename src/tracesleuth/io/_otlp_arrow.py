@@ -178,10 +178,8 @@ def _parse(block: bytes) -> pa.Table:
     Arrow's own multi-threaded parse is not used: after a parse error its tasks may still run
     when Python exits, which aborts the process; these threads are always joined.
     """
-    middle = block.rfind(b"\n", 0, len(block) // 2) + 1
-    halves = [h for h in (block[:middle], block[middle:]) if h]
     try:
-        tables = list(_POOL.map(_parse_half, halves))
+        tables = list(_POOL.map(_parse_half, _halves(block)))
     except NotClean as e:
         if "intValue" not in str(e):
             raise
@@ -194,9 +192,14 @@ def _parse(block: bytes) -> pa.Table:
         parts[1::2] = [b'"intValue":"' + digits + b'"' for digits in parts[1::2]]
         block = b"".join(parts)
         del parts
-        middle = block.rfind(b"\n", 0, len(block) // 2) + 1
-        tables = list(_POOL.map(_parse_half, [h for h in (block[:middle], block[middle:]) if h]))
+        tables = list(_POOL.map(_parse_half, _halves(block)))
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def _halves(block: bytes) -> list[bytes]:
+    """The block cut at the newline nearest its middle (one piece for a single line)."""
+    middle = block.rfind(b"\n", 0, len(block) // 2) + 1
+    return [h for h in (block[:middle], block[middle:]) if h]
 
 
 def _parse_half(data: bytes) -> pa.Table:

@@ -82,7 +82,7 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
     reader = _RequestReader(builder)
     if ndjson:
         lineno = 1
-        for block, block_error in _line_blocks(stream):
+        for block, block_error, cut_off in _line_blocks(stream):
             n_lines = block.count(b"\n")
             try:
                 batch = _otlp_arrow.read_block(block, n_lines, lineno, builder)
@@ -100,6 +100,9 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
                     yield batch
             lineno += n_lines
             if block_error is not None:
+                if cut_off.strip():  # the line the read error cut: its spans are lost, and counted
+                    builder.log.add(builder.source, lineno, f"line cut short by a read error: {block_error}",
+                                    spans=count_keys(cut_off, SPAN_KEYS), excerpt=cut_off)
                 raise block_error
     else:
         items = iter_json_items(stream, builder, items_of=_resource_spans_of, prefix_of=_prefix_of,
@@ -116,29 +119,32 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
         yield batch
 
 
-def _line_blocks(stream: BinaryIO, size: int = BLOCK_BYTES) -> Iterator[tuple[bytes, OSError | None]]:
-    """Blocks of about ``size`` bytes of whole lines, each ending with a newline (one is added to
-    a last line without). A read error (corrupt gzip data) ends the blocks: the whole lines read
-    before it come with the error, for the caller to read and then raise."""
+def _line_blocks(stream: BinaryIO, size: int = BLOCK_BYTES) -> Iterator[tuple[bytes, OSError | None, bytes]]:
+    """``(block, error, cut_off)``: blocks of about ``size`` bytes of whole lines, each ending with
+    a newline (one is added to a last line without). A read error (corrupt gzip data) ends the
+    blocks: the whole lines read before it come with the error, and the bytes of the line it cut
+    as ``cut_off``, for the caller to read, report and then raise."""
+    read = stream.read1 if hasattr(stream, "read1") else stream.read
     pending: list[bytes] = []
     held = 0
     while True:
         try:
-            chunk = stream.read1(READ_BYTES) if hasattr(stream, "read1") else stream.read(READ_BYTES)
+            chunk = read(READ_BYTES)
         except OSError as e:
             data = b"".join(pending)
-            yield data[:data.rfind(b"\n") + 1], e
+            cut = data.rfind(b"\n") + 1
+            yield data[:cut], e, data[cut:]
             return
         if not chunk:
             if pending:
                 data = b"".join(pending)
-                yield (data if data.endswith(b"\n") else data + b"\n"), None
+                yield (data if data.endswith(b"\n") else data + b"\n"), None, b""
             return
         held += len(chunk)
         cut = chunk.rfind(b"\n") + 1 if held >= size else 0
         if cut:  # the block ends with this chunk's last newline
             pending.append(chunk[:cut])
-            yield b"".join(pending), None
+            yield b"".join(pending), None, b""
             pending, held = [chunk[cut:]], len(chunk) - cut
         else:
             pending.append(chunk)

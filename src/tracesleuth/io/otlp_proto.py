@@ -240,7 +240,12 @@ def _prefixed_units(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[tup
                             excerpt=prefix)
             return
         length = int.from_bytes(prefix, "big")
-        data = _read_up_to(stream, min(length, _MAX_MESSAGE_BYTES + 1))
+        if length > _MAX_MESSAGE_BYTES:
+            builder.log.add(builder.source, record, f"length prefix at byte {offset} announces {length} bytes, "
+                            f"beyond protobuf's 2 GiB message limit; the rest of the file is not read",
+                            spans=0, excerpt=prefix)
+            return
+        data = _read_up_to(stream, length)
         if len(data) < length:
             spans = sum(_count_spans(rs) for f, w, rs in _safe_fields(data) if f == _RESOURCE_SPANS and w == _LEN)
             builder.log.add(builder.source, record, f"request at byte {offset} cut short: {length} bytes "
