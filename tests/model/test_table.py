@@ -150,6 +150,29 @@ def test_duplicates_shared_spans_orphans_and_roots():
     # the orphan stays in the assembled spans (counted above) but its place in the request is
     # unknown, so it is not attributed to the request; the request is flagged instead
     assert X("z:lost") not in tt.frame.columns
+    assert tt.endpoints == {"a:root": 1}          # traces, not root spans: the exact copy is not counted
+
+
+def test_parent_links_survive_a_64_bit_key_collision():
+    """Parents are joined on one 64-bit key; when two spans share it, the join falls back to
+    (trace, span id hash) and links the same parents."""
+    import numpy as np
+
+    from tracesleuth.model._codes import _link_parents
+
+    trace = np.array([0, 0, 0, 1, 1], dtype=np.int32)
+    span_hash = np.array([10, 11, 12, 10, 13], dtype=np.uint64)
+    parent_hash = np.array([0, 10, 11, 0, 10], dtype=np.uint64)
+    has_parent = np.array([False, True, True, False, True])
+    mix = np.array([100, 100, 100, 200, 200], dtype=np.uint64)
+    key = mix + span_hash
+    key[4] = key[2]                                   # a collision of spans 2 and 4
+    linked = _link_parents(key, trace, span_hash, parent_hash, has_parent, mix, unique=False)
+    assert linked.tolist() == [-1, 0, 1, -1, 3]
+    # a key match that is not the same trace and span id hash is never taken as a link
+    other = np.array([0, 10, 11, 0, 2**64 - 88], dtype=np.uint64)   # 200 + other[4] wraps to span 2's key
+    assert _link_parents(mix + span_hash, trace, span_hash, other, has_parent, mix, unique=True).tolist() \
+        == [-1, 0, 1, -1, -1]
 
 
 def test_bad_input_errors():

@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import schema as S
+from ._codes import SOURCE_ROW, SpanCodes, dictionary_codes, encode_spans
 
 DEPTH = "depth"
 ROOT_SPAN_ID = "root_span_id"
@@ -119,9 +120,6 @@ class AssemblyReport:
         return AssemblyReport(**out)
 
 
-SOURCE_ROW = "source_row"
-
-
 def as_frame(spans, *, attributes: bool = True) -> pl.DataFrame:
     """Spans as a polars DataFrame (accepts a pyarrow Table, a polars DataFrame or a read result).
 
@@ -155,77 +153,55 @@ def attributes_of(spans) -> pa.ChunkedArray | None:
     return None
 
 
-def _derived_ids(trace_ids: list[str], span_ids: list[str], salts: list[int]) -> list[str]:
-    """Stable new 16-hex-digit span ids derived from (trace id, span id, salt)."""
-    import hashlib
+@dataclass
+class Tree:
+    """The assembled call trees of :class:`~._codes.SpanCodes`, arrays of shape (n_spans,).
 
-    return [hashlib.blake2b(f"{t}/{s}/{k}".encode(), digest_size=8).hexdigest()
-            for t, s, k in zip(trace_ids, span_ids, salts)]
-
-
-def deduplicate(df: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
-    """Step 1 of :func:`assemble`: remove exact copies and split shared or clashing span ids.
-
-    Returns
-    -------
-    frame : polars.DataFrame
-        Spans with unique ``(trace_id, span_id)``.
-    counts : dict
-        ``exact_duplicates``, ``shared_spans_split``, ``conflicting_ids_renamed``.
+    Attributes
+    ----------
+    parent : ndarray of int64
+        Row of the parent; -1 for roots, orphans and spans cut from a parent cycle.
+    depth : ndarray of int32
+        0 for roots and orphans.
+    root : ndarray of int64
+        Row of the root of the span's tree (itself for roots and orphans).
+    orphan : ndarray of bool
+        The parent is missing from the trace, or the span was on a parent cycle.
+    skew_ns : ndarray of int64
+        Clock-skew shift applied (original start = ``start_ns - skew_ns``).
+    start_ns, end_ns : ndarray of int64
+        Span times after the clock-skew correction.
     """
-    key = [S.TRACE_ID, S.SPAN_ID, S.SERVICE, S.OPERATION, S.KIND, S.START_NS, S.END_NS, S.PARENT_SPAN_ID]
-    counts = {"exact_duplicates": 0, "shared_spans_split": 0, "conflicting_ids_renamed": 0}
-    grp = [S.TRACE_ID, S.SPAN_ID]
-    df = df.with_columns(_i=pl.int_range(pl.len()))
-    # Candidates by a 64-bit hash of (trace id, span id), then the exact check on the few found.
-    candidates = df.select((pl.col(S.TRACE_ID).hash(seed=1) * pl.lit(0x9E3779B97F4A7C15, pl.UInt64)
-                            + pl.col(S.SPAN_ID).hash(seed=2)).is_duplicated()).to_series()
-    if not candidates.any():
-        return df.drop("_i"), counts
-    clash = df.filter(candidates)
-    clash = clash.filter(pl.struct(grp).is_duplicated())
-    if clash.height == 0:
-        return df.drop("_i"), counts
-    copies = clash.filter(pl.struct(key).is_first_distinct().not_())["_i"]
-    counts["exact_duplicates"] = copies.len()
-    if copies.len():
-        df = df.filter(~pl.col("_i").is_in(copies.implode()))
-        clash = clash.filter(~pl.col("_i").is_in(copies.implode()))
-        clash = clash.filter(pl.struct(grp).is_duplicated())
-        if clash.height == 0:
-            return df.drop("_i"), counts
-    # The id stays with the earliest client span holding it (else the earliest span); every other
-    # holder gets a new id. A server half of a client's id is Zipkin's shared span: it becomes the
-    # client's child.
-    clash = clash.sort([S.TRACE_ID, S.SPAN_ID, pl.col(S.KIND) != "client", S.START_NS, "_i"]).with_columns(
-        _rank=pl.int_range(pl.len()).over(grp),
-        _has_client=(pl.col(S.KIND) == "client").any().over(grp),
-    )
-    movers = clash.filter(pl.col("_rank") > 0).with_columns(
-        _shared=(pl.col(S.KIND) == "server") & pl.col("_has_client"))
-    movers = movers.with_columns(_new_id=pl.Series(_derived_ids(
-        movers[S.TRACE_ID].to_list(), movers[S.SPAN_ID].to_list(), movers["_i"].to_list()), dtype=pl.String))
-    counts["shared_spans_split"] = int(movers["_shared"].sum())
-    counts["conflicting_ids_renamed"] = movers.height - counts["shared_spans_split"]
-    moved = movers.select(
-        "_i", "_new_id",
-        _new_parent=pl.when(pl.col("_shared")).then(pl.col(S.SPAN_ID)).otherwise(pl.col(S.PARENT_SPAN_ID)))
-    df = df.join(moved, on="_i", how="left").with_columns(
-        pl.coalesce("_new_id", S.SPAN_ID).alias(S.SPAN_ID),
-        pl.when(pl.col("_new_id").is_not_null()).then(pl.col("_new_parent"))
-        .otherwise(pl.col(S.PARENT_SPAN_ID)).alias(S.PARENT_SPAN_ID),
-    )
-    # Children recorded by a shared server half's own service follow it to its new id.
-    shared = movers.filter(pl.col("_shared")).select(
-        S.TRACE_ID, pl.col(S.SPAN_ID).alias("_p_old"), pl.col(S.SERVICE).alias("_p_service"),
-        pl.col("_new_id").alias("_p_new")).unique(subset=[S.TRACE_ID, "_p_old", "_p_service"], keep="first")
-    if shared.height:
-        df = df.join(shared, left_on=[S.TRACE_ID, S.PARENT_SPAN_ID, S.SERVICE],
-                     right_on=[S.TRACE_ID, "_p_old", "_p_service"], how="left")
-        df = df.with_columns(
-            pl.when(pl.col("_p_new").is_not_null() & (pl.col("_p_new") != pl.col(S.SPAN_ID)))
-            .then(pl.col("_p_new")).otherwise(pl.col(S.PARENT_SPAN_ID)).alias(S.PARENT_SPAN_ID))
-    return df.sort("_i").drop("_i", "_new_id", "_new_parent", "_p_new", strict=False), counts
+
+    parent: np.ndarray
+    depth: np.ndarray
+    root: np.ndarray
+    orphan: np.ndarray
+    skew_ns: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    _levels: tuple | None = field(default=None, repr=False)
+
+    def levels(self) -> tuple[np.ndarray, np.ndarray]:
+        """Rows ordered by depth and the bounds of each depth in that order: the rows at depth
+        ``d`` are ``order[bounds[d]:bounds[d + 1]]``."""
+        if self._levels is None:
+            order = np.argsort(self.depth, kind="stable")
+            self._levels = order, np.searchsorted(self.depth[order], np.arange(self.depth.max(initial=0) + 2))
+        return self._levels
+
+
+def spans_table(spans) -> pa.Table:
+    """Spans as an Arrow table (read results unwrapped, polars frames converted)."""
+    if hasattr(spans, "spans") and isinstance(getattr(spans, "spans"), pa.Table):
+        return spans.spans
+    if isinstance(spans, pl.LazyFrame):
+        spans = spans.collect()
+    if isinstance(spans, pl.DataFrame):
+        return spans.to_arrow(compat_level=pl.CompatLevel.oldest())
+    if isinstance(spans, pa.Table):
+        return spans
+    raise TypeError(f"expected spans as a pyarrow.Table or polars.DataFrame, got {type(spans).__name__}")
 
 
 def assemble(spans) -> tuple[pl.DataFrame, AssemblyReport]:
@@ -239,33 +215,58 @@ def assemble(spans) -> tuple[pl.DataFrame, AssemblyReport]:
     Returns
     -------
     frame : polars.DataFrame
-        The spans, shape (n_spans, 12 + 5), with ``start_ns``/``end_ns`` corrected for clock skew
-        and the extra columns ``depth`` (int32, 0 for roots and orphans), ``root_span_id``
-        (the root of the span's tree), ``orphan`` (bool), ``skew_ns`` (int64 shift applied:
+        The spans, shape (n_spans, 11 + 6), with ``start_ns``/``end_ns`` corrected for clock skew
+        and the extra columns ``source_row`` (int64 row of the span in the input), ``depth``
+        (int32, 0 for roots and orphans), ``orphan`` (bool), ``skew_ns`` (int64 shift applied:
         original start = ``start_ns - skew_ns``), ``parent_row`` (int64 row of the parent in
-        this frame, null for roots and orphans) and ``source_row`` (int64 row of the span in the
-        input). The attributes column is not carried (see :func:`attributes_of`).
+        this frame, null for roots and orphans) and ``root_span_id`` (the root of the span's
+        tree). The attributes column is not carried (see :func:`attributes_of`).
     report : AssemblyReport
     """
-    df = as_frame(spans, attributes=False)
-    df = df.with_columns(pl.int_range(df.height, dtype=pl.Int64).alias(SOURCE_ROW))
-    df, counts = deduplicate(df)
-    n = df.height
-    if n == 0:
-        return _empty_assembled(df), AssemblyReport(**counts)
-    # Parent links by joining on 64-bit hashes of the ids (two of them: a false link needs a
-    # 128-bit collision), far less memory than joining on the id strings.
-    th = pl.col(S.TRACE_ID).hash(seed=1)
-    ids = df.select(th.alias("_t"), pl.col(S.SPAN_ID).hash(seed=2).alias("_s"),
-                    pl.int_range(n, dtype=pl.Int64).alias("parent_row"))
-    links = df.select(th.alias("_t"), pl.when(pl.col(S.PARENT_SPAN_ID).is_not_null())
-                      .then(pl.col(S.PARENT_SPAN_ID).hash(seed=2)).alias("_s"))
-    parent_row = links.join(ids, on=["_t", "_s"], how="left", maintain_order="left")["parent_row"]
-    del ids, links
-    df = df.with_columns(parent_row)
-    pi = df["parent_row"].fill_null(-1).to_numpy().copy()
-    orphan = (pi < 0) & df[S.PARENT_SPAN_ID].is_not_null().to_numpy()
+    table = spans_table(spans)
+    codes = encode_spans(table)
+    tree, report = assemble_codes(codes, attributes_of(table))
+    narrow = table.drop_columns([S.ATTRIBUTES]) if S.ATTRIBUTES in table.column_names else table
+    if codes.n_spans < table.num_rows:
+        narrow = narrow.take(pa.array(codes.source_row))
+    df = as_frame(narrow)
+    if codes.renamed is not None:
+        rows = np.arange(codes.n_spans)
+        df = df.with_columns(pl.Series(S.SPAN_ID, codes.span_ids(rows, table)),
+                             pl.Series(S.PARENT_SPAN_ID, codes.parent_span_ids(rows, table)))
+    out = df.with_columns(
+        pl.Series(S.START_NS, tree.start_ns, dtype=pl.Int64),
+        pl.Series(S.END_NS, tree.end_ns, dtype=pl.Int64),
+        pl.Series(SOURCE_ROW, codes.source_row, dtype=pl.Int64),
+        pl.Series(DEPTH, tree.depth, dtype=pl.Int32),
+        pl.Series(ORPHAN, tree.orphan),
+        pl.Series(SKEW_NS, tree.skew_ns, dtype=pl.Int64),
+        pl.Series("parent_row", tree.parent, dtype=pl.Int64).set(pl.Series(tree.parent < 0), None),
+    )
+    out = out.with_columns(pl.col(S.SPAN_ID).gather(pl.Series(tree.root)).alias(ROOT_SPAN_ID))
+    return out, report
 
+
+def assemble_codes(codes: SpanCodes, attributes: pa.ChunkedArray | None = None) -> tuple[Tree, AssemblyReport]:
+    """Steps 2-3 of the module docstring on spans already encoded (step 1 is done by
+    :func:`~._codes.encode_spans`).
+
+    Parameters
+    ----------
+    codes : SpanCodes
+        Spans of whole traces.
+    attributes : pyarrow.ChunkedArray, optional
+        The input's attributes column (indexed by ``codes.source_row``), read only to tell
+        whether a span outside its parent ran on the parent's machine.
+
+    Returns
+    -------
+    tree : Tree
+    report : AssemblyReport
+    """
+    n = codes.n_spans
+    pi = codes.parent.copy()
+    orphan = (pi < 0) & codes.has_parent
     depth = np.full(n, -1, dtype=np.int32)
     depth[pi < 0] = 0
     has_parent = pi >= 0
@@ -279,81 +280,81 @@ def assemble(spans) -> tuple[pl.DataFrame, AssemblyReport]:
     if cycle.any():  # parent links that loop (and what hangs below them): cut, become subtree roots
         pi[cycle] = -1
         depth[cycle] = 0
-    order = np.argsort(depth, kind="stable")
-    levels = np.searchsorted(depth[order], np.arange(depth.max() + 2))
+    tree = Tree(parent=pi, depth=depth, root=np.arange(n), orphan=orphan | cycle,
+                skew_ns=np.zeros(n, dtype=np.int64), start_ns=codes.start_ns, end_ns=codes.end_ns)
+    corrected = _correct_skew(codes, tree, attributes)
 
-    root = np.arange(n)
-    start = df[S.START_NS].to_numpy().copy()
-    end = df[S.END_NS].to_numpy().copy()
-    # Host of a span: its instance without a port (Zipkin's ip:port), else its service.
-    host = df.select(pl.coalesce(pl.col(S.INSTANCE).str.replace(r":[0-9]+$", ""),
-                                 pl.concat_str([pl.lit("service:"), pl.col(S.SERVICE)]))
-                     .cast(pl.Categorical).to_physical()).to_series().to_numpy().astype(np.int64)
-    machines = _MachineLookup(attributes_of(spans), df[SOURCE_ROW].to_numpy())
-    flags = df.select(
-        sync=~(pl.col(S.KIND).is_in(S.ASYNC_KINDS) | pl.col(S.FOLLOWS_FROM)),
-        server=pl.col(S.KIND).is_in(["server", "unspecified"]),
-        client=pl.col(S.KIND).is_in(["client", "unspecified"]),
+    per_trace = np.bincount(codes.trace, minlength=len(codes.trace_ids))
+    roots = np.bincount(codes.trace[depth == 0], minlength=len(per_trace))
+    true_roots = np.bincount(codes.trace[~codes.has_parent], minlength=len(per_trace))
+    present = per_trace > 0
+    pairs = {}
+    if corrected.any():
+        idx = np.flatnonzero(corrected)
+        names = np.array(codes.services, dtype=object)
+        keys = names[codes.service[pi[idx]]] + " -> " + names[codes.service[idx]]
+        k, c = np.unique(keys.astype(str), return_counts=True)
+        pairs = dict(zip(k.tolist(), c.tolist()))
+    report = AssemblyReport(
+        traces=int(present.sum()), spans=n, **codes.repairs,
+        orphan_spans=int(orphan.sum()), cycle_spans=int(cycle.sum()),
+        traces_without_root=int((present & (true_roots == 0)).sum()),
+        traces_with_several_roots=int((roots > 1).sum()),
+        skew_corrected_spans=int(corrected.sum()), skew_shifted_spans=int((tree.skew_ns != 0).sum()),
+        max_abs_skew_ns=int(np.abs(tree.skew_ns).max(initial=0)),
+        skew_by_service=pairs,
     )
-    sync_rpc = flags["sync"].to_numpy()
-    is_server, is_client = flags["server"].to_numpy(), flags["client"].to_numpy()
-    delta = np.zeros(n, dtype=np.int64)
+    return tree, report
+
+
+def _correct_skew(codes: SpanCodes, tree: Tree, attributes) -> np.ndarray:
+    """Step 3: shift spans outside their parent on another host, top-down. Fills ``tree.root``
+    and ``tree.skew_ns`` and shifts ``tree.start_ns``/``end_ns``; returns the mask of spans
+    corrected (not counting those that inherit their parent's shift)."""
+    n = codes.n_spans
+    pi, root, delta = tree.parent, tree.root, tree.skew_ns
+    start, end = codes.start_ns, codes.end_ns
+    host = _hosts(codes)
+    machines = _MachineLookup(attributes, codes.source_row)
+    sync_rpc = ~(codes.is_kind(S.ASYNC_KINDS) | codes.follows_from)
+    is_server, is_client = codes.is_kind(("server", "unspecified")), codes.is_kind(("client", "unspecified"))
     inherited = np.zeros(n, dtype=bool)
-    skew_host = host.copy()
+    order, levels = tree.levels()
     for d in range(1, len(levels) - 1):
         idx = order[levels[d]:levels[d + 1]]
         if len(idx) == 0:
             continue
         p = pi[idx]
         root[idx] = root[p]
-        inherit = host[idx] == skew_host[p]
-        p_start = start[p] + delta[p]
-        p_end = end[p] + delta[p]
+        inherit = host[idx] == host[p]
+        p_delta = delta[p]
+        p_start, p_end = start[p] + p_delta, end[p] + p_delta
         c_start, c_end = start[idx], end[idx]
-        p_dur, c_dur = p_end - p_start, c_end - c_start
-        early = c_start < p_start
-        # Ending late is skew only for the server half of an RPC; otherwise the child is async.
-        late = (c_end > p_end) & is_server[idx] & is_client[p]
-        own = np.where(c_dur > p_dur, np.where(early, p_start - c_start, 0),
-                       np.where(early | late, p_start + (p_dur - c_dur) // 2 - c_start, 0))
-        own = np.where(sync_rpc[idx], own, 0)
-        machines.clear_same_machine(own, idx, p, inherit)
-        delta[idx] = np.where(inherit, delta[p], own)
+        # Outside the parent: starting early, or (the server half of an RPC) ending late;
+        # otherwise a child ending late is asynchronous work.
+        out = ((c_start < p_start) | ((c_end > p_end) & is_server[idx] & is_client[p])) & sync_rpc[idx] & ~inherit
+        own = np.zeros(len(idx), dtype=np.int64)
+        if out.any():
+            k = np.flatnonzero(out)
+            ps, pe, cs, ce = p_start[k], p_end[k], c_start[k], c_end[k]
+            p_dur, c_dur = pe - ps, ce - cs
+            own[k] = np.where(c_dur > p_dur, np.where(cs < ps, ps - cs, 0), ps + (p_dur - c_dur) // 2 - cs)
+            machines.clear_same_machine(own, idx, p, inherit)
+        delta[idx] = np.where(inherit, p_delta, own)
         inherited[idx] = inherit
-        skew_host[idx] = np.where(inherit, skew_host[p], host[idx])
+    if delta.any():
+        tree.start_ns, tree.end_ns = start + delta, end + delta
+    return (delta != 0) & (pi >= 0) & ~inherited
 
-    adjusted = delta != 0
-    corrected = adjusted & (pi >= 0) & ~inherited
-    pairs = {}
-    if corrected.any():
-        idx = np.flatnonzero(corrected)
-        svc = df[S.SERVICE]
-        pairs = dict(pl.DataFrame({"a": svc.gather(pi[idx]), "b": svc.gather(idx)})
-                     .group_by(pl.concat_str(["a", pl.lit(" -> "), "b"]).alias("k")).len().sort("k").iter_rows())
-    out = df.drop("parent_row").with_columns(
-        pl.Series(S.START_NS, start + delta, dtype=pl.Int64),
-        pl.Series(S.END_NS, end + delta, dtype=pl.Int64),
-        pl.Series(DEPTH, depth, dtype=pl.Int32),
-        pl.Series("_root", root),
-        pl.Series(ORPHAN, orphan | cycle),
-        pl.Series(SKEW_NS, delta, dtype=pl.Int64),
-        pl.Series("parent_row", np.where(pi >= 0, pi, -1), dtype=pl.Int64),
-    ).with_columns(
-        pl.col(S.SPAN_ID).gather(pl.col("_root")).alias(ROOT_SPAN_ID),
-        pl.when(pl.col("parent_row") >= 0).then(pl.col("parent_row")).otherwise(None).alias("parent_row"),
-    ).drop("_root")
-    per_trace = out.group_by(S.TRACE_ID).agg(
-        roots=(pl.col(DEPTH) == 0).sum(), true_roots=pl.col(S.PARENT_SPAN_ID).is_null().sum())
-    report = AssemblyReport(
-        traces=per_trace.height, spans=out.height, **counts,
-        orphan_spans=int(orphan.sum()), cycle_spans=int(cycle.sum()),
-        traces_without_root=int((per_trace["true_roots"] == 0).sum()),
-        traces_with_several_roots=int((per_trace["roots"] > 1).sum()),
-        skew_corrected_spans=int(corrected.sum()), skew_shifted_spans=int(adjusted.sum()),
-        max_abs_skew_ns=int(np.abs(delta).max(initial=0)),
-        skew_by_service=pairs,
-    )
-    return out, report
+
+def _hosts(codes: SpanCodes) -> np.ndarray:
+    """Host code of each span: its instance without a port (Zipkin's ip:port), else its service."""
+    stripped = pc.replace_substring_regex(codes.instances, r":[0-9]+$", "")
+    host_of_instance, hosts = dictionary_codes(pa.chunked_array([stripped], pa.string()))
+    known = codes.instance >= 0
+    host = len(hosts) + codes.service.astype(np.int64)
+    host[known] = host_of_instance[codes.instance[known]]
+    return host
 
 
 #: Attributes naming the machine (and so the clock) of a span, in order of preference.
@@ -392,10 +393,3 @@ class _MachineLookup:
         same = [a is not None and a == b
                 for a, b in zip(self._machine(child[cand]), self._machine(parent[cand]))]
         own[cand[np.array(same, dtype=bool)]] = 0
-
-
-def _empty_assembled(df: pl.DataFrame) -> pl.DataFrame:
-    return df.with_columns(
-        pl.lit(None, pl.Int32).alias(DEPTH), pl.lit(None, pl.String).alias(ROOT_SPAN_ID),
-        pl.lit(None, pl.Boolean).alias(ORPHAN), pl.lit(None, pl.Int64).alias(SKEW_NS),
-        pl.lit(None, pl.Int64).alias("parent_row"))

@@ -34,9 +34,10 @@ subtree), which selects one API behind a gateway whose root operation is generic
 outermost span of the endpoint's operation with its subtree (a nested call of the same
 operation belongs to the enclosing request).
 
-The per-trace work (:func:`request_features`) is a pure function of a frame holding whole
-traces, so it can run partition-wise (partitioned by trace id, e.g. on Dask) unchanged;
-only :func:`pivot_features` needs the set of operations of every partition.
+The work is numpy on integer-coded spans (:mod:`._codes`): :func:`requests_of`,
+:func:`exclusive_times` and :func:`operation_features` are pure functions of spans holding
+whole traces, so they can run partition-wise (partitioned by trace id, e.g. on Dask) unchanged;
+only the final columns need the operations of every partition.
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ import pyarrow as pa
 
 from .. import schema as S
 from ..errors import EmptyDataError, ParameterError
-from .assembly import DEPTH, SOURCE_ROW, AssemblyReport, assemble, attributes_of
+from ._codes import SpanCodes, encode_spans, mix64
+from .assembly import DEPTH, SOURCE_ROW, AssemblyReport, Tree, assemble_codes, attributes_of, spans_table
+
+_M1, _M2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
 
 OPERATION_KEY = "operation_key"
 LATENCY_NS = "latency_ns"
@@ -140,14 +144,14 @@ def operation_keys(df: pl.DataFrame) -> pl.Expr:
     return pl.concat_str([pl.col(S.SERVICE), pl.lit(":"), pl.col(S.OPERATION)]).alias(OPERATION_KEY)
 
 
-def root_endpoints(assembled: pl.DataFrame) -> dict:
+def root_endpoints(codes: SpanCodes) -> dict:
     """``{operation key: traces}`` of root spans (spans without a parent), most frequent first."""
-    roots = assembled.filter(pl.col(S.PARENT_SPAN_ID).is_null()).select(operation_keys(assembled))
-    counts = roots.group_by(OPERATION_KEY).len().sort(["len", OPERATION_KEY], descending=[True, False])
-    return dict(counts.iter_rows())
+    counts = np.bincount(codes.operation[~codes.has_parent], minlength=len(codes.operation_keys))
+    found = [(codes.operation_keys[i], int(c)) for i, c in enumerate(counts.tolist()) if c]
+    return dict(sorted(found, key=lambda kc: (-kc[1], kc[0])))
 
 
-def resolve_endpoint(endpoint: str | None, assembled: pl.DataFrame, endpoints: dict) -> str:
+def resolve_endpoint(endpoint: str | None, codes: SpanCodes, endpoints: dict) -> str:
     """The operation key of ``endpoint`` (a key ``service:operation`` or a unique operation name);
     the most frequent root operation when ``None``.
 
@@ -162,88 +166,66 @@ def resolve_endpoint(endpoint: str | None, assembled: pl.DataFrame, endpoints: d
         if not endpoints:
             raise EmptyDataError("no root spans: give an endpoint (an operation key 'service:operation')")
         return next(iter(endpoints))
-    keys = assembled.select(operation_keys(assembled).unique()).to_series()
-    if endpoint in set(keys.to_list()):
+    keys = codes.operation_keys
+    if endpoint in keys:
         return endpoint
-    by_name = assembled.filter(pl.col(S.OPERATION) == endpoint).select(operation_keys(assembled).unique()).to_series()
-    if by_name.len() == 1:
-        return by_name.item()
-    if by_name.len() > 1:
+    by_name = sorted(k for k, name in zip(keys, codes.operation_names) if name == endpoint)
+    if len(by_name) == 1:
+        return by_name[0]
+    if by_name:
         raise ParameterError(f"The endpoint {endpoint!r} is an operation of several services: "
-                             f"{', '.join(sorted(by_name.to_list()))}; give one of these keys.")
-    close = sorted(k for k in keys.to_list() if endpoint.lower() in k.lower())[:10]
+                             f"{', '.join(by_name)}; give one of these keys.")
+    close = sorted(k for k in keys if endpoint.lower() in k.lower())[:10]
     hint = f" Similar: {', '.join(close)}." if close else f" Root operations: {', '.join(list(endpoints)[:10])}."
     raise ParameterError(f"The endpoint {endpoint!r} matches no operation key 'service:operation'.{hint}")
 
 
-def request_features(assembled: pl.DataFrame, endpoint: str, *, attributes: pa.ChunkedArray | None = None,
-                     operations: list[str] | None = None, max_categories: int = MAX_CATEGORIES
-                     ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per-request columns and per-(request, operation) features of one endpoint.
+def requests_of(codes: SpanCodes, tree: Tree, endpoint: int) -> tuple[np.ndarray, np.ndarray]:
+    """The requests of an endpoint and the request each span belongs to.
 
-    A pure function of a frame holding whole, assembled traces (:func:`~.assembly.assemble`)
-    and, optionally, the input's attributes column (indexed by ``source_row``) and the list of
-    every operation key (then ``operation_key`` is a compact ``Enum`` shared by all partitions).
+    A request is an outermost span of the endpoint's operation with its subtree: the request of
+    a span is its outermost ancestor-or-self of that operation, found top-down by depth (a call
+    of the endpoint's operation inside a request stays part of that request).
 
     Returns
     -------
-    requests : polars.DataFrame
-        One row per request: ``_req`` (row of the entry span), ``trace_id``, ``span_id``,
-        ``start_ns``, ``latency_ns``, ``signature``, ``error``, ``incomplete``, ``attr[...]``.
-    features : polars.DataFrame
-        One row per (request, operation): ``_req``, ``operation_key``, ``exclusive_ns``,
-        ``calls``, ``instance``.
+    entry : ndarray of int64, shape (n_requests,)
+        Row of each request's entry span.
+    request : ndarray of int64, shape (n_spans,)
+        Index into ``entry`` of each span's request; -1 for spans outside every request.
     """
-    n = assembled.height
-    key = operation_keys(assembled)
-    df = assembled.with_columns(key.cast(pl.Enum(operations)) if operations is not None else key,
-                                _row=pl.int_range(n, dtype=pl.Int64))
-    pi = df["parent_row"].fill_null(-1).to_numpy()
-    depth = df[DEPTH].to_numpy()
-    is_entry = (df[OPERATION_KEY] == endpoint).to_numpy()
-    # Request of each span: its outermost ancestor-or-self entry span, top-down by depth (a call
-    # of the endpoint's operation inside a request stays part of that request).
-    order = np.argsort(depth, kind="stable")
-    levels = np.searchsorted(depth[order], np.arange(depth.max(initial=0) + 2))
+    n = codes.n_spans
+    is_entry = codes.operation == endpoint
     req = np.where(is_entry, np.arange(n), -1)
+    order, levels = tree.levels()
     for d in range(1, len(levels) - 1):
         idx = order[levels[d]:levels[d + 1]]
-        inherited = req[pi[idx]]
+        inherited = req[tree.parent[idx]]
         req[idx] = np.where(inherited >= 0, inherited, np.where(is_entry[idx], idx, -1))
-    df = df.with_columns(pl.Series("_req", req, dtype=pl.Int64))
+    entry = np.flatnonzero(req == np.arange(n))
+    position = np.full(n, -1, dtype=np.int64)
+    position[entry] = np.arange(len(entry))
+    inside = req >= 0
+    req[inside] = position[req[inside]]
+    return entry, req
 
-    # Exclusive time: duration minus the union of synchronous children's intervals, clipped to
-    # the parent. A child is asynchronous by kind, by FOLLOWS_FROM, or by ending after its parent.
-    start, end = df[S.START_NS].to_numpy(), df[S.END_NS].to_numpy()
+
+def exclusive_times(codes: SpanCodes, tree: Tree, request: np.ndarray) -> np.ndarray:
+    """Exclusive time of each span inside a request, ndarray of int64 ns, shape (n_spans,).
+
+    Duration minus the union of the synchronous children's intervals, clipped to the span
+    (Cortellessa & Traini 2020, Sec. 4.2). A child is asynchronous by kind (producer/consumer),
+    by ``FOLLOWS_FROM``, or by ending after its parent (times after clock-skew correction).
+    """
+    n = codes.n_spans
+    pi, start, end = tree.parent, tree.start_ns, tree.end_ns
     pp = np.where(pi >= 0, pi, 0)
-    sync = ((pi >= 0) & ~np.isin(df[S.KIND].to_numpy(), S.ASYNC_KINDS) & ~df[S.FOLLOWS_FROM].to_numpy()
-            & (end <= end[pp]) & (req >= 0))
-    covered = _covered_by_children(pi[sync], np.maximum(start[sync], start[pp[sync]]), end[sync],
-                                   start[pp[sync]])
+    sync = ((pi >= 0) & ~codes.is_kind(S.ASYNC_KINDS) & ~codes.follows_from & (end <= end[pp]) & (request >= 0))
+    parents, covered = _covered_by_children(pi[sync], np.maximum(start[sync], start[pp[sync]]), end[sync],
+                                            start[pp[sync]])
     cover = np.zeros(n, dtype=np.int64)
-    cover[covered[0]] = covered[1]
-    spans = df.select("_row", "_req", DEPTH, OPERATION_KEY, S.TRACE_ID, S.SPAN_ID, S.START_NS, S.END_NS,
-                      S.INSTANCE, S.STATUS, SOURCE_ROW, pl.Series("_cover", cover)).filter(pl.col("_req") >= 0)
-    spans = spans.with_columns(_excl=(pl.col(S.END_NS) - pl.col(S.START_NS) - pl.col("_cover")).clip(lower_bound=0))
-
-    features = spans.sort(S.START_NS).group_by(["_req", OPERATION_KEY]).agg(
-        pl.col("_excl").sum().alias(EXCLUSIVE_NS),
-        pl.len().cast(pl.Int32).alias(CALLS),
-        pl.col(S.INSTANCE).drop_nulls().first().alias(S.INSTANCE),
-    )
-
-    signature = _signatures(spans, pi, n)
-    entry = spans.filter(pl.col("_row") == pl.col("_req"))
-    trace_flags = df.group_by(S.TRACE_ID).agg(
-        (pl.col("orphan").any() | (pl.col(DEPTH) == 0).sum().gt(1)).alias(INCOMPLETE))
-    errors = spans.group_by("_req").agg((pl.col(S.STATUS) == "error").any().alias(ERROR))
-    requests = (entry.select("_req", S.TRACE_ID, S.SPAN_ID, S.START_NS,
-                             (pl.col(S.END_NS) - pl.col(S.START_NS)).alias(LATENCY_NS), SOURCE_ROW)
-                .join(signature, on="_req", how="left")
-                .join(errors, on="_req", how="left")
-                .join(trace_flags, on=S.TRACE_ID, how="left"))
-    requests = _with_attributes(requests, attributes, max_categories)
-    return requests, features
+    cover[parents] = covered
+    return np.maximum(end - start - cover, 0)
 
 
 def _covered_by_children(parent: np.ndarray, s: np.ndarray, e: np.ndarray, parent_start: np.ndarray
@@ -277,49 +259,162 @@ def _covered_by_children(parent: np.ndarray, s: np.ndarray, e: np.ndarray, paren
     return p[starts], np.add.reduceat(gain, starts)
 
 
-_M1, _M2, _M3 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+def operation_features(codes: SpanCodes, request: np.ndarray, exclusive_ns: np.ndarray, n_requests: int
+                       ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """Per (operation, request): summed exclusive time, number of calls, first call's instance.
+
+    Returns
+    -------
+    operations : list of str
+        Keys of the operations called by some request, sorted; row order of the arrays below.
+    exclusive_ns : ndarray of int64, shape (n_operations, n_requests)
+    calls : ndarray of int32, shape (n_operations, n_requests)
+        0 where the request did not call the operation.
+    instance : ndarray of int32, shape (n_operations, n_requests)
+        Instance code (into ``codes.instances``) of the earliest call with a known instance; -1
+        when none.
+    """
+    inside = np.flatnonzero(request >= 0)
+    op = codes.operation[inside]
+    used = np.flatnonzero(np.bincount(op, minlength=len(codes.operation_keys)))
+    keys = [codes.operation_keys[i] for i in used.tolist()]
+    by_key = np.argsort(np.array(keys, dtype=object), kind="stable") if keys else np.zeros(0, np.int64)
+    row_of_op = np.full(len(codes.operation_keys), -1, dtype=np.int64)
+    row_of_op[used[by_key]] = np.arange(len(used))
+    n_ops = len(used)
+    cell = row_of_op[op] * n_requests + request[inside]
+    exclusive = np.zeros(n_ops * n_requests, dtype=np.int64)
+    np.add.at(exclusive, cell, exclusive_ns[inside])
+    calls = np.bincount(cell, minlength=n_ops * n_requests).astype(np.int32)
+    instance = np.full(n_ops * n_requests, -1, dtype=np.int32)
+    known = codes.instance[inside] >= 0
+    if known.any():  # the earliest call with a known instance (ties: the first row)
+        c, rows = cell[known], inside[known]
+        t = codes.start_ns[rows]
+        earliest = np.full(len(instance), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(earliest, c, t)
+        at = t == earliest[c]
+        first = np.full(len(instance), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(first, c[at], rows[at])
+        called = first < np.iinfo(np.int64).max
+        instance[called] = codes.instance[first[called]]
+    shape = (n_ops, n_requests)
+    return ([keys[i] for i in by_key.tolist()], exclusive.reshape(shape), calls.reshape(shape),
+            instance.reshape(shape))
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finalizer (wrapping uint64 arithmetic)."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * _M2
-    x = x ^ (x >> np.uint64(27))
-    x = x * _M3
-    return x ^ (x >> np.uint64(31))
+def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int = MAX_CATEGORIES) -> TraceTable:
+    """Build the trace table of an endpoint from spans.
+
+    Parameters
+    ----------
+    spans : pyarrow.Table, polars.DataFrame or SpanReadResult
+        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
+    endpoint : str, optional
+        Operation key ``"service:operation"`` (or an operation name unique across services) the
+        requests enter by; default the most frequent root operation.
+    max_categories : int, default=50
+        Entry-span attributes with more distinct values are left out (identifiers).
+
+    Returns
+    -------
+    TraceTable
+
+    Raises
+    ------
+    EmptyDataError
+        When there are no spans, no root span, or no request of the endpoint.
+    ParameterError
+        When ``endpoint`` matches no operation or is ambiguous.
+
+    Examples
+    --------
+    >>> from tracesleuth.io import read_spans
+    >>> from tracesleuth.model import build_trace_table
+    >>> table = build_trace_table(read_spans("traces/"))        # doctest: +SKIP
+    >>> table.frame.select("latency_ns", table.continuous_columns[0])  # doctest: +SKIP
+    """
+    table = spans_table(spans)
+    if table.num_rows == 0:
+        raise EmptyDataError("no spans to build a trace table from")
+    codes = encode_spans(table)
+    attributes = attributes_of(table)
+    endpoints = root_endpoints(codes)
+    key = resolve_endpoint(endpoint, codes, endpoints)
+    tree, report = assemble_codes(codes, attributes)
+    entry, request = requests_of(codes, tree, codes.operation_keys.index(key))
+    if len(entry) == 0:
+        raise EmptyDataError(f"no request of endpoint {key!r}")
+    exclusive = exclusive_times(codes, tree, request)
+    ops, exclusive, calls, instance = operation_features(codes, request, exclusive, len(entry))
+    n_req = len(entry)
+    error = np.bincount(request[codes.error & (request >= 0)], minlength=n_req) > 0
+    bad_trace = (np.bincount(codes.trace[tree.orphan], minlength=len(codes.trace_ids)) > 0) | (
+        np.bincount(codes.trace[tree.depth == 0], minlength=len(codes.trace_ids)) > 1)
+    requests = pl.DataFrame({
+        "_req": np.arange(n_req),
+        S.TRACE_ID: codes.trace_ids.take(pa.array(codes.trace[entry])),
+        S.SPAN_ID: codes.span_ids(entry, table),
+        S.START_NS: tree.start_ns[entry],
+        LATENCY_NS: tree.end_ns[entry] - tree.start_ns[entry],
+        SIGNATURE: _signatures(codes, tree, entry, request),
+        ERROR: error,
+        INCOMPLETE: bad_trace[codes.trace[entry]],
+        SOURCE_ROW: codes.source_row[entry],
+    })
+    requests = _with_attributes(requests, attributes, max_categories)
+    requests = drop_uninformative_attributes(requests, max_categories).sort([S.START_NS, S.TRACE_ID, S.SPAN_ID])
+    order = requests["_req"].to_numpy()
+    columns: dict[str, pa.Array] = {}
+    for k, op in enumerate(ops):
+        columns[exclusive_column(op)] = pa.array(exclusive[k, order], mask=calls[k, order] == 0)
+    for k, op in enumerate(ops):
+        columns[calls_column(op)] = pa.array(calls[k, order], mask=calls[k, order] == 0)
+    for k, op in enumerate(ops):
+        inst = instance[k, order]
+        if (inst >= 0).any():
+            columns[instance_column(op)] = codes.instances.take(pa.array(inst, mask=inst < 0))
+    wide = pl.from_arrow(pa.table(columns)) if columns else pl.DataFrame()
+    base = [c for c in requests.columns if not c.startswith(("_", "attr["))]
+    attrs = sorted(c for c in requests.columns if c.startswith("attr["))
+    frame = pl.concat([requests.select(base), wide, requests.select(attrs)], how="horizontal")
+    return TraceTable(frame=frame, endpoint=key, operations=tuple(ops), assembly=report, endpoints=endpoints)
 
 
-def _signatures(spans: pl.DataFrame, pi: np.ndarray, n: int) -> pl.DataFrame:
-    """Canonical call-structure string of each request.
+def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.ndarray) -> pl.Series:
+    """Canonical call-structure string of each request, shape (n_requests,).
 
     Structures are first told apart by a Merkle hash computed bottom-up one depth at a time
-    (a node's hash mixes its operation key's hash with the wrapping sum of its children's hashes,
+    (a node's hash mixes its operation's label with the wrapping sum of its children's hashes,
     so the order of siblings does not matter); the canonical string is then built only for one
     representative request per distinct hash.
     """
-    rows = spans["_row"].to_numpy()
-    depth = spans[DEPTH].to_numpy()
-    label = np.zeros(n, dtype=np.uint64)
-    label[rows] = spans[OPERATION_KEY].hash(seed=7).to_numpy()
+    n = codes.n_spans
+    rows = np.flatnonzero(request >= 0)
+    label = mix64(codes.operation.astype(np.uint64) + np.uint64(1))
     acc = np.zeros(n, dtype=np.uint64)
     cnt = np.zeros(n, dtype=np.uint64)
     h = np.zeros(n, dtype=np.uint64)
+    depth = tree.depth[rows]
     order = np.argsort(depth, kind="stable")
     levels = np.searchsorted(depth[order], np.arange(depth.max(initial=0) + 2))
     with np.errstate(over="ignore"):
         for d in range(len(levels) - 2, -1, -1):
             idx = rows[order[levels[d]:levels[d + 1]]]
-            h[idx] = _mix(label[idx] + acc[idx] * _M1 + cnt[idx] * _M2)
-            p = pi[idx]
+            h[idx] = mix64(label[idx] + acc[idx] * _M1 + cnt[idx] * _M2)
+            p = tree.parent[idx]
             up = p >= 0
             np.add.at(acc, p[up], h[idx[up]])
             np.add.at(cnt, p[up], np.uint64(1))
-    entry = spans.filter(pl.col("_row") == pl.col("_req")).select("_req")
-    entry = entry.with_columns(_h=pl.Series(h[entry["_req"].to_numpy()], dtype=pl.UInt64))
-    reps = entry.unique(subset="_h", keep="first")
-    strings = _signature_strings(spans.filter(pl.col("_req").is_in(reps["_req"].implode())), pi)
-    reps = reps.join(strings, on="_req").select("_h", SIGNATURE)
-    return entry.join(reps, on="_h", how="left").select("_req", SIGNATURE)
+    _, first, inverse = np.unique(h[entry], return_index=True, return_inverse=True)
+    reps = entry[first]
+    members = rows[np.isin(request[rows], first)]
+    spans = pl.DataFrame({
+        "_row": members, "_req": entry[request[members]], DEPTH: tree.depth[members],
+        OPERATION_KEY: pl.Series(codes.operation_keys, dtype=pl.String).gather(codes.operation[members])})
+    strings = _signature_strings(spans, tree.parent)
+    by_rep = dict(zip(strings["_req"].to_list(), strings[SIGNATURE].to_list()))
+    return pl.Series(SIGNATURE, [by_rep[r] for r in reps.tolist()], dtype=pl.String).gather(inverse.ravel())
 
 
 def _signature_strings(spans: pl.DataFrame, pi: np.ndarray) -> pl.DataFrame:
@@ -377,136 +472,3 @@ def drop_uninformative_attributes(requests: pl.DataFrame, max_categories: int = 
         return requests
     n = requests.select(pl.col(c).drop_nulls().n_unique() for c in attrs).row(0)
     return requests.drop([c for c, k in zip(attrs, n) if k < 2 or k > max_categories])
-
-
-def pivot_features(requests: pl.DataFrame, features: pl.DataFrame, operations: list[str] | None = None
-                   ) -> tuple[pl.DataFrame, tuple]:
-    """Wide trace table from :func:`request_features` output (the only step that needs every
-    partition's operations). Columns per operation in ``operations`` order (sorted by default).
-
-    Each operation's columns are gathered from the long features with one ``take`` of length
-    ``n_requests`` (null where the request did not call it).
-    """
-    ops = sorted(features[OPERATION_KEY].unique().cast(pl.String).to_list()) if operations is None \
-        else list(operations)
-    frame = requests.sort([S.START_NS, S.TRACE_ID, S.SPAN_ID])
-    n_req = frame.height
-    pos = frame.select("_req", _pos=pl.int_range(n_req, dtype=pl.Int64))
-    long = (features.join(pos, on="_req", how="inner")
-            .with_columns(_op=pl.col(OPERATION_KEY).cast(pl.String)
-                          .replace_strict({k: i for i, k in enumerate(ops)}, default=-1, return_dtype=pl.Int64))
-            .filter(pl.col("_op") >= 0).sort("_op"))
-    op_index = long["_op"].to_numpy()
-    bounds = np.searchsorted(op_index, np.arange(len(ops) + 1))
-    where = long["_pos"].to_numpy()
-    values = {m: long[c].to_arrow() for m, c in ((exclusive_column, EXCLUSIVE_NS), (calls_column, CALLS),
-                                                   (instance_column, S.INSTANCE))}
-    columns: dict[str, pa.Array] = {}
-    for maker, source in values.items():
-        for k, key in enumerate(ops):
-            a, b = bounds[k], bounds[k + 1]
-            ix = np.full(n_req, -1, dtype=np.int64)
-            ix[where[a:b]] = np.arange(a, b)
-            col = source.take(pa.array(ix, mask=ix < 0))
-            if maker is instance_column and col.null_count == n_req:
-                continue
-            columns[maker(key)] = col
-    wide = pl.from_arrow(pa.table(columns)) if columns else pl.DataFrame()
-    base = [c for c in frame.columns if not c.startswith(("_", "attr["))]
-    attrs = sorted(c for c in frame.columns if c.startswith("attr["))
-    return pl.concat([frame.select(base), wide, frame.select(attrs)], how="horizontal"), tuple(ops)
-
-
-#: Spans per partition when a trace table is built partition by partition (bounded memory).
-PARTITION_SPANS = 300_000
-
-
-def partitions_by_trace(spans, n_partitions: int):
-    """Split spans into ``n_partitions`` groups of whole traces (by a hash of the trace id).
-
-    Yields pyarrow Tables (or polars DataFrames, matching the input), each holding every span of
-    its traces, so that any per-trace function can run on them independently.
-    """
-    if n_partitions <= 1:
-        yield spans
-        return
-    ids = spans.column(S.TRACE_ID) if isinstance(spans, pa.Table) else spans[S.TRACE_ID]
-    part = (pl.Series(ids) if isinstance(spans, pa.Table) else ids).hash(seed=11) % n_partitions
-    part = part.to_numpy()
-    order = np.argsort(part, kind="stable")
-    bounds = np.searchsorted(part[order], np.arange(n_partitions + 1))
-    for k in range(n_partitions):
-        rows = order[bounds[k]:bounds[k + 1]]
-        if len(rows):
-            yield spans.take(pa.array(rows)) if isinstance(spans, pa.Table) else spans[rows]
-
-
-def _narrow(spans):
-    """Spans as an Arrow table or polars frame (read results unwrapped)."""
-    if hasattr(spans, "spans") and isinstance(getattr(spans, "spans"), pa.Table):
-        return spans.spans
-    if isinstance(spans, pl.LazyFrame):
-        return spans.collect()
-    if isinstance(spans, (pa.Table, pl.DataFrame)):
-        return spans
-    raise TypeError(f"expected spans as a pyarrow.Table or polars.DataFrame, got {type(spans).__name__}")
-
-
-def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int = MAX_CATEGORIES) -> TraceTable:
-    """Build the trace table of an endpoint from spans.
-
-    Parameters
-    ----------
-    spans : pyarrow.Table, polars.DataFrame or SpanReadResult
-        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
-    endpoint : str, optional
-        Operation key ``"service:operation"`` (or an operation name unique across services) the
-        requests enter by; default the most frequent root operation.
-    max_categories : int, default=50
-        Entry-span attributes with more distinct values are left out (identifiers).
-
-    Returns
-    -------
-    TraceTable
-
-    Raises
-    ------
-    EmptyDataError
-        When there are no spans, no root span, or no request of the endpoint.
-    ParameterError
-        When ``endpoint`` matches no operation or is ambiguous.
-
-    Examples
-    --------
-    >>> from tracesleuth.io import read_spans
-    >>> from tracesleuth.model import build_trace_table
-    >>> table = build_trace_table(read_spans("traces/"))        # doctest: +SKIP
-    >>> table.frame.select("latency_ns", table.continuous_columns[0])  # doctest: +SKIP
-    """
-    spans = _narrow(spans)
-    n = spans.num_rows if isinstance(spans, pa.Table) else spans.height
-    if n == 0:
-        raise EmptyDataError("no spans to build a trace table from")
-    keys = pl.from_arrow(spans.select([S.SERVICE, S.OPERATION, S.PARENT_SPAN_ID])) \
-        if isinstance(spans, pa.Table) else spans.select(S.SERVICE, S.OPERATION, S.PARENT_SPAN_ID)
-    endpoints = root_endpoints(keys)
-    key = resolve_endpoint(endpoint, keys, endpoints)
-    all_ops = keys.select(operation_keys(keys).unique().sort()).to_series().to_list()
-    del keys
-    report, requests, features, offset = AssemblyReport(), [], [], 0
-    for part in partitions_by_trace(spans, -(-n // PARTITION_SPANS)):
-        assembled, rep = assemble(part)
-        report = report.merge(rep)
-        req, feat = request_features(assembled, key, attributes=attributes_of(part), operations=all_ops,
-                                     max_categories=max_categories)
-        requests.append(req.with_columns(pl.col("_req") + offset))
-        features.append(feat.with_columns(pl.col("_req") + offset))
-        offset += assembled.height
-        del assembled, part
-    requests = drop_uninformative_attributes(pl.concat(requests, how="diagonal_relaxed"), max_categories)
-    if requests.height == 0:
-        raise EmptyDataError(f"no request of endpoint {key!r}")
-    features = pl.concat(features)
-    used = features[OPERATION_KEY].unique().cast(pl.String).sort().to_list()
-    frame, ops = pivot_features(requests, features, used)
-    return TraceTable(frame=frame, endpoint=key, operations=ops, assembly=report, endpoints=endpoints)

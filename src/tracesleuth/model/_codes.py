@@ -1,0 +1,351 @@
+"""Spans as integer codes: the form trace assembly and the trace table compute on.
+
+The strings of a span table are looked at once, column by column: trace ids and names are
+dictionary-encoded (Arrow), span ids hashed to 64 bits (polars), and the parent of each span is
+found by one hash join. From then on every step is numpy on arrays of ``n_spans`` integers; the
+strings come back only for the few values shown (entry span ids, operation keys, instances).
+
+Exact span copies and clashing span ids (Zipkin's shared client/server spans) are repaired here,
+before the parent links are made (:func:`deduplicate`, step 1 of
+:func:`~tracesleuth.model.assembly.assemble`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import schema as S
+
+SOURCE_ROW = "source_row"
+_KIND_CODE = {k: i for i, k in enumerate(S.SPAN_KINDS)}
+_M1, _M2, _M3 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+#: Largest service x operation-name grid given codes by a lookup table (else by sorting).
+_MAX_GRID = 1 << 24
+
+
+def mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finalizer of a uint64 array (wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        x = x.astype(np.uint64, copy=True)
+        x ^= x >> np.uint64(30)
+        x *= _M2
+        x ^= x >> np.uint64(27)
+        x *= _M3
+        return x ^ (x >> np.uint64(31))
+
+
+@dataclass
+class SpanCodes:
+    """Spans as numpy arrays of shape (n_spans,), one entry per span after de-duplication.
+
+    Attributes
+    ----------
+    source_row : ndarray of int64
+        Row of the span in the input table.
+    trace : ndarray of int32
+        Trace code, an index into ``trace_ids``.
+    parent : ndarray of int64
+        Row (in these arrays) of the span's parent in its trace; -1 for a root or an orphan.
+    has_parent : ndarray of bool
+        The span names a parent (``parent_span_id`` set), found or not.
+    operation : ndarray of int32
+        Operation code, an index into ``operation_keys``.
+    instance : ndarray of int32
+        Instance code, an index into ``instances``; -1 when unknown.
+    kind : ndarray of int8
+        Index into :data:`~tracesleuth.schema.SPAN_KINDS`.
+    follows_from, error : ndarray of bool
+        ``FOLLOWS_FROM`` relation to the parent; status ``error``.
+    start_ns, end_ns : ndarray of int64
+        Span start and end, Unix epoch ns.
+    trace_ids, instances : pyarrow.Array of string
+        Dictionaries of the trace and instance codes.
+    operation_keys, operation_names : list of str
+        ``"service:operation"`` and the operation name of each operation code.
+    operation_service : ndarray of int32
+        Service code (index into ``services``) of each operation code.
+    services : list of str
+    repairs : dict
+        ``exact_duplicates``, ``shared_spans_split``, ``conflicting_ids_renamed`` counts.
+    renamed : polars.DataFrame or None
+        ``source_row``, ``span_id``, ``parent_span_id`` of the spans whose ids de-duplication
+        changed.
+    """
+
+    source_row: np.ndarray
+    trace: np.ndarray
+    parent: np.ndarray
+    has_parent: np.ndarray
+    operation: np.ndarray
+    instance: np.ndarray
+    kind: np.ndarray
+    follows_from: np.ndarray
+    error: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    trace_ids: pa.Array
+    instances: pa.Array
+    operation_keys: list
+    operation_names: list
+    operation_service: np.ndarray
+    services: list
+    repairs: dict
+    renamed: pl.DataFrame | None = None
+
+    @property
+    def n_spans(self) -> int:
+        return len(self.source_row)
+
+    @property
+    def service(self) -> np.ndarray:
+        """Service code of each span, ndarray of int32."""
+        return self.operation_service[self.operation]
+
+    def is_kind(self, kinds) -> np.ndarray:
+        """Boolean mask of the spans whose kind is one of ``kinds``."""
+        return np.isin(self.kind, [_KIND_CODE[k] for k in kinds])
+
+    def span_ids(self, rows: np.ndarray, spans: pa.Table) -> pa.Array:
+        """The span ids (after de-duplication) of ``rows`` of these arrays, taken from ``spans``."""
+        return self._ids(rows, spans, S.SPAN_ID)
+
+    def parent_span_ids(self, rows: np.ndarray, spans: pa.Table) -> pa.Array:
+        """The parent span ids (after de-duplication) of ``rows``, taken from ``spans``."""
+        return self._ids(rows, spans, S.PARENT_SPAN_ID)
+
+    def _ids(self, rows: np.ndarray, spans: pa.Table, column: str) -> pa.Array:
+        src = self.source_row[rows]
+        ids = pc.take(spans.column(column), pa.array(src)).combine_chunks().cast(pa.string())
+        if self.renamed is None or len(src) == 0:
+            return ids
+        new = pl.DataFrame({SOURCE_ROW: src}).join(self.renamed, on=SOURCE_ROW, how="left", maintain_order="left")
+        hit = new[S.SPAN_ID].is_not_null().to_numpy()
+        if not hit.any():
+            return ids
+        replaced = pl.Series(ids).to_numpy().astype(object)
+        replaced[hit] = new[column].to_numpy()[hit]
+        return pa.array(replaced, pa.string())
+
+
+def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """Codes (int32, -1 for null) and dictionary of a string column."""
+    enc = pc.dictionary_encode(column)
+    if enc.num_chunks == 0 or len(enc) == 0:
+        return np.zeros(0, np.int32), pa.array([], pa.string())
+    # The chunks of one encoding share a single dictionary (one memo table).
+    dictionary = enc.chunk(enc.num_chunks - 1).dictionary
+    codes = np.concatenate([pc.fill_null(c.indices, -1).to_numpy() for c in enc.chunks]).astype(np.int32, copy=False)
+    return codes, dictionary.cast(pa.string())
+
+
+def _hash(column: pa.ChunkedArray, seed: int) -> np.ndarray:
+    return pl.Series(column).hash(seed=seed).to_numpy()
+
+
+def encode_spans(spans: pa.Table) -> SpanCodes:
+    """Integer codes of a span table, its duplicates repaired and parents linked.
+
+    Parameters
+    ----------
+    spans : pyarrow.Table
+        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`, whole traces only (the attributes
+        column is not read).
+
+    Returns
+    -------
+    SpanCodes
+    """
+    n = spans.num_rows
+    trace, trace_ids = dictionary_codes(spans.column(S.TRACE_ID))
+    span_hash = _hash(spans.column(S.SPAN_ID), 2)
+    parent_col = spans.column(S.PARENT_SPAN_ID)
+    parent_hash = _hash(parent_col, 2)
+    has_parent = pc.is_valid(parent_col).to_numpy(zero_copy_only=False) if n else np.zeros(0, bool)
+    trace_mix = mix64(trace.astype(np.uint64))
+    with np.errstate(over="ignore"):
+        key = trace_mix + span_hash
+    source_row = np.arange(n, dtype=np.int64)
+    repairs = {"exact_duplicates": 0, "shared_spans_split": 0, "conflicting_ids_renamed": 0}
+    renamed = None
+    clashing = _clashing_traces(key, trace)
+    if len(clashing):
+        keep, span_hash, parent_hash, has_parent, repairs, renamed = _repair_ids(
+            spans, np.flatnonzero(np.isin(trace, clashing)), span_hash, parent_hash, has_parent)
+        if not keep.all():
+            source_row, trace, trace_mix = source_row[keep], trace[keep], trace_mix[keep]
+            span_hash, parent_hash, has_parent = span_hash[keep], parent_hash[keep], has_parent[keep]
+        with np.errstate(over="ignore"):
+            key = trace_mix + span_hash
+    unique = not len(clashing) or pl.Series(key).n_unique() == len(key)
+    parent = _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix, unique)
+
+    services, operation_keys, operation_service, operation, operation_names = _operations(spans, source_row)
+    instance, instances = dictionary_codes(spans.column(S.INSTANCE))
+    kind, kinds = dictionary_codes(spans.column(S.KIND))
+    kind_lut = np.array([_KIND_CODE.get(k, _KIND_CODE["unspecified"]) for k in kinds.to_pylist()] or [0], np.int8)
+    status, statuses = dictionary_codes(spans.column(S.STATUS))
+    err_lut = np.array([s == "error" for s in statuses.to_pylist()] or [False])
+    rows = source_row if len(source_row) < n else slice(None)
+    return SpanCodes(
+        source_row=source_row, trace=trace, parent=parent, has_parent=has_parent,
+        operation=operation, instance=instance[rows], kind=kind_lut[kind[rows]],
+        follows_from=spans.column(S.FOLLOWS_FROM).to_numpy()[rows].astype(bool, copy=False),
+        error=err_lut[status[rows]],
+        start_ns=spans.column(S.START_NS).to_numpy()[rows], end_ns=spans.column(S.END_NS).to_numpy()[rows],
+        trace_ids=trace_ids, instances=instances, operation_keys=operation_keys,
+        operation_names=operation_names, operation_service=operation_service, services=services, repairs=repairs, renamed=renamed)
+
+
+def _operations(spans: pa.Table, rows: np.ndarray):
+    """Services, operation keys and names, the service of each key, and each span's key code."""
+    svc, services = dictionary_codes(spans.column(S.SERVICE))
+    name, names = dictionary_codes(spans.column(S.OPERATION))
+    svc, name = svc[rows].astype(np.int64), name[rows].astype(np.int64)
+    n_names = max(len(names), 1)
+    pair = svc * n_names + name
+    if len(services) * n_names <= _MAX_GRID:
+        present = np.zeros(len(services) * n_names, dtype=bool)
+        present[pair] = True
+        used = np.flatnonzero(present)
+        lut = np.full(len(present), -1, dtype=np.int32)
+        lut[used] = np.arange(len(used), dtype=np.int32)
+        code = lut[pair]
+    else:
+        used, code = np.unique(pair, return_inverse=True)
+        code = code.astype(np.int32)
+    service_names, op_names = services.to_pylist(), names.to_pylist()
+    op_service = (used // n_names).astype(np.int32)
+    op_name = [op_names[i] for i in (used % n_names).tolist()]
+    keys = [f"{service_names[s]}:{o}" for s, o in zip(op_service.tolist(), op_name)]
+    return service_names, keys, op_service, code, op_name
+
+
+def _clashing_traces(key: np.ndarray, trace: np.ndarray) -> np.ndarray:
+    """Trace codes holding two spans with one (trace, span id) hash key."""
+    keys = pl.Series(key)
+    if keys.n_unique() == len(key):
+        return np.zeros(0, np.int32)
+    return np.unique(trace[keys.is_duplicated().to_numpy()])
+
+
+def _repair_ids(spans: pa.Table, rows: np.ndarray, span_hash, parent_hash, has_parent):
+    """Run :func:`deduplicate` on the spans of the traces holding clashing ids (``rows``)."""
+    cols = [S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.SERVICE, S.OPERATION, S.KIND, S.START_NS, S.END_NS]
+    sub = pl.from_arrow(spans.select(cols).take(pa.array(rows)))
+    sub = sub.with_columns(pl.Series(SOURCE_ROW, rows, dtype=pl.Int64))
+    fixed, repairs = deduplicate(sub)
+    kept = fixed[SOURCE_ROW].to_numpy()
+    keep = np.ones(spans.num_rows, dtype=bool)
+    keep[np.setdiff1d(rows, kept)] = False
+    before = sub.join(fixed.select(SOURCE_ROW, pl.col(S.SPAN_ID).alias("_s"), pl.col(S.PARENT_SPAN_ID).alias("_p")),
+                      on=SOURCE_ROW, how="inner")
+    changed = before.filter((pl.col(S.SPAN_ID) != pl.col("_s")) | pl.col(S.PARENT_SPAN_ID).ne_missing(pl.col("_p")))
+    renamed = None
+    if changed.height:
+        renamed = changed.select(SOURCE_ROW, pl.col("_s").alias(S.SPAN_ID), pl.col("_p").alias(S.PARENT_SPAN_ID))
+        span_hash, parent_hash, has_parent = span_hash.copy(), parent_hash.copy(), has_parent.copy()
+        at = renamed[SOURCE_ROW].to_numpy()
+        span_hash[at] = renamed[S.SPAN_ID].hash(seed=2).to_numpy()
+        parent_hash[at] = renamed[S.PARENT_SPAN_ID].hash(seed=2).to_numpy()
+        has_parent[at] = renamed[S.PARENT_SPAN_ID].is_not_null().to_numpy()
+    return keep, span_hash, parent_hash, has_parent, repairs, renamed
+
+
+def _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix, unique: bool) -> np.ndarray:
+    """Row of each span's parent (-1 when it has none or it is not in the trace).
+
+    One hash join on a 64-bit key of (trace, span id hash); a match is then checked on the trace
+    code and the full span id hash, so a false link would need a 64-bit collision of span ids
+    within one trace. ``unique``: no two spans share ``key`` (else the join is on both parts).
+    """
+    n = len(key)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    with np.errstate(over="ignore"):
+        pkey = trace_mix + parent_hash
+    ids = pl.DataFrame({"k": key, "r": np.arange(n, dtype=np.int64)})
+    if not unique:  # a 64-bit key collision between different spans: join on both parts
+        ids = pl.DataFrame({"t": trace, "s": span_hash, "r": np.arange(n, dtype=np.int64)}).unique(["t", "s"], keep="first")
+        links = pl.DataFrame({"t": trace, "s": pl.Series(parent_hash).set(pl.Series(~has_parent), None)})
+        on = ["t", "s"]
+    else:
+        links = pl.DataFrame({"k": pl.Series(pkey).set(pl.Series(~has_parent), None)})
+        on = ["k"]
+    parent = links.join(ids, on=on, how="left", maintain_order="left")["r"].fill_null(-1).to_numpy()
+    found = parent >= 0
+    ok = np.zeros(n, dtype=bool)
+    ok[found] = (trace[parent[found]] == trace[found]) & (span_hash[parent[found]] == parent_hash[found])
+    return np.where(ok, parent, -1)
+
+
+def _derived_ids(trace_ids: list[str], span_ids: list[str], salts: list[int]) -> list[str]:
+    """Stable new 16-hex-digit span ids derived from (trace id, span id, salt)."""
+    import hashlib
+
+    return [hashlib.blake2b(f"{t}/{s}/{k}".encode(), digest_size=8).hexdigest()
+            for t, s, k in zip(trace_ids, span_ids, salts)]
+
+
+def deduplicate(df: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
+    """Step 1 of :func:`~tracesleuth.model.assembly.assemble`: remove exact copies and split
+    shared or clashing span ids.
+
+    Returns
+    -------
+    frame : polars.DataFrame
+        Spans with unique ``(trace_id, span_id)``, in input order.
+    counts : dict
+        ``exact_duplicates``, ``shared_spans_split``, ``conflicting_ids_renamed``.
+    """
+    key = [S.TRACE_ID, S.SPAN_ID, S.SERVICE, S.OPERATION, S.KIND, S.START_NS, S.END_NS, S.PARENT_SPAN_ID]
+    counts = {"exact_duplicates": 0, "shared_spans_split": 0, "conflicting_ids_renamed": 0}
+    grp = [S.TRACE_ID, S.SPAN_ID]
+    df = df.with_columns(_i=pl.int_range(pl.len()))
+    clash = df.filter(pl.struct(grp).is_duplicated())
+    if clash.height == 0:
+        return df.drop("_i"), counts
+    copies = clash.filter(pl.struct(key).is_first_distinct().not_())["_i"]
+    counts["exact_duplicates"] = copies.len()
+    if copies.len():
+        df = df.filter(~pl.col("_i").is_in(copies.implode()))
+        clash = clash.filter(~pl.col("_i").is_in(copies.implode()))
+        clash = clash.filter(pl.struct(grp).is_duplicated())
+        if clash.height == 0:
+            return df.drop("_i"), counts
+    # The id stays with the earliest client span holding it (else the earliest span); every other
+    # holder gets a new id. A server half of a client's id is Zipkin's shared span: it becomes the
+    # client's child.
+    clash = clash.sort([S.TRACE_ID, S.SPAN_ID, pl.col(S.KIND) != "client", S.START_NS, "_i"]).with_columns(
+        _rank=pl.int_range(pl.len()).over(grp),
+        _has_client=(pl.col(S.KIND) == "client").any().over(grp),
+    )
+    movers = clash.filter(pl.col("_rank") > 0).with_columns(
+        _shared=(pl.col(S.KIND) == "server") & pl.col("_has_client"))
+    movers = movers.with_columns(_new_id=pl.Series(_derived_ids(
+        movers[S.TRACE_ID].to_list(), movers[S.SPAN_ID].to_list(), movers["_i"].to_list()), dtype=pl.String))
+    counts["shared_spans_split"] = int(movers["_shared"].sum())
+    counts["conflicting_ids_renamed"] = movers.height - counts["shared_spans_split"]
+    moved = movers.select(
+        "_i", "_new_id",
+        _new_parent=pl.when(pl.col("_shared")).then(pl.col(S.SPAN_ID)).otherwise(pl.col(S.PARENT_SPAN_ID)))
+    df = df.join(moved, on="_i", how="left").with_columns(
+        pl.coalesce("_new_id", S.SPAN_ID).alias(S.SPAN_ID),
+        pl.when(pl.col("_new_id").is_not_null()).then(pl.col("_new_parent"))
+        .otherwise(pl.col(S.PARENT_SPAN_ID)).alias(S.PARENT_SPAN_ID),
+    )
+    # Children recorded by a shared server half's own service follow it to its new id.
+    shared = movers.filter(pl.col("_shared")).select(
+        S.TRACE_ID, pl.col(S.SPAN_ID).alias("_p_old"), pl.col(S.SERVICE).alias("_p_service"),
+        pl.col("_new_id").alias("_p_new")).unique(subset=[S.TRACE_ID, "_p_old", "_p_service"], keep="first")
+    if shared.height:
+        df = df.join(shared, left_on=[S.TRACE_ID, S.PARENT_SPAN_ID, S.SERVICE],
+                     right_on=[S.TRACE_ID, "_p_old", "_p_service"], how="left")
+        df = df.with_columns(
+            pl.when(pl.col("_p_new").is_not_null() & (pl.col("_p_new") != pl.col(S.SPAN_ID)))
+            .then(pl.col("_p_new")).otherwise(pl.col(S.PARENT_SPAN_ID)).alias(S.PARENT_SPAN_ID))
+    return df.sort("_i").drop("_i", "_new_id", "_new_parent", "_p_new", strict=False), counts
