@@ -12,6 +12,7 @@ before the parent links are made (:func:`deduplicate`, step 1 of
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,6 +162,36 @@ def encode_spans(spans: pa.Table) -> SpanCodes:
     SpanCodes
     """
     n = spans.num_rows
+    with ThreadPoolExecutor(1) as pool:  # the names are encoded beside the id work (numpy, Arrow
+        names = pool.submit(_name_codes, spans)  # and polars release the GIL)
+        source_row, trace, trace_ids, parent, has_parent, repairs, renamed = _link_spans(spans)
+        names = names.result()
+    rows = source_row if len(source_row) < n else slice(None)
+    services, operation_keys, operation_service, operation, operation_names = _operations(
+        *names[S.SERVICE], *names[S.OPERATION], rows)
+    instance, instances = names[S.INSTANCE]
+    kind, kinds = names[S.KIND]
+    kind_lut = np.array([_KIND_CODE.get(k, _KIND_CODE["unspecified"]) for k in kinds.to_pylist()] or [0], np.int8)
+    status, statuses = names[S.STATUS]
+    err_lut = np.array([s == "error" for s in statuses.to_pylist()] or [False])
+    return SpanCodes(
+        source_row=source_row, trace=trace, parent=parent, has_parent=has_parent,
+        operation=operation, instance=instance[rows], kind=kind_lut[kind[rows]],
+        follows_from=spans.column(S.FOLLOWS_FROM).to_numpy()[rows].astype(bool, copy=False),
+        error=err_lut[status[rows]],
+        start_ns=spans.column(S.START_NS).to_numpy()[rows], end_ns=spans.column(S.END_NS).to_numpy()[rows],
+        trace_ids=trace_ids, instances=instances, operation_keys=operation_keys, operation_names=operation_names,
+        operation_service=operation_service, services=services, repairs=repairs, renamed=renamed)
+
+
+def _name_codes(spans: pa.Table) -> dict:
+    """Dictionary codes of the name columns, ``{column: (codes, dictionary)}``."""
+    return {c: dictionary_codes(spans.column(c)) for c in (S.SERVICE, S.OPERATION, S.INSTANCE, S.KIND, S.STATUS)}
+
+
+def _link_spans(spans: pa.Table):
+    """Trace codes, duplicates repaired (:func:`deduplicate`) and parent rows linked."""
+    n = spans.num_rows
     trace, trace_ids = dictionary_codes(spans.column(S.TRACE_ID))
     span_hash = _hash(spans.column(S.SPAN_ID), 2)
     parent_col = spans.column(S.PARENT_SPAN_ID)
@@ -183,28 +214,12 @@ def encode_spans(spans: pa.Table) -> SpanCodes:
             key = trace_mix + span_hash
     unique = not len(clashing) or pl.Series(key).n_unique() == len(key)
     parent = _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix, unique)
-
-    services, operation_keys, operation_service, operation, operation_names = _operations(spans, source_row)
-    instance, instances = dictionary_codes(spans.column(S.INSTANCE))
-    kind, kinds = dictionary_codes(spans.column(S.KIND))
-    kind_lut = np.array([_KIND_CODE.get(k, _KIND_CODE["unspecified"]) for k in kinds.to_pylist()] or [0], np.int8)
-    status, statuses = dictionary_codes(spans.column(S.STATUS))
-    err_lut = np.array([s == "error" for s in statuses.to_pylist()] or [False])
-    rows = source_row if len(source_row) < n else slice(None)
-    return SpanCodes(
-        source_row=source_row, trace=trace, parent=parent, has_parent=has_parent,
-        operation=operation, instance=instance[rows], kind=kind_lut[kind[rows]],
-        follows_from=spans.column(S.FOLLOWS_FROM).to_numpy()[rows].astype(bool, copy=False),
-        error=err_lut[status[rows]],
-        start_ns=spans.column(S.START_NS).to_numpy()[rows], end_ns=spans.column(S.END_NS).to_numpy()[rows],
-        trace_ids=trace_ids, instances=instances, operation_keys=operation_keys,
-        operation_names=operation_names, operation_service=operation_service, services=services, repairs=repairs, renamed=renamed)
+    return source_row, trace, trace_ids, parent, has_parent, repairs, renamed
 
 
-def _operations(spans: pa.Table, rows: np.ndarray):
-    """Services, operation keys and names, the service of each key, and each span's key code."""
-    svc, services = dictionary_codes(spans.column(S.SERVICE))
-    name, names = dictionary_codes(spans.column(S.OPERATION))
+def _operations(svc: np.ndarray, services: pa.Array, name: np.ndarray, names: pa.Array, rows):
+    """Services, operation keys and names, the service of each key, and each span's key code
+    (of the spans at ``rows``)."""
     svc, name = svc[rows].astype(np.int64), name[rows].astype(np.int64)
     n_names = max(len(names), 1)
     pair = svc * n_names + name
