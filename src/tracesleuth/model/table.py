@@ -241,21 +241,36 @@ def _covered_by_children(parent: np.ndarray, s: np.ndarray, e: np.ndarray, paren
     """
     if len(parent) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    order = np.lexsort((s, parent))
-    p, rs, re_ = parent[order], s[order] - parent_start[order], e[order] - parent_start[order]
-    first = np.concatenate(([True], p[1:] != p[:-1]))
+    order = pl.DataFrame({"p": parent, "s": s}).select(pl.arg_sort_by("p", "s")).to_series().to_numpy()
+    p = parent[order]
+    rs = s[order]
+    rs -= parent_start[order]
+    re_ = e[order]
+    re_ -= parent_start[order]
+    del order
+    first = np.empty(len(p), dtype=bool)
+    first[0] = True
+    np.not_equal(p[1:], p[:-1], out=first[1:])
     group = np.cumsum(first) - 1
     width = int(re_.max()) + 1
     if width * (int(group[-1]) + 1) < 2**62:
-        run = np.maximum.accumulate(group * width + re_)
-        prev = np.concatenate(([-1], run[:-1])) - group * width
+        group *= width
+        run = np.maximum.accumulate(group + re_)
+        prev = np.empty_like(run)
+        prev[0] = -1
+        prev[1:] = run[:-1]
+        del run
+        prev -= group
     else:  # pragma: no cover - spans of years; fall back to a per-parent loop over few large groups
         prev = np.empty_like(re_)
         bounds = np.flatnonzero(first).tolist() + [len(p)]
         for a, b in zip(bounds[:-1], bounds[1:]):
             prev[a:b] = np.concatenate(([-1], np.maximum.accumulate(re_[a:b])[:-1]))
+    del group
     prev[first] = -1
-    gain = np.maximum(re_ - np.maximum(rs, prev), 0)
+    np.maximum(rs, prev, out=prev)  # where each child's new coverage starts
+    re_ -= prev
+    gain = np.maximum(re_, 0, out=re_)
     starts = np.flatnonzero(first)
     return p[starts], np.add.reduceat(gain, starts)
 
@@ -275,7 +290,8 @@ def operation_features(codes: SpanCodes, request: np.ndarray, exclusive_ns: np.n
         Instance code (into ``codes.instances``) of the earliest call with a known instance; -1
         when none.
     """
-    inside = np.flatnonzero(request >= 0)
+    # Spans inside requests (all of them, usually: then no copies are taken).
+    inside = slice(None) if (request >= 0).all() else np.flatnonzero(request >= 0)
     op = codes.operation[inside]
     used = np.flatnonzero(np.bincount(op, minlength=len(codes.operation_keys)))
     keys = [codes.operation_keys[i] for i in used.tolist()]
@@ -283,14 +299,19 @@ def operation_features(codes: SpanCodes, request: np.ndarray, exclusive_ns: np.n
     row_of_op = np.full(len(codes.operation_keys), -1, dtype=np.int64)
     row_of_op[used[by_key]] = np.arange(len(used))
     n_ops = len(used)
-    cell = row_of_op[op] * n_requests + request[inside]
+    cell = row_of_op[op]
+    del op
+    cell *= n_requests
+    cell += request[inside]
     exclusive = np.zeros(n_ops * n_requests, dtype=np.int64)
     np.add.at(exclusive, cell, exclusive_ns[inside])
     calls = np.bincount(cell, minlength=n_ops * n_requests).astype(np.int32)
     instance = np.full(n_ops * n_requests, -1, dtype=np.int32)
     known = codes.instance[inside] >= 0
     if known.any():  # the earliest call with a known instance (ties: the first row)
-        c, rows = cell[known], inside[known]
+        rows = (np.arange(codes.n_spans) if isinstance(inside, slice) else inside)[known]
+        c = cell[known]
+        del cell
         t = codes.start_ns[rows]
         earliest = np.full(len(instance), np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(earliest, c, t)
@@ -389,27 +410,26 @@ def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.nda
     """Canonical call-structure string of each request, shape (n_requests,).
 
     Structures are first told apart by a Merkle hash computed bottom-up one depth at a time
-    (a node's hash mixes its operation's label with the wrapping sum of its children's hashes,
-    so the order of siblings does not matter); the canonical string is then built only for one
+    (a node's hash mixes its operation with the wrapping sum of its children's hashes plus
+    one each, so the order of siblings does not matter); the canonical string is then built only for one
     representative request per distinct hash.
     """
-    n = codes.n_spans
     rows = np.flatnonzero(request >= 0)
-    label = mix64(codes.operation.astype(np.uint64) + np.uint64(1))
-    acc = np.zeros(n, dtype=np.uint64)
-    cnt = np.zeros(n, dtype=np.uint64)
-    h = np.zeros(n, dtype=np.uint64)
+    # acc[i]: wrapping sum over i's children of (child hash + 1), replaced by i's own hash once
+    # its level is done (children are done first, bottom-up).
+    acc = np.zeros(codes.n_spans, dtype=np.uint64)
     depth = tree.depth[rows]
     order = np.argsort(depth, kind="stable")
     levels = np.searchsorted(depth[order], np.arange(depth.max(initial=0) + 2))
     with np.errstate(over="ignore"):
         for d in range(len(levels) - 2, -1, -1):
             idx = rows[order[levels[d]:levels[d + 1]]]
-            h[idx] = mix64(label[idx] + acc[idx] * _M1 + cnt[idx] * _M2)
+            h = mix64(codes.operation[idx].astype(np.uint64) * _M2 + acc[idx] * _M1 + np.uint64(1))
+            acc[idx] = h
             p = tree.parent[idx]
             up = p >= 0
-            np.add.at(acc, p[up], h[idx[up]])
-            np.add.at(cnt, p[up], np.uint64(1))
+            np.add.at(acc, p[up], h[up] + np.uint64(1))
+    h = acc
     _, first, inverse = np.unique(h[entry], return_index=True, return_inverse=True)
     reps = entry[first]
     members = rows[np.isin(request[rows], first)]
