@@ -124,13 +124,10 @@ class SpanCodes:
         ids = pc.take(spans.column(column), pa.array(src)).combine_chunks().cast(pa.string())
         if self.renamed is None or len(src) == 0:
             return ids
-        new = pl.DataFrame({SOURCE_ROW: src}).join(self.renamed, on=SOURCE_ROW, how="left", maintain_order="left")
-        hit = new[S.SPAN_ID].is_not_null().to_numpy()
-        if not hit.any():
-            return ids
-        replaced = pl.Series(ids).to_numpy().astype(object)
-        replaced[hit] = new[column].to_numpy()[hit]
-        return pa.array(replaced, pa.string())
+        new = pl.DataFrame({SOURCE_ROW: src, "_old": pl.Series(ids)}).join(
+            self.renamed, on=SOURCE_ROW, how="left", maintain_order="left")
+        ids = new.select(pl.when(pl.col(S.SPAN_ID).is_not_null()).then(pl.col(column)).otherwise("_old"))
+        return ids.to_series().to_arrow(compat_level=pl.CompatLevel.oldest()).cast(pa.string())
 
 
 def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:

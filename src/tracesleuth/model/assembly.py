@@ -1,8 +1,9 @@
 """Trace assembly: spans -> parent/child trees, repaired and checked.
 
-Every function here is a pure function of a frame that holds whole traces (it never looks
-across trace ids), so the same code runs on one machine or partition-wise (partitioned by trace
-id) on Dask. Nothing is dropped: duplicates are removed only when they are exact copies, and
+Every function here is a pure function of spans that hold whole traces (it never looks across
+trace ids), so the same code runs on one machine or partition-wise (partitioned by trace id) on
+Dask. The work is numpy on integer-coded spans (:func:`~._codes.encode_spans`, which also does
+step 1); :func:`assemble` returns the result as a frame. Nothing is dropped: duplicates are removed only when they are exact copies, and
 everything repaired is counted in an :class:`AssemblyReport`.
 
 Steps (:func:`assemble`):
