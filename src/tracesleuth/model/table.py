@@ -51,10 +51,9 @@ import pyarrow as pa
 
 from .. import schema as S
 from ..errors import EmptyDataError, ParameterError
-from ._codes import SpanCodes, encode_spans, mix64
+from ._codes import _M1, _M2, SpanCodes, encode_spans, mix64
 from .assembly import DEPTH, SOURCE_ROW, AssemblyReport, Tree, assemble_codes, attributes_of, spans_table
 
-_M1, _M2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
 
 OPERATION_KEY = "operation_key"
 LATENCY_NS = "latency_ns"
