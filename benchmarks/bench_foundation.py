@@ -4,7 +4,8 @@ Prints (median of ``--runs`` runs, each measurement in a fresh process so that p
 
 * ingest spans/s of the TrainTicket CSV windows (``../shared/data``, 84 gzip files, 328,848
   spans) into a Parquet span store, and of reading them alone;
-* ingest spans/s of a synthetic OTLP JSON file-exporter file (``--otlp-spans`` spans);
+* ingest spans/s of a synthetic OTLP JSON file-exporter file (``--otlp-spans`` spans), as the
+  collector writes it (integers as strings), and with some integers as JSON numbers;
 * trace-table build spans/s on spans already loaded (TrainTicket, and a synthetic E-Shopper-like
   set of ``--table-traces`` traces of 14 spans);
 * peak memory of each step as a multiple of the Arrow size of its spans: (peak RSS - RSS before
@@ -94,8 +95,12 @@ def synthetic_spans(n_traces: int, seed: int = 0):
     return pa.table(cols, schema=S.SPAN_SCHEMA)
 
 
-def write_otlp_json(path: Path, n_spans: int, seed: int = 0) -> None:
-    """A collector file-exporter file: one ExportTraceServiceRequest JSON per line, 512 spans each."""
+def write_otlp_json(path: Path, n_spans: int, seed: int = 0, int_numbers: bool = False) -> None:
+    """A collector file-exporter file: one ExportTraceServiceRequest JSON per line, 512 spans each.
+
+    64-bit integers are decimal strings, as the collector writes them; with ``int_numbers`` one
+    of the two integer attributes of each span is a JSON number instead (some SDKs write
+    numbers; a file mixing both is the reader's slowest case)."""
     import numpy as np
     import orjson
 
@@ -117,7 +122,7 @@ def write_otlp_json(path: Path, n_spans: int, seed: int = 0) -> None:
                     "attributes": [{"key": "http.request.method", "value": {"stringValue": "GET"}},
                                    {"key": "http.response.status_code", "value": {"intValue": "200"}},
                                    {"key": "url.path", "value": {"stringValue": f"/api/items/{s % 100}"}},
-                                   {"key": "server.port", "value": {"intValue": 8080}},
+                                   {"key": "server.port", "value": {"intValue": 8080 if int_numbers else "8080"}},
                                    {"key": "retry", "value": {"boolValue": False}}],
                     "status": {"code": 0},
                 })
@@ -210,9 +215,11 @@ def main() -> int:
             figures["read_trainticket_csv"] = median_of("read", str(TRAINTICKET), a.runs)
             pq.write_table(read_spans(TRAINTICKET).spans, d / "tt.parquet")
             figures["table_trainticket"] = median_of("table", str(d / "tt.parquet"), a.runs)
-        otlp = d / "otlp.json"
-        write_otlp_json(otlp, a.otlp_spans)
-        figures["ingest_otlp_json"] = median_of("ingest", str(otlp), a.runs)
+        for name, int_numbers in (("ingest_otlp_json", False), ("ingest_otlp_json_mixed_ints", True)):
+            otlp = d / f"{name}.json"
+            write_otlp_json(otlp, a.otlp_spans, int_numbers=int_numbers)
+            figures[name] = median_of("ingest", str(otlp), a.runs)
+            otlp.unlink()
         pq.write_table(synthetic_spans(a.table_traces), d / "synthetic.parquet")
         figures["table_synthetic"] = median_of("table", str(d / "synthetic.parquet"), a.runs)
     if a.json:

@@ -36,6 +36,15 @@ STORE_VERSION = 1
 PART_SPANS = 1_000_000
 #: Spans per row group of a part (batches are gathered up to about this many).
 ROW_GROUP_SPANS = 131_072
+#: How span parts are encoded: zstd; dictionary pages only for the columns of few distinct values
+#: (names, kinds, attribute keys), whose files they shrink, not for ids and times, where they
+#: only cost time; min/max statistics for the columns a query filters on.
+SPAN_PARQUET_OPTIONS = dict(
+    compression="zstd",
+    use_dictionary=[S.SERVICE, S.OPERATION, S.INSTANCE, S.KIND, S.STATUS,
+                    f"{S.ATTRIBUTES}.list.element.key", f"{S.ATTRIBUTES}.list.element.str"],
+    write_statistics=[S.TRACE_ID, S.SERVICE, S.OPERATION, S.START_NS, S.END_NS],
+)
 
 
 def is_store(path) -> bool:
@@ -195,7 +204,7 @@ class _PartWriter:
 
     def __init__(self, final: Path, pool: ThreadPoolExecutor):
         self.final, self.tmp, self.pool = final, _tmp_name(final), pool
-        self.writer = pq.ParquetWriter(self.tmp, S.SPAN_SCHEMA, compression="zstd")
+        self.writer = pq.ParquetWriter(self.tmp, S.SPAN_SCHEMA, **SPAN_PARQUET_OPTIONS)
         self.in_flight = None
         self.spans = 0
 

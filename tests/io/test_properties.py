@@ -215,26 +215,37 @@ def _messy_line(table: pa.Table, rnd: random.Random) -> bytes:
 
 @SETTINGS
 @given(table=span_tables(), seed=st.integers(0, 2**32 - 1),
-       damage=st.sampled_from(["none", "int-numbers", "messy", "garbage"]))
-def test_otlp_json_fast_path_reads_exactly_like_the_careful_path(workdir, table, seed, damage):
+       damage=st.sampled_from(["none", "int-numbers", "all-int-numbers", "messy", "garbage"]),
+       sizes=st.sampled_from([None, (64, 64), (700, 300)]))
+def test_otlp_json_fast_path_reads_exactly_like_the_careful_path(workdir, table, seed, damage, sizes):
+    """Also with blocks and parse pieces smaller than a line (``sizes``: bytes of a block, of a
+    piece), which the reader must grow or read whole."""
     import re
+    from unittest import mock
+
+    from tracesleuth.io import _otlp_arrow, otlp_json
 
     path = write("otlp-json", table, workdir / "fast-vs-careful")
     rnd = random.Random(seed)
-    if damage == "int-numbers":  # some exporters write 64-bit integers as JSON numbers: some or all
+    if damage in ("int-numbers", "all-int-numbers"):  # some exporters write 64-bit integers as JSON numbers
+        share = 0.5 if damage == "int-numbers" else 1.0
         path.write_bytes(re.sub(rb'"intValue":"(-?[0-9]+)"',
-                                lambda m: m.group(0) if rnd.random() < 0.5 else b'"intValue":' + m.group(1),
+                                lambda m: m.group(0) if rnd.random() >= share else b'"intValue":' + m.group(1),
                                 path.read_bytes()))
     elif damage != "none":
         lines = path.read_bytes().splitlines(keepends=True)
         extra = _messy_line(table, rnd) if damage == "messy" else b'{"resourceSpans": [{"resource": \xff garbage\n'
         lines.insert(rnd.randrange(len(lines) + 1), extra)
         path.write_bytes(b"".join(lines))
-    (fast_spans, fast_log), (careful_spans, careful_log), taken = _read_both_paths(path)
+    block, piece = sizes or (otlp_json.BLOCK_BYTES, _otlp_arrow.PARSE_BYTES)
+    with mock.patch.object(otlp_json, "BLOCK_BYTES", block), mock.patch.object(_otlp_arrow, "PARSE_BYTES", piece):
+        (fast_spans, fast_log), (careful_spans, careful_log), taken = _read_both_paths(path)
     assert fast_spans.equals(careful_spans)
     assert fast_log == careful_log
-    if damage in ("none", "int-numbers"):
-        assert taken == 1  # clean file-exporter output is read natively
+    if damage in ("none", "int-numbers", "all-int-numbers"):
+        assert taken >= 1  # clean file-exporter output is read natively
+        if sizes is None:
+            assert taken == 1
 
 
 _ids = st.one_of(hex_id(32), st.sampled_from(["", "0" * 32, "ABC", " 00ff ", "xyz", "0" * 40]), st.none())

@@ -18,9 +18,10 @@ rejects whichever path reads it; the fast path only decides how fast.
 
 from __future__ import annotations
 
-import io
 import re
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -38,11 +39,11 @@ class NotClean(Exception):
     """The block holds something only the careful path reads faithfully (the message says what)."""
 
 
-def _schema() -> pa.Schema:
+def _schema(int_value: pa.DataType = pa.string()) -> pa.Schema:
     """The OTLP JSON schema (``intValue`` as decimal strings, as the encoding prescribes)."""
     # arrayValue, kvlistValue and bytesValue are left out: such a value sends the block to the
     # careful path, which keeps them as JSON text.
-    any_value = pa.struct([("stringValue", pa.string()), ("intValue", pa.string()),
+    any_value = pa.struct([("stringValue", pa.string()), ("intValue", int_value),
                            ("doubleValue", pa.float64()), ("boolValue", pa.bool_())])
     kvs = pa.list_(pa.struct([("key", pa.string()), ("value", any_value)]))
     count, text = pa.int64(), pa.string()
@@ -78,22 +79,52 @@ def _schema() -> pa.Schema:
 OTLP_JSON_SCHEMA = _schema()
 _PARSE = pj.ParseOptions(explicit_schema=OTLP_JSON_SCHEMA, unexpected_field_behavior="error",
                          newlines_in_values=False)
+#: The same with every ``intValue`` a JSON number.
+_PARSE_INT_NUMBERS = pj.ParseOptions(explicit_schema=_schema(pa.int64()), unexpected_field_behavior="error",
+                                     newlines_in_values=False)
 #: ``"intValue": 42``, an integer written as a JSON number.
 _INT_NUMBER = re.compile(rb'"intValue"\s*:\s*(-?[0-9]+)')
+#: Bytes the native parser takes at a time (a line must fit in one piece; a longer one is read too).
+PARSE_BYTES = 4 << 20
 _POOL = ThreadPoolExecutor(2, thread_name_prefix="tracesleuth-otlp-json")
 _KINDS = pa.array([KIND_BY_CODE[i] for i in range(6)], pa.string())
 _STATUSES = pa.array([STATUS_BY_CODE[i] for i in range(3)], pa.string())
 
 
-def read_block(block: bytes, n_lines: int, first_line: int, builder: SpanBatchBuilder) -> pa.RecordBatch | None:
+def start_parse(block: bytes | bytearray) -> Callable[[], pa.Table]:
+    """Start parsing a block of whole file-exporter lines on the reader's two threads.
+
+    The reader starts the next block's parse before it lays out the current one, so the
+    native parse and the layout (mostly one thread) overlap.
+
+    Returns
+    -------
+    callable
+        Waits for the parse and returns the table of lines (one row a line); raises
+        :class:`NotClean` when a part of the block does not parse against the OTLP JSON schema.
+    """
+    futures = [_POOL.submit(_parse_half, half) for half in _halves(block)]
+
+    def result() -> pa.Table:
+        errors = [f.exception() for f in futures]  # waits for both: no parse outlives the block
+        for e in errors:
+            if e is not None:
+                raise e
+        tables = [f.result() for f in futures]
+        return pa.concat_tables(tables) if tables else OTLP_JSON_SCHEMA.empty_table()
+    return result
+
+
+def read_block(parse: Callable[[], pa.Table], n_lines: int, first_line: int, builder: SpanBatchBuilder
+               ) -> pa.RecordBatch | None:
     """Read a block of whole file-exporter lines.
 
     Parameters
     ----------
-    block : bytes
-        Complete lines (each one ``ExportTraceServiceRequest``), ending with a newline.
+    parse : callable
+        The block's parse, from :func:`start_parse`.
     n_lines : int
-        Lines in ``block`` (newlines).
+        Lines in the block (newlines).
     first_line : int
         1-based line number of the block's first line in the file (the spans' record numbers).
     builder : SpanBatchBuilder
@@ -111,7 +142,7 @@ def read_block(block: bytes, n_lines: int, first_line: int, builder: SpanBatchBu
     NotClean
         When the block must be read line by line instead; nothing has been logged then.
     """
-    table = _parse(block)
+    table = parse()
     if table.num_rows != n_lines:
         raise NotClean("blank lines")  # Arrow skips them; line numbers would shift
     lines = table.column("resourceSpans").combine_chunks()
@@ -172,40 +203,53 @@ def read_block(block: bytes, n_lines: int, first_line: int, builder: SpanBatchBu
     return validate_spans(raw, attributes, builder.source, builder.log)
 
 
-def _parse(block: bytes) -> pa.Table:
-    """Parse whole lines with Arrow, in two halves on two threads.
+def _halves(block: bytes | bytearray) -> list[pa.Buffer]:
+    """The block cut at the newline nearest its middle (one piece for a single line), no copy."""
+    middle = block.rfind(b"\n", 0, len(block) // 2) + 1
+    buffer = pa.py_buffer(block)
+    return [h for h in (buffer.slice(0, middle), buffer.slice(middle)) if h.size]
+
+
+def _parse_half(data: pa.Buffer) -> pa.Table:
+    """Parse whole lines; integers written as JSON numbers (OTLP's decoders accept both) are
+    read too, and come out as decimal strings like the others.
 
     Arrow's own multi-threaded parse is not used: after a parse error its tasks may still run
-    when Python exits, which aborts the process; these threads are always joined.
+    when Python exits, which aborts the process; the reader's threads are always joined.
     """
     try:
-        tables = list(_POOL.map(_parse_half, _halves(block)))
+        return _read_json(data, _PARSE)
     except NotClean as e:
         if "intValue" not in str(e):
             raise
-        # Integers written as JSON numbers, as some exporters do (all or some): as strings. The
-        # pattern starts with a literal (fast search), so text inside a string value that looks
-        # like the member, an escaped quote before it, sends the block to the careful path.
-        if b'\\"intValue' in block:
+    try:  # every integer a JSON number, as the JavaScript SDK writes them
+        return _read_json(data, _PARSE_INT_NUMBERS).cast(OTLP_JSON_SCHEMA)
+    except NotClean as e:
+        if "intValue" not in str(e):
             raise
-        parts = _INT_NUMBER.split(block)  # text, digits, text, digits, ..., text
-        parts[1::2] = [b'"intValue":"' + digits + b'"' for digits in parts[1::2]]
-        block = b"".join(parts)
-        del parts
-        tables = list(_POOL.map(_parse_half, _halves(block)))
-    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    # Some of each: the numbers are rewritten as strings. The pattern starts with a literal (fast
+    # search), so text inside a string value that looks like the member, an escaped quote before
+    # it, sends the block to the careful path.
+    text = data.to_pybytes()
+    if b'\\"intValue' in text:
+        raise NotClean("an escaped intValue member inside a string")
+    parts = _INT_NUMBER.split(text)  # text, digits, text, digits, ..., text
+    parts[1::2] = [b'"intValue":"' + digits + b'"' for digits in parts[1::2]]
+    return _read_json(pa.py_buffer(b"".join(parts)), _PARSE)
 
 
-def _halves(block: bytes) -> list[bytes]:
-    """The block cut at the newline nearest its middle (one piece for a single line)."""
-    middle = block.rfind(b"\n", 0, len(block) // 2) + 1
-    return [h for h in (block[:middle], block[middle:]) if h]
-
-
-def _parse_half(data: bytes) -> pa.Table:
+def _read_json(data: pa.Buffer, options: pj.ParseOptions) -> pa.Table:
+    """Parse whole lines in pieces of :data:`PARSE_BYTES` (the parser's buffers then stay small and
+    are reused); a line longer than a piece is parsed with the rest in one piece."""
     try:
-        table = pj.read_json(io.BytesIO(data), parse_options=_PARSE,
-                             read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1))
+        try:
+            table = pj.read_json(pa.BufferReader(data), parse_options=options,
+                                 read_options=pj.ReadOptions(use_threads=False, block_size=PARSE_BYTES))
+        except pa.ArrowInvalid as e:
+            if "straddl" not in str(e):
+                raise
+            table = pj.read_json(pa.BufferReader(data), parse_options=options,
+                                 read_options=pj.ReadOptions(use_threads=False, block_size=data.size + 1))
         table.validate(full=True)  # the parser lets invalid UTF-8 through
     except (pa.ArrowException, UnicodeDecodeError, ValueError) as e:
         raise NotClean(str(e)) from None
@@ -284,6 +328,9 @@ def _check_no_shadowing(key: pa.Array, span_len: np.ndarray, span_rs: np.ndarray
                         contexts: list[ResourceContext]) -> None:
     """Raise :class:`NotClean` when a span sets a key its resource sets too (the careful path then
     keeps the span's value and drops the resource's)."""
+    names = {k for c in contexts for k in c.keys}
+    if not pc.any(pc.is_in(key, pa.array(sorted(names), pa.string()))).as_py():
+        return  # no span sets a key that any resource of the block sets
     resource_keys = pl.DataFrame(
         [(r, k) for r, c in enumerate(contexts) for k in c.keys], schema=[("rs", pl.Int64), ("key", pl.String)],
         orient="row")

@@ -91,9 +91,14 @@ class _Chain(io.RawIOBase):
             b[:n] = self._prefix[:n]
             self._prefix = self._prefix[n:] if n < len(self._prefix) else memoryview(b"")  # let the prefix go
             return n
-        data = _read(self._rest, len(b))
-        b[: len(data)] = data
-        return len(data)
+        if not hasattr(self._rest, "readinto"):
+            data = _read(self._rest, len(b))
+            b[: len(data)] = data
+            return len(data)
+        try:
+            return self._rest.readinto(b)
+        except zlib.error as e:
+            raise OSError(f"corrupt compressed data: {e}") from e
 
 
 def chain(prefix: bytes, rest: BinaryIO) -> BinaryIO:

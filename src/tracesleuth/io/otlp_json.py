@@ -8,7 +8,7 @@ Reference: OTLP specification, "JSON Protobuf Encoding"
 from __future__ import annotations
 
 import io
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 import orjson
 import pyarrow as pa
@@ -27,8 +27,9 @@ __all__ = ["read_otlp_json"]
 SPAN_KEYS = (b'"spanId"', b'"span_id"')
 #: Lines looked at (at most) to tell the file exporter's layout from a pretty-printed body.
 SNIFF_LINES = 1000
-#: Bytes of whole lines handed to the native parser at once, and bytes per read.
-BLOCK_BYTES = 32 << 20
+#: Bytes of whole lines handed to the native parser at once, and bytes per read (a read that
+#: fails, on corrupt gzip data, loses what it had decompressed).
+BLOCK_BYTES = 16 << 20
 READ_BYTES = 1 << 20
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -82,12 +83,12 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
     reader = _RequestReader(builder)
     if ndjson:
         lineno = 1
-        for block, block_error, cut_off in _line_blocks(stream):
+        for (block, block_error, cut_off), parse in _parsed_ahead(_line_blocks(stream, BLOCK_BYTES)):
             n_lines = block.count(b"\n")
             try:
-                batch = _otlp_arrow.read_block(block, n_lines, lineno, builder)
+                batch = _otlp_arrow.read_block(parse, n_lines, lineno, builder)
             except _otlp_arrow.NotClean:
-                for k, line in enumerate(block.split(b"\n")[:-1]):
+                for k, line in enumerate(bytes(block).split(b"\n")[:-1]):
                     if line and not line.isspace():
                         with gc_paused():
                             reader.read_line(line, lineno + k)
@@ -119,35 +120,67 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
         yield batch
 
 
-def _line_blocks(stream: BinaryIO, size: int = BLOCK_BYTES) -> Iterator[tuple[bytes, OSError | None, bytes]]:
+def _parsed_ahead(blocks: Iterator[tuple[bytearray, OSError | None, bytes]]
+                  ) -> Iterator[tuple[tuple[bytearray, OSError | None, bytes], Callable[[], pa.Table]]]:
+    """Each block with its native parse, started one block ahead of the caller's layout."""
+    ahead = None
+    for item in blocks:
+        started = (item, _otlp_arrow.start_parse(item[0]))
+        if ahead is not None:
+            yield ahead
+        ahead = started
+    if ahead is not None:
+        yield ahead
+
+
+def _line_blocks(stream: BinaryIO, size: int) -> Iterator[tuple[bytearray, OSError | None, bytes]]:
     """``(block, error, cut_off)``: blocks of about ``size`` bytes of whole lines, each ending with
-    a newline (one is added to a last line without). A read error (corrupt gzip data) ends the
-    blocks: the whole lines read before it come with the error, and the bytes of the line it cut
-    as ``cut_off``, for the caller to read, report and then raise."""
-    read = stream.read1 if hasattr(stream, "read1") else stream.read
-    pending: list[bytes] = []
-    held = 0
+    a newline (one is added to a last line without). Each block is read straight into a buffer of
+    its own (no copies of the file's bytes); a line longer than ``size`` makes its block longer.
+    A read error (corrupt gzip data) ends the blocks: the whole lines read before it come with
+    the error, and the bytes of the line it cut as ``cut_off``, for the caller to read, report
+    and then raise."""
+    tail = b""
     while True:
-        try:
-            chunk = read(READ_BYTES)
-        except OSError as e:
-            data = b"".join(pending)
-            cut = data.rfind(b"\n") + 1
-            yield data[:cut], e, data[cut:]
+        block = bytearray(len(tail) + size)
+        block[:len(tail)] = tail
+        filled, eof, error = _fill(stream, block, len(tail))
+        while filled == len(block) and block.find(b"\n", len(tail)) < 0:  # a line longer than the block
+            longer = bytearray(2 * len(block))
+            longer[:filled] = block
+            block = longer
+            filled, eof, error = _fill(stream, block, filled)
+        del block[filled:]
+        if error is not None:
+            cut = block.rfind(b"\n") + 1
+            yield block[:cut], error, bytes(block[cut:])
             return
-        if not chunk:
-            if pending:
-                data = b"".join(pending)
-                yield (data if data.endswith(b"\n") else data + b"\n"), None, b""
+        if eof:
+            if block:
+                if not block.endswith(b"\n"):
+                    block += b"\n"
+                yield block, None, b""
             return
-        held += len(chunk)
-        cut = chunk.rfind(b"\n") + 1 if held >= size else 0
-        if cut:  # the block ends with this chunk's last newline
-            pending.append(chunk[:cut])
-            yield b"".join(pending), None, b""
-            pending, held = [chunk[cut:]], len(chunk) - cut
-        else:
-            pending.append(chunk)
+        cut = block.rfind(b"\n") + 1
+        tail = bytes(block[cut:])
+        del block[cut:]
+        yield block, None, b""
+
+
+def _fill(stream: BinaryIO, buffer: bytearray, filled: int) -> tuple[int, bool, OSError | None]:
+    """Read into ``buffer`` from ``filled`` until it is full: ``(filled, end of stream, error)``."""
+    view = memoryview(buffer)
+    try:
+        while filled < len(buffer):
+            n = stream.readinto(view[filled:filled + READ_BYTES])
+            if not n:
+                return filled, True, None
+            filled += n
+        return filled, False, None
+    except OSError as e:
+        return filled, False, e
+    finally:
+        view.release()
 
 
 def _sniff_lines(stream: BinaryIO) -> tuple[bytes, bool, OSError | None]:
