@@ -200,16 +200,21 @@ def _link_spans(spans: pa.Table):
     source_row = np.arange(n, dtype=np.int64)
     repairs = {"exact_duplicates": 0, "shared_spans_split": 0, "conflicting_ids_renamed": 0}
     renamed = None
-    clashing = _clashing_traces(key, trace)
-    if len(clashing):
+    shared = _rows_sharing_a_key(key)
+    if len(shared):
+        # De-duplication reads the spans that share an id and the children of such ids (a shared
+        # server half's children follow it to its new id); no other span is changed by it.
+        with np.errstate(over="ignore"):
+            child = has_parent & np.isin(trace_mix + parent_hash, key[shared])
         keep, span_hash, parent_hash, has_parent, repairs, renamed = _repair_ids(
-            spans, np.flatnonzero(np.isin(trace, clashing)), span_hash, parent_hash, has_parent)
+            spans, np.union1d(shared, np.flatnonzero(child)), span_hash, parent_hash, has_parent)
+        del child
         if not keep.all():
             source_row, trace, trace_mix = source_row[keep], trace[keep], trace_mix[keep]
             span_hash, parent_hash, has_parent = span_hash[keep], parent_hash[keep], has_parent[keep]
         with np.errstate(over="ignore"):
             key = trace_mix + span_hash
-    unique = not len(clashing) or pl.Series(key).n_unique() == len(key)
+    unique = not len(shared) or pl.Series(key).n_unique() == len(key)
     parent = _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix, unique)
     return source_row, trace, trace_ids, parent, has_parent, repairs, renamed
 
@@ -237,16 +242,16 @@ def _operations(svc: np.ndarray, services: pa.Array, name: np.ndarray, names: pa
     return service_names, keys, op_service, code, op_name
 
 
-def _clashing_traces(key: np.ndarray, trace: np.ndarray) -> np.ndarray:
-    """Trace codes holding two spans with one (trace, span id) hash key."""
+def _rows_sharing_a_key(key: np.ndarray) -> np.ndarray:
+    """Rows whose (trace, span id) hash key another row has too."""
     keys = pl.Series(key)
     if keys.n_unique() == len(key):
-        return np.zeros(0, np.int32)
-    return np.unique(trace[keys.is_duplicated().to_numpy()])
+        return np.zeros(0, np.int64)
+    return np.flatnonzero(keys.is_duplicated().to_numpy())
 
 
 def _repair_ids(spans: pa.Table, rows: np.ndarray, span_hash, parent_hash, has_parent):
-    """Run :func:`deduplicate` on the spans of the traces holding clashing ids (``rows``)."""
+    """Run :func:`deduplicate` on the spans at ``rows`` (those sharing ids, and their children)."""
     cols = [S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.SERVICE, S.OPERATION, S.KIND, S.START_NS, S.END_NS]
     sub = pl.from_arrow(spans.select(cols).take(pa.array(rows)))
     sub = sub.with_columns(pl.Series(SOURCE_ROW, rows, dtype=pl.Int64))
@@ -307,6 +312,9 @@ def deduplicate(df: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
     """Step 1 of :func:`~tracesleuth.model.assembly.assemble`: remove exact copies and split
     shared or clashing span ids.
 
+    A new id is derived from the trace id, the old id and the span's ``source_row`` (its row in
+    the input, when the frame has that column), so it does not depend on the other spans read.
+
     Returns
     -------
     frame : polars.DataFrame
@@ -338,8 +346,9 @@ def deduplicate(df: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
     )
     movers = clash.filter(pl.col("_rank") > 0).with_columns(
         _shared=(pl.col(S.KIND) == "server") & pl.col("_has_client"))
+    salt = SOURCE_ROW if SOURCE_ROW in movers.columns else "_i"  # the input row: the same new id whatever else is read
     movers = movers.with_columns(_new_id=pl.Series(_derived_ids(
-        movers[S.TRACE_ID].to_list(), movers[S.SPAN_ID].to_list(), movers["_i"].to_list()), dtype=pl.String))
+        movers[S.TRACE_ID].to_list(), movers[S.SPAN_ID].to_list(), movers[salt].to_list()), dtype=pl.String))
     counts["shared_spans_split"] = int(movers["_shared"].sum())
     counts["conflicting_ids_renamed"] = movers.height - counts["shared_spans_split"]
     moved = movers.select(
