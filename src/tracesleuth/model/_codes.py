@@ -205,7 +205,7 @@ def _link_spans(spans: pa.Table):
         # De-duplication reads the spans that share an id and the children of such ids (a shared
         # server half's children follow it to its new id); no other span is changed by it.
         with np.errstate(over="ignore"):
-            child = has_parent & np.isin(trace_mix + parent_hash, key[shared])
+            child = has_parent & pl.Series(trace_mix + parent_hash).is_in(pl.Series(key[shared])).to_numpy()
         keep, span_hash, parent_hash, has_parent, repairs, renamed = _repair_ids(
             spans, np.union1d(shared, np.flatnonzero(child)), span_hash, parent_hash, has_parent)
         del child

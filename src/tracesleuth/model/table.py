@@ -240,7 +240,14 @@ def _covered_by_children(parent: np.ndarray, s: np.ndarray, e: np.ndarray, paren
     """
     if len(parent) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    order = pl.DataFrame({"p": parent, "s": s}).select(pl.arg_sort_by("p", "s")).to_series().to_numpy()
+    rel = s - parent_start  # >= 0: children start within their parent
+    span = int(rel.max()) + 1
+    if span * (int(parent.max()) + 1) < 2**62:  # one int64 key sorts faster than two columns
+        rel += parent * span
+        order = pl.Series(rel).arg_sort().to_numpy()
+    else:
+        order = pl.DataFrame({"p": parent, "s": s}).select(pl.arg_sort_by("p", "s")).to_series().to_numpy()
+    del rel
     p = parent[order]
     rs = s[order]
     rs -= parent_start[order]
