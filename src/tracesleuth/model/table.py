@@ -42,7 +42,6 @@ only the final columns need the operations of every partition.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -373,11 +372,9 @@ def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int
     entry, request = requests_of(codes, tree, codes.operation_keys.index(key))
     if len(entry) == 0:
         raise EmptyDataError(f"no request of endpoint {key!r}")
-    with ThreadPoolExecutor(1) as pool:  # signatures beside the exclusive times (numpy releases the GIL)
-        signatures = pool.submit(_signatures, codes, tree, entry, request)
-        exclusive = exclusive_times(codes, tree, request)
-        ops, exclusive, calls, instance = operation_features(codes, request, exclusive, len(entry))
-        signatures = signatures.result()
+    exclusive = exclusive_times(codes, tree, request)
+    ops, exclusive, calls, instance = operation_features(codes, request, exclusive, len(entry))
+    signatures = _signatures(codes, tree, entry, request)
     n_req = len(entry)
     error = np.bincount(request[codes.error & (request >= 0)], minlength=n_req) > 0
     bad_trace = (np.bincount(codes.trace[tree.orphan], minlength=len(codes.trace_ids)) > 0) | (
