@@ -208,7 +208,6 @@ def _link_spans(spans: pa.Table):
             child = has_parent & pl.Series(trace_mix + parent_hash).is_in(pl.Series(key[shared])).to_numpy()
         keep, span_hash, parent_hash, has_parent, repairs, renamed = _repair_ids(
             spans, np.union1d(shared, np.flatnonzero(child)), span_hash, parent_hash, has_parent)
-        del child
         if not keep.all():
             source_row, trace, trace_mix = source_row[keep], trace[keep], trace_mix[keep]
             span_hash, parent_hash, has_parent = span_hash[keep], parent_hash[keep], has_parent[keep]
