@@ -169,6 +169,11 @@ def test_parent_links_survive_a_64_bit_key_collision():
     key[4] = key[2]                                   # a collision of spans 2 and 4
     linked = _link_parents(key, trace, span_hash, parent_hash, has_parent, mix, unique=False)
     assert linked.tolist() == [-1, 0, 1, -1, 3]
+    # unexpected: found when a span links to the shared key (span 5, child of span 2)
+    grown = [np.append(a, np.array([v], a.dtype)) for a, v in ((trace, 0), (span_hash, 14), (parent_hash, 12),
+                                                                 (has_parent, True), (mix, 100))]
+    key5 = np.append(key, np.array([114], np.uint64))
+    assert _link_parents(key5, *grown[:4], grown[4], unique=True).tolist() == [-1, 0, 1, -1, 3, 2]
     # a key match that is not the same trace and span id hash is never taken as a link
     other = np.array([0, 10, 11, 0, 2**64 - 88], dtype=np.uint64)   # 200 + other[4] wraps to span 2's key
     assert _link_parents(mix + span_hash, trace, span_hash, other, has_parent, mix, unique=True).tolist() \
@@ -181,3 +186,48 @@ def test_bad_input_errors():
     only_orphans = [span("8", "2", "9", "a", "x", 0, 10)]
     with pytest.raises(EmptyDataError, match="no root"):
         build_trace_table(table(only_orphans))
+
+
+def assert_same_table(a, b):
+    assert a.frame.equals(b.frame, null_equal=True) and a.frame.columns == b.frame.columns
+    assert (a.endpoint, a.operations, a.endpoints, a.assembly) == (b.endpoint, b.operations, b.endpoints, b.assembly)
+
+
+@pytest.mark.parametrize("partition_spans", [1, 2, 5, 9, 14])
+def test_a_table_built_in_partitions_is_the_same_table(partition_spans):
+    """Partitions of whole traces, built one after another, give the table of one build:
+    operations absent from a partition are null, attribute columns are chosen over all
+    requests, repairs are counted and shared spans renamed alike."""
+    rows = (trace_one("1") + trace_two("2") + trace_one("3")
+            + [span("7", "1", None, "web", "home", 0, 100, attributes={"http.method": "PUT"}),
+               span("7", "1", None, "web", "home", 0, 100),                   # exact copy
+               span("7", "x", "1", "web", "call", 10, 50, kind="client"),
+               span("7", "x", "1", "b", "handle", 12, 48, kind="server"),     # shared id
+               span("7", "c", "x", "b", "db", 20, 30, kind="client"),
+               span("8", "1", None, "cron", "tick", 0, 10)]                   # another root operation
+            + trace_two("9"))
+    whole = build_trace_table(table(rows))
+    parts = build_trace_table(table(rows), partition_spans=partition_spans)
+    assert_same_table(parts, whole)
+    assert whole.n_requests == 5 and whole.endpoints == {"web:home": 5, "cron:tick": 1}
+    assert whole.assembly.exact_duplicates == 1 and whole.assembly.shared_spans_split == 1
+    assert_same_table(build_trace_table(table(rows), "cron:tick", partition_spans=partition_spans),
+                      build_trace_table(table(rows), "cron:tick"))
+
+
+def test_trace_partitions_hold_whole_traces():
+    import numpy as np
+
+    from tracesleuth.model.table import trace_partitions
+
+    rows = trace_one("1") + trace_two("2") + trace_one("3") + trace_two("4")   # 9, 2, 9, 2 spans
+    t = table(rows)
+    parts = trace_partitions(t, 10)
+    assert [len(p) for p in parts] == [11, 9, 2]       # traces starting at spans 0 and 9, 11, 20
+    assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(t.num_rows))
+    trace_ids = t.column("trace_id").to_numpy(zero_copy_only=False)
+    assert [set(trace_ids[p]) for p in parts] == [{"1".rjust(32, "0"), "2".rjust(32, "0")},
+                                                  {"3".rjust(32, "0")}, {"4".rjust(32, "0")}]
+    assert all((np.diff(p) > 0).all() for p in parts)
+    with pytest.raises(ParameterError):
+        build_trace_table(t, partition_spans=0)

@@ -76,3 +76,24 @@ def test_zipkin_production_traces_match_naive(shared_data, name):
     result = read_spans(shared_data / "zipkin-lens" / name)
     tt = check_against_naive(result)
     assert tt.n_requests >= 1
+
+
+def test_trainticket_day_built_in_partitions_is_the_same_table(shared_data):
+    """The whole TrainTicket day (329k spans, 4,483 requests, 244 operations) in partitions of
+    about 40,000 spans gives the table of one build."""
+    spans = read_spans(shared_data / "nezha/trainticket/2023-01-29/trace").spans
+    whole = build_trace_table(spans)
+    parts = build_trace_table(spans, partition_spans=40_000)
+    assert parts.frame.equals(whole.frame, null_equal=True) and parts.frame.columns == whole.frame.columns
+    assert (parts.operations, parts.endpoints, parts.assembly) == (whole.operations, whole.endpoints, whole.assembly)
+    assert whole.n_requests == 4483
+
+
+@pytest.mark.parametrize("name", ["smartthings-mobile-web-install.json", "yelp.json", "skew.json",
+                                  "messaging2.json"])
+def test_zipkin_production_traces_built_in_partitions(shared_data, name):
+    pytest.importorskip("tracesleuth.io.zipkin")
+    spans = read_spans(shared_data / "zipkin-lens" / name).spans
+    whole = build_trace_table(spans)
+    parts = build_trace_table(spans, partition_spans=3)
+    assert parts.frame.equals(whole.frame, null_equal=True) and parts.assembly == whole.assembly

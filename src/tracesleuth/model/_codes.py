@@ -145,7 +145,7 @@ def _hash(column: pa.ChunkedArray, seed: int) -> np.ndarray:
     return pl.Series(column).hash(seed=seed).to_numpy()
 
 
-def encode_spans(spans: pa.Table) -> SpanCodes:
+def encode_spans(spans: pa.Table, rows: np.ndarray | None = None) -> SpanCodes:
     """Integer codes of a span table, its duplicates repaired and parents linked.
 
     Parameters
@@ -153,6 +153,9 @@ def encode_spans(spans: pa.Table) -> SpanCodes:
     spans : pyarrow.Table
         Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`, whole traces only (the attributes
         column is not read).
+    rows : ndarray of int64, shape (spans.num_rows,), optional
+        When ``spans`` is a partition taken from a larger input: the row of each of its spans
+        in that input. ``source_row`` (and ``renamed``) then index the input.
 
     Returns
     -------
@@ -163,20 +166,24 @@ def encode_spans(spans: pa.Table) -> SpanCodes:
         names = pool.submit(_name_codes, spans)  # and polars release the GIL)
         source_row, trace, trace_ids, parent, has_parent, repairs, renamed = _link_spans(spans)
         names = names.result()
-    rows = source_row if len(source_row) < n else slice(None)
+    kept = source_row if len(source_row) < n else slice(None)  # spans left after de-duplication
     services, operation_keys, operation_service, operation, operation_names = _operations(
-        *names[S.SERVICE], *names[S.OPERATION], rows)
+        *names[S.SERVICE], *names[S.OPERATION], kept)
     instance, instances = names[S.INSTANCE]
     kind, kinds = names[S.KIND]
     kind_lut = np.array([_KIND_CODE.get(k, _KIND_CODE["unspecified"]) for k in kinds.to_pylist()] or [0], np.int8)
     status, statuses = names[S.STATUS]
     err_lut = np.array([s == "error" for s in statuses.to_pylist()] or [False])
+    follows_from = spans.column(S.FOLLOWS_FROM).to_numpy()[kept].astype(bool, copy=False)
+    start_ns, end_ns = spans.column(S.START_NS).to_numpy()[kept], spans.column(S.END_NS).to_numpy()[kept]
+    if rows is not None:
+        source_row = rows[source_row]
+        if renamed is not None:
+            renamed = renamed.with_columns(pl.Series(SOURCE_ROW, rows[renamed[SOURCE_ROW].to_numpy()]))
     return SpanCodes(
         source_row=source_row, trace=trace, parent=parent, has_parent=has_parent,
-        operation=operation, instance=instance[rows], kind=kind_lut[kind[rows]],
-        follows_from=spans.column(S.FOLLOWS_FROM).to_numpy()[rows].astype(bool, copy=False),
-        error=err_lut[status[rows]],
-        start_ns=spans.column(S.START_NS).to_numpy()[rows], end_ns=spans.column(S.END_NS).to_numpy()[rows],
+        operation=operation, instance=instance[kept], kind=kind_lut[kind[kept]],
+        follows_from=follows_from, error=err_lut[status[kept]], start_ns=start_ns, end_ns=end_ns,
         trace_ids=trace_ids, instances=instances, operation_keys=operation_keys, operation_names=operation_names,
         operation_service=operation_service, services=services, repairs=repairs, renamed=renamed)
 
@@ -205,7 +212,7 @@ def _link_spans(spans: pa.Table):
         # De-duplication reads the spans that share an id and the children of such ids (a shared
         # server half's children follow it to its new id); no other span is changed by it.
         with np.errstate(over="ignore"):
-            child = has_parent & pl.Series(trace_mix + parent_hash).is_in(pl.Series(key[shared])).to_numpy()
+            child = has_parent & pl.Series(trace_mix + parent_hash).is_in(pl.Series(key[shared]).implode()).to_numpy()
         keep, span_hash, parent_hash, has_parent, repairs, renamed = _repair_ids(
             spans, np.union1d(shared, np.flatnonzero(child)), span_hash, parent_hash, has_parent)
         if not keep.all():
@@ -213,8 +220,7 @@ def _link_spans(spans: pa.Table):
             span_hash, parent_hash, has_parent = span_hash[keep], parent_hash[keep], has_parent[keep]
         with np.errstate(over="ignore"):
             key = trace_mix + span_hash
-    unique = not len(shared) or pl.Series(key).n_unique() == len(key)
-    parent = _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix, unique)
+    parent = _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix, unique=True)
     return source_row, trace, trace_ids, parent, has_parent, repairs, renamed
 
 
@@ -242,11 +248,12 @@ def _operations(svc: np.ndarray, services: pa.Array, name: np.ndarray, names: pa
 
 
 def _rows_sharing_a_key(key: np.ndarray) -> np.ndarray:
-    """Rows whose (trace, span id) hash key another row has too."""
-    keys = pl.Series(key)
-    if keys.n_unique() == len(key):
+    """Rows whose (trace, span id) hash key another row has too, ascending."""
+    ordered = pl.Series(key).sort().to_numpy()  # a sort finds the repeated keys faster than a hash
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    if len(repeated) == 0:
         return np.zeros(0, np.int64)
-    return np.flatnonzero(keys.is_duplicated().to_numpy())
+    return np.flatnonzero(pl.Series(key).is_in(pl.Series(np.unique(repeated)).implode()).to_numpy())
 
 
 def _repair_ids(spans: pa.Table, rows: np.ndarray, span_hash, parent_hash, has_parent):
@@ -277,7 +284,8 @@ def _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix, uni
 
     One hash join on a 64-bit key of (trace, span id hash); a match is then checked on the trace
     code and the full span id hash, so a false link would need a 64-bit collision of span ids
-    within one trace. ``unique``: no two spans share ``key`` (else the join is on both parts).
+    within one trace. ``unique``: no two spans are expected to share ``key``; if a span links
+    to two that do, the join is redone on both parts.
     """
     n = len(key)
     if n == 0:
@@ -292,14 +300,17 @@ def _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix, uni
     else:
         links = pl.DataFrame({"k": pl.Series(pkey).set(pl.Series(~has_parent), None)})
         on = ["k"]
-    parent = links.join(ids, on=on, how="left", maintain_order="left")["r"].fill_null(-1).to_numpy()
+    joined = links.join(ids, on=on, how="left", maintain_order="left")
+    if joined.height != n:  # a key two spans share (a 64-bit collision) was linked to twice
+        return _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix, unique=False)
+    parent = joined["r"].fill_null(-1).to_numpy()
     found = parent >= 0
     ok = np.zeros(n, dtype=bool)
     ok[found] = (trace[parent[found]] == trace[found]) & (span_hash[parent[found]] == parent_hash[found])
     return np.where(ok, parent, -1)
 
 
-def _derived_ids(trace_ids: list[str], span_ids: list[str], salts: list[int]) -> list[str]:
+def _derived_ids(trace_ids: list[str], span_ids: list[str], salts: list[str]) -> list[str]:
     """Stable new 16-hex-digit span ids derived from (trace id, span id, salt)."""
     import hashlib
 
@@ -311,8 +322,9 @@ def deduplicate(df: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
     """Step 1 of :func:`~tracesleuth.model.assembly.assemble`: remove exact copies and split
     shared or clashing span ids.
 
-    A new id is derived from the trace id, the old id and the span's ``source_row`` (its row in
-    the input, when the frame has that column), so it does not depend on the other spans read.
+    A new id is derived from the trace id, the old id and the span's own fields (service,
+    operation, kind, times, parent; holders of one id that are not exact copies differ in one of
+    them), so it depends neither on the other spans read nor on their order.
 
     Returns
     -------
@@ -345,9 +357,10 @@ def deduplicate(df: pl.DataFrame) -> tuple[pl.DataFrame, dict]:
     )
     movers = clash.filter(pl.col("_rank") > 0).with_columns(
         _shared=(pl.col(S.KIND) == "server") & pl.col("_has_client"))
-    salt = SOURCE_ROW if SOURCE_ROW in movers.columns else "_i"  # the input row: the same new id whatever else is read
+    salt = pl.concat_str([pl.col(c).cast(pl.String).fill_null("") for c in key[2:]], separator="/")
     movers = movers.with_columns(_new_id=pl.Series(_derived_ids(
-        movers[S.TRACE_ID].to_list(), movers[S.SPAN_ID].to_list(), movers[salt].to_list()), dtype=pl.String))
+        movers[S.TRACE_ID].to_list(), movers[S.SPAN_ID].to_list(), movers.select(salt).to_series().to_list()),
+        dtype=pl.String))
     counts["shared_spans_split"] = int(movers["_shared"].sum())
     counts["conflicting_ids_renamed"] = movers.height - counts["shared_spans_split"]
     moved = movers.select(

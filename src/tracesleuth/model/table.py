@@ -35,9 +35,12 @@ outermost span of the endpoint's operation with its subtree (a nested call of th
 operation belongs to the enclosing request).
 
 The work is numpy on integer-coded spans (:mod:`._codes`): :func:`requests_of`,
-:func:`exclusive_times` and :func:`operation_features` are pure functions of spans holding
-whole traces, so they can run partition-wise (partitioned by trace id, e.g. on Dask) unchanged;
-only the final columns need the operations of every partition.
+:func:`exclusive_times`, :func:`operation_features` and :func:`partition_requests` are pure
+functions of spans holding whole traces, so they run partition-wise (partitioned by trace id,
+:func:`trace_partitions`). :func:`build_trace_table` builds more than ``PARTITION_SPANS`` spans
+that way, one partition after another, which bounds its memory; only the endpoint (the most
+frequent root operation of all partitions), the attribute columns and the row order need every
+partition. The same functions can run on Dask partitions.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ import pyarrow as pa
 
 from .. import schema as S
 from ..errors import EmptyDataError, ParameterError
-from ._codes import _M1, _M2, SpanCodes, encode_spans, mix64
+from ._codes import _M1, _M2, SpanCodes, dictionary_codes, encode_spans, mix64
 from .assembly import DEPTH, SOURCE_ROW, AssemblyReport, Tree, assemble_codes, attributes_of, spans_table
 
 
@@ -63,6 +66,8 @@ EXCLUSIVE_NS = "exclusive_ns"
 CALLS = "calls"
 #: Root attributes with more distinct values than this are identifiers, not categories.
 MAX_CATEGORIES = 50
+#: Spans the trace table is built from at once; more are built in partitions of whole traces.
+PARTITION_SPANS = 500_000
 
 
 def exclusive_column(key: str) -> str:
@@ -138,21 +143,56 @@ class TraceTable:
         return self.frame[LATENCY_NS].to_numpy()
 
 
+def trace_partitions(spans: pa.Table, max_spans: int) -> list[np.ndarray]:
+    """Rows of ``spans`` in partitions of whole traces of about ``max_spans`` spans each.
+
+    Traces are laid end to end in order of first appearance; partition ``k`` holds those that
+    start within spans ``[k * max_spans, (k + 1) * max_spans)`` of that sequence, so at most
+    ``max_spans`` spans plus the rest of its last trace.
+
+    Returns
+    -------
+    list of ndarray of int64
+        The rows of each partition, ascending (the input order of its spans is kept).
+    """
+    trace, _ = dictionary_codes(spans.column(S.TRACE_ID))
+    if len(trace) == 0:
+        return []
+    sizes = np.bincount(trace)
+    part = ((np.cumsum(sizes) - sizes) // max_spans)[trace]  # by the offset of the trace's first span
+    order = np.argsort(part, kind="stable")
+    bounds = np.searchsorted(part[order], np.arange(part[order[-1]] + 2))
+    return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
 def operation_keys(df: pl.DataFrame) -> pl.Expr:
     """Expression of the operation key ``"service:operation"`` of each span."""
     return pl.concat_str([pl.col(S.SERVICE), pl.lit(":"), pl.col(S.OPERATION)]).alias(OPERATION_KEY)
 
 
-def root_endpoints(codes: SpanCodes) -> dict:
-    """``{operation key: traces}`` of root spans (spans without a parent), most frequent first."""
-    counts = np.bincount(codes.operation[~codes.has_parent], minlength=len(codes.operation_keys))
-    found = [(codes.operation_keys[i], int(c)) for i, c in enumerate(counts.tolist()) if c]
-    return dict(sorted(found, key=lambda kc: (-kc[1], kc[0])))
+def root_endpoints(*codes: SpanCodes) -> dict:
+    """``{operation key: traces}`` of root spans (spans without a parent) of one or more
+    partitions, most frequent first."""
+    found: dict = {}
+    for c in codes:
+        counts = np.bincount(c.operation[~c.has_parent], minlength=len(c.operation_keys))
+        for i in np.flatnonzero(counts).tolist():
+            found[c.operation_keys[i]] = found.get(c.operation_keys[i], 0) + int(counts[i])
+    return dict(sorted(found.items(), key=lambda kc: (-kc[1], kc[0])))
 
 
-def resolve_endpoint(endpoint: str | None, codes: SpanCodes, endpoints: dict) -> str:
+def resolve_endpoint(endpoint: str | None, operations: dict, endpoints: dict) -> str:
     """The operation key of ``endpoint`` (a key ``service:operation`` or a unique operation name);
     the most frequent root operation when ``None``.
+
+    Parameters
+    ----------
+    endpoint : str or None
+    operations : dict
+        ``{operation key: operation name}`` of every operation seen.
+    endpoints : dict
+        ``{operation key: number of traces}`` of root operations, most frequent first
+        (:func:`root_endpoints`).
 
     Raises
     ------
@@ -165,16 +205,15 @@ def resolve_endpoint(endpoint: str | None, codes: SpanCodes, endpoints: dict) ->
         if not endpoints:
             raise EmptyDataError("no root spans: give an endpoint (an operation key 'service:operation')")
         return next(iter(endpoints))
-    keys = codes.operation_keys
-    if endpoint in keys:
+    if endpoint in operations:
         return endpoint
-    by_name = sorted(k for k, name in zip(keys, codes.operation_names) if name == endpoint)
+    by_name = sorted(k for k, name in operations.items() if name == endpoint)
     if len(by_name) == 1:
         return by_name[0]
     if by_name:
         raise ParameterError(f"The endpoint {endpoint!r} is an operation of several services: "
                              f"{', '.join(by_name)}; give one of these keys.")
-    close = sorted(k for k in keys if endpoint.lower() in k.lower())[:10]
+    close = sorted(k for k in operations if endpoint.lower() in k.lower())[:10]
     hint = f" Similar: {', '.join(close)}." if close else f" Root operations: {', '.join(list(endpoints)[:10])}."
     raise ParameterError(f"The endpoint {endpoint!r} matches no operation key 'service:operation'.{hint}")
 
@@ -330,7 +369,8 @@ def operation_features(codes: SpanCodes, request: np.ndarray, exclusive_ns: np.n
             instance.reshape(shape))
 
 
-def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int = MAX_CATEGORIES) -> TraceTable:
+def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int = MAX_CATEGORIES,
+                      partition_spans: int = PARTITION_SPANS) -> TraceTable:
     """Build the trace table of an endpoint from spans.
 
     Parameters
@@ -342,6 +382,10 @@ def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int
         requests enter by; default the most frequent root operation.
     max_categories : int, default=50
         Entry-span attributes with more distinct values are left out (identifiers).
+    partition_spans : int, default=PARTITION_SPANS
+        More spans than this are built in partitions of whole traces
+        (:func:`trace_partitions`), one after the other, so the memory the build needs beside
+        the spans is that of one partition. The table does not depend on it.
 
     Returns
     -------
@@ -352,7 +396,7 @@ def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int
     EmptyDataError
         When there are no spans, no root span, or no request of the endpoint.
     ParameterError
-        When ``endpoint`` matches no operation or is ambiguous.
+        When ``endpoint`` matches no operation or is ambiguous, or ``partition_spans`` < 1.
 
     Examples
     --------
@@ -361,52 +405,106 @@ def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int
     >>> table = build_trace_table(read_spans("traces/"))        # doctest: +SKIP
     >>> table.frame.select("latency_ns", table.continuous_columns[0])  # doctest: +SKIP
     """
+    if partition_spans < 1:
+        raise ParameterError(f"partition_spans must be at least 1, got {partition_spans}")
     table = spans_table(spans)
     if table.num_rows == 0:
         raise EmptyDataError("no spans to build a trace table from")
-    codes = encode_spans(table)
+    narrow = table.drop_columns([S.ATTRIBUTES]) if S.ATTRIBUTES in table.column_names else table
+    parts = trace_partitions(table, partition_spans) if table.num_rows > partition_spans else [None]
+    codes = [encode_spans(narrow if rows is None else narrow.take(pa.array(rows)), rows) for rows in parts]
+    endpoints = root_endpoints(*codes)
+    key = resolve_endpoint(endpoint, {k: n for c in codes for k, n in zip(c.operation_keys, c.operation_names)},
+                           endpoints)
     attributes = attributes_of(table)
-    endpoints = root_endpoints(codes)
-    key = resolve_endpoint(endpoint, codes, endpoints)
-    tree, report = assemble_codes(codes, attributes)
-    entry, request = requests_of(codes, tree, codes.operation_keys.index(key))
-    if len(entry) == 0:
+    report, pieces = AssemblyReport(), []
+    for i in range(len(codes)):
+        part, codes[i] = codes[i], None  # a partition's arrays are freed once its requests are built
+        tree, part_report = assemble_codes(part, attributes)
+        report = report.merge(part_report)
+        if key in part.operation_keys:
+            pieces.append(partition_requests(part, tree, part.operation_keys.index(key), table))
+    pieces = [p for p in pieces if p.height]
+    if not pieces:
         raise EmptyDataError(f"no request of endpoint {key!r}")
+    if len(pieces) > 1:
+        frame = pl.concat(pieces, how="diagonal").sort(_ORDER)
+        columns = set(frame.columns)
+        ops = sorted(column_key(c) for c in columns if c.startswith(EXCLUSIVE_NS + "["))
+        frame = frame.select(_BASE + [SOURCE_ROW] + [exclusive_column(op) for op in ops]
+                             + [calls_column(op) for op in ops]
+                             + [instance_column(op) for op in ops if instance_column(op) in columns])
+    else:
+        frame, ops = pieces[0], [column_key(c) for c in pieces[0].columns if c.startswith(EXCLUSIVE_NS + "[")]
+    del pieces
+    requests = _with_attributes(frame.select(_BASE + [SOURCE_ROW]).with_row_index("_req"), attributes, max_categories)
+    attrs = drop_uninformative_attributes(requests, max_categories).select(pl.selectors.starts_with("attr["))
+    frame = pl.concat([frame.drop(SOURCE_ROW), attrs.select(sorted(attrs.columns))], how="horizontal")
+    return TraceTable(frame=frame, endpoint=key, operations=tuple(ops), assembly=report, endpoints=endpoints)
+
+
+#: Columns of every trace table, before the operation and attribute columns.
+_BASE = [S.TRACE_ID, S.SPAN_ID, S.START_NS, LATENCY_NS, SIGNATURE, ERROR, INCOMPLETE]
+#: Row order of a trace table.
+_ORDER = [S.START_NS, S.TRACE_ID, S.SPAN_ID]
+
+
+def partition_requests(codes: SpanCodes, tree: Tree, endpoint: int, spans: pa.Table) -> pl.DataFrame:
+    """The requests of one partition of whole traces, one row each, unsorted.
+
+    Parameters
+    ----------
+    codes : SpanCodes
+        The partition's spans; ``codes.source_row`` indexes ``spans``.
+    tree : Tree
+        Its assembled trees (:func:`~.assembly.assemble_codes`).
+    endpoint : int
+        Operation code of the endpoint.
+    spans : pyarrow.Table
+        The input the span ids are read from.
+
+    Returns
+    -------
+    polars.DataFrame
+        Shape (n_requests, 8 + 3 * n_operations at most), sorted by entry span start, trace
+        id, span id: the base columns of the module docstring and ``source_row`` (the entry
+        span's input row), then ``exclusive_ns[K]``, ``calls[K]`` and ``instance[K]`` of the
+        operations this partition's requests call (keys sorted). An operation of no request
+        here has no column; it is null when partitions are concatenated.
+    """
+    entry, request = requests_of(codes, tree, endpoint)
+    if len(entry) == 0:
+        return pl.DataFrame()
     exclusive = exclusive_times(codes, tree, request)
     ops, exclusive, calls, instance = operation_features(codes, request, exclusive, len(entry))
-    signatures = _signatures(codes, tree, entry, request)
     n_req = len(entry)
     error = np.bincount(request[codes.error & (request >= 0)], minlength=n_req) > 0
     bad_trace = (np.bincount(codes.trace[tree.orphan], minlength=len(codes.trace_ids)) > 0) | (
         np.bincount(codes.trace[tree.depth == 0], minlength=len(codes.trace_ids)) > 1)
-    requests = pl.DataFrame({
-        "_req": np.arange(n_req),
+    base = pl.DataFrame({
         S.TRACE_ID: codes.trace_ids.take(pa.array(codes.trace[entry])),
-        S.SPAN_ID: codes.span_ids(entry, table),
+        S.SPAN_ID: codes.span_ids(entry, spans),
         S.START_NS: tree.start_ns[entry],
         LATENCY_NS: tree.end_ns[entry] - tree.start_ns[entry],
-        SIGNATURE: signatures,
+        SIGNATURE: _signatures(codes, tree, entry, request),
         ERROR: error,
         INCOMPLETE: bad_trace[codes.trace[entry]],
         SOURCE_ROW: codes.source_row[entry],
-    })
-    requests = _with_attributes(requests, attributes, max_categories)
-    requests = drop_uninformative_attributes(requests, max_categories).sort([S.START_NS, S.TRACE_ID, S.SPAN_ID])
-    order = requests["_req"].to_numpy()
+    }).with_row_index("_req").sort(_ORDER)
+    order = base["_req"].to_numpy()
+    exclusive, calls, instance = exclusive[:, order], calls[:, order], instance[:, order]
+    absent = calls == 0
     columns: dict[str, pa.Array] = {}
     for k, op in enumerate(ops):
-        columns[exclusive_column(op)] = pa.array(exclusive[k, order], mask=calls[k, order] == 0)
+        columns[exclusive_column(op)] = pa.array(exclusive[k], mask=absent[k])
     for k, op in enumerate(ops):
-        columns[calls_column(op)] = pa.array(calls[k, order], mask=calls[k, order] == 0)
+        columns[calls_column(op)] = pa.array(calls[k], mask=absent[k])
+    known = (instance >= 0).any(axis=1)
     for k, op in enumerate(ops):
-        inst = instance[k, order]
-        if (inst >= 0).any():
-            columns[instance_column(op)] = codes.instances.take(pa.array(inst, mask=inst < 0))
+        if known[k]:
+            columns[instance_column(op)] = codes.instances.take(pa.array(instance[k], mask=instance[k] < 0))
     wide = pl.from_arrow(pa.table(columns)) if columns else pl.DataFrame()
-    base = [c for c in requests.columns if not c.startswith(("_", "attr["))]
-    attrs = sorted(c for c in requests.columns if c.startswith("attr["))
-    frame = pl.concat([requests.select(base), wide, requests.select(attrs)], how="horizontal")
-    return TraceTable(frame=frame, endpoint=key, operations=tuple(ops), assembly=report, endpoints=endpoints)
+    return pl.concat([base.drop("_req"), wide], how="horizontal")
 
 
 def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.ndarray) -> pl.Series:
@@ -489,7 +587,7 @@ def _with_attributes(requests: pl.DataFrame, attributes: pa.ChunkedArray | None,
     wide = long.filter(pl.col("key").is_in(keep)).unique(subset=["_req", "key"], keep="first").pivot(
         on="key", index="_req", values="value")
     wide = wide.rename({k: attribute_column(k) for k in keep if k in wide.columns})
-    return requests.join(wide, on="_req", how="left")
+    return requests.join(wide, on="_req", how="left", maintain_order="left")
 
 
 def drop_uninformative_attributes(requests: pl.DataFrame, max_categories: int = MAX_CATEGORIES) -> pl.DataFrame:
