@@ -109,7 +109,9 @@ class SpanCodes:
 
     def is_kind(self, kinds) -> np.ndarray:
         """Boolean mask of the spans whose kind is one of ``kinds``."""
-        return np.isin(self.kind, [_KIND_CODE[k] for k in kinds])
+        lut = np.zeros(len(_KIND_CODE), dtype=bool)
+        lut[[_KIND_CODE[k] for k in kinds]] = True
+        return lut[self.kind]
 
     def span_ids(self, rows: np.ndarray, spans: pa.Table) -> pa.Array:
         """The span ids (after de-duplication) of ``rows`` of these arrays, taken from ``spans``."""

@@ -515,16 +515,16 @@ def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.nda
     one each, so the order of siblings does not matter); the canonical string is then built only for one
     representative request per distinct hash.
     """
-    rows = np.flatnonzero(request >= 0)
+    inside = request >= 0
+    rows = np.flatnonzero(inside)
     # acc[i]: wrapping sum over i's children of (child hash + 1), replaced by i's own hash once
     # its level is done (children are done first, bottom-up).
     acc = np.zeros(codes.n_spans, dtype=np.uint64)
-    depth = tree.depth[rows]
-    order = np.argsort(depth, kind="stable")
-    levels = np.searchsorted(depth[order], np.arange(depth.max(initial=0) + 2))
+    order, levels = tree.levels()
     with np.errstate(over="ignore"):
         for d in range(len(levels) - 2, -1, -1):
-            idx = rows[order[levels[d]:levels[d + 1]]]
+            idx = order[levels[d]:levels[d + 1]]
+            idx = idx[inside[idx]]
             h = mix64(codes.operation[idx].astype(np.uint64) * _M2 + acc[idx] * _M1 + np.uint64(1))
             acc[idx] = h
             p = tree.parent[idx]
@@ -533,7 +533,9 @@ def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.nda
     h = acc
     _, first, inverse = np.unique(h[entry], return_index=True, return_inverse=True)
     reps = entry[first]
-    members = rows[np.isin(request[rows], first)]
+    is_rep = np.zeros(len(entry), dtype=bool)
+    is_rep[first] = True
+    members = rows[is_rep[request[rows]]]
     spans = pl.DataFrame({
         "_row": members, "_req": entry[request[members]], DEPTH: tree.depth[members],
         OPERATION_KEY: pl.Series(codes.operation_keys, dtype=pl.String).gather(codes.operation[members])})
