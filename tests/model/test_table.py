@@ -231,3 +231,18 @@ def test_trace_partitions_hold_whole_traces():
     assert all((np.diff(p) > 0).all() for p in parts)
     with pytest.raises(ParameterError):
         build_trace_table(t, partition_spans=0)
+
+
+def test_take_rows_slices_a_run_and_takes_the_rest():
+    import numpy as np
+    import pyarrow as pa
+
+    from tracesleuth.model._codes import take_rows
+
+    data = pa.chunked_array([[0, 1, 2], [3, 4], [5, 6, 7]])
+    assert take_rows(data, np.array([2, 3, 4])).to_pylist() == [2, 3, 4]
+    assert take_rows(data, np.array([1, 4, 6])).to_pylist() == [1, 4, 6]
+    assert take_rows(data, np.array([6, 1])).to_pylist() == [6, 1]
+    assert take_rows(data, np.array([], dtype=np.int64)).to_pylist() == []
+    table = pa.table({"a": data})
+    assert take_rows(table, np.array([5, 6, 7])).column("a").to_pylist() == [5, 6, 7]

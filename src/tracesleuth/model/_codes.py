@@ -123,13 +123,26 @@ class SpanCodes:
 
     def _ids(self, rows: np.ndarray, spans: pa.Table, column: str) -> pa.Array:
         src = self.source_row[rows]
-        ids = pc.take(spans.column(column), pa.array(src)).combine_chunks().cast(pa.string())
+        ids = take_rows(spans.column(column), src).combine_chunks().cast(pa.string())
         if self.renamed is None or len(src) == 0:
             return ids
         new = pl.DataFrame({SOURCE_ROW: src, "_old": pl.Series(ids)}).join(
             self.renamed, on=SOURCE_ROW, how="left", maintain_order="left")
         ids = new.select(pl.when(pl.col(S.SPAN_ID).is_not_null()).then(pl.col(column)).otherwise("_old"))
         return ids.to_series().to_arrow(compat_level=pl.CompatLevel.oldest()).cast(pa.string())
+
+
+def take_rows(data, rows: np.ndarray):
+    """``rows`` of a pyarrow Table or ChunkedArray: a zero-copy slice when they are one run
+    ``lo, lo + 1, ..., hi``, else a take from the slice ``[min, max]`` they span (a take on
+    chunked data concatenates the chunks it reads, so it is kept to those)."""
+    if len(rows) == 0:
+        return data.slice(0, 0)
+    lo, hi = int(rows.min()), int(rows.max()) + 1
+    part = data.slice(lo, hi - lo)
+    if hi - lo == len(rows) and (len(rows) < 2 or (np.diff(rows) == 1).all()):
+        return part
+    return part.take(pa.array(rows - lo))
 
 
 def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:

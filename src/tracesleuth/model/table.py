@@ -53,7 +53,7 @@ import pyarrow as pa
 
 from .. import schema as S
 from ..errors import EmptyDataError, ParameterError
-from ._codes import _M1, _M2, SpanCodes, dictionary_codes, encode_spans, mix64
+from ._codes import _M1, _M2, SpanCodes, dictionary_codes, encode_spans, mix64, take_rows
 from .assembly import DEPTH, SOURCE_ROW, AssemblyReport, Tree, assemble_codes, attributes_of, spans_table
 
 
@@ -412,7 +412,7 @@ def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int
         raise EmptyDataError("no spans to build a trace table from")
     narrow = table.drop_columns([S.ATTRIBUTES]) if S.ATTRIBUTES in table.column_names else table
     parts = trace_partitions(table, partition_spans) if table.num_rows > partition_spans else [None]
-    codes = [encode_spans(narrow if rows is None else narrow.take(pa.array(rows)), rows) for rows in parts]
+    codes = [encode_spans(narrow if rows is None else take_rows(narrow, rows), rows) for rows in parts]
     endpoints = root_endpoints(*codes)
     key = resolve_endpoint(endpoint, {k: n for c in codes for k, n in zip(c.operation_keys, c.operation_names)},
                            endpoints)
