@@ -450,7 +450,7 @@ _ORDER = [S.START_NS, S.TRACE_ID, S.SPAN_ID]
 
 
 def partition_requests(codes: SpanCodes, tree: Tree, endpoint: int, spans: pa.Table) -> pl.DataFrame:
-    """The requests of one partition of whole traces, one row each, unsorted.
+    """The requests of one partition of whole traces, one row each, in table order.
 
     Parameters
     ----------
