@@ -235,7 +235,7 @@ def _link_spans(spans: pa.Table):
             span_hash, parent_hash, has_parent = span_hash[keep], parent_hash[keep], has_parent[keep]
         with np.errstate(over="ignore"):
             key = trace_mix + span_hash
-    parent = _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix, unique=True)
+    parent = _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix)
     return source_row, trace, trace_ids, parent, has_parent, repairs, renamed
 
 
@@ -294,7 +294,7 @@ def _repair_ids(spans: pa.Table, rows: np.ndarray, span_hash, parent_hash, has_p
     return keep, span_hash, parent_hash, has_parent, repairs, renamed
 
 
-def _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix, unique: bool) -> np.ndarray:
+def _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix, unique: bool = True) -> np.ndarray:
     """Row of each span's parent (-1 when it has none or it is not in the trace).
 
     One hash join on a 64-bit key of (trace, span id hash); a match is then checked on the trace
