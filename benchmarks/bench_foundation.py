@@ -38,22 +38,23 @@ HERE = Path(__file__).resolve().parent
 TRAINTICKET = HERE.parent.parent / "shared" / "data" / "nezha" / "trainticket" / "2023-01-29" / "trace"
 
 
-def rss_mb() -> float:
+def status_mb(field: str) -> float:
+    """A memory figure of this process from /proc/self/status (``VmRSS``, ``VmHWM``, ``RssAnon``), MiB."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return 0.0
+
+
+def rss_mb() -> float:
+    return status_mb("VmRSS")
 
 
 def peak_mb() -> float:
     """Peak RSS of this process's memory (VmHWM). Not ``ru_maxrss``: Linux carries that over
     from the parent across fork and exec, so a large parent would inflate it."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return status_mb("VmHWM")
 
 
 class AnonPeak:
@@ -70,11 +71,7 @@ class AnonPeak:
 
     @staticmethod
     def now() -> float:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) / 1024
-        return 0.0
+        return status_mb("RssAnon")
 
     def _run(self) -> None:
         while not self._stop.wait(0.002):

@@ -45,20 +45,21 @@ def _service(tmp_path, name: str):
     return service, exporter, provider
 
 
-@pytest.fixture
-def cart(tmp_path):
-    service, exporter, provider = _service(tmp_path, "cart-service")
+def _running(tmp_path, name):
+    service, exporter, provider = _service(tmp_path, name)
     yield service, exporter
     service.db.close()
     provider.shutdown()
+
+
+@pytest.fixture
+def cart(tmp_path):
+    yield from _running(tmp_path, "cart-service")
 
 
 @pytest.fixture
 def recommendation(tmp_path):
-    service, exporter, provider = _service(tmp_path, "recommendation-service")
-    yield service, exporter
-    service.db.close()
-    provider.shutdown()
+    yield from _running(tmp_path, "recommendation-service")
 
 
 def _get(service, path, headers=None) -> tuple[httpx.Response, float]:
