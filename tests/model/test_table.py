@@ -246,3 +246,13 @@ def test_take_rows_slices_a_run_and_takes_the_rest():
     assert take_rows(data, np.array([], dtype=np.int64)).to_pylist() == []
     table = pa.table({"a": data})
     assert take_rows(table, np.array([5, 6, 7])).column("a").to_pylist() == [5, 6, 7]
+    # Any rows, repeated and in any order, from columns chunked differently from each other.
+    table = pa.table({"a": data, "b": pa.chunked_array([list("abcde"), list("fgh")])})
+    rng = np.random.default_rng(0)
+    for size in (1, 2, 5, 12, 30):
+        rows = rng.integers(0, 8, size)
+        for asked in (rows, np.sort(rows)):
+            taken = take_rows(table, asked)
+            assert taken.column("a").to_pylist() == asked.tolist()
+            assert taken.column("b").to_pylist() == ["abcdefgh"[i] for i in asked]
+            assert take_rows(data, asked).to_pylist() == asked.tolist()

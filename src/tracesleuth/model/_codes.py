@@ -133,16 +133,40 @@ class SpanCodes:
 
 
 def take_rows(data, rows: np.ndarray):
-    """``rows`` of a pyarrow Table or ChunkedArray: a zero-copy slice when they are one run
-    ``lo, lo + 1, ..., hi``, else a take from the slice ``[min, max]`` they span (a take on
-    chunked data concatenates the chunks it reads, so it is kept to those)."""
+    """``rows`` (any order) of a pyarrow Table or ChunkedArray, without concatenating its chunks.
+
+    A run ``lo, lo + 1, ..., hi`` is a zero-copy slice. Other rows are taken chunk by chunk from
+    the chunks they fall in (pyarrow's ``take`` on chunked data first concatenates every chunk:
+    on a Parquet-read table that copies the whole column to pick a few rows); the result has one
+    chunk per chunk read, in the order of ``rows``.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
     if len(rows) == 0:
         return data.slice(0, 0)
     lo, hi = int(rows.min()), int(rows.max()) + 1
     part = data.slice(lo, hi - lo)
-    if hi - lo == len(rows) and (len(rows) < 2 or (np.diff(rows) == 1).all()):
+    idx = rows - lo
+    if hi - lo == len(rows) and (np.diff(rows) == 1).all():
         return part
-    return part.take(pa.array(rows - lo))
+    chunks = part.to_batches() if isinstance(part, pa.Table) else part.chunks
+    if len(chunks) < 2:
+        return part.take(pa.array(idx))
+    order = None if (idx[1:] >= idx[:-1]).all() else np.argsort(idx, kind="stable")
+    ordered = idx if order is None else idx[order]
+    ends = np.cumsum([len(c) for c in chunks])
+    cuts = np.searchsorted(ordered, ends, side="left")
+    pieces, begin = [], 0
+    for chunk, end, stop, first in zip(chunks, ends, cuts, np.concatenate(([0], ends[:-1]))):
+        if stop > begin:
+            pieces.append(chunk.take(pa.array(ordered[begin:stop] - first)))
+        begin = stop
+    taken = (pa.Table.from_batches(pieces, part.schema) if isinstance(part, pa.Table)
+             else pa.chunked_array(pieces, part.type))
+    if order is None:
+        return taken
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
+    return taken.take(pa.array(back))  # the taken rows only (len(rows)), back in the order asked
 
 
 def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
@@ -274,7 +298,7 @@ def _rows_sharing_a_key(key: np.ndarray) -> np.ndarray:
 def _repair_ids(spans: pa.Table, rows: np.ndarray, span_hash, parent_hash, has_parent):
     """Run :func:`deduplicate` on the spans at ``rows`` (those sharing ids, and their children)."""
     cols = [S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.SERVICE, S.OPERATION, S.KIND, S.START_NS, S.END_NS]
-    sub = pl.from_arrow(spans.select(cols).take(pa.array(rows)))
+    sub = pl.from_arrow(take_rows(spans.select(cols), rows))
     sub = sub.with_columns(pl.Series(SOURCE_ROW, rows, dtype=pl.Int64))
     fixed, repairs = deduplicate(sub)
     kept = fixed[SOURCE_ROW].to_numpy()

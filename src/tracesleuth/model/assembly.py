@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import schema as S
-from ._codes import SOURCE_ROW, SpanCodes, dictionary_codes, encode_spans
+from ._codes import SOURCE_ROW, SpanCodes, dictionary_codes, encode_spans, take_rows
 
 DEPTH = "depth"
 ROOT_SPAN_ID = "root_span_id"
@@ -164,8 +164,6 @@ class Tree:
         Row of the parent; -1 for roots, orphans and spans cut from a parent cycle.
     depth : ndarray of int32
         0 for roots and orphans.
-    root : ndarray of int64
-        Row of the root of the span's tree (itself for roots and orphans).
     orphan : ndarray of bool
         The parent is missing from the trace, or the span was on a parent cycle.
     skew_ns : ndarray of int64
@@ -176,12 +174,12 @@ class Tree:
 
     parent: np.ndarray
     depth: np.ndarray
-    root: np.ndarray
     orphan: np.ndarray
     skew_ns: np.ndarray
     start_ns: np.ndarray
     end_ns: np.ndarray
     _levels: tuple | None = field(default=None, repr=False)
+    _root: np.ndarray | None = field(default=None, repr=False)
 
     def levels(self) -> tuple[np.ndarray, np.ndarray]:
         """Rows ordered by depth and the bounds of each depth in that order: the rows at depth
@@ -190,6 +188,18 @@ class Tree:
             order = np.argsort(self.depth, kind="stable")
             self._levels = order, np.searchsorted(self.depth[order], np.arange(self.depth.max(initial=0) + 2))
         return self._levels
+
+    @property
+    def root(self) -> np.ndarray:
+        """Row of the root of each span's tree (itself for roots and orphans), ndarray of int64."""
+        if self._root is None:
+            root = np.arange(len(self.parent))
+            order, bounds = self.levels()
+            for d in range(1, len(bounds) - 1):
+                rows = order[bounds[d]:bounds[d + 1]]
+                root[rows] = root[self.parent[rows]]
+            self._root = root
+        return self._root
 
 
 def spans_table(spans) -> pa.Table:
@@ -229,7 +239,7 @@ def assemble(spans) -> tuple[pl.DataFrame, AssemblyReport]:
     tree, report = assemble_codes(codes, attributes_of(table))
     narrow = table.drop_columns([S.ATTRIBUTES]) if S.ATTRIBUTES in table.column_names else table
     if codes.n_spans < table.num_rows:
-        narrow = narrow.take(pa.array(codes.source_row))
+        narrow = take_rows(narrow, codes.source_row)
     df = as_frame(narrow)
     if codes.renamed is not None:
         rows = np.arange(codes.n_spans)
@@ -269,20 +279,24 @@ def assemble_codes(codes: SpanCodes, attributes: pa.ChunkedArray | None = None) 
     pi = codes.parent.copy()
     orphan = (pi < 0) & codes.has_parent
     depth = np.full(n, -1, dtype=np.int32)
-    depth[pi < 0] = 0
-    has_parent = pi >= 0
+    level = [np.flatnonzero(pi < 0)]  # the rows at each depth, top-down
+    depth[level[0]] = 0
+    waiting = np.flatnonzero(pi >= 0)  # rows whose depth is not known yet
     for d in range(MAX_DEPTH):
-        m = has_parent & (depth < 0)
-        m[m] = depth[pi[m]] == d
-        if not m.any():
+        found = depth[pi[waiting]] == d
+        if not found.any():
             break
-        depth[m] = d + 1
+        level.append(waiting[found])
+        depth[level[-1]] = d + 1
+        waiting = waiting[~found]
     cycle = depth < 0
-    if cycle.any():  # parent links that loop (and what hangs below them): cut, become subtree roots
-        pi[cycle] = -1
-        depth[cycle] = 0
-    tree = Tree(parent=pi, depth=depth, root=np.arange(n), orphan=orphan | cycle,
-                skew_ns=np.zeros(n, dtype=np.int64), start_ns=codes.start_ns, end_ns=codes.end_ns)
+    if len(waiting):  # parent links that loop (and what hangs below them): cut, become subtree roots
+        pi[waiting] = -1
+        depth[waiting] = 0
+        level[0] = np.flatnonzero(depth == 0)
+    tree = Tree(parent=pi, depth=depth, orphan=orphan | cycle,
+                skew_ns=np.zeros(n, dtype=np.int64), start_ns=codes.start_ns, end_ns=codes.end_ns,
+                _levels=(np.concatenate(level), np.cumsum([0] + [len(rows) for rows in level])))
     corrected = _correct_skew(codes, tree, attributes)
 
     per_trace = np.bincount(codes.trace, minlength=len(codes.trace_ids))
@@ -309,35 +323,53 @@ def assemble_codes(codes: SpanCodes, attributes: pa.ChunkedArray | None = None) 
 
 
 def _correct_skew(codes: SpanCodes, tree: Tree, attributes) -> np.ndarray:
-    """Step 3: shift spans outside their parent on another host, top-down. Fills ``tree.root``
-    and ``tree.skew_ns`` and shifts ``tree.start_ns``/``end_ns``; returns the mask of spans
-    corrected (not counting those that inherit their parent's shift)."""
+    """Step 3: shift spans outside their parent on another host, top-down. Fills
+    ``tree.skew_ns`` and shifts ``tree.start_ns``/``end_ns``; returns the mask of spans
+    corrected (not counting those that inherit their parent's shift).
+
+    Only the subtrees under a span outside its parent by the recorded times are walked: a span
+    none of whose ancestors moved is compared with its parent's recorded times, so it moves only
+    if it is outside them.
+    """
     n = codes.n_spans
-    pi, root, delta = tree.parent, tree.root, tree.skew_ns
+    pi, delta = tree.parent, tree.skew_ns
     start, end = codes.start_ns, codes.end_ns
     host = _hosts(codes)
-    machines = _MachineLookup(attributes, codes.source_row)
     sync_rpc = ~(codes.is_kind(S.ASYNC_KINDS) | codes.follows_from)
     is_server, is_client = codes.is_kind(("server", "unspecified")), codes.is_kind(("client", "unspecified"))
-    inherited = np.zeros(n, dtype=bool)
+
+    def outside(idx, p, p_start, p_end, inherit):
+        # Outside the parent: starting early, or (the server half of an RPC) ending late;
+        # otherwise a child ending late is asynchronous work.
+        return (((start[idx] < p_start) | ((end[idx] > p_end) & is_server[idx] & is_client[p]))
+                & sync_rpc[idx] & ~inherit)
+
+    child = np.flatnonzero(pi >= 0)
+    p = pi[child]
+    moved = np.zeros(n, dtype=bool)  # the spans that can move: outside their parent, and below them
+    moved[child[outside(child, p, start[p], end[p], host[child] == host[p])]] = True
+    if not moved.any():
+        return moved
     order, levels = tree.levels()
     for d in range(1, len(levels) - 1):
         idx = order[levels[d]:levels[d + 1]]
+        moved[idx] |= moved[pi[idx]]
+    machines = _MachineLookup(attributes, codes.source_row)
+    inherited = np.zeros(n, dtype=bool)
+    for d in range(1, len(levels) - 1):
+        idx = order[levels[d]:levels[d + 1]]
+        idx = idx[moved[idx]]
         if len(idx) == 0:
             continue
         p = pi[idx]
-        root[idx] = root[p]
         inherit = host[idx] == host[p]
         p_delta = delta[p]
         p_start, p_end = start[p] + p_delta, end[p] + p_delta
-        c_start, c_end = start[idx], end[idx]
-        # Outside the parent: starting early, or (the server half of an RPC) ending late;
-        # otherwise a child ending late is asynchronous work.
-        out = ((c_start < p_start) | ((c_end > p_end) & is_server[idx] & is_client[p])) & sync_rpc[idx] & ~inherit
+        out = outside(idx, p, p_start, p_end, inherit)
         own = np.zeros(len(idx), dtype=np.int64)
         if out.any():
             k = np.flatnonzero(out)
-            ps, pe, cs, ce = p_start[k], p_end[k], c_start[k], c_end[k]
+            ps, pe, cs, ce = p_start[k], p_end[k], start[idx[k]], end[idx[k]]
             p_dur, c_dur = pe - ps, ce - cs
             own[k] = np.where(c_dur > p_dur, np.where(cs < ps, ps - cs, 0), ps + (p_dur - c_dur) // 2 - cs)
             machines.clear_same_machine(own, idx, p, inherit)
@@ -372,7 +404,7 @@ class _MachineLookup:
 
     def _machine(self, rows: np.ndarray) -> list:
         out = []
-        for attrs in self.attributes.take(pa.array(self.source_row[rows])).to_pylist():
+        for attrs in take_rows(self.attributes, self.source_row[rows]).to_pylist():
             found = {a["key"]: a["str"] for a in attrs or () if a["key"] in MACHINE_ATTRIBUTES and a["str"]}
             out.append(next((found[k] for k in MACHINE_ATTRIBUTES if k in found), None))
         return out

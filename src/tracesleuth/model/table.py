@@ -343,30 +343,38 @@ def operation_features(codes: SpanCodes, request: np.ndarray, exclusive_ns: np.n
     row_of_op = np.full(len(codes.operation_keys), -1, dtype=np.int64)
     row_of_op[used[by_key]] = np.arange(len(used))
     n_ops = len(used)
-    cell = row_of_op[op]
-    del op
-    cell *= n_requests
-    cell += request[inside]
-    exclusive = np.zeros(n_ops * n_requests, dtype=np.int64)
-    np.add.at(exclusive, cell, exclusive_ns[inside])
-    calls = np.bincount(cell, minlength=n_ops * n_requests).astype(np.int32)
-    instance = np.full(n_ops * n_requests, -1, dtype=np.int32)
-    known = codes.instance[inside] >= 0
-    if known.any():  # the earliest call with a known instance (ties: the first row)
-        rows = (np.arange(codes.n_spans) if isinstance(inside, slice) else inside)[known]
-        c = cell[known]
-        del cell
-        t = codes.start_ns[rows]
-        earliest = np.full(len(instance), np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(earliest, c, t)
-        at = t == earliest[c]
-        first = np.full(len(instance), np.iinfo(np.int64).max, dtype=np.int64)
-        np.minimum.at(first, c[at], rows[at])
-        called = first < np.iinfo(np.int64).max
-        instance[called] = codes.instance[first[called]]
     shape = (n_ops, n_requests)
-    return ([keys[i] for i in by_key.tolist()], exclusive.reshape(shape), calls.reshape(shape),
-            instance.reshape(shape))
+    exclusive = np.zeros(shape, dtype=np.int64)
+    calls = np.zeros(shape, dtype=np.int32)
+    instance = np.full(shape, -1, dtype=np.int32)
+    if len(op):
+        # The spans grouped by cell (request, operation), one sort (stable: spans usually come
+        # grouped by trace already), then sums and minima per run of a cell.
+        cell = request[inside] * n_ops
+        cell += row_of_op[op]
+        del op
+        by_cell = np.argsort(cell, kind="stable")
+        cell = cell[by_cell]
+        rows = by_cell if isinstance(inside, slice) else inside[by_cell]
+        del by_cell
+        first = np.empty(len(cell), dtype=bool)
+        first[0] = True
+        np.not_equal(cell[1:], cell[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        req, op_row = np.divmod(cell[starts], n_ops)
+        at = op_row * n_requests + req  # the cell in the (n_ops, n_requests) arrays
+        del req, op_row
+        exclusive.ravel()[at] = np.add.reduceat(exclusive_ns[rows], starts)
+        calls.ravel()[at] = np.diff(starts, append=len(cell))
+        # The earliest call with a known instance (ties: the first row).
+        never = np.iinfo(np.int64).max
+        t = np.where(codes.instance[rows] >= 0, codes.start_ns[rows], never)
+        earliest = np.minimum.reduceat(t, starts)
+        run = np.cumsum(first) - 1
+        chosen = np.minimum.reduceat(np.where(t == earliest[run], rows, never), starts)
+        called = earliest < never
+        instance.ravel()[at[called]] = codes.instance[chosen[called]]
+    return [keys[i] for i in by_key.tolist()], exclusive, calls, instance
 
 
 def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int = MAX_CATEGORIES,
@@ -475,36 +483,48 @@ def partition_requests(codes: SpanCodes, tree: Tree, endpoint: int, spans: pa.Ta
     entry, request = requests_of(codes, tree, endpoint)
     if len(entry) == 0:
         return pl.DataFrame()
+    # The requests in table order first, so every array below is built in that order.
+    base = pl.DataFrame({
+        S.TRACE_ID: codes.trace_ids.take(pa.array(codes.trace[entry])),
+        S.SPAN_ID: codes.span_ids(entry, spans),
+        S.START_NS: tree.start_ns[entry],
+    }).with_row_index("_req").sort(_ORDER)
+    order = base["_req"].to_numpy()
+    entry = entry[order]
+    position = np.empty(len(order) + 1, dtype=np.int64)
+    position[order] = np.arange(len(order))
+    position[-1] = -1  # request -1 (outside every request) stays -1
+    request = position[request]
     exclusive = exclusive_times(codes, tree, request)
     ops, exclusive, calls, instance = operation_features(codes, request, exclusive, len(entry))
     n_req = len(entry)
     error = np.bincount(request[codes.error & (request >= 0)], minlength=n_req) > 0
     bad_trace = (np.bincount(codes.trace[tree.orphan], minlength=len(codes.trace_ids)) > 0) | (
         np.bincount(codes.trace[tree.depth == 0], minlength=len(codes.trace_ids)) > 1)
-    base = pl.DataFrame({
-        S.TRACE_ID: codes.trace_ids.take(pa.array(codes.trace[entry])),
-        S.SPAN_ID: codes.span_ids(entry, spans),
-        S.START_NS: tree.start_ns[entry],
-        LATENCY_NS: tree.end_ns[entry] - tree.start_ns[entry],
-        SIGNATURE: _signatures(codes, tree, entry, request),
-        ERROR: error,
-        INCOMPLETE: bad_trace[codes.trace[entry]],
-        SOURCE_ROW: codes.source_row[entry],
-    }).with_row_index("_req").sort(_ORDER)
-    order = base["_req"].to_numpy()
-    exclusive, calls, instance = exclusive[:, order], calls[:, order], instance[:, order]
-    absent = calls == 0
+    base = base.drop("_req").with_columns(
+        pl.Series(LATENCY_NS, tree.end_ns[entry] - tree.start_ns[entry]),
+        _signatures(codes, tree, entry, request),
+        pl.Series(ERROR, error),
+        pl.Series(INCOMPLETE, bad_trace[codes.trace[entry]]),
+        pl.Series(SOURCE_ROW, codes.source_row[entry]),
+    ).select(_BASE + [SOURCE_ROW])
+    # One Arrow array per kind of column, cut into one zero-copy slice per operation.
+    absent = (calls == 0).ravel()
+    exclusive = pa.array(exclusive.ravel(), mask=absent)
+    calls = pa.array(calls.ravel(), mask=absent)
+    instance = instance.ravel()
+    instance = codes.instances.take(pa.array(instance, mask=instance < 0))
     columns: dict[str, pa.Array] = {}
     for k, op in enumerate(ops):
-        columns[exclusive_column(op)] = pa.array(exclusive[k], mask=absent[k])
+        columns[exclusive_column(op)] = exclusive.slice(k * n_req, n_req)
     for k, op in enumerate(ops):
-        columns[calls_column(op)] = pa.array(calls[k], mask=absent[k])
-    known = (instance >= 0).any(axis=1)
+        columns[calls_column(op)] = calls.slice(k * n_req, n_req)
     for k, op in enumerate(ops):
-        if known[k]:
-            columns[instance_column(op)] = codes.instances.take(pa.array(instance[k], mask=instance[k] < 0))
+        values = instance.slice(k * n_req, n_req)
+        if values.null_count < n_req:
+            columns[instance_column(op)] = values
     wide = pl.from_arrow(pa.table(columns)) if columns else pl.DataFrame()
-    return pl.concat([base.drop("_req"), wide], how="horizontal")
+    return pl.concat([base, wide], how="horizontal")
 
 
 def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.ndarray) -> pl.Series:
@@ -573,7 +593,7 @@ def _with_attributes(requests: pl.DataFrame, attributes: pa.ChunkedArray | None,
     requests = requests.drop(SOURCE_ROW)
     if attributes is None or requests.height == 0:
         return requests
-    taken = attributes.take(pa.array(rows.to_numpy()))
+    taken = take_rows(attributes, rows.to_numpy())
     long = (pl.DataFrame({"_req": requests["_req"], "_a": pl.Series(taken)})
             .explode("_a").drop_nulls("_a").unnest("_a"))
     if long.height == 0:
