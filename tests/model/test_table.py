@@ -65,6 +65,29 @@ def test_signature_ignores_timing_and_sibling_order():
     assert sigs["1"].startswith("web:home(a:get(d:query),b:get,c:get,c:get,")
 
 
+def test_signatures_match_a_recursive_definition_on_random_trees():
+    import random
+
+    rng = random.Random(7)
+    spans, expected = [], {}
+    for t in range(60):
+        tid, ops, n = str(t + 1), ["x", "y", "z"], rng.randint(1, 12)
+        parents = [None] + [rng.randrange(i) for i in range(1, n)]  # node i hangs below an earlier one
+        names = ["home"] + [rng.choice(ops) for _ in range(1, n)]
+        for i in range(n):
+            spans.append(span(tid, str(i + 1), None if parents[i] is None else str(parents[i] + 1),
+                              "web" if i == 0 else "s", names[i], i, 1000 - i))
+
+        def text(i):
+            key = ("web:" if i == 0 else "s:") + names[i]
+            kids = sorted(text(j) for j in range(n) if parents[j] == i)
+            return f"{key}({','.join(kids)})" if kids else key
+
+        expected[tid.rjust(32, "0")] = text(0)
+    tt = build_trace_table(table(spans))
+    assert dict(zip(tt.frame["trace_id"], tt.frame["signature"])) == expected
+
+
 def test_endpoint_subtree_requests():
     tt = build_trace_table(table(trace_one() + trace_two()), endpoint="a:get")
     assert tt.n_requests == 2

@@ -54,7 +54,7 @@ import pyarrow as pa
 from .. import schema as S
 from ..errors import EmptyDataError, ParameterError
 from ._codes import _M1, _M2, SpanCodes, dictionary_codes, encode_spans, mix64, take_rows
-from .assembly import DEPTH, SOURCE_ROW, AssemblyReport, Tree, assemble_codes, attributes_of, spans_table
+from .assembly import SOURCE_ROW, AssemblyReport, Tree, assemble_codes, attributes_of, spans_table
 
 
 OPERATION_KEY = "operation_key"
@@ -530,10 +530,12 @@ def partition_requests(codes: SpanCodes, tree: Tree, endpoint: int, spans: pa.Ta
 def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.ndarray) -> pl.Series:
     """Canonical call-structure string of each request, shape (n_requests,).
 
+    The string of a call is its operation key, followed by the strings of its child calls,
+    sorted and comma-separated, in parentheses when it has any: ``a:x(b:y,b:y,c:z(d:w))``.
     Structures are first told apart by a Merkle hash computed bottom-up one depth at a time
     (a node's hash mixes its operation with the wrapping sum of its children's hashes plus
-    one each, so the order of siblings does not matter); the canonical string is then built only for one
-    representative request per distinct hash.
+    one each, so the order of siblings does not matter); a string is then built once per
+    distinct subtree of one representative request per distinct hash.
     """
     inside = request >= 0
     rows = np.flatnonzero(inside)
@@ -552,37 +554,37 @@ def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.nda
             np.add.at(acc, p[up], h[up] + np.uint64(1))
     h = acc
     _, first, inverse = np.unique(h[entry], return_index=True, return_inverse=True)
-    reps = entry[first]
     is_rep = np.zeros(len(entry), dtype=bool)
     is_rep[first] = True
-    members = rows[is_rep[request[rows]]]
-    spans = pl.DataFrame({
-        "_row": members, "_req": entry[request[members]], DEPTH: tree.depth[members],
-        OPERATION_KEY: pl.Series(codes.operation_keys, dtype=pl.String).gather(codes.operation[members])})
-    strings = _signature_strings(spans, tree.parent)
-    by_rep = dict(zip(strings["_req"].to_list(), strings[SIGNATURE].to_list()))
-    return pl.Series(SIGNATURE, [by_rep[r] for r in reps.tolist()], dtype=pl.String).gather(inverse.ravel())
-
-
-def _signature_strings(spans: pl.DataFrame, pi: np.ndarray) -> pl.DataFrame:
-    """Canonical structure strings of the given requests, bottom-up one depth at a time."""
-    nodes = spans.select("_row", "_req", DEPTH, OPERATION_KEY).with_columns(
-        pl.Series("_parent", pi[spans["_row"].to_numpy()], dtype=pl.Int64))
-    below = None  # signatures of the level below: _row, _parent, _sig
-    entries = []
-    for d in range(int(nodes[DEPTH].max() or 0), -1, -1):
-        level = nodes.filter(pl.col(DEPTH) == d)
-        if below is not None and below.height:
-            kids = below.group_by("_parent").agg(pl.col("_sig").sort().str.join(",").alias("_kids"))
-            level = level.join(kids, left_on="_row", right_on="_parent", how="left")
-        else:
-            level = level.with_columns(_kids=pl.lit(None, pl.String))
-        below = level.select(
-            "_row", "_req", "_parent",
-            _sig=pl.when(pl.col("_kids").is_null()).then(pl.col(OPERATION_KEY))
-            .otherwise(pl.concat_str([pl.col(OPERATION_KEY), pl.lit("("), pl.col("_kids"), pl.lit(")")])))
-        entries.append(below.filter(pl.col("_row") == pl.col("_req")).select("_req", pl.col("_sig").alias(SIGNATURE)))
-    return pl.concat(entries)
+    members = rows[is_rep[request[rows]]]  # the spans of the representative requests
+    # One node per distinct subtree among them, and the subtrees of its children.
+    _, at = np.unique(h[members], return_index=True)
+    node = members[at]
+    is_node = np.zeros(codes.n_spans, dtype=bool)
+    is_node[node] = True
+    child = members[is_node[tree.parent[members]] & (tree.parent[members] >= 0)]
+    children: dict[int, list[int]] = {}
+    for parent, kid in zip(h[tree.parent[child]].tolist(), h[child].tolist()):
+        children.setdefault(parent, []).append(kid)
+    keys = codes.operation_keys
+    operation = dict(zip(h[node].tolist(), (keys[i] for i in codes.operation[node].tolist())))
+    text: dict[int, str] = {}
+    for top in h[entry[first]].tolist():
+        stack = [top]
+        while stack:  # depth first, a subtree's string once its children's are known
+            x = stack[-1]
+            if x in text:
+                stack.pop()
+                continue
+            waiting = [c for c in children.get(x, ()) if c not in text]
+            if waiting:
+                stack.extend(waiting)
+                continue
+            stack.pop()
+            kids = children.get(x)
+            text[x] = f"{operation[x]}({','.join(sorted(text[c] for c in kids))})" if kids else operation[x]
+    reps = [text[x] for x in h[entry[first]].tolist()]
+    return pl.Series(SIGNATURE, reps, dtype=pl.String).gather(inverse.ravel())
 
 
 def _with_attributes(requests: pl.DataFrame, attributes: pa.ChunkedArray | None, max_categories: int
