@@ -176,7 +176,11 @@ def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
         return np.zeros(0, np.int32), pa.array([], pa.string())
     # The chunks of one encoding share a single dictionary (one memo table).
     dictionary = enc.chunk(enc.num_chunks - 1).dictionary
-    codes = np.concatenate([pc.fill_null(c.indices, -1).to_numpy() for c in enc.chunks]).astype(np.int32, copy=False)
+    codes, at = np.empty(len(enc), dtype=np.int32), 0
+    for c in enc.chunks:
+        indices = c.indices if c.null_count == 0 else pc.fill_null(c.indices, -1)
+        codes[at:at + len(c)] = indices.to_numpy()
+        at += len(c)
     return codes, dictionary.cast(pa.string())
 
 
@@ -331,19 +335,18 @@ def _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix, uni
         return np.zeros(0, np.int64)
     with np.errstate(over="ignore"):
         pkey = trace_mix + parent_hash
-    ids = pl.DataFrame({"k": key, "r": np.arange(n, dtype=np.int64)})
-    if not unique:  # a 64-bit key collision between different spans: join on both parts
-        ids = pl.DataFrame({"t": trace, "s": span_hash, "r": np.arange(n, dtype=np.int64)}).unique(["t", "s"], keep="first")
-        links = pl.DataFrame({"t": trace, "s": pl.Series(parent_hash).set(pl.Series(~has_parent), None)})
-        on = ["t", "s"]
-    else:
-        links = pl.DataFrame({"k": pl.Series(pkey).set(pl.Series(~has_parent), None)})
-        on = ["k"]
-    joined = links.join(ids, on=on, how="left", maintain_order="left")
-    if joined.height != n:  # a key two spans share (a 64-bit collision) was linked to twice
+    row = pl.Series(np.arange(n, dtype=np.int32))
+    if unique:
+        ids, links, on = pl.DataFrame({"k": key, "r": row}), pl.DataFrame({"k": pkey, "l": row}), ["k"]
+    else:  # a 64-bit key collision between different spans: join on both parts
+        ids = pl.DataFrame({"t": trace, "s": span_hash, "r": row}).unique(["t", "s"], keep="first")
+        links, on = pl.DataFrame({"t": trace, "s": parent_hash, "l": row}), ["t", "s"]
+    joined = links.join(ids, on=on, how="inner")
+    parent = np.full(n, -1, dtype=np.int64)
+    parent[joined["l"].to_numpy()] = joined["r"].to_numpy()
+    if np.count_nonzero(parent >= 0) != joined.height:  # a key two spans share was linked to twice
         return _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix, unique=False)
-    parent = joined["r"].fill_null(-1).to_numpy()
-    found = parent >= 0
+    found = has_parent & (parent >= 0)
     ok = np.zeros(n, dtype=bool)
     ok[found] = (trace[parent[found]] == trace[found]) & (span_hash[parent[found]] == parent_hash[found])
     return np.where(ok, parent, -1)
