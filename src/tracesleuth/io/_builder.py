@@ -308,15 +308,18 @@ def validate_spans(raw: pl.DataFrame, attrs: pa.Array | None, source: str, log: 
     )
     parent_given = (pl.col("_raw_parent").is_not_null() & (pl.col("_raw_parent").str.strip_chars() != "")
                     & ~pl.col("_raw_parent").str.contains("^0+$"))
-    checks = [
-        (S.TRACE_ID, pl.col(S.TRACE_ID).is_null(), "missing, all zero, or not a hexadecimal id of at most 32 digits"),
-        (S.SPAN_ID, pl.col(S.SPAN_ID).is_null(), "missing, all zero, or not a hexadecimal id of at most 16 digits"),
-        (S.PARENT_SPAN_ID, pl.col(S.PARENT_SPAN_ID).is_null() & parent_given,
+    checks = [  # (a canonical id column has none to fail)
+        (S.TRACE_ID, None if canonical["_raw_trace"] else pl.col(S.TRACE_ID).is_null(),
+         "missing, all zero, or not a hexadecimal id of at most 32 digits"),
+        (S.SPAN_ID, None if canonical["_raw_span"] else pl.col(S.SPAN_ID).is_null(),
+         "missing, all zero, or not a hexadecimal id of at most 16 digits"),
+        (S.PARENT_SPAN_ID, None if canonical["_raw_parent"] else pl.col(S.PARENT_SPAN_ID).is_null() & parent_given,
          "not a hexadecimal id of at most 16 digits"),
         (S.START_NS, pl.col(S.START_NS).is_null(), "missing or not an integer timestamp"),
         (S.END_NS, pl.col(S.END_NS).is_null(), "missing or not an integer timestamp"),
         (S.END_NS, pl.col(S.END_NS) < pl.col(S.START_NS), "negative duration (end before start)"),
     ]
+    checks = [c for c in checks if c[1] is not None]
     reason = pl.lit(None, dtype=pl.String)
     fieldname = pl.lit(None, dtype=pl.String)
     for fname, cond, msg in reversed(checks):  # the first failing check names the reason
