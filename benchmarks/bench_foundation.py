@@ -3,7 +3,10 @@
 Prints (median of ``--runs`` runs, each measurement in a fresh process so that peak RSS is its own):
 
 * ingest spans/s of the TrainTicket CSV windows (``../shared/data``, 84 gzip files, 328,848
-  spans) into a Parquet span store, and of reading them alone;
+  spans) into a Parquet span store, and of reading them alone; and the ingest of the TrainTicket
+  and OnlineBoutique windows together (731,583 spans), to show how peak memory scales: a fixed
+  part (library code pages, allocator arenas of the reader threads) plus a part proportional
+  to the spans;
 * ingest spans/s of a synthetic OTLP JSON file-exporter file (``--otlp-spans`` spans), as the
   collector writes it (integers as strings), and with some integers as JSON numbers;
 * trace-table build spans/s on spans already loaded (TrainTicket, and synthetic E-Shopper-like
@@ -35,7 +38,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-TRAINTICKET = HERE.parent.parent / "shared" / "data" / "nezha" / "trainticket" / "2023-01-29" / "trace"
+NEZHA = HERE.parent.parent / "shared" / "data" / "nezha"
+TRAINTICKET = NEZHA / "trainticket" / "2023-01-29" / "trace"
 
 
 def status_mb(field: str) -> float:
@@ -259,6 +263,7 @@ def main() -> int:
         if TRAINTICKET.is_dir():
             figures["ingest_trainticket_csv"] = median_of("ingest", str(TRAINTICKET), a.runs)
             figures["read_trainticket_csv"] = median_of("read", str(TRAINTICKET), a.runs)
+            figures["ingest_nezha_csv_both"] = median_of("ingest", str(NEZHA / "*" / "*" / "trace"), a.runs)
             pq.write_table(read_spans(TRAINTICKET).spans, d / "tt.parquet", **SPAN_PARQUET_OPTIONS)
             figures["table_trainticket"] = median_of("table", str(d / "tt.parquet"), a.runs)
         for name, int_numbers in (("ingest_otlp_json", False), ("ingest_otlp_json_mixed_ints", True)):

@@ -508,23 +508,22 @@ def partition_requests(codes: SpanCodes, tree: Tree, endpoint: int, spans: pa.Ta
         pl.Series(INCOMPLETE, bad_trace[codes.trace[entry]]),
         pl.Series(SOURCE_ROW, codes.source_row[entry]),
     ).select(_BASE + [SOURCE_ROW])
-    # One Arrow array per kind of column, cut into one zero-copy slice per operation.
+    # One series per kind of column, cut into one zero-copy slice per operation.
     absent = (calls == 0).ravel()
-    exclusive = pa.array(exclusive.ravel(), mask=absent)
-    calls = pa.array(calls.ravel(), mask=absent)
+    exclusive = pl.from_arrow(pa.array(exclusive.ravel(), mask=absent))
+    calls = pl.from_arrow(pa.array(calls.ravel(), mask=absent))
     instance = instance.ravel()
-    instance = codes.instances.take(pa.array(instance, mask=instance < 0))
-    columns: dict[str, pa.Array] = {}
+    instance = pl.Series(codes.instances, dtype=pl.String).gather(pl.Series(instance).set(pl.Series(instance < 0), None))
+    columns: list[pl.Series] = []
     for k, op in enumerate(ops):
-        columns[exclusive_column(op)] = exclusive.slice(k * n_req, n_req)
+        columns.append(exclusive.slice(k * n_req, n_req).alias(exclusive_column(op)))
     for k, op in enumerate(ops):
-        columns[calls_column(op)] = calls.slice(k * n_req, n_req)
+        columns.append(calls.slice(k * n_req, n_req).alias(calls_column(op)))
     for k, op in enumerate(ops):
         values = instance.slice(k * n_req, n_req)
-        if values.null_count < n_req:
-            columns[instance_column(op)] = values
-    wide = pl.from_arrow(pa.table(columns)) if columns else pl.DataFrame()
-    return pl.concat([base, wide], how="horizontal")
+        if values.null_count() < n_req:
+            columns.append(values.alias(instance_column(op)))
+    return base.with_columns(columns)
 
 
 def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.ndarray) -> pl.Series:
@@ -569,6 +568,7 @@ def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.nda
     keys = codes.operation_keys
     operation = dict(zip(h[node].tolist(), (keys[i] for i in codes.operation[node].tolist())))
     text: dict[int, str] = {}
+    expanded: set[int] = set()
     for top in h[entry[first]].tolist():
         stack = [top]
         while stack:  # depth first, a subtree's string once its children's are known
@@ -578,6 +578,9 @@ def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.nda
                 continue
             waiting = [c for c in children.get(x, ()) if c not in text]
             if waiting:
+                if x in expanded:  # only a 64-bit hash collision can make a subtree its own descendant
+                    raise RuntimeError("call-structure hash collision; please report it")
+                expanded.add(x)
                 stack.extend(waiting)
                 continue
             stack.pop()
