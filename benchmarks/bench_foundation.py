@@ -16,8 +16,8 @@ Prints (median of ``--runs`` runs, each measurement in a fresh process so that p
   the step, the spans themselves included) / spans.nbytes; the same for anonymous memory only
   (the data, without the pages of library code the process touches for the first time); for the
   table build also the spans at their Arrow size plus the build's own peak, without what the
-  Parquet reader leaves allocated. The table build reads its spans from Parquet written as a
-  span store writes them (``SPAN_PARQUET_OPTIONS``).
+  Parquet reader leaves allocated. The table build reads its spans from a span store
+  (``SpanStore.read_spans``, as ``tracesleuth table STORE`` does).
 
 Targets (issue 2): ingest >= 300,000 spans/s (OTLP JSON and TrainTicket CSV), table build
 >= 1,000,000 spans/s, peak memory <= 3x the Arrow size.
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -178,8 +179,6 @@ def write_otlp_json(path: Path, n_spans: int, seed: int = 0, int_numbers: bool =
 # one measurement per process
 
 def measure(kind: str, arg: str) -> dict:
-    import pyarrow.parquet as pq
-
     from tracesleuth.io import read_spans
     from tracesleuth.model import build_trace_table
     from tracesleuth.store import SpanStore, ingest
@@ -206,7 +205,7 @@ def measure(kind: str, arg: str) -> dict:
     if kind == "table":
         base, anon = rss_mb(), AnonPeak()  # before the spans are loaded: the figure counts them (1x) and the work
         base_anon = anon.peak
-        spans = pq.read_table(arg)
+        spans = SpanStore(arg).read_spans()
         loaded = rss_mb()
         t = time.perf_counter()
         tt = build_trace_table(spans)
@@ -252,10 +251,8 @@ def main() -> int:
     if a.measure:
         print(json.dumps(measure(*a.measure)))
         return 0
-    import pyarrow.parquet as pq
-
     from tracesleuth.io import read_spans
-    from tracesleuth.store import SPAN_PARQUET_OPTIONS  # the table reads spans as a span store holds them
+    from tracesleuth.store import SpanStore  # the table build reads its spans from a span store
 
     figures: dict = {"cpu_count": os.cpu_count()}
     with tempfile.TemporaryDirectory() as d:
@@ -264,8 +261,8 @@ def main() -> int:
             figures["ingest_trainticket_csv"] = median_of("ingest", str(TRAINTICKET), a.runs)
             figures["read_trainticket_csv"] = median_of("read", str(TRAINTICKET), a.runs)
             figures["ingest_nezha_csv_both"] = median_of("ingest", str(NEZHA / "*" / "*" / "trace"), a.runs)
-            pq.write_table(read_spans(TRAINTICKET).spans, d / "tt.parquet", **SPAN_PARQUET_OPTIONS)
-            figures["table_trainticket"] = median_of("table", str(d / "tt.parquet"), a.runs)
+            SpanStore(d / "tt-store").append_spans(read_spans(TRAINTICKET).spans.to_batches())
+            figures["table_trainticket"] = median_of("table", str(d / "tt-store"), a.runs)
         for name, int_numbers in (("ingest_otlp_json", False), ("ingest_otlp_json_mixed_ints", True)):
             otlp = d / f"{name}.json"
             write_otlp_json(otlp, a.otlp_spans, int_numbers=int_numbers)
@@ -273,9 +270,9 @@ def main() -> int:
             otlp.unlink()
         for name, traces in (("table_synthetic", a.table_traces), ("table_synthetic_large", a.large_traces)):
             if traces:
-                pq.write_table(synthetic_spans(traces), d / f"{name}.parquet", **SPAN_PARQUET_OPTIONS)
-                figures[name] = median_of("table", str(d / f"{name}.parquet"), a.runs)
-                (d / f"{name}.parquet").unlink()
+                SpanStore(d / name).append_spans(synthetic_spans(traces).to_batches())
+                figures[name] = median_of("table", str(d / name), a.runs)
+                shutil.rmtree(d / name)
     if a.json:
         print(json.dumps(figures, indent=2))
         return 0
