@@ -529,9 +529,8 @@ def partition_requests(codes: SpanCodes, tree: Tree, endpoint: int, spans: pa.Ta
 def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.ndarray) -> pl.Series:
     """Canonical call-structure string of each request, shape (n_requests,).
 
-    The string of a call is its operation key, followed by the strings of its child calls,
-    sorted and comma-separated, in parentheses when it has any: ``a:x(b:y,b:y,c:z(d:w))``.
-    Structures are first told apart by a Merkle hash computed bottom-up one depth at a time
+    The string is defined in the module docstring (``a:x(b:y,b:y,c:z(d:w))``). Structures are
+    first told apart by a Merkle hash computed bottom-up one depth at a time
     (a node's hash mixes its operation with the wrapping sum of its children's hashes plus
     one each, so the order of siblings does not matter); a string is then built once per
     distinct subtree of one representative request per distinct hash.
