@@ -89,6 +89,18 @@ def test_trainticket_day_built_in_partitions_is_the_same_table(shared_data):
     assert whole.n_requests == 4483
 
 
+def test_trainticket_day_in_any_row_order_is_the_same_table(shared_data):
+    """Spans in no order (the sorts then take their other path) give the table of spans in file order."""
+    import numpy as np
+    import pyarrow as pa
+
+    spans = read_spans(shared_data / "nezha/trainticket/2023-01-29/trace").spans
+    shuffled = spans.take(pa.array(np.random.default_rng(0).permutation(spans.num_rows)))
+    a, b = build_trace_table(spans), build_trace_table(shuffled)
+    assert a.frame.equals(b.frame, null_equal=True) and a.frame.columns == b.frame.columns
+    assert (a.operations, a.endpoints, a.assembly) == (b.operations, b.endpoints, b.assembly)
+
+
 @pytest.mark.parametrize("name", ["smartthings-mobile-web-install.json", "yelp.json", "skew.json",
                                   "messaging2.json"])
 def test_zipkin_production_traces_built_in_partitions(shared_data, name):
