@@ -1,6 +1,7 @@
 """Foundation figures: ingest speed, trace-table build speed, peak memory.
 
-Prints (median of ``--runs`` runs, each measurement in a fresh process so that peak RSS is its own):
+Prints (median and range of ``--runs`` rounds; each round runs every measurement once, each in a
+fresh process so that peak RSS is its own):
 
 * ingest spans/s of the TrainTicket CSV windows (``../shared/data``, 84 gzip files, 328,848
   spans) into a Parquet span store, and of reading them alone; and the ingest of the TrainTicket
@@ -30,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -227,16 +227,15 @@ def run_isolated(kind: str, arg: str) -> dict:
     return json.loads(out.stdout)
 
 
-def median_of(kind: str, arg: str, runs: int) -> dict:
-    results = [run_isolated(kind, arg) for _ in range(runs)]
-    return {"runs": runs, "spans": results[0]["spans"],
-            "spans_per_s_median": statistics.median(r["spans_per_s"] for r in results),
-            "seconds_median": statistics.median(r["seconds"] for r in results),
-            "peak_over_arrow_median": statistics.median(r["peak_over_arrow"] for r in results),
-            "anon_peak_over_arrow_median": statistics.median(r["anon_peak_over_arrow"] for r in results),
-            **({"build_peak_over_arrow_median": statistics.median(r["build_peak_over_arrow"] for r in results)}
-               if "build_peak_over_arrow" in results[0] else {}),
-            "arrow_mb": results[0]["arrow_mb"]}
+def summary(results: list[dict]) -> dict:
+    """Medians (and the range of spans/s) of one measurement's runs."""
+    med = {k: statistics.median(r[k] for r in results)
+           for k in ("spans_per_s", "seconds", "peak_over_arrow", "anon_peak_over_arrow", "build_peak_over_arrow")
+           if k in results[0]}
+    return {"runs": len(results), "spans": results[0]["spans"], "arrow_mb": results[0]["arrow_mb"],
+            **{f"{k}_median": v for k, v in med.items()},
+            "spans_per_s_min": min(r["spans_per_s"] for r in results),
+            "spans_per_s_max": max(r["spans_per_s"] for r in results)}
 
 
 def main() -> int:
@@ -254,35 +253,40 @@ def main() -> int:
     from tracesleuth.io import read_spans
     from tracesleuth.store import SpanStore  # the table build reads its spans from a span store
 
-    figures: dict = {"cpu_count": os.cpu_count()}
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
+        plan = []  # (name, kind, arg): every input is made first
         if TRAINTICKET.is_dir():
-            figures["ingest_trainticket_csv"] = median_of("ingest", str(TRAINTICKET), a.runs)
-            figures["read_trainticket_csv"] = median_of("read", str(TRAINTICKET), a.runs)
-            figures["ingest_nezha_csv_both"] = median_of("ingest", str(NEZHA / "*" / "*" / "trace"), a.runs)
             SpanStore(d / "tt-store").append_spans(read_spans(TRAINTICKET).spans.to_batches())
-            figures["table_trainticket"] = median_of("table", str(d / "tt-store"), a.runs)
+            plan += [("ingest_trainticket_csv", "ingest", str(TRAINTICKET)),
+                     ("read_trainticket_csv", "read", str(TRAINTICKET)),
+                     ("ingest_nezha_csv_both", "ingest", str(NEZHA / "*" / "*" / "trace")),
+                     ("table_trainticket", "table", str(d / "tt-store"))]
         for name, int_numbers in (("ingest_otlp_json", False), ("ingest_otlp_json_mixed_ints", True)):
-            otlp = d / f"{name}.json"
-            write_otlp_json(otlp, a.otlp_spans, int_numbers=int_numbers)
-            figures[name] = median_of("ingest", str(otlp), a.runs)
-            otlp.unlink()
+            write_otlp_json(d / f"{name}.json", a.otlp_spans, int_numbers=int_numbers)
+            plan.append((name, "ingest", str(d / f"{name}.json")))
         for name, traces in (("table_synthetic", a.table_traces), ("table_synthetic_large", a.large_traces)):
             if traces:
                 SpanStore(d / name).append_spans(synthetic_spans(traces).to_batches())
-                figures[name] = median_of("table", str(d / name), a.runs)
-                shutil.rmtree(d / name)
+                plan.append((name, "table", str(d / name)))
+        # Round after round, each measurement once per round: a slow spell of the machine then
+        # touches every measurement a little rather than one of them a lot.
+        results: dict[str, list[dict]] = {name: [] for name, _, _ in plan}
+        for _ in range(a.runs):
+            for name, kind, arg in plan:
+                results[name].append(run_isolated(kind, arg))
+    figures: dict = {"cpu_count": os.cpu_count(), **{name: summary(r) for name, r in results.items()}}
     if a.json:
         print(json.dumps(figures, indent=2))
         return 0
-    print(f"{'measurement':28} {'spans':>10} {'spans/s (median)':>18} {'s':>8} {'peak/Arrow':>11} "
-          f"{'data peak':>10} {'build only':>11}")
+    print(f"{'measurement':28} {'spans':>10} {'spans/s (median)':>17} {'(min - max)':>23} {'s':>7} "
+          f"{'peak/Arrow':>10} {'data peak':>9} {'build only':>10}")
     for k, v in figures.items():
         if isinstance(v, dict):
-            build = f"{v['build_peak_over_arrow_median']:>10.2f}x" if "build_peak_over_arrow_median" in v else ""
-            print(f"{k:28} {v['spans']:>10,} {v['spans_per_s_median']:>18,.0f} {v['seconds_median']:>8.3f} "
-                  f"{v['peak_over_arrow_median']:>10.2f}x {v['anon_peak_over_arrow_median']:>9.2f}x {build:>11}")
+            build = f"{v['build_peak_over_arrow_median']:>9.2f}x" if "build_peak_over_arrow_median" in v else ""
+            spread = f"({v['spans_per_s_min']:,.0f} - {v['spans_per_s_max']:,.0f})"
+            print(f"{k:28} {v['spans']:>10,} {v['spans_per_s_median']:>17,.0f} {spread:>23} {v['seconds_median']:>7.3f} "
+                  f"{v['peak_over_arrow_median']:>9.2f}x {v['anon_peak_over_arrow_median']:>8.2f}x {build:>10}")
     print("peak/Arrow: (peak RSS - RSS before loading) / Arrow size; data peak: the same with anonymous memory "
           "only (RssAnon, sampled), without the pages of library code; build only: 1 + (peak RSS - RSS once "
           "the spans are loaded) / Arrow size")
