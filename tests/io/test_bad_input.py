@@ -506,22 +506,18 @@ def test_files_read_ahead_on_threads_give_the_serial_result(tmp_path, monkeypatc
     assert len(threaded[0]) + sum(r[4] for r in threaded[1]) == 9 * N  # 9 files hold spans
 
 
-def test_otlp_line_blocks_are_whole_lines_and_stay_intact_while_in_use():
-    """Blocks are cut at newlines (a line longer than a block makes the block longer) and a
-    block's buffer is reused only three blocks later: the two blocks the reader may still use
-    (the one it reads and the one parsed ahead) do not change when the next is read."""
+def test_otlp_line_blocks_are_whole_lines():
+    """Blocks are cut at newlines; a line longer than a block makes the block longer; a last line
+    without a newline gets one."""
     import io
 
     from tracesleuth.io import otlp_json
 
     lines = [b"x" * (i * 7 % 50) + b"\n" for i in range(300)] + [b"y" * 400 + b"\n", b"last line without newline"]
     data = b"".join(lines)
-    blocks, held = [], []
+    blocks = []
     for block, error, cut_off in otlp_json._line_blocks(io.BytesIO(data), 64):
         assert error is None and cut_off == b"" and block.endswith(b"\n")
-        for earlier, copy in held[-2:]:
-            assert earlier == copy
-        held.append((block, bytes(block)))
         blocks.append(bytes(block))
-    assert len(blocks) > 10
+    assert len(blocks) > 10 and any(len(b) > 400 for b in blocks)
     assert b"".join(blocks) == data + b"\n"

@@ -8,7 +8,6 @@ Reference: OTLP specification, "JSON Protobuf Encoding"
 from __future__ import annotations
 
 import io
-from collections import deque
 from typing import Any, BinaryIO, Callable, Iterator
 
 import orjson
@@ -140,23 +139,16 @@ def _line_blocks(stream: BinaryIO, size: int) -> Iterator[tuple[bytearray, OSErr
     its own (no copies of the file's bytes); a line longer than ``size`` makes its block longer.
     A read error (corrupt gzip data) ends the blocks: the whole lines read before it come with
     the error, and the bytes of the line it cut as ``cut_off``, for the caller to read, report
-    and then raise.
-
-    A block's buffer is used again three blocks later, when the caller is done with it (it asks
-    for the next block only once it has read the one before, and parses one block ahead): a new
-    16 MB buffer per block cost a page fault per 4 KB of it."""
+    and then raise."""
     tail = b""
-    given: deque[bytearray] = deque()  # the blocks yielded, oldest first
     while True:
-        need = len(tail) + size
-        block = _reused(given.popleft(), need) if len(given) == 3 else bytearray(need)
-        given.append(block)
+        block = bytearray(len(tail) + size)
         block[:len(tail)] = tail
         filled, eof, error = _fill(stream, block, len(tail))
         while filled == len(block) and block.find(b"\n", len(tail)) < 0:  # a line longer than the block
             longer = bytearray(2 * len(block))
             longer[:filled] = block
-            block = given[-1] = longer
+            block = longer
             filled, eof, error = _fill(stream, block, filled)
         del block[filled:]
         if error is not None:
@@ -173,18 +165,6 @@ def _line_blocks(stream: BinaryIO, size: int) -> Iterator[tuple[bytearray, OSErr
         tail = bytes(block[cut:])
         del block[cut:]
         yield block, None, b""
-
-
-def _reused(block: bytearray, size: int) -> bytearray:
-    """``block`` resized to ``size`` bytes; a new buffer when something still holds a view of it."""
-    try:
-        if len(block) > size:
-            del block[size:]
-        else:
-            block.extend(bytes(size - len(block)))
-        return block
-    except BufferError:
-        return bytearray(size)
 
 
 def _fill(stream: BinaryIO, buffer: bytearray, filled: int) -> tuple[int, bool, OSError | None]:
