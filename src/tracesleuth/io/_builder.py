@@ -308,18 +308,19 @@ def validate_spans(raw: pl.DataFrame, attrs: pa.Array | None, source: str, log: 
     )
     parent_given = (pl.col("_raw_parent").is_not_null() & (pl.col("_raw_parent").str.strip_chars() != "")
                     & ~pl.col("_raw_parent").str.contains("^0+$"))
-    checks = [  # (a canonical id column has none to fail)
-        (S.TRACE_ID, None if canonical["_raw_trace"] else pl.col(S.TRACE_ID).is_null(),
+    id_checks = [  # a canonical id column has nothing to fail
+        ("_raw_trace", S.TRACE_ID, pl.col(S.TRACE_ID).is_null(),
          "missing, all zero, or not a hexadecimal id of at most 32 digits"),
-        (S.SPAN_ID, None if canonical["_raw_span"] else pl.col(S.SPAN_ID).is_null(),
+        ("_raw_span", S.SPAN_ID, pl.col(S.SPAN_ID).is_null(),
          "missing, all zero, or not a hexadecimal id of at most 16 digits"),
-        (S.PARENT_SPAN_ID, None if canonical["_raw_parent"] else pl.col(S.PARENT_SPAN_ID).is_null() & parent_given,
+        ("_raw_parent", S.PARENT_SPAN_ID, pl.col(S.PARENT_SPAN_ID).is_null() & parent_given,
          "not a hexadecimal id of at most 16 digits"),
+    ]
+    checks = [(field, cond, msg) for raw_col, field, cond, msg in id_checks if not canonical[raw_col]] + [
         (S.START_NS, pl.col(S.START_NS).is_null(), "missing or not an integer timestamp"),
         (S.END_NS, pl.col(S.END_NS).is_null(), "missing or not an integer timestamp"),
         (S.END_NS, pl.col(S.END_NS) < pl.col(S.START_NS), "negative duration (end before start)"),
     ]
-    checks = [c for c in checks if c[1] is not None]
     reason = pl.lit(None, dtype=pl.String)
     fieldname = pl.lit(None, dtype=pl.String)
     for fname, cond, msg in reversed(checks):  # the first failing check names the reason

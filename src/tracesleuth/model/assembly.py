@@ -170,6 +170,9 @@ class Tree:
         Clock-skew shift applied (original start = ``start_ns - skew_ns``).
     start_ns, end_ns : ndarray of int64
         Span times after the clock-skew correction.
+    by_depth : (ndarray of int64, ndarray of int64)
+        Rows ordered by depth (ascending rows within a depth) and the bounds of each depth in
+        that order: the rows at depth ``d`` are ``order[bounds[d]:bounds[d + 1]]``.
     """
 
     parent: np.ndarray
@@ -178,23 +181,15 @@ class Tree:
     skew_ns: np.ndarray
     start_ns: np.ndarray
     end_ns: np.ndarray
-    _levels: tuple | None = field(default=None, repr=False)
+    by_depth: tuple = field(repr=False)
     _root: np.ndarray | None = field(default=None, repr=False)
-
-    def levels(self) -> tuple[np.ndarray, np.ndarray]:
-        """Rows ordered by depth and the bounds of each depth in that order: the rows at depth
-        ``d`` are ``order[bounds[d]:bounds[d + 1]]``."""
-        if self._levels is None:
-            order = np.argsort(self.depth, kind="stable")
-            self._levels = order, np.searchsorted(self.depth[order], np.arange(self.depth.max(initial=0) + 2))
-        return self._levels
 
     @property
     def root(self) -> np.ndarray:
         """Row of the root of each span's tree (itself for roots and orphans), ndarray of int64."""
         if self._root is None:
             root = np.arange(len(self.parent))
-            order, bounds = self.levels()
+            order, bounds = self.by_depth
             for d in range(1, len(bounds) - 1):
                 rows = order[bounds[d]:bounds[d + 1]]
                 root[rows] = root[self.parent[rows]]
@@ -296,7 +291,7 @@ def assemble_codes(codes: SpanCodes, attributes: pa.ChunkedArray | None = None) 
         level[0] = np.flatnonzero(depth == 0)
     tree = Tree(parent=pi, depth=depth, orphan=orphan | cycle,
                 skew_ns=np.zeros(n, dtype=np.int64), start_ns=codes.start_ns, end_ns=codes.end_ns,
-                _levels=(np.concatenate(level), np.cumsum([0] + [len(rows) for rows in level])))
+                by_depth=(np.concatenate(level), np.cumsum([0] + [len(rows) for rows in level])))
     corrected = _correct_skew(codes, tree, attributes)
 
     per_trace = np.bincount(codes.trace, minlength=len(codes.trace_ids))
@@ -350,7 +345,7 @@ def _correct_skew(codes: SpanCodes, tree: Tree, attributes) -> np.ndarray:
     moved[child[outside(child, p, start[p], end[p], host[child] == host[p])]] = True
     if not moved.any():
         return moved
-    order, levels = tree.levels()
+    order, levels = tree.by_depth
     for d in range(1, len(levels) - 1):
         idx = order[levels[d]:levels[d + 1]]
         moved[idx] |= moved[pi[idx]]

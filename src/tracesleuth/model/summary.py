@@ -71,7 +71,7 @@ def summarize(spans, *, top: int = 15) -> TraceSummary:
         Rows kept in ``entry_operations``.
     """
     df, report = assemble(spans)
-    df = df.with_columns(operation_keys(df))
+    df = df.with_columns(operation_keys())
     roots = df.filter(pl.col(S.PARENT_SPAN_ID).is_null())
     endpoints = _latency_stats(roots, OPERATION_KEY)
     entry = pl.DataFrame()

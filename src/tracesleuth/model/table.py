@@ -165,7 +165,7 @@ def trace_partitions(spans: pa.Table, max_spans: int) -> list[np.ndarray]:
     return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
-def operation_keys(df: pl.DataFrame) -> pl.Expr:
+def operation_keys() -> pl.Expr:
     """Expression of the operation key ``"service:operation"`` of each span."""
     return pl.concat_str([pl.col(S.SERVICE), pl.lit(":"), pl.col(S.OPERATION)]).alias(OPERATION_KEY)
 
@@ -235,7 +235,7 @@ def requests_of(codes: SpanCodes, tree: Tree, endpoint: int) -> tuple[np.ndarray
     n = codes.n_spans
     is_entry = codes.operation == endpoint
     req = np.where(is_entry, np.arange(n), -1)
-    order, levels = tree.levels()
+    order, levels = tree.by_depth
     for d in range(1, len(levels) - 1):
         idx = order[levels[d]:levels[d + 1]]
         inherited = req[tree.parent[idx]]
@@ -550,7 +550,7 @@ def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.nda
     # acc[i]: wrapping sum over i's children of (child hash + 1), replaced by i's own hash once
     # its level is done (children are done first, bottom-up).
     acc = np.zeros(codes.n_spans, dtype=np.uint64)
-    order, levels = tree.levels()
+    order, levels = tree.by_depth
     with np.errstate(over="ignore"):
         for d in range(len(levels) - 2, -1, -1):
             idx = order[levels[d]:levels[d + 1]]
