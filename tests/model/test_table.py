@@ -176,31 +176,29 @@ def test_duplicates_shared_spans_orphans_and_roots():
     assert tt.endpoints == {"a:root": 1}          # traces, not root spans: the exact copy is not counted
 
 
-def test_parent_links_survive_a_64_bit_key_collision():
-    """Parents are joined on one 64-bit key; when two spans share it, the join falls back to
-    (trace, span id hash) and links the same parents."""
+def test_parent_links_survive_a_key_collision():
+    """Parents are found by a key of the trace code and the top bits of the span id hash; when
+    two spans of a trace share a key, the links are made again by (trace, span id hash)."""
     import numpy as np
 
-    from tracesleuth.model._codes import _link_parents
+    from tracesleuth.model._codes import _SpanKeys
 
     trace = np.array([0, 0, 0, 1, 1], dtype=np.int32)
+    has_parent = np.array([False, True, True, False, True])
+    # two traces: 1 bit of trace code, so the keys drop the lowest hash bit; 10 and 11 collide
     span_hash = np.array([10, 11, 12, 10, 13], dtype=np.uint64)
     parent_hash = np.array([0, 10, 11, 0, 10], dtype=np.uint64)
-    has_parent = np.array([False, True, True, False, True])
-    mix = np.array([100, 100, 100, 200, 200], dtype=np.uint64)
-    key = mix + span_hash
-    key[4] = key[2]                                   # a collision of spans 2 and 4
-    linked = _link_parents(key, trace, span_hash, parent_hash, has_parent, mix, unique=False)
-    assert linked.tolist() == [-1, 0, 1, -1, 3]
-    # unexpected: found when a span links to the shared key (span 5, child of span 2)
-    grown = [np.append(a, np.array([v], a.dtype)) for a, v in ((trace, 0), (span_hash, 14), (parent_hash, 12),
-                                                                 (has_parent, True), (mix, 100))]
-    key5 = np.append(key, np.array([114], np.uint64))
-    assert _link_parents(key5, *grown[:4], grown[4], unique=True).tolist() == [-1, 0, 1, -1, 3, 2]
+    keys = _SpanKeys(trace, span_hash, parent_hash)
+    assert keys.key[0] == keys.key[1] and keys.shared_rows().tolist() == [0, 1]
+    assert keys.parents(has_parent).tolist() == [-1, 0, 1, -1, 3]
+    # the same in no order (the keys are sorted by polars, not by runs)
+    order = np.array([3, 1, 4, 0, 2])
+    unordered = _SpanKeys(trace[order], span_hash[order], parent_hash[order], grouped=False)
+    assert unordered.parents(has_parent[order]).tolist() == [-1, 3, 0, -1, 1]
     # a key match that is not the same trace and span id hash is never taken as a link
-    other = np.array([0, 10, 11, 0, 2**64 - 88], dtype=np.uint64)   # 200 + other[4] wraps to span 2's key
-    assert _link_parents(mix + span_hash, trace, span_hash, other, has_parent, mix, unique=True).tolist() \
-        == [-1, 0, 1, -1, -1]
+    other = np.array([0, 10, 11, 0, 11], dtype=np.uint64)   # 11 has span 3's key (10) in trace 1
+    assert _SpanKeys(trace, np.array([10, 12, 14, 10, 16], np.uint64), other).parents(has_parent).tolist() \
+        == [-1, 0, -1, -1, -1]
 
 
 def test_bad_input_errors():

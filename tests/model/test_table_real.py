@@ -109,3 +109,24 @@ def test_zipkin_production_traces_built_in_partitions(shared_data, name):
     whole = build_trace_table(spans)
     parts = build_trace_table(spans, partition_spans=3)
     assert parts.frame.equals(whole.frame, null_equal=True) and parts.assembly == whole.assembly
+
+
+@pytest.mark.parametrize("name", ["smartthings-mobile-web-install.json", "yelp.json", "skew.json",
+                                  "messaging2.json"])
+def test_spans_read_from_a_store_dictionary_encoded_give_the_same_table(shared_data, tmp_path, name):
+    """A store reads the name columns dictionary-encoded, one dictionary per part (here parts of
+    5 spans): the table and the assembled spans are those of the spans as the reader gave them."""
+    from tracesleuth.store import SpanStore
+
+    pytest.importorskip("tracesleuth.io.zipkin")
+    spans = read_spans(shared_data / "zipkin-lens" / name).spans
+    store = SpanStore(tmp_path / "store")
+    store.append_spans(spans.to_batches(max_chunksize=5), part_spans=5)
+    stored = store.read_spans()
+    assert stored.column("service").type.value_type == "string"
+    assert stored.column("service").num_chunks == -(-spans.num_rows // 5)
+    a, b = build_trace_table(spans), build_trace_table(stored)
+    assert a.frame.equals(b.frame, null_equal=True) and a.frame.columns == b.frame.columns
+    assert (a.operations, a.endpoints, a.assembly) == (b.operations, b.endpoints, b.assembly)
+    (fa, ra), (fb, rb) = assemble(spans), assemble(stored)
+    assert fa.equals(fb, null_equal=True) and fa.schema == fb.schema and ra == rb

@@ -27,7 +27,9 @@ def test_parts_and_row_groups(tmp_path, monkeypatch):
     sizes = [pq.ParquetFile(p).metadata.num_rows for p in parts]
     assert sum(sizes) == 95 and all(s >= 40 for s in sizes[:-1])
     assert all(pq.ParquetFile(p).metadata.num_row_groups >= 2 for p in parts[:-1])
-    assert store.read_spans().equals(spans.cast(S.SPAN_SCHEMA))
+    assert store.read_spans(dictionary=False).equals(spans.cast(S.SPAN_SCHEMA))
+    stored = store.read_spans()  # the name columns dictionary-encoded, the same values
+    assert stored.schema == S.DICTIONARY_SPAN_SCHEMA and S.plain_spans(stored).equals(spans.cast(S.SPAN_SCHEMA))
     more = store.append_spans(_spans(3).to_batches())
     assert [p.name for p in more] == ["part-000003.parquet"]
 

@@ -12,6 +12,7 @@ before the parent links are made (:func:`deduplicate`, step 1 of
 
 from __future__ import annotations
 
+import copy
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -170,8 +171,12 @@ def take_rows(data, rows: np.ndarray):
 
 
 def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
-    """Codes (int32, -1 for null) and dictionary of a string column."""
-    enc = pc.dictionary_encode(column)
+    """Codes (int32, -1 for null) and dictionary of a string column, plain or dictionary-encoded.
+
+    The codes number the values in order of first appearance. A dictionary-encoded column's
+    chunks are put on one dictionary, which may then hold values no row has.
+    """
+    enc = column.unify_dictionaries() if pa.types.is_dictionary(column.type) else pc.dictionary_encode(column)
     if enc.num_chunks == 0 or len(enc) == 0:
         return np.zeros(0, np.int32), pa.array([], pa.string())
     # The chunks of one encoding share a single dictionary (one memo table).
@@ -244,27 +249,93 @@ def _link_spans(spans: pa.Table):
     parent_col = spans.column(S.PARENT_SPAN_ID)
     parent_hash = _hash(parent_col, 2)
     has_parent = pc.is_valid(parent_col).to_numpy(zero_copy_only=False) if n else np.zeros(0, bool)
-    trace_mix = mix64(trace.astype(np.uint64))
-    with np.errstate(over="ignore"):
-        key = trace_mix + span_hash
+    keys = _SpanKeys(trace, span_hash, parent_hash)
     source_row = np.arange(n, dtype=np.int64)
     repairs = {"exact_duplicates": 0, "shared_spans_split": 0, "conflicting_ids_renamed": 0}
     renamed = None
-    shared = _rows_sharing_a_key(key)
+    shared = keys.shared_rows()
     if len(shared):
         # De-duplication reads the spans that share an id and the children of such ids (a shared
         # server half's children follow it to its new id); no other span is changed by it.
-        with np.errstate(over="ignore"):
-            child = has_parent & pl.Series(trace_mix + parent_hash).is_in(pl.Series(key[shared]).implode()).to_numpy()
+        child = has_parent & keys.parent_in(keys.key[shared])
         keep, span_hash, parent_hash, has_parent, repairs, renamed = _repair_ids(
             spans, np.union1d(shared, np.flatnonzero(child)), span_hash, parent_hash, has_parent)
         if not keep.all():
-            source_row, trace, trace_mix = source_row[keep], trace[keep], trace_mix[keep]
+            source_row, trace = source_row[keep], trace[keep]
             span_hash, parent_hash, has_parent = span_hash[keep], parent_hash[keep], has_parent[keep]
-        with np.errstate(over="ignore"):
-            key = trace_mix + span_hash
-    parent = _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix)
+        keys = keys.after_repair(keep, None if renamed is None else (span_hash, parent_hash))
+    parent = keys.parents(has_parent)
     return source_row, trace, trace_ids, parent, has_parent, repairs, renamed
+
+
+class _SpanKeys:
+    """64-bit keys of (trace, span id) and (trace, parent id), and the span keys' sorted order.
+
+    A key is the trace code in the high bits and the top bits of the 64-bit span id hash below
+    it, so spans grouped by trace (as stored) give keys in runs, which sort fast, and a lookup
+    of parents in trace order walks the sorted keys in order. Equal keys (a span id repeated in
+    a trace, or, rarely, two ids whose hashes share their top bits) are adjacent once sorted.
+    """
+
+    def __init__(self, trace, span_hash, parent_hash, *, grouped: bool | None = None):
+        n = len(trace)
+        self.trace, self.span_hash, self.parent_hash = trace, span_hash, parent_hash
+        bits = np.uint64(max(int(trace.max(initial=0)).bit_length(), 1))
+        high = trace.astype(np.uint64) << (np.uint64(64) - bits)
+        self.key, self.parent_key = high | (span_hash >> bits), high | (parent_hash >> bits)
+        del high
+        if grouped is None:
+            grouped = n < 2 or np.count_nonzero(trace[1:] >= trace[:-1]) >= 0.75 * (n - 1)
+        self.grouped = grouped
+        # Runs of a trace's keys: numpy's timsort; keys in no order: polars' parallel sort.
+        self.order = (np.argsort(self.key, kind="stable") if grouped
+                      else pl.Series(self.key).arg_sort().to_numpy().astype(np.int64))
+        self.sorted = self.key[self.order]
+
+    def shared_rows(self) -> np.ndarray:
+        """Rows whose key another row has too, ascending."""
+        at = np.flatnonzero(self.sorted[1:] == self.sorted[:-1])
+        return np.unique(self.order[np.concatenate((at, at + 1))])
+
+    def parent_in(self, keys: np.ndarray) -> np.ndarray:
+        """Boolean mask of the spans whose parent key is one of ``keys``."""
+        keys = np.unique(keys)
+        at = np.minimum(np.searchsorted(keys, self.parent_key), len(keys) - 1)
+        return keys[at] == self.parent_key
+
+    def after_repair(self, keep: np.ndarray, hashes) -> "_SpanKeys":
+        """The keys of the spans at ``keep``; ``hashes``: their new (span, parent) id hashes
+        when de-duplication renamed some."""
+        if hashes is not None:
+            return _SpanKeys(self.trace[keep], *hashes, grouped=self.grouped)
+        kept = copy.copy(self)
+        if not keep.all():  # dropping rows keeps the rest sorted
+            new_row = np.cumsum(keep) - 1
+            kept.order = new_row[self.order[keep[self.order]]]
+            kept.key, kept.parent_key, kept.sorted = self.key[keep], self.parent_key[keep], self.sorted[keep[self.order]]
+            kept.trace, kept.span_hash, kept.parent_hash = self.trace[keep], self.span_hash[keep], self.parent_hash[keep]
+        return kept
+
+    def parents(self, has_parent: np.ndarray) -> np.ndarray:
+        """Row of each span's parent (-1 when it has none or it is not in the trace).
+
+        A match of keys is checked on the trace code and the full span id hash, so a false link
+        would need a 64-bit collision of span ids within one trace. When a key is shared by
+        several spans and the first of them is not the parent, every link is made again by an
+        exact join on (trace, span id hash).
+        """
+        n = len(self.key)
+        if n == 0:
+            return np.zeros(0, np.int64)
+        at = np.minimum(np.searchsorted(self.sorted, self.parent_key), n - 1)
+        found = has_parent & (self.sorted[at] == self.parent_key)
+        candidate = self.order[at]
+        ok = found.copy()
+        ok[found] = ((self.trace[candidate[found]] == self.trace[found])
+                     & (self.span_hash[candidate[found]] == self.parent_hash[found]))
+        if (found & ~ok).any() and (self.sorted[1:] == self.sorted[:-1]).any():
+            return _link_parents_exact(self.trace, self.span_hash, self.parent_hash, has_parent)
+        return np.where(ok, candidate, -1)
 
 
 def _operations(svc: np.ndarray, services: pa.Array, name: np.ndarray, names: pa.Array, rows):
@@ -290,19 +361,10 @@ def _operations(svc: np.ndarray, services: pa.Array, name: np.ndarray, names: pa
     return service_names, keys, op_service, code, op_name
 
 
-def _rows_sharing_a_key(key: np.ndarray) -> np.ndarray:
-    """Rows whose (trace, span id) hash key another row has too, ascending."""
-    ordered = pl.Series(key).sort().to_numpy()  # a sort finds the repeated keys faster than a hash
-    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-    if len(repeated) == 0:
-        return np.zeros(0, np.int64)
-    return np.flatnonzero(pl.Series(key).is_in(pl.Series(np.unique(repeated)).implode()).to_numpy())
-
-
 def _repair_ids(spans: pa.Table, rows: np.ndarray, span_hash, parent_hash, has_parent):
     """Run :func:`deduplicate` on the spans at ``rows`` (those sharing ids, and their children)."""
     cols = [S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.SERVICE, S.OPERATION, S.KIND, S.START_NS, S.END_NS]
-    sub = pl.from_arrow(take_rows(spans.select(cols), rows))
+    sub = pl.from_arrow(take_rows(spans.select(cols), rows)).with_columns(pl.selectors.categorical().cast(pl.String))
     sub = sub.with_columns(pl.Series(SOURCE_ROW, rows, dtype=pl.Int64))
     fixed, repairs = deduplicate(sub)
     kept = fixed[SOURCE_ROW].to_numpy()
@@ -322,34 +384,15 @@ def _repair_ids(spans: pa.Table, rows: np.ndarray, span_hash, parent_hash, has_p
     return keep, span_hash, parent_hash, has_parent, repairs, renamed
 
 
-def _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix, unique: bool = True) -> np.ndarray:
-    """Row of each span's parent (-1 when it has none or it is not in the trace).
-
-    One hash join on a 64-bit key of (trace, span id hash); a match is then checked on the trace
-    code and the full span id hash, so a false link would need a 64-bit collision of span ids
-    within one trace. ``unique``: no two spans are expected to share ``key``; if a span links
-    to two that do, the join is redone on both parts.
-    """
-    n = len(key)
-    if n == 0:
-        return np.zeros(0, np.int64)
-    with np.errstate(over="ignore"):
-        pkey = trace_mix + parent_hash
-    row = pl.Series(np.arange(n, dtype=np.int32))
-    if unique:
-        ids, links, on = pl.DataFrame({"k": key, "r": row}), pl.DataFrame({"k": pkey, "l": row}), ["k"]
-    else:  # a 64-bit key collision between different spans: join on both parts
-        ids = pl.DataFrame({"t": trace, "s": span_hash, "r": row}).unique(["t", "s"], keep="first")
-        links, on = pl.DataFrame({"t": trace, "s": parent_hash, "l": row}), ["t", "s"]
-    joined = links.join(ids, on=on, how="inner")
-    parent = np.full(n, -1, dtype=np.int64)
+def _link_parents_exact(trace, span_hash, parent_hash, has_parent) -> np.ndarray:
+    """Row of each span's parent by an exact join on (trace code, span id hash); of spans
+    sharing both, the first."""
+    row = pl.Series(np.arange(len(trace), dtype=np.int32))
+    ids = pl.DataFrame({"t": trace, "s": span_hash, "r": row}).unique(["t", "s"], keep="first")
+    joined = pl.DataFrame({"t": trace, "s": parent_hash, "l": row}).join(ids, on=["t", "s"], how="inner")
+    parent = np.full(len(trace), -1, dtype=np.int64)
     parent[joined["l"].to_numpy()] = joined["r"].to_numpy()
-    if np.count_nonzero(parent >= 0) != joined.height:  # a key two spans share was linked to twice
-        return _link_parents(key, trace, span_hash, parent_hash, has_parent, trace_mix, unique=False)
-    found = has_parent & (parent >= 0)
-    ok = np.zeros(n, dtype=bool)
-    ok[found] = (trace[parent[found]] == trace[found]) & (span_hash[parent[found]] == parent_hash[found])
-    return np.where(ok, parent, -1)
+    return np.where(has_parent, parent, -1)
 
 
 def _derived_ids(trace_ids: list[str], span_ids: list[str], salts: list[str]) -> list[str]:

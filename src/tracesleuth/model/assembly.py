@@ -136,7 +136,8 @@ def as_frame(spans, *, attributes: bool = True) -> pl.DataFrame:
             spans = spans.drop_columns([S.ATTRIBUTES])
         df = pl.from_arrow(spans)
         assert isinstance(df, pl.DataFrame)
-        return df
+        # dictionary-encoded name columns (as a store reads them) become the schema's strings
+        return df.with_columns(pl.selectors.categorical().cast(pl.String))
     if isinstance(spans, pl.DataFrame):
         return spans if attributes or S.ATTRIBUTES not in spans.columns else spans.drop(S.ATTRIBUTES)
     raise TypeError(f"expected spans as a pyarrow.Table or polars.DataFrame, got {type(spans).__name__}")
