@@ -189,16 +189,44 @@ def test_parent_links_survive_a_key_collision():
     span_hash = np.array([10, 11, 12, 10, 13], dtype=np.uint64)
     parent_hash = np.array([0, 10, 11, 0, 10], dtype=np.uint64)
     keys = _SpanKeys(trace, span_hash, parent_hash)
-    assert keys.key[0] == keys.key[1] and keys.shared_rows().tolist() == [0, 1]
-    assert keys.parents(has_parent).tolist() == [-1, 0, 1, -1, 3]
+    shared, shared_keys = keys.shared()
+    assert shared.tolist() == [0, 1] and len(shared_keys) == 1
+    assert keys.parents(trace, span_hash, parent_hash, has_parent).tolist() == [-1, 0, 1, -1, 3]
     # the same in no order (the keys are sorted by polars, not by runs)
     order = np.array([3, 1, 4, 0, 2])
-    unordered = _SpanKeys(trace[order], span_hash[order], parent_hash[order], grouped=False)
-    assert unordered.parents(has_parent[order]).tolist() == [-1, 3, 0, -1, 1]
+    arrays = trace[order], span_hash[order], parent_hash[order]
+    assert _SpanKeys(*arrays, grouped=False).parents(*arrays, has_parent[order]).tolist() == [-1, 3, 0, -1, 1]
     # a key match that is not the same trace and span id hash is never taken as a link
-    other = np.array([0, 10, 11, 0, 11], dtype=np.uint64)   # 11 has span 3's key (10) in trace 1
-    assert _SpanKeys(trace, np.array([10, 12, 14, 10, 16], np.uint64), other).parents(has_parent).tolist() \
-        == [-1, 0, -1, -1, -1]
+    arrays = trace, np.array([10, 12, 14, 10, 16], np.uint64), np.array([0, 10, 11, 0, 11], np.uint64)
+    # (parent 11 has the key of span 0 in trace 0, of span 3 in trace 1)
+    assert _SpanKeys(*arrays).parents(*arrays, has_parent).tolist() == [-1, 0, -1, -1, -1]
+    # dropping spans keeps the other keys sorted
+    keys = _SpanKeys(trace, span_hash, parent_hash)
+    keep = np.array([True, False, True, True, True])
+    keys.drop(keep)
+    arrays = trace[keep], span_hash[keep], parent_hash[keep]
+    assert keys.parents(*arrays, has_parent[keep]).tolist() == [-1, -1, -1, 2]
+
+
+def test_id_hashes_are_exact_for_hexadecimal_ids_and_one_function_for_all_columns():
+    import numpy as np
+    import pyarrow as pa
+
+    from tracesleuth.model._codes import id_hash, id_hashes, mix64
+
+    ids = ["00000000000000ff", "a4424f20bffee416", "0000000000000000"]
+    spans = pa.chunked_array([pa.array(["ffffffffffffffff"] + ids[:2]).slice(1), pa.array(ids[2:])])
+    parents = pa.chunked_array([pa.array([None, ids[0], ids[1]], pa.large_string())])
+    (h, p), exact = id_hashes(spans, parents)
+    assert exact and len(set(h.tolist())) == 3 and p[1:].tolist() == h[:2].tolist()
+    assert id_hash(pl.Series(ids), True).tolist() == h.tolist()
+    # the id's 8 bytes, permuted, then mixed: a bijection
+    assert h[1] == mix64(np.array([int("".join(["a4424f20bffee416"[i:i + 2] for i in (6, 4, 2, 0, 14, 12, 10, 8)]),
+                                        16)], np.uint64))[0]
+    # one id that is not 16 hexadecimal digits (here upper case): every column is hashed by polars
+    (h2, p2), exact = id_hashes(spans, pa.chunked_array([pa.array([None, "A4424F20BFFEE416", ids[1]])]))
+    assert not exact and h2[0] != h[0] and p2[2] == h2[1] and p2[1] != h2[1]
+    assert id_hash(pl.Series(ids), False).tolist() == h2.tolist()
 
 
 def test_bad_input_errors():

@@ -12,7 +12,6 @@ before the parent links are made (:func:`deduplicate`, step 1 of
 
 from __future__ import annotations
 
-import copy
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -30,10 +29,11 @@ _M1, _M2, _M3 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np
 _MAX_GRID = 1 << 24
 
 
-def mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64 finalizer of a uint64 array (wrapping arithmetic)."""
+def mix64(x: np.ndarray, *, copy: bool = True) -> np.ndarray:
+    """splitmix64 finalizer of a uint64 array (wrapping arithmetic); ``copy=False`` mixes a
+    uint64 array in place."""
     with np.errstate(over="ignore"):
-        x = x.astype(np.uint64, copy=True)
+        x = x.astype(np.uint64, copy=copy)
         x ^= x >> np.uint64(30)
         x *= _M2
         x ^= x >> np.uint64(27)
@@ -189,8 +189,69 @@ def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
     return codes, dictionary.cast(pa.string())
 
 
-def _hash(column: pa.ChunkedArray, seed: int) -> np.ndarray:
-    return pl.Series(column).hash(seed=seed).to_numpy()
+def id_hashes(*columns: pa.ChunkedArray) -> tuple[list[np.ndarray], bool]:
+    """64-bit hashes (ndarrays of uint64) of span id columns, one hash function for all of them.
+
+    Span ids as the readers write them (16 lower-case hexadecimal digits) are taken as their
+    64-bit value, mixed by :func:`mix64` (a bijection, so distinct ids never collide) and read
+    straight from the Arrow buffers. If any id of any column is not such an id, every column is
+    hashed by polars instead. Returns the hashes and whether they are the exact form (pass it
+    to :func:`id_hash` for ids to compare with these).
+    """
+    exact = [_hex_values(c) for c in columns]
+    if all(e is not None for e in exact):
+        return [mix64(e, copy=False) for e in exact], True
+    return [pl.Series(c).hash(seed=2).to_numpy() for c in columns], False
+
+
+def id_hash(ids: pl.Series, exact: bool) -> np.ndarray:
+    """The hashes of :func:`id_hashes` of more ids (``exact``: its second result)."""
+    values = _hex_values(ids.to_arrow(compat_level=pl.CompatLevel.oldest())) if exact else None
+    if values is None:
+        if exact:
+            raise ValueError("ids to compare with exact id hashes must be 16 hexadecimal digits")
+        return ids.hash(seed=2).to_numpy()
+    return mix64(values, copy=False)
+
+
+def _hex_values(column) -> np.ndarray | None:
+    """The 64-bit values of ids of 16 lower-case hexadecimal digits (nulls: 0), or None if a
+    value is not one."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    if not all(pa.types.is_string(c.type) or pa.types.is_large_string(c.type) for c in chunks):
+        return None
+    values, at = np.empty(sum(len(c) for c in chunks), dtype=np.uint64), 0
+    for chunk in chunks:
+        n = len(chunk)
+        if n == 0:
+            continue
+        if chunk.null_count:
+            chunk = pc.fill_null(chunk, "0" * 16)
+        offset_type = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+        offsets = np.frombuffer(chunk.buffers()[1], offset_type)[chunk.offset:chunk.offset + n + 1]
+        if offsets[-1] - offsets[0] != 16 * n or (np.diff(offsets) != 16).any():
+            return None
+        digits = np.subtract(np.frombuffer(chunk.buffers()[2], np.uint8)[offsets[0]:offsets[-1]], 48,
+                             dtype=np.uint8)  # '0' -> 0
+        low = np.subtract(digits, 49, dtype=np.uint8)  # 'a' -> 0 (uint8 arithmetic wraps around)
+        if np.count_nonzero(digits <= 9) + np.count_nonzero(low <= 5) != len(digits):
+            return None
+        low += np.uint8(10)
+        np.minimum(digits, low, out=digits)
+        # Each 8 digits (one per byte, little-endian) into 32 bits, by shifts and masks, in place:
+        # the bytes come out permuted, which keeps distinct ids distinct.
+        x, tmp = digits.view(np.uint64), low.view(np.uint64)
+        for shift, mask in ((4, 0x00FF00FF00FF00FF), (8, 0x0000FFFF0000FFFF), (16, 0xFFFFFFFF)):
+            np.right_shift(x, np.uint64(8 if shift == 4 else shift), out=tmp)
+            if shift == 4:
+                x <<= np.uint64(4)
+            x |= tmp
+            x &= np.uint64(mask)
+        out = values[at:at + n]
+        np.left_shift(x[0::2], np.uint64(32), out=out)
+        out |= x[1::2]
+        at += n
+    return values
 
 
 def encode_spans(spans: pa.Table, rows: np.ndarray | None = None) -> SpanCodes:
@@ -245,31 +306,33 @@ def _link_spans(spans: pa.Table):
     """Trace codes, duplicates repaired (:func:`deduplicate`) and parent rows linked."""
     n = spans.num_rows
     trace, trace_ids = dictionary_codes(spans.column(S.TRACE_ID))
-    span_hash = _hash(spans.column(S.SPAN_ID), 2)
     parent_col = spans.column(S.PARENT_SPAN_ID)
-    parent_hash = _hash(parent_col, 2)
+    (span_hash, parent_hash), exact = id_hashes(spans.column(S.SPAN_ID), parent_col)
     has_parent = pc.is_valid(parent_col).to_numpy(zero_copy_only=False) if n else np.zeros(0, bool)
     keys = _SpanKeys(trace, span_hash, parent_hash)
     source_row = np.arange(n, dtype=np.int64)
     repairs = {"exact_duplicates": 0, "shared_spans_split": 0, "conflicting_ids_renamed": 0}
     renamed = None
-    shared = keys.shared_rows()
+    shared, shared_keys = keys.shared()
     if len(shared):
         # De-duplication reads the spans that share an id and the children of such ids (a shared
         # server half's children follow it to its new id); no other span is changed by it.
-        child = has_parent & keys.parent_in(keys.key[shared])
+        child = np.flatnonzero(has_parent & keys.parent_in(shared_keys))
         keep, span_hash, parent_hash, has_parent, repairs, renamed = _repair_ids(
-            spans, np.union1d(shared, np.flatnonzero(child)), span_hash, parent_hash, has_parent)
+            spans, np.union1d(shared, child), span_hash, parent_hash, has_parent, exact)
         if not keep.all():
             source_row, trace = source_row[keep], trace[keep]
             span_hash, parent_hash, has_parent = span_hash[keep], parent_hash[keep], has_parent[keep]
-        keys = keys.after_repair(keep, None if renamed is None else (span_hash, parent_hash))
-    parent = keys.parents(has_parent)
+        if renamed is None:
+            keys.drop(keep)
+        else:
+            keys = _SpanKeys(trace, span_hash, parent_hash, grouped=keys.grouped)
+    parent = keys.parents(trace, span_hash, parent_hash, has_parent)
     return source_row, trace, trace_ids, parent, has_parent, repairs, renamed
 
 
 class _SpanKeys:
-    """64-bit keys of (trace, span id) and (trace, parent id), and the span keys' sorted order.
+    """64-bit keys of (trace, span id) in sorted order, and the key of each span's parent.
 
     A key is the trace code in the high bits and the top bits of the 64-bit span id hash below
     it, so spans grouped by trace (as stored) give keys in runs, which sort fast, and a lookup
@@ -279,44 +342,38 @@ class _SpanKeys:
 
     def __init__(self, trace, span_hash, parent_hash, *, grouped: bool | None = None):
         n = len(trace)
-        self.trace, self.span_hash, self.parent_hash = trace, span_hash, parent_hash
         bits = np.uint64(max(int(trace.max(initial=0)).bit_length(), 1))
         high = trace.astype(np.uint64) << (np.uint64(64) - bits)
-        self.key, self.parent_key = high | (span_hash >> bits), high | (parent_hash >> bits)
-        del high
+        key = high | (span_hash >> bits)
+        high |= parent_hash >> bits
+        self.parent_key = high
         if grouped is None:
             grouped = n < 2 or np.count_nonzero(trace[1:] >= trace[:-1]) >= 0.75 * (n - 1)
         self.grouped = grouped
         # Runs of a trace's keys: numpy's timsort; keys in no order: polars' parallel sort.
-        self.order = (np.argsort(self.key, kind="stable") if grouped
-                      else pl.Series(self.key).arg_sort().to_numpy().astype(np.int64))
-        self.sorted = self.key[self.order]
+        self.order = (np.argsort(key, kind="stable") if grouped
+                      else pl.Series(key).arg_sort().to_numpy().astype(np.int64))
+        self.sorted = key[self.order]
 
-    def shared_rows(self) -> np.ndarray:
-        """Rows whose key another row has too, ascending."""
+    def shared(self) -> tuple[np.ndarray, np.ndarray]:
+        """Rows whose key another row has too (ascending), and those keys (unique, ascending)."""
         at = np.flatnonzero(self.sorted[1:] == self.sorted[:-1])
-        return np.unique(self.order[np.concatenate((at, at + 1))])
+        return np.unique(self.order[np.concatenate((at, at + 1))]), np.unique(self.sorted[at])
 
     def parent_in(self, keys: np.ndarray) -> np.ndarray:
-        """Boolean mask of the spans whose parent key is one of ``keys``."""
-        keys = np.unique(keys)
+        """Boolean mask of the spans whose parent key is one of ``keys`` (unique, ascending)."""
         at = np.minimum(np.searchsorted(keys, self.parent_key), len(keys) - 1)
         return keys[at] == self.parent_key
 
-    def after_repair(self, keep: np.ndarray, hashes) -> "_SpanKeys":
-        """The keys of the spans at ``keep``; ``hashes``: their new (span, parent) id hashes
-        when de-duplication renamed some."""
-        if hashes is not None:
-            return _SpanKeys(self.trace[keep], *hashes, grouped=self.grouped)
-        kept = copy.copy(self)
-        if not keep.all():  # dropping rows keeps the rest sorted
-            new_row = np.cumsum(keep) - 1
-            kept.order = new_row[self.order[keep[self.order]]]
-            kept.key, kept.parent_key, kept.sorted = self.key[keep], self.parent_key[keep], self.sorted[keep[self.order]]
-            kept.trace, kept.span_hash, kept.parent_hash = self.trace[keep], self.span_hash[keep], self.parent_hash[keep]
-        return kept
+    def drop(self, keep: np.ndarray) -> None:
+        """Keep the spans at ``keep`` (a mask) only; dropping keys keeps the rest sorted."""
+        if keep.all():
+            return
+        kept = keep[self.order]
+        self.sorted, self.order = self.sorted[kept], (np.cumsum(keep) - 1)[self.order[kept]]
+        self.parent_key = self.parent_key[keep]
 
-    def parents(self, has_parent: np.ndarray) -> np.ndarray:
+    def parents(self, trace, span_hash, parent_hash, has_parent) -> np.ndarray:
         """Row of each span's parent (-1 when it has none or it is not in the trace).
 
         A match of keys is checked on the trace code and the full span id hash, so a false link
@@ -324,18 +381,19 @@ class _SpanKeys:
         several spans and the first of them is not the parent, every link is made again by an
         exact join on (trace, span id hash).
         """
-        n = len(self.key)
+        n = len(trace)
         if n == 0:
             return np.zeros(0, np.int64)
         at = np.minimum(np.searchsorted(self.sorted, self.parent_key), n - 1)
         found = has_parent & (self.sorted[at] == self.parent_key)
         candidate = self.order[at]
+        del at
         ok = found.copy()
-        ok[found] = ((self.trace[candidate[found]] == self.trace[found])
-                     & (self.span_hash[candidate[found]] == self.parent_hash[found]))
+        ok[found] = (trace[candidate[found]] == trace[found]) & (span_hash[candidate[found]] == parent_hash[found])
         if (found & ~ok).any() and (self.sorted[1:] == self.sorted[:-1]).any():
-            return _link_parents_exact(self.trace, self.span_hash, self.parent_hash, has_parent)
-        return np.where(ok, candidate, -1)
+            return _link_parents_exact(trace, span_hash, parent_hash, has_parent)
+        candidate[~ok] = -1
+        return candidate
 
 
 def _operations(svc: np.ndarray, services: pa.Array, name: np.ndarray, names: pa.Array, rows):
@@ -361,8 +419,9 @@ def _operations(svc: np.ndarray, services: pa.Array, name: np.ndarray, names: pa
     return service_names, keys, op_service, code, op_name
 
 
-def _repair_ids(spans: pa.Table, rows: np.ndarray, span_hash, parent_hash, has_parent):
-    """Run :func:`deduplicate` on the spans at ``rows`` (those sharing ids, and their children)."""
+def _repair_ids(spans: pa.Table, rows: np.ndarray, span_hash, parent_hash, has_parent, exact: bool):
+    """Run :func:`deduplicate` on the spans at ``rows`` (those sharing ids, and their children);
+    ``exact``: how the hashes were made (:func:`id_hashes`)."""
     cols = [S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.SERVICE, S.OPERATION, S.KIND, S.START_NS, S.END_NS]
     sub = pl.from_arrow(take_rows(spans.select(cols), rows)).with_columns(pl.selectors.categorical().cast(pl.String))
     sub = sub.with_columns(pl.Series(SOURCE_ROW, rows, dtype=pl.Int64))
@@ -378,8 +437,8 @@ def _repair_ids(spans: pa.Table, rows: np.ndarray, span_hash, parent_hash, has_p
         renamed = changed.select(SOURCE_ROW, pl.col("_s").alias(S.SPAN_ID), pl.col("_p").alias(S.PARENT_SPAN_ID))
         span_hash, parent_hash, has_parent = span_hash.copy(), parent_hash.copy(), has_parent.copy()
         at = renamed[SOURCE_ROW].to_numpy()
-        span_hash[at] = renamed[S.SPAN_ID].hash(seed=2).to_numpy()
-        parent_hash[at] = renamed[S.PARENT_SPAN_ID].hash(seed=2).to_numpy()
+        span_hash[at] = id_hash(renamed[S.SPAN_ID], exact)
+        parent_hash[at] = id_hash(renamed[S.PARENT_SPAN_ID], exact)
         has_parent[at] = renamed[S.PARENT_SPAN_ID].is_not_null().to_numpy()
     return keep, span_hash, parent_hash, has_parent, repairs, renamed
 
