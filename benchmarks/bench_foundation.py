@@ -21,6 +21,9 @@ fresh process so that peak RSS is its own):
   build reads its spans from a span store (``SpanStore.read_spans``, as ``tracesleuth table
   STORE`` does), whose name columns come dictionary-encoded (``loaded_arrow_mb``).
 
+Each measurement runs as the ``tracesleuth`` command does, with Arrow on the system allocator
+(:func:`tracesleuth.use_system_allocator`; ``--arrow-allocator default`` keeps Arrow's own).
+
 Targets (issue 2): ingest >= 300,000 spans/s (OTLP JSON and TrainTicket CSV), table build
 >= 1,000,000 spans/s, peak memory <= 3x the Arrow size.
 
@@ -180,10 +183,12 @@ def write_otlp_json(path: Path, n_spans: int, seed: int = 0, int_numbers: bool =
 # one measurement per process
 
 def measure(kind: str, arg: str) -> dict:
+    from tracesleuth import use_system_allocator
     from tracesleuth.io import read_spans
     from tracesleuth.model import build_trace_table
     from tracesleuth.store import SpanStore, ingest
 
+    use_system_allocator()  # as the tracesleuth command does
     if kind in ("ingest", "read"):
         base, anon = rss_mb(), AnonPeak()
         base_anon = anon.peak
@@ -194,7 +199,7 @@ def measure(kind: str, arg: str) -> dict:
                 seconds = time.perf_counter() - t
                 anon_peak = anon.stop()
                 n = s.spans_read
-                nbytes = SpanStore(Path(d) / "store").read_spans().nbytes
+                nbytes = SpanStore(Path(d) / "store").read_spans(dictionary=False).nbytes
         else:
             r = read_spans(arg)
             seconds = time.perf_counter() - t
@@ -225,9 +230,12 @@ def measure(kind: str, arg: str) -> dict:
     raise ValueError(kind)
 
 
-def run_isolated(kind: str, arg: str) -> dict:
+def run_isolated(kind: str, arg: str, allocator: str = "system") -> dict:
+    env = dict(os.environ)
+    if allocator == "default":  # Arrow's own (mimalloc): use_system_allocator() then leaves it
+        env["ARROW_DEFAULT_MEMORY_POOL"] = "mimalloc"
     out = subprocess.run([sys.executable, __file__, "--measure", kind, arg], capture_output=True, text=True,
-                         check=True)
+                         check=True, env=env)
     return json.loads(out.stdout)
 
 
@@ -248,6 +256,8 @@ def main() -> int:
     ap.add_argument("--otlp-spans", type=int, default=500_000)
     ap.add_argument("--table-traces", type=int, default=200_000)
     ap.add_argument("--large-traces", type=int, default=1_000_000, help="0: skip the large table build")
+    ap.add_argument("--arrow-allocator", choices=("system", "default"), default="system",
+                    help="Arrow's allocator: the system's, as the tracesleuth command uses, or Arrow's default")
     ap.add_argument("--json", action="store_true", help="print one JSON document")
     ap.add_argument("--measure", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -278,8 +288,8 @@ def main() -> int:
         results: dict[str, list[dict]] = {name: [] for name, _, _ in plan}
         for _ in range(a.runs):
             for name, kind, arg in plan:
-                results[name].append(run_isolated(kind, arg))
-    figures: dict = {"cpu_count": os.cpu_count(), **{name: summary(r) for name, r in results.items()}}
+                results[name].append(run_isolated(kind, arg, a.arrow_allocator))
+    figures: dict = {"cpu_count": os.cpu_count(), "arrow_allocator": a.arrow_allocator, **{name: summary(r) for name, r in results.items()}}
     if a.json:
         print(json.dumps(figures, indent=2))
         return 0
