@@ -88,9 +88,10 @@ SPAN_SCHEMA = pa.schema(
 )
 SPAN_COLUMNS = tuple(SPAN_SCHEMA.names)
 
-#: String columns with few distinct values per trace set. A span store reads them
+#: String columns whose values repeat across many spans. A span store reads them
 #: dictionary-encoded (:data:`DICTIONARY_SPAN_SCHEMA`): the same values in a fraction of the
-#: memory (TrainTicket: 26.5 instead of 65 MB of Arrow). Every consumer accepts both forms.
+#: memory (the TrainTicket day: 26.5 instead of 65 MB of Arrow). The trace assembly and the
+#: trace table accept both forms; :func:`plain_spans` turns one into the other.
 DICTIONARY_COLUMNS = (TRACE_ID, SERVICE, OPERATION, INSTANCE, KIND, STATUS)
 DICTIONARY_SPAN_SCHEMA = pa.schema(
     [pa.field(f.name, pa.dictionary(pa.int32(), f.type), f.nullable) if f.name in DICTIONARY_COLUMNS else f

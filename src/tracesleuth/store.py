@@ -198,12 +198,13 @@ class SpanStore:
         Notes
         -----
         The spans are allocated by the system allocator, not Arrow's default (mimalloc), which
-        keeps the Parquet decoder's freed buffers: on the TrainTicket day the read then peaks at
-        about 2x the spans' Arrow size instead of 3x.
+        keeps the Parquet decoder's freed buffers. Reading the TrainTicket day (65 MB of Arrow
+        as plain strings, 26.5 MB dictionary-encoded) then peaks 52 MB above where it started,
+        instead of 85 MB with ``pyarrow.parquet.read_table`` on Arrow's default allocator.
         """
         files = self.span_files()
         if not files:
-            return S.empty_spans()
+            return (S.DICTIONARY_SPAN_SCHEMA if dictionary else S.SPAN_SCHEMA).empty_table()
         columns = S.DICTIONARY_COLUMNS if dictionary else ()
         parts = ds.dataset([str(f) for f in files], schema=S.DICTIONARY_SPAN_SCHEMA if dictionary else S.SPAN_SCHEMA,
                            format=ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=columns)))

@@ -1,9 +1,11 @@
 """Spans as integer codes: the form trace assembly and the trace table compute on.
 
 The strings of a span table are looked at once, column by column: trace ids and names are
-dictionary-encoded (Arrow), span ids hashed to 64 bits (polars), and the parent of each span is
-found by one hash join. From then on every step is numpy on arrays of ``n_spans`` integers; the
-strings come back only for the few values shown (entry span ids, operation keys, instances).
+dictionary-encoded (Arrow; a store reads them so already), span ids hashed to 64 bits (exactly,
+from the Arrow buffers, when they are 16 hexadecimal digits as the readers write them), and the
+parent of each span is found by one sort of (trace, span id) keys. From then on every step is
+numpy on arrays of ``n_spans`` integers; the strings come back only for the few values shown
+(entry span ids, operation keys, instances).
 
 Exact span copies and clashing span ids (Zipkin's shared client/server spans) are repaired here,
 before the parent links are made (:func:`deduplicate`, step 1 of
@@ -377,7 +379,8 @@ class _SpanKeys:
         """Row of each span's parent (-1 when it has none or it is not in the trace).
 
         A match of keys is checked on the trace code and the full span id hash, so a false link
-        would need a 64-bit collision of span ids within one trace. When a key is shared by
+        would need a 64-bit collision of span id hashes within one trace (exact hashes of
+        :func:`id_hashes` have none). When a key is shared by
         several spans and the first of them is not the parent, every link is made again by an
         exact join on (trace, span id hash).
         """
