@@ -290,7 +290,8 @@ def main() -> int:
         for _ in range(a.runs):
             for name, kind, arg in plan:
                 results[name].append(run_isolated(kind, arg, a.arrow_allocator))
-    figures: dict = {"cpu_count": os.cpu_count(), "arrow_allocator": a.arrow_allocator, **{name: summary(r) for name, r in results.items()}}
+    figures: dict = {"cpu_count": os.cpu_count(), "arrow_allocator": a.arrow_allocator,
+                     **{name: summary(r) for name, r in results.items()}}
     if a.json:
         print(json.dumps(figures, indent=2))
         return 0

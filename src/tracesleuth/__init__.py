@@ -13,8 +13,9 @@ def use_system_allocator() -> bool:
 
     Arrow's default allocator (mimalloc) keeps memory freed by each thread for that thread's
     reuse, so the reader threads and the Parquet decoder and writer each hold on to a share.
-    Measured with ``benchmarks/bench_foundation.py`` on the TrainTicket day (2 cores): CSV
-    ingest peak 4.3x -> 3.0x the spans' Arrow size, OTLP JSON ingest 2.8x -> 2.4x, no slower.
+    Measured with ``benchmarks/bench_foundation.py`` (2 cores, 3 runs each): the TrainTicket
+    day's CSV ingest peaks at 2.45-2.54x the spans' Arrow size instead of 3.4-3.8x, a 500,000
+    span OTLP JSON ingest at 1.50-1.51x instead of 1.74-1.83x; neither is slower.
     The ``tracesleuth`` command calls this when it starts; a program using the API can call it
     first thing too. It changes nothing when the environment variable
     ``ARROW_DEFAULT_MEMORY_POOL`` chooses Arrow's allocator.
