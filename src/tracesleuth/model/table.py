@@ -53,7 +53,7 @@ import pyarrow as pa
 
 from .. import schema as S
 from ..errors import EmptyDataError, ParameterError
-from ._codes import _M1, _M2, SpanCodes, dictionary_codes, encode_spans, mix64, take_rows
+from ._codes import _M1, _M2, SpanCodes, argsort, dictionary_codes, encode_spans, mix64, take_rows
 from .assembly import SOURCE_ROW, AssemblyReport, Tree, assemble_codes, attributes_of, spans_table
 
 
@@ -282,7 +282,7 @@ def _covered_by_children(parent: np.ndarray, s: np.ndarray, e: np.ndarray, paren
     span = int(rel.max()) + 1
     if span * (int(parent.max()) + 1) < 2**62:  # one int64 key sorts faster than two columns
         rel += parent * span
-        order = _argsort(rel)
+        order = argsort(rel)
     else:
         order = pl.DataFrame({"p": parent, "s": s}).select(pl.arg_sort_by("p", "s")).to_series().to_numpy()
     del rel
@@ -319,16 +319,6 @@ def _covered_by_children(parent: np.ndarray, s: np.ndarray, e: np.ndarray, paren
     return p[starts], np.add.reduceat(gain, starts)
 
 
-def _argsort(key: np.ndarray) -> np.ndarray:
-    """Indices sorting an int64 array. Spans usually come grouped by trace and in time order,
-    so keys by parent or by request are mostly ascending already: numpy's stable sort (timsort)
-    then beats polars' parallel sort 2x (TrainTicket, the demo's store); on keys in no order it
-    is 2.4x slower (3M random keys), and polars sorts them."""
-    if len(key) > 1 and np.count_nonzero(key[1:] >= key[:-1]) < 0.75 * (len(key) - 1):
-        return pl.Series(key).arg_sort().to_numpy()
-    return np.argsort(key, kind="stable")
-
-
 def operation_features(codes: SpanCodes, request: np.ndarray, exclusive_ns: np.ndarray, n_requests: int
                        ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
     """Per (operation, request): summed exclusive time, number of calls, first call's instance.
@@ -363,7 +353,7 @@ def operation_features(codes: SpanCodes, request: np.ndarray, exclusive_ns: np.n
         cell = request[inside] * n_ops
         cell += row_of_op[op]
         del op
-        by_cell = _argsort(cell)
+        by_cell = argsort(cell)
         cell = cell[by_cell]
         rows = by_cell if isinstance(inside, slice) else inside[by_cell]
         del by_cell
