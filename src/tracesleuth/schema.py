@@ -37,7 +37,9 @@ attributes : list<struct<key, str, int, float, bool>>
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 TRACE_ID = "trace_id"
 SPAN_ID = "span_id"
@@ -122,6 +124,41 @@ INSTANCE_ATTRIBUTES = (ATTR_K8S_POD_NAME, ATTR_SERVICE_INSTANCE_ID, ATTR_HOST_NA
 
 TRACE_ID_HEX_CHARS = 32
 SPAN_ID_HEX_CHARS = 16
+
+
+def hex_digits(ids: pa.Array, width: int) -> np.ndarray | None:
+    """The digits of ids written in the canonical form: exactly ``width`` lower-case hexadecimal
+    digits (:data:`TRACE_ID_HEX_CHARS`, :data:`SPAN_ID_HEX_CHARS`), read from the Arrow buffers.
+
+    Parameters
+    ----------
+    ids : pyarrow.Array of string or large_string, shape (n,)
+    width : int
+
+    Returns
+    -------
+    ndarray of uint8, shape (n * width,), or None
+        Each id's digit values (0-15), most significant first; a null id gives ``width`` zeros.
+        None when some non-null value is not in the canonical form (or ``ids`` is not text).
+    """
+    if not (pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type)):
+        return None
+    n = len(ids)
+    if n == 0:
+        return np.zeros(0, np.uint8)
+    if ids.null_count:
+        ids = pc.fill_null(ids, "0" * width)
+    offset_type = np.int64 if pa.types.is_large_string(ids.type) else np.int32
+    offsets = np.frombuffer(ids.buffers()[1], offset_type)[ids.offset:ids.offset + n + 1]
+    if offsets[-1] - offsets[0] != width * n or (np.diff(offsets) != width).any():
+        return None
+    digits = np.subtract(np.frombuffer(ids.buffers()[2], np.uint8)[offsets[0]:offsets[-1]], 48,
+                         dtype=np.uint8)  # '0' -> 0
+    letters = np.subtract(digits, 49, dtype=np.uint8)  # 'a' -> 0 (uint8 arithmetic wraps around)
+    if np.count_nonzero(digits <= 9) + np.count_nonzero(letters <= 5) != len(digits):
+        return None
+    letters += np.uint8(10)
+    return np.minimum(digits, letters, out=digits)
 
 
 def empty_spans() -> pa.Table:

@@ -253,28 +253,56 @@ _span_ids = st.one_of(hex_id(16), st.sampled_from(["", "0" * 16, "AbC", "1" * 17
 _times = st.one_of(st.integers(0, 2**62).map(str), st.sampled_from(["", "1.5", "2e3", " 7", "x"]), st.none())
 
 
+_services = st.one_of(st.sampled_from(["s", "s", "shop", " s", "s\t", "", "\u3000s", "\x1cs"]), st.none())
+
+
 @SETTINGS
-@given(rows=st.lists(st.tuples(_ids, _span_ids, _span_ids, _times, _times), min_size=1, max_size=8))
-def test_validation_shortcut_for_canonical_columns_changes_nothing(rows):
-    """Ids and times already canonical skip the general normalisation; the result and the log
-    are those of the general path."""
+@given(rows=st.one_of(
+    st.lists(st.tuples(_ids, _span_ids, _span_ids, _times, _times, _services), min_size=1, max_size=8),
+    st.lists(st.tuples(hex_id(32), hex_id(16), st.one_of(hex_id(16), st.none()), st.integers(0, 9).map(str),
+                       st.integers(9, 20).map(str), st.sampled_from(["s", "shop"])), min_size=1, max_size=8)),
+       int_times=st.booleans())
+def test_validation_shortcuts_change_nothing(rows, int_times):
+    """Ids and times already canonical skip the general normalisation, and a batch that needs
+    none at all is read straight from Arrow (``_as_is``); the result and the log are those of the
+    general path."""
     from unittest import mock
 
     import polars as pl
 
     from tracesleuth.io import _builder
 
+    def digits(t):
+        return t is not None and t.isdigit()
+
+    def times(k):  # int64 when asked and every value allows it, else the text
+        values = [r[k] for r in rows]
+        return pl.Series([int(t) for t in values], dtype=pl.Int64) if int_times and all(map(digits, values)) \
+            else pl.Series(values, dtype=pl.String)
+
     raw = pl.DataFrame({
         "_record": list(range(1, len(rows) + 1)),
         "_raw_trace": [r[0] for r in rows], "_raw_span": [r[1] for r in rows], "_raw_parent": [r[2] for r in rows],
-        S.SERVICE: ["s"] * len(rows), S.OPERATION: ["o"] * len(rows), S.INSTANCE: [None] * len(rows),
-        S.KIND: ["server"] * len(rows), "_start": [r[3] for r in rows], "_end": [r[4] for r in rows],
+        S.SERVICE: [r[5] for r in rows], S.OPERATION: ["o"] * len(rows), S.INSTANCE: [None] * len(rows),
+        S.KIND: ["server"] * len(rows), "_start": times(3), "_end": times(4),
         S.STATUS: ["unset"] * len(rows), S.FOLLOWS_FROM: [False] * len(rows),
-    }, schema_overrides={c: pl.String for c in ("_raw_trace", "_raw_span", "_raw_parent", S.INSTANCE, "_start", "_end")})
-    fast_log, general_log = RejectLog(), RejectLog()
-    fast = _builder.validate_spans(raw, None, "f", fast_log)
+    }, schema_overrides={c: pl.String for c in ("_raw_trace", "_raw_span", "_raw_parent", S.SERVICE, S.INSTANCE)})
+    general_log = RejectLog()
     with mock.patch.object(_builder, "_canonical_columns", lambda raw: dict.fromkeys(
             ("_raw_trace", "_raw_span", "_raw_parent", "_start", "_end"), False)):
         general = _builder.validate_spans(raw, None, "f", general_log)
-    assert fast.equals(general)
-    assert fast_log.rows == general_log.rows
+    arrow = raw.to_arrow(compat_level=pl.CompatLevel.oldest())
+    arrow = arrow.cast(pa.schema([pa.field(f.name, pa.string()) if pa.types.is_large_string(f.type) else f
+                                  for f in arrow.schema]))
+    with_dictionary = arrow.set_column(arrow.schema.get_field_index(S.SERVICE), S.SERVICE,
+                                       arrow.column(S.SERVICE).dictionary_encode())
+    for form in (raw, arrow, with_dictionary):
+        log = RejectLog()
+        assert _builder.validate_spans(form, None, "f", log).equals(general)
+        assert log.rows == general_log.rows
+    # nothing rejected, nothing to normalise: the hypothesis' canonical ids (never all zero), digits
+    clean = not general_log.rows and all(
+        r[0] not in ("", "0" * 32, "ABC", " 00ff ", "xyz", "0" * 40) and r[1] not in ("", "0" * 16, "AbC", "1" * 17, " 42")
+        and r[2] not in ("", "0" * 16, "AbC", "1" * 17, " 42") and digits(r[3]) and digits(r[4]) and r[5] in ("s", "shop")
+        for r in rows)
+    assert (_builder._as_is(arrow, None) is not None) == clean

@@ -16,9 +16,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+import numpy as np
 import orjson
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import schema as S
 
@@ -271,9 +273,10 @@ def validate_spans(raw: pl.DataFrame, attrs: pa.Array | None, source: str, log: 
 
     Parameters
     ----------
-    raw : polars.DataFrame or LazyFrame
+    raw : polars.DataFrame or LazyFrame, or pyarrow.Table
         Columns :data:`RAW_COLUMNS`: ``_record`` (1-based record number), ids as text, times as
-        integers or decimal text in nanoseconds, the other canonical columns as they are.
+        integers or decimal text in nanoseconds, the other canonical columns as they are (an
+        Arrow table's text columns may be dictionary-encoded).
     attrs : pyarrow.ListArray or None
         One attribute list per row (:data:`~tracesleuth.schema.ATTRIBUTE_TYPE`); None for none.
     source : str
@@ -286,6 +289,12 @@ def validate_spans(raw: pl.DataFrame, attrs: pa.Array | None, source: str, log: 
     pyarrow.RecordBatch
         The accepted spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
     """
+    if isinstance(raw, pa.Table):
+        batch = _as_is(raw, attrs)
+        if batch is not None:
+            log.spans_read[source] += batch.num_rows
+            return batch
+        raw = pl.from_arrow(S.plain_spans(raw))
     # Columns already canonical (the common case: lower-case ids of full width, int64 or decimal-text
     # times) are taken as they are; the general normalisation runs only on a column that needs it.
     if isinstance(raw, pl.LazyFrame):
@@ -344,6 +353,69 @@ def validate_spans(raw: pl.DataFrame, attrs: pa.Array | None, source: str, log: 
     if isinstance(attrs, pa.ChunkedArray):
         attrs = attrs.combine_chunks()
     return pa.RecordBatch.from_arrays(arrays + [attrs.cast(S.SPAN_SCHEMA.field(S.ATTRIBUTES).type)], schema=S.SPAN_SCHEMA)
+
+
+def _as_is(raw: pa.Table, attrs: pa.Array | None) -> pa.RecordBatch | None:
+    """The batch :func:`validate_spans` returns when it would change and reject nothing, read
+    straight from the Arrow columns; None when it would (it then runs in full).
+
+    That is: every id in the canonical form (:func:`~tracesleuth.schema.hex_digits`) and not
+    all zero, every time an int64 or ASCII decimal digits within int64, no end before its start,
+    every service name non-empty without surrounding whitespace, no operation missing. It is the
+    common case for a reader that parses natively, and costs a few vectorized passes instead of a
+    round trip through polars.
+    """
+    def canonical(ids: pa.ChunkedArray, width: int, nullable: bool) -> bool:
+        for chunk in ids.chunks:
+            digits = S.hex_digits(chunk, width)
+            if digits is None or (chunk.null_count and not nullable):
+                return False
+            non_zero = digits.view(np.uint64).reshape(len(chunk), width // 8).any(axis=1)
+            if chunk.null_count:
+                non_zero |= ~np.asarray(chunk.is_valid())
+            if not non_zero.all():
+                return False
+        return True
+
+    def int64(times: pa.ChunkedArray) -> pa.ChunkedArray | None:
+        if times.null_count:
+            return None
+        if pa.types.is_integer(times.type) and pa.types.is_signed_integer(times.type):
+            return times.cast(pa.int64())
+        if not (pa.types.is_string(times.type) or pa.types.is_large_string(times.type)) \
+                or not pc.all(pc.ascii_is_decimal(times)).as_py():
+            return None
+        try:
+            return pc.cast(times, pa.int64())
+        except pa.ArrowInvalid:  # beyond int64
+            return None
+
+    n = raw.num_rows
+    col = raw.column
+    if not (canonical(col("_raw_trace"), S.TRACE_ID_HEX_CHARS, False)
+            and canonical(col("_raw_span"), S.SPAN_ID_HEX_CHARS, False)
+            and canonical(col("_raw_parent"), S.SPAN_ID_HEX_CHARS, True)):
+        return None
+    start, end = int64(col("_start")), int64(col("_end"))
+    if start is None or end is None or (n and pc.any(pc.less(end, start)).as_py()):
+        return None
+    service = col(S.SERVICE)
+    names = (pa.chunked_array([c.dictionary for c in service.chunks], service.type.value_type)
+             if pa.types.is_dictionary(service.type) else pc.unique(service))
+    # str.strip removes every character polars' strip_chars removes (and a few more)
+    if service.null_count or not all(v and v == v.strip() for v in names.to_pylist()):
+        return None
+    if col(S.OPERATION).null_count:
+        return None
+    columns = {**{c: col(c) for c in raw.column_names}, "_start": start, "_end": end}
+    renamed = {S.TRACE_ID: "_raw_trace", S.SPAN_ID: "_raw_span", S.PARENT_SPAN_ID: "_raw_parent",
+               S.START_NS: "_start", S.END_NS: "_end"}
+    if attrs is None:
+        attrs = pa.array([[]] * n, type=S.SPAN_SCHEMA.field(S.ATTRIBUTES).type)
+    arrays = [columns[renamed.get(f.name, f.name)].cast(f.type).combine_chunks() if f.name != S.ATTRIBUTES
+              else (attrs.combine_chunks() if isinstance(attrs, pa.ChunkedArray) else attrs).cast(f.type)
+              for f in S.SPAN_SCHEMA]
+    return pa.RecordBatch.from_arrays(arrays, schema=S.SPAN_SCHEMA)
 
 
 def _json_text(value: Any) -> str:

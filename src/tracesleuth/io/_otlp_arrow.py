@@ -182,22 +182,20 @@ def read_block(parse: Callable[[], pa.Table], n_lines: int, first_line: int, bui
         raise NotClean("a kind or status code outside OTLP's enums")
 
     attributes = _attributes(spans.field("attributes"), span_rs, contexts)
-    by_span = pa.array(span_rs)
-    service = pa.array([c.service for c in contexts], pa.string()).take(by_span)
-    instance = pa.array([c.instance for c in contexts], pa.string()).take(by_span)
-    raw = pl.DataFrame({
-        "_record": pl.Series(rs_line[span_rs], dtype=pl.Int64),
-        "_raw_trace": pl.from_arrow(trace_id),
-        "_raw_span": pl.from_arrow(span_id),
-        "_raw_parent": pl.from_arrow(pc.if_else(pc.equal(parent, ""), None, parent)),
-        S.SERVICE: pl.from_arrow(service),
-        S.OPERATION: pl.from_arrow(name),
-        S.INSTANCE: pl.from_arrow(instance),
-        S.KIND: pl.from_arrow(_KINDS.take(pa.array(kind_code))),
-        "_start": pl.from_arrow(start),
-        "_end": pl.from_arrow(end),
-        S.STATUS: pl.from_arrow(_STATUSES.take(pa.array(status_code))),
-        S.FOLLOWS_FROM: pl.Series(np.zeros(n, dtype=bool)),
+    by_span = pa.array(span_rs.astype(np.int32))
+    raw = pa.table({
+        "_record": pa.array(rs_line[span_rs]),
+        "_raw_trace": trace_id,
+        "_raw_span": span_id,
+        "_raw_parent": pc.if_else(pc.equal(parent, ""), None, parent),
+        S.SERVICE: pa.DictionaryArray.from_arrays(by_span, pa.array([c.service for c in contexts], pa.string())),
+        S.OPERATION: name,
+        S.INSTANCE: pa.array([c.instance for c in contexts], pa.string()).take(by_span),
+        S.KIND: _KINDS.take(pa.array(kind_code)),
+        "_start": start,
+        "_end": end,
+        S.STATUS: _STATUSES.take(pa.array(status_code)),
+        S.FOLLOWS_FROM: pa.array(np.zeros(n, dtype=bool)),
     })
     builder.log.merge(warnings.log)
     return validate_spans(raw, attributes, builder.source, builder.log)
@@ -294,7 +292,8 @@ def _attributes(lists: pa.ListArray, span_rs: np.ndarray, contexts: list[Resourc
     given = sum(np.asarray(c.is_valid().to_numpy(zero_copy_only=False), dtype=np.int8) for c in (s, i_text, f, b))
     if len(kv) and not (given == 1).all():
         raise NotClean("an attribute value that is not exactly one of string/int/double/bool")
-    if len(kv) and not _all(pc.less_equal(pc.utf8_length(s.fill_null("")), MAX_ATTRIBUTE_CHARS)):
+    if len(kv) and (pc.max(pc.binary_length(s)).as_py() or 0) > MAX_ATTRIBUTE_CHARS \
+            and not _all(pc.less_equal(pc.utf8_length(s.fill_null("")), MAX_ATTRIBUTE_CHARS)):  # characters <= bytes
         raise NotClean("an attribute value longer than the limit")
     try:
         i = pc.cast(i_text, pa.int64())

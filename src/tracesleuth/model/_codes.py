@@ -239,29 +239,18 @@ def _hex_values(column) -> np.ndarray | None:
     """The 64-bit values of ids of 16 lower-case hexadecimal digits (nulls: 0), or None if a
     value is not one."""
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-    if not all(pa.types.is_string(c.type) or pa.types.is_large_string(c.type) for c in chunks):
-        return None
     values, at = np.empty(sum(len(c) for c in chunks), dtype=np.uint64), 0
     for chunk in chunks:
         n = len(chunk)
+        digits = S.hex_digits(chunk, S.SPAN_ID_HEX_CHARS)
+        if digits is None:
+            return None
         if n == 0:
             continue
-        if chunk.null_count:
-            chunk = pc.fill_null(chunk, "0" * 16)
-        offset_type = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
-        offsets = np.frombuffer(chunk.buffers()[1], offset_type)[chunk.offset:chunk.offset + n + 1]
-        if offsets[-1] - offsets[0] != 16 * n or (np.diff(offsets) != 16).any():
-            return None
-        digits = np.subtract(np.frombuffer(chunk.buffers()[2], np.uint8)[offsets[0]:offsets[-1]], 48,
-                             dtype=np.uint8)  # '0' -> 0
-        low = np.subtract(digits, 49, dtype=np.uint8)  # 'a' -> 0 (uint8 arithmetic wraps around)
-        if np.count_nonzero(digits <= 9) + np.count_nonzero(low <= 5) != len(digits):
-            return None
-        low += np.uint8(10)
-        np.minimum(digits, low, out=digits)
         # Each 8 digits (one per byte, little-endian) into 32 bits, by shifts and masks, in place:
         # the bytes come out permuted, which keeps distinct ids distinct.
-        x, tmp = digits.view(np.uint64), low.view(np.uint64)
+        x = digits.view(np.uint64)
+        tmp = np.empty_like(x)
         np.right_shift(x, np.uint64(8), out=tmp)  # two digits into one byte
         x <<= np.uint64(4)
         x |= tmp
