@@ -16,7 +16,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-import numpy as np
 import orjson
 import polars as pl
 import pyarrow as pa
@@ -366,16 +365,8 @@ def _as_is(raw: pa.Table, attrs: pa.Array | None) -> pa.RecordBatch | None:
     round trip through polars.
     """
     def canonical(ids: pa.ChunkedArray, width: int, nullable: bool) -> bool:
-        for chunk in ids.chunks:
-            digits = S.hex_digits(chunk, width)
-            if digits is None or (chunk.null_count and not nullable):
-                return False
-            non_zero = digits.view(np.uint64).reshape(len(chunk), width // 8).any(axis=1)
-            if chunk.null_count:
-                non_zero |= ~np.asarray(chunk.is_valid())
-            if not non_zero.all():
-                return False
-        return True
+        return (nullable or not ids.null_count) and all(
+            S.hex_digits(chunk, width) is not None for chunk in ids.chunks) and not pc.any(pc.equal(ids, "0" * width)).as_py()
 
     def int64(times: pa.ChunkedArray) -> pa.ChunkedArray | None:
         if times.null_count:

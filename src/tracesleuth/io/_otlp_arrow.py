@@ -289,8 +289,9 @@ def _attributes(lists: pa.ListArray, span_rs: np.ndarray, contexts: list[Resourc
     if key.null_count or value.null_count:
         raise NotClean("an attribute without key or value")
     s, i_text, f, b = (value.field(x) for x in ("stringValue", "intValue", "doubleValue", "boolValue"))
-    given = sum(np.asarray(c.is_valid().to_numpy(zero_copy_only=False), dtype=np.int8) for c in (s, i_text, f, b))
-    if len(kv) and not (given == 1).all():
+    # exactly one each: one at least in every value, and as many in all as there are values
+    some = pc.or_(pc.or_(s.is_valid(), i_text.is_valid()), pc.or_(f.is_valid(), b.is_valid()))
+    if sum(len(c) - c.null_count for c in (s, i_text, f, b)) != len(kv) or not _all(some):
         raise NotClean("an attribute value that is not exactly one of string/int/double/bool")
     if len(kv) and (pc.max(pc.binary_length(s)).as_py() or 0) > MAX_ATTRIBUTE_CHARS \
             and not _all(pc.less_equal(pc.utf8_length(s.fill_null("")), MAX_ATTRIBUTE_CHARS)):  # characters <= bytes

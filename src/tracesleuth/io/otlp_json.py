@@ -85,7 +85,7 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
     if ndjson:
         lineno = 1
         for (block, block_error, cut_off), parse in _parsed_ahead(_line_blocks(stream, BLOCK_BYTES)):
-            n_lines = int(np.count_nonzero(np.frombuffer(block, np.uint8) == ord("\n")))  # 3x bytearray.count
+            n_lines = _newlines(block)
             try:
                 batch = _otlp_arrow.read_block(parse, n_lines, lineno, builder)
             except _otlp_arrow.NotClean:
@@ -132,6 +132,18 @@ def _parsed_ahead(blocks: Iterator[tuple[bytearray, OSError | None, bytes]]
         ahead = started
     if ahead is not None:
         yield ahead
+
+
+def _newlines(block: bytearray) -> int:
+    """Newlines in ``block``: numpy compares a slice at a time into one small buffer, three
+    times faster than ``bytearray.count`` and without a temporary the size of the block."""
+    data = np.frombuffer(block, np.uint8)
+    found = np.empty(min(len(data), READ_BYTES), dtype=bool)
+    count = 0
+    for at in range(0, len(data), len(found)):
+        piece = data[at:at + len(found)]
+        count += int(np.count_nonzero(np.equal(piece, ord("\n"), out=found[:len(piece)])))
+    return count
 
 
 def _line_blocks(stream: BinaryIO, size: int) -> Iterator[tuple[bytearray, OSError | None, bytes]]:
