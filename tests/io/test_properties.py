@@ -4,6 +4,7 @@ reader, and the spans it reports (read + rejected) add up."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pyarrow as pa
@@ -190,8 +191,24 @@ def _messy_line(table: pa.Table, rnd: random.Random) -> bytes:
     from writers import otlp_json_requests, rows_of
     request = otlp_json_requests(rows_of(table))[0]
     span = request["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
-    choice = rnd.randrange(9)
-    if choice >= 7:  # an over-long resource attribute (a warning), alone or with a base64 id
+    choice = rnd.randrange(15)
+    if choice >= 9:  # members the native parse skips or refuses, spellings the reader must not confuse
+        value = span["attributes"][0]["value"] if span["attributes"] else None
+        resource = request["resourceSpans"][0]
+        if choice == 9 and value:
+            value.update({"arrayValue": None} if rnd.random() < 0.5 else {"intValue": None, "doubleValue": None})
+        elif choice == 10 and value:
+            span["attributes"][0]["value"] = {"arrayValue": None, **value, "string_value": "snake"}
+        elif choice == 11:
+            span.update(flags=1, traceState="k=v", events=[{"name": "e", "attributes": [{"key": "x", "value": {}}]}],
+                        links=[{"traceId": span["traceId"], "spanId": span["spanId"]}], unknown={"a": [1, None]})
+        elif choice == 12:
+            span["status"] = {**span.get("status", {}), "message": "\udcff"}  # invalid UTF-8 once written
+        elif choice == 13:
+            resource["instrumentationLibrarySpans"] = resource.pop("scopeSpans")
+        else:
+            resource["scope_spans"] = [{"spans": []}]  # beside scopeSpans: lowerCamelCase wins
+    elif choice >= 7:  # an over-long resource attribute (a warning), alone or with a base64 id
         request["resourceSpans"][0]["resource"]["attributes"].append(
             {"key": "long", "value": {"stringValue": "r" * 5000}})
         if choice == 8:
@@ -210,6 +227,8 @@ def _messy_line(table: pa.Table, rnd: random.Random) -> bytes:
         span["status"] = {"code": 7}
     else:
         span["attributes"].append({"key": "long", "value": {"stringValue": "x" * 5000}})
+    if choice == 12:  # orjson refuses lone surrogates; the standard library writes them as UTF-8
+        return json.dumps(request, ensure_ascii=False).encode("utf-8", "surrogateescape") + b"\n"
     return orjson.dumps(request) + b"\n"
 
 
@@ -246,6 +265,36 @@ def test_otlp_json_fast_path_reads_exactly_like_the_careful_path(workdir, table,
         assert taken >= 1  # clean file-exporter output is read natively
         if sizes is None:
             assert taken == 1
+
+
+def test_otlp_json_members_the_native_parse_skips(workdir):
+    """The native parse skips members the reader does not read; what the careful path would make
+    of them decides: skipped alike, or the block is read carefully."""
+    import orjson
+
+    span = {"traceId": "1" * 32, "spanId": "2" * 16, "name": "op", "kind": 2,
+            "startTimeUnixNano": "1000", "endTimeUnixNano": "2000",
+            "attributes": [{"key": "a", "value": {"arrayValue": None, "stringValue": "x"}},
+                           {"key": "b", "value": {"intValue": None, "doubleValue": 1.5, "note": "?"}}],
+            "events": [{"name": "e"}], "flags": 1, "status": {"code": 2, "message": "boom"}}
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "svc"}}]}
+
+    def line(s: dict, scopes: str = "scopeSpans") -> bytes:
+        return orjson.dumps({"resourceSpans": [{"resource": resource, scopes: [{"spans": [s]}]}]}) + b"\n"
+
+    path = workdir / "skipped.json"
+    path.write_bytes(line(span) + line({**span, "spanId": "3" * 16}, "instrumentationLibrarySpans")
+                     + line({**span, "spanId": "4" * 16}).replace(b"boom", b"bo\xffom"))
+    (spans, log), (careful_spans, careful_log), taken = _read_both_paths(path)
+    assert spans.equals(careful_spans) and log == careful_log
+    assert taken == 0  # the last two lines send the block to the careful path
+    assert "invalid UTF-8" in repr(log) and spans.num_rows == 3
+    path.write_bytes(line(span))
+    (spans, log), (careful_spans, careful_log), taken = _read_both_paths(path)
+    assert spans.equals(careful_spans) and log == careful_log and taken == 1
+    assert spans.column(S.ATTRIBUTES).to_pylist()[0][:2] == [
+        {"key": "a", "str": "x", "int": None, "float": None, "bool": None},
+        {"key": "b", "str": None, "int": None, "float": 1.5, "bool": None}]
 
 
 _ids = st.one_of(hex_id(32), st.sampled_from(["", "0" * 32, "ABC", " 00ff ", "xyz", "0" * 40]), st.none())

@@ -96,7 +96,8 @@ def json_any_value(value: Any, field: str = "value") -> Any:
     (number, or ``"NaN"``/``"Infinity"``/``"-Infinity"``) ``float``, ``boolValue`` ``bool``;
     ``arrayValue`` a list and ``kvlistValue`` a dict of converted values (the builder stores both
     as JSON text); ``bytesValue`` its base64 text, as OTLP JSON carries it. An empty ``AnyValue``
-    gives ``None`` (the attribute is dropped).
+    gives ``None`` (the attribute is dropped); a member whose value is JSON null counts as absent,
+    as in protobuf's JSON mapping.
 
     Raises
     ------
@@ -106,6 +107,8 @@ def json_any_value(value: Any, field: str = "value") -> Any:
     if value.__class__ is not dict:
         raise OtlpValueError(field, f"AnyValue must be an object, got {type(value).__name__}")
     for name, x in value.items():
+        if x is None:
+            continue
         if name in ("stringValue", "string_value"):
             if x.__class__ is not str:
                 raise OtlpValueError(f"{field}.{name}", f"must be a string, got {type(x).__name__}")

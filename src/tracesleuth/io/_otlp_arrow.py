@@ -6,18 +6,22 @@ spans, their attributes and their resource's attributes are then laid out as can
 with Arrow compute and numpy, and checked by the same :func:`~._builder.validate_spans` as
 every other reader.
 
-The explicit schema is strict on purpose: Arrow refuses a member it does not name, a value of
-another JSON type, invalid UTF-8 or malformed JSON. The fast path also refuses what it does not
-reproduce exactly (base64 ids, a kind or status code outside OTLP's enums, an attribute value
-that is not exactly one of string/int/double/bool, an over-long string, a span attribute
-shadowing a resource attribute, ...). Any of these makes :func:`read_block` raise
-:class:`NotClean`, and the reader parses that block line by line on its careful path, which
-reports each problem with its line and field. So a block gives the same spans and the same
-rejects whichever path reads it; the fast path only decides how fast.
+The explicit schema names the members the reader reads; Arrow skips the others, as the careful
+path does. It refuses a member of another JSON type, malformed JSON, and the ``AnyValue``
+members the fast path does not reproduce (``arrayValue``, ``kvlistValue``, ``bytesValue``,
+declared as null so that any value of theirs is refused). The fast path also refuses what it
+does not reproduce exactly (a block that is not all valid UTF-8, another spelling of a member
+it reads, base64 ids, a kind or status code outside OTLP's enums, an attribute value that is
+not exactly one of string/int/double/bool, an over-long string, a span attribute shadowing a
+resource attribute, ...). Any of these makes :func:`read_block` raise :class:`NotClean`, and
+the reader parses that block line by line on its careful path, which reports each problem with
+its line and field. So a block gives the same spans and the same rejects whichever path reads
+it; the fast path only decides how fast.
 """
 
 from __future__ import annotations
 
+import codecs
 import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
@@ -40,36 +44,23 @@ class NotClean(Exception):
 
 
 def _schema(int_value: pa.DataType = pa.string()) -> pa.Schema:
-    """The OTLP JSON schema (``intValue`` as decimal strings, as the encoding prescribes)."""
-    # arrayValue, kvlistValue and bytesValue are left out: such a value sends the block to the
-    # careful path, which keeps them as JSON text.
+    """The members of the OTLP JSON encoding the reader reads (``intValue`` as decimal strings,
+    as the encoding prescribes); Arrow skips the others (links, events, scopes, dropped counts...),
+    which costs less than building them."""
+    refused = pa.null()  # any value but null fails to parse: the block goes to the careful path
     any_value = pa.struct([("stringValue", pa.string()), ("intValue", int_value),
-                           ("doubleValue", pa.float64()), ("boolValue", pa.bool_())])
+                           ("doubleValue", pa.float64()), ("boolValue", pa.bool_()),
+                           ("arrayValue", refused), ("kvlistValue", refused), ("bytesValue", refused)])
     kvs = pa.list_(pa.struct([("key", pa.string()), ("value", any_value)]))
-    count, text = pa.int64(), pa.string()
+    text = pa.string()
     span = pa.struct([
-        ("traceId", text), ("spanId", text), ("parentSpanId", text), ("traceState", text), ("flags", pa.int64()),
-        ("name", text), ("kind", pa.int32()), ("startTimeUnixNano", text), ("endTimeUnixNano", text),
-        ("attributes", kvs), ("droppedAttributesCount", count),
-        ("events", pa.list_(pa.struct([("timeUnixNano", text), ("name", text), ("attributes", kvs),
-                                       ("droppedAttributesCount", count)]))),
-        ("droppedEventsCount", count),
-        ("links", pa.list_(pa.struct([("traceId", text), ("spanId", text), ("traceState", text),
-                                      ("attributes", kvs), ("droppedAttributesCount", count),
-                                      ("flags", pa.int64())]))),
-        ("droppedLinksCount", count),
-        ("status", pa.struct([("message", text), ("code", pa.int32())])),
-    ])
-    scope_spans = pa.struct([
-        ("scope", pa.struct([("name", text), ("version", text), ("attributes", kvs),
-                             ("droppedAttributesCount", count)])),
-        ("spans", pa.list_(span)),
-        ("schemaUrl", text),
+        ("traceId", text), ("spanId", text), ("parentSpanId", text), ("name", text), ("kind", pa.int32()),
+        ("startTimeUnixNano", text), ("endTimeUnixNano", text), ("attributes", kvs),
+        ("status", pa.struct([("code", pa.int32())])),
     ])
     resource_spans = pa.struct([
-        ("resource", pa.struct([("attributes", kvs), ("droppedAttributesCount", count)])),
-        ("scopeSpans", pa.list_(scope_spans)),
-        ("schemaUrl", text),
+        ("resource", pa.struct([("attributes", kvs)])),
+        ("scopeSpans", pa.list_(pa.struct([("spans", pa.list_(span))]))),
     ])
     return pa.schema([("resourceSpans", pa.list_(resource_spans))])
 
@@ -77,10 +68,10 @@ def _schema(int_value: pa.DataType = pa.string()) -> pa.Schema:
 #: One line of the collector's file exporter, in the OTLP JSON encoding (lowerCamelCase names,
 #: hexadecimal ids, 64-bit integers as decimal strings, enums as integers).
 OTLP_JSON_SCHEMA = _schema()
-_PARSE = pj.ParseOptions(explicit_schema=OTLP_JSON_SCHEMA, unexpected_field_behavior="error",
+_PARSE = pj.ParseOptions(explicit_schema=OTLP_JSON_SCHEMA, unexpected_field_behavior="ignore",
                          newlines_in_values=False)
 #: The same with every ``intValue`` a JSON number.
-_PARSE_INT_NUMBERS = pj.ParseOptions(explicit_schema=_schema(pa.int64()), unexpected_field_behavior="error",
+_PARSE_INT_NUMBERS = pj.ParseOptions(explicit_schema=_schema(pa.int64()), unexpected_field_behavior="ignore",
                                      newlines_in_values=False)
 #: ``"intValue": 42``, an integer written as a JSON number.
 _INT_NUMBER = re.compile(rb'"intValue"\s*:\s*(-?[0-9]+)')
@@ -151,6 +142,8 @@ def read_block(parse: Callable[[], pa.Table], n_lines: int, first_line: int, bui
     resource_spans = lines.flatten()
     rs_line = pc.list_parent_indices(lines).to_numpy() + first_line
     scope_spans = resource_spans.field("scopeSpans")
+    if scope_spans.null_count:  # perhaps under another name (instrumentationLibrarySpans, scope_spans)
+        raise NotClean("a resourceSpans without scopeSpans")
     scopes = scope_spans.flatten()
     scope_rs = pc.list_parent_indices(scope_spans).to_numpy()
     span_lists = scopes.field("spans")
@@ -215,6 +208,7 @@ def _parse_half(data: pa.Buffer) -> pa.Table:
     Arrow's own multi-threaded parse is not used: after a parse error its tasks may still run
     when Python exits, which aborts the process; the reader's threads are always joined.
     """
+    _check_utf8(data)
     try:
         return _read_json(data, _PARSE)
     except NotClean as e:
@@ -236,6 +230,19 @@ def _parse_half(data: pa.Buffer) -> pa.Table:
     return _read_json(pa.py_buffer(b"".join(parts)), _PARSE)
 
 
+def _check_utf8(data: pa.Buffer) -> None:
+    """Raise :class:`NotClean` unless ``data`` is valid UTF-8: the parser neither checks the
+    members it skips nor the strings it builds, and the careful path reports invalid bytes."""
+    octets = np.frombuffer(data, np.uint8)
+    for at in range(0, len(octets), PARSE_BYTES):
+        if octets[at:at + PARSE_BYTES].max() >= 0x80:  # else ASCII
+            try:
+                codecs.utf_8_decode(memoryview(data)[at:], "strict", True)
+            except UnicodeDecodeError as e:
+                raise NotClean(f"invalid UTF-8: {e.reason}") from None
+            return
+
+
 def _read_json(data: pa.Buffer, options: pj.ParseOptions) -> pa.Table:
     """Parse whole lines in pieces of :data:`PARSE_BYTES` (the parser's buffers then stay small and
     are reused); a line longer than a piece is parsed with the rest in one piece."""
@@ -248,7 +255,6 @@ def _read_json(data: pa.Buffer, options: pj.ParseOptions) -> pa.Table:
                 raise
             table = pj.read_json(pa.BufferReader(data), parse_options=options,
                                  read_options=pj.ReadOptions(use_threads=False, block_size=data.size + 1))
-        table.validate(full=True)  # the parser lets invalid UTF-8 through
     except (pa.ArrowException, UnicodeDecodeError, ValueError) as e:
         raise NotClean(str(e)) from None
     return table

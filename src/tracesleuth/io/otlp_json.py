@@ -312,7 +312,8 @@ class _RequestReader:
 
     def read_resource_spans(self, rs: Any, record: int, path: str) -> None:
         """One ``ResourceSpans`` object; ``path`` is its JSON path inside the record."""
-        if isinstance(rs, dict) and ("scope_spans" in rs or "instrumentation_library_spans" in rs):
+        if isinstance(rs, dict) and "scopeSpans" not in rs and ("scope_spans" in rs
+                                                                or "instrumentation_library_spans" in rs):
             rs = _camel(rs)
         try:
             if not isinstance(rs, dict):
@@ -388,19 +389,16 @@ class _RequestReader:
                             if x.__class__ is not str or len(x) > max_chars:
                                 raise _Fallback
                             key_a(k); str_a(x); int_a(None); flt_a(None); bool_a(None)  # noqa: E702
-                        elif "intValue" in v:
-                            x = v["intValue"]
+                        elif (x := v.get("intValue")) is not None:
                             x = int(x) if x.__class__ is str else x
                             if x.__class__ is not int or not imin <= x <= imax:
                                 raise _Fallback
                             key_a(k); str_a(None); int_a(x); flt_a(None); bool_a(None)  # noqa: E702
-                        elif "boolValue" in v:
-                            x = v["boolValue"]
+                        elif (x := v.get("boolValue")) is not None:
                             if x.__class__ is not bool:
                                 raise _Fallback
                             key_a(k); str_a(None); int_a(None); flt_a(None); bool_a(x)  # noqa: E702
-                        elif "doubleValue" in v:
-                            x = v["doubleValue"]
+                        elif (x := v.get("doubleValue")) is not None:
                             if x.__class__ is not float:
                                 raise _Fallback
                             key_a(k); str_a(None); int_a(None); flt_a(x); bool_a(None)  # noqa: E702
