@@ -267,7 +267,8 @@ RAW_COLUMNS = ("_record", "_raw_trace", "_raw_span", "_raw_parent", S.SERVICE, S
                S.KIND, "_start", "_end", S.STATUS, S.FOLLOWS_FROM)
 
 
-def validate_spans(raw: pl.DataFrame, attrs: pa.Array | None, source: str, log: RejectLog) -> pa.RecordBatch:
+def validate_spans(raw: pl.DataFrame | pl.LazyFrame | pa.Table, attrs: pa.Array | None, source: str, log: RejectLog
+                   ) -> pa.RecordBatch:
     """Normalise and check a raw span frame, log the failing spans, return the rest as a batch.
 
     Parameters
