@@ -372,7 +372,7 @@ def _as_is(raw: pa.Table, attrs: pa.Array | None) -> pa.RecordBatch | None:
     def int64(times: pa.ChunkedArray) -> pa.ChunkedArray | None:
         if times.null_count:
             return None
-        if pa.types.is_integer(times.type) and pa.types.is_signed_integer(times.type):
+        if pa.types.is_signed_integer(times.type):
             return times.cast(pa.int64())
         if not (pa.types.is_string(times.type) or pa.types.is_large_string(times.type)) \
                 or not pc.all(pc.ascii_is_decimal(times)).as_py():
