@@ -50,8 +50,8 @@ def _best_match(labels, truth) -> list[float]:
 
 def measure(solver: str, n_requests: int, n_operations: int, seed: int) -> dict:
     """One run in this process: build a session, time ``fit``."""
-    from tracesleuth.patterns import LatencyDegradationPatterns
-    from tracesleuth.patterns.synthetic import make_degraded_session
+    from tracesleuth.analyses.patterns import LatencyDegradationPatterns
+    from tracesleuth.analyses.patterns.synthetic import make_degraded_session
 
     session = make_degraded_session(n_requests, n_operations=n_operations, random_state=seed)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -246,13 +246,13 @@ def test_service_processes_do_not_import_the_analysis():
     import sys
 
     code = ("import sys, tracesleuth.demo.service, tracesleuth.demo.loadgen; "
-            "print(sorted(m for m in ('sklearn', 'scipy', 'tracesleuth.evaluation.patterns', "
-            "'tracesleuth.patterns') if m in sys.modules))")
+            "print(sorted(m for m in ('sklearn', 'scipy', 'tracesleuth.analyses.patterns.evaluation', "
+            "'tracesleuth.analyses.patterns') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout
     import tracesleuth.evaluation as evaluation
 
     assert all(callable(getattr(evaluation, name)) for name in evaluation.__all__)
-    assert evaluation.patterns.evaluate_patterns is evaluation.evaluate_patterns
+    assert evaluation.metrics.match_clusters is evaluation.match_clusters
     with pytest.raises(AttributeError):
         evaluation.no_such_name

@@ -15,8 +15,8 @@ from browser_support import ensure_chromium  # noqa: E402
 from report_support import GENERATIONS, TITLE, Analysed, payload_spans, simulated_session  # noqa: E402
 
 from tracesleuth.model import build_trace_table  # noqa: E402
-from tracesleuth.patterns import LatencyDegradationPatterns  # noqa: E402
-from tracesleuth.report import build_patterns_report  # noqa: E402
+from tracesleuth.analyses.patterns import LatencyDegradationPatterns  # noqa: E402
+from tracesleuth.analyses.patterns.section import build_patterns_report  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from tracesleuth import schema as S
 from tracesleuth.evaluation.eshopper import Degradation, simulate_eshopper
-from tracesleuth.patterns import LatencyDegradationPatterns
+from tracesleuth.analyses.patterns import LatencyDegradationPatterns
 
 #: The operation name given to cart-service's ``getcart`` (the RPC degradation A1 delays).
 OPERATION_PAYLOAD = "<script>alert(1)</script>getcart"

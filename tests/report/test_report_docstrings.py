@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["tracesleuth.report.document", "tracesleuth.report.patterns"]
+MODULES = ["tracesleuth.report.document", "tracesleuth.analyses.patterns.section"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -15,10 +15,11 @@ from report_support import (
 from tracesleuth.errors import ParameterError
 from tracesleuth.evaluation.metrics import match_clusters
 from tracesleuth.model import build_trace_table
-from tracesleuth.patterns import LatencyDegradationPatterns
-from tracesleuth.report import Figure, build_patterns_report, resolve_patterns
+from tracesleuth.analyses.patterns import LatencyDegradationPatterns
+from tracesleuth.report import Figure
+from tracesleuth.analyses.patterns.section import build_patterns_report, resolve_patterns
 from tracesleuth.report.figures import request_gantt_figure, request_spans
-from tracesleuth.report.patterns import example_requests
+from tracesleuth.analyses.patterns.section import example_requests
 
 SECTIONS = ["Summary", "Latency distribution", "Latency degradation patterns", "Example requests",
             "Injected degradations and recovered patterns", "About the input"]

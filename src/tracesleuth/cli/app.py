@@ -73,7 +73,7 @@ def fit_patterns(paths, fmt, mapping, endpoint, interval, solver, seed, generati
     import time
 
     from ..model import build_trace_table
-    from ..patterns import LatencyDegradationPatterns, parse_interval
+    from ..analyses.patterns import LatencyDegradationPatterns, parse_interval
 
     result = load(paths, fmt, mapping)
     tt = build_trace_table(result, endpoint)
@@ -323,7 +323,7 @@ def evaluate_patterns(
         json: JsonOpt = False) -> None:
     """Latency degradation patterns, Cortellessa & Traini Section 4: simulated E-Shopper sessions with
     injected degradations A1/A2; F-score, precision, recall and time per solver (Tables 2 and 3)."""
-    from ..evaluation.patterns import evaluate_patterns as run_eval, render
+    from ..analyses.patterns.evaluation import evaluate_patterns as run_eval, render
 
     names = tuple(x.strip() for x in solvers.split(",") if x.strip())
     with _progress(f"evaluating {sessions} sessions") as progress:
@@ -383,7 +383,7 @@ def analyze(paths: Annotated[list[Path], typer.Argument(help="Trace files, direc
     interval and its sub-intervals, each pattern with precision, recall and F-score, an example
     request of each pattern as a Gantt chart, and what was read, rejected and repaired."""
 
-    from ..report import build_patterns_report
+    from ..analyses.patterns.section import build_patterns_report
 
     result, tt, est, seconds = fit_patterns(paths, format, mapping, endpoint, interval, solver, seed, generations)
     settings = {"seed": seed} | ({"generations": generations} if solver == "ga" else {})

@@ -21,7 +21,7 @@ their marking):
   carries the mark through every call, and each service adds the delays the degradation
   defines to its calls (50 ms per RPC; the noises of Section 4.3 when asked). The ground truth
   goes to ``labels.csv`` beside the store, never into a span;
-* **analysis**: :class:`~tracesleuth.patterns.LatencyDegradationPatterns` on the stored spans,
+* **analysis**: :class:`~tracesleuth.analyses.patterns.LatencyDegradationPatterns` on the stored spans,
   scored against the ground truth with Section 4.3's metrics, and the HTML report.
 
 Processes are started in one process group and always stopped, also on Ctrl-C, SIGTERM or an

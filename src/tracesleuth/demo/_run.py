@@ -200,7 +200,7 @@ def run_demo(*, duration_s: float = 120, rate_per_s: float = 12, seed: int = 0, 
     process on 127.0.0.1 instrumented with the OpenTelemetry SDK; sends ``duration_s *
     rate_per_s`` homepage requests, about a tenth marked A1 and a tenth A2 through W3C baggage;
     waits for every exporter to flush and stops every process; then fits
-    :class:`~tracesleuth.patterns.LatencyDegradationPatterns` on the stored spans (endpoint
+    :class:`~tracesleuth.analyses.patterns.LatencyDegradationPatterns` on the stored spans (endpoint
     ``web-service:gethome``, exclusive times only, as in the paper), scores its patterns against
     the ground truth
     (:func:`~tracesleuth.evaluation.metrics.match_clusters`) and writes the HTML report.
@@ -230,8 +230,8 @@ def run_demo(*, duration_s: float = 120, rate_per_s: float = 12, seed: int = 0, 
     interval : {"affected", "auto"}, default="affected"
         The degraded latency interval analysed. ``"affected"``: the paper's protocol (Section
         4.3), ``[L_min, L_max]`` of the requests marked A1 or A2 (as
-        :func:`~tracesleuth.evaluation.patterns.evaluate_patterns` does). ``"auto"``: the tool's
-        automatic interval (:func:`~tracesleuth.patterns.degraded_interval`), as a user without
+        :func:`~tracesleuth.analyses.patterns.evaluation.evaluate_patterns` does). ``"auto"``: the tool's
+        automatic interval (:func:`~tracesleuth.analyses.patterns.degraded_interval`), as a user without
         ground truth gets it.
     instances : dict of str to int, optional
         Instances (processes) per live service, for every service of
@@ -455,10 +455,10 @@ def _analyse(*, workdir, store, config, report_path, load, collector_stats, timi
     import polars as pl
 
     from ..evaluation.metrics import match_clusters
-    from ..evaluation.patterns import ESTIMATOR_PARAMS
+    from ..analyses.patterns.evaluation import ESTIMATOR_PARAMS
     from ..model import build_trace_table
-    from ..patterns import LatencyDegradationPatterns
-    from ..report import build_patterns_report
+    from ..analyses.patterns import LatencyDegradationPatterns
+    from ..analyses.patterns.section import build_patterns_report
     from ..store import load_spans
 
     t = time.perf_counter()

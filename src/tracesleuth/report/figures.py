@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from .. import schema as S
-from ..patterns import format_duration_ns
+from ..analyses.patterns import format_duration_ns
 from .document import plot_text
 
 __all__ = ["SERVICE_COLORS", "SUB_INTERVAL_COLORS", "latency_by_group_figure", "latency_distribution_figure",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pyarrow as pa
 
-from ..patterns import format_duration_ns
+from ..analyses.patterns import format_duration_ns
 from .document import Bullets, Code, KeyValues, Section, Table, Text
 
 __all__ = ["input_section"]

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ParameterError
+from ...errors import ParameterError
 
 __all__ = [
     "ATTR_PREFIX",

@@ -11,15 +11,15 @@ Protocol (Section 4.3 of [1]_)
 * **Interval.** The degraded interval of a session is ``[L_min, L_max]``, the smallest and largest
   latency of an affected request (as a half-open interval, ``[L_min, L_max + 1 ns)``). With
   ``interval="auto"`` the tool's automatic interval is used instead
-  (:func:`tracesleuth.patterns.split_points.degraded_interval`), as a user without ground truth
+  (:func:`tracesleuth.analyses.patterns.split_points.degraded_interval`), as a user without ground truth
   would.
 * **Pattern solvers** (``"ga"``, ``"bnb"``): the estimator
-  :class:`tracesleuth.patterns.analysis.LatencyDegradationPatterns` is fitted on the whole trace
+  :class:`tracesleuth.analyses.patterns.analysis.LatencyDegradationPatterns` is fitted on the whole trace
   table with that interval and its default split points, on the exclusive-time columns only
   (:data:`ESTIMATOR_PARAMS`: the paper's patterns are on RPC execution times); cluster ``k`` is
   the requests with ``labels_ == k``, those satisfying the pattern of sub-interval ``k``.
 * **Clustering baselines** (``"kmeans"``, ``"hierarchical"``, ``"meanshift"``): only the requests
-  in the interval are clustered (:func:`tracesleuth.patterns.clustering.cluster_degraded`), on
+  in the interval are clustered (:func:`tracesleuth.analyses.patterns.clustering.cluster_degraded`), on
   all exclusive-time columns of the trace table. K-means and hierarchical clustering run for
   k = 2..6 and, as in the paper, the best solution against the ground truth is kept
   (``k_select="truth"``); ``k_select="silhouette"`` picks k without ground truth instead.
@@ -48,12 +48,12 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
-from ..errors import EmptyDataError, ParameterError
-from ..model import build_trace_table
-from ..patterns.clustering import CLUSTERING_METHODS, DEFAULT_K_RANGE, cluster_degraded
-from ..patterns.split_points import degraded_interval
-from .eshopper import EShopperSession, simulate_eshopper
-from .metrics import match_clusters
+from ...errors import EmptyDataError, ParameterError
+from ...model import build_trace_table
+from .clustering import CLUSTERING_METHODS, DEFAULT_K_RANGE, cluster_degraded
+from .split_points import degraded_interval
+from ...evaluation.eshopper import EShopperSession, simulate_eshopper
+from ...evaluation.metrics import match_clusters
 
 __all__ = ["ESTIMATOR_PARAMS", "PATTERN_SOLVERS", "SOLVERS", "SOLVER_NAMES", "PatternsEvaluation", "evaluate_patterns",
            "evaluate_session", "render"]
@@ -172,7 +172,7 @@ def evaluate_patterns(*, sessions: int = 30, noised: bool = False, solvers: Sequ
         How K-means and hierarchical clustering choose k in 2..6: the best F-score against the
         injected degradations (the paper) or the silhouette (no ground truth).
     estimator_params : dict, optional
-        Settings for :class:`~tracesleuth.patterns.analysis.LatencyDegradationPatterns` (pattern
+        Settings for :class:`~tracesleuth.analyses.patterns.analysis.LatencyDegradationPatterns` (pattern
         solvers only), over :data:`ESTIMATOR_PARAMS`; e.g. ``{"generations": 100}``.
 
     Returns
@@ -295,10 +295,10 @@ def _cluster(X: np.ndarray, inside: np.ndarray, truth: np.ndarray, names: list, 
 
 def _estimator_class():
     try:
-        from ..patterns.analysis import LatencyDegradationPatterns
+        from .analysis import LatencyDegradationPatterns
     except ImportError as exc:
         raise ParameterError(f"The pattern solvers {', '.join(PATTERN_SOLVERS)} need "
-                             f"tracesleuth.patterns.analysis.LatencyDegradationPatterns, which cannot be "
+                             f"tracesleuth.analyses.patterns.analysis.LatencyDegradationPatterns, which cannot be "
                              f"imported ({exc}). Run the clustering solvers only: "
                              f"solvers={CLUSTERING_METHODS!r}.") from None
     return LatencyDegradationPatterns

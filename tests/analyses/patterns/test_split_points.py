@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 from sklearn.cluster import MeanShift, estimate_bandwidth
 
 from tracesleuth.errors import ParameterError
-from tracesleuth.patterns import LatencyInterval
-from tracesleuth.patterns._model import format_duration_ns
-from tracesleuth.patterns.split_points import (
+from tracesleuth.analyses.patterns import LatencyInterval
+from tracesleuth.analyses.patterns._model import format_duration_ns
+from tracesleuth.analyses.patterns.split_points import (
     attribute_thresholds,
     degraded_interval,
     density_split_points,

@@ -1,7 +1,7 @@
 """Attribute encoding and bit-string fitness evaluation (Cortellessa & Traini 2020, Section 3.2).
 
 **Encoding.** A continuous attribute gets the mean-shift thresholds ``t_0 < ... < t_K`` of its
-values (:func:`~tracesleuth.patterns.split_points.attribute_thresholds`); a request's *bin code*
+values (:func:`~tracesleuth.analyses.patterns.split_points.attribute_thresholds`); a request's *bin code*
 is ``b`` when ``t_b <= a_j < t_{b+1}``. A categorical attribute's codes index its sorted values.
 A missing value has code ``-1``. A condition is then a code range ``[lo, hi)``: the continuous
 condition ``<j, t_lo, t_hi>`` or, with ``hi == lo + 1``, the categorical condition

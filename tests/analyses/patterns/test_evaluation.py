@@ -12,11 +12,11 @@ import pytest
 from tracesleuth.errors import EmptyDataError, ParameterError
 from tracesleuth.evaluation.eshopper import simulate_eshopper
 from tracesleuth.evaluation.metrics import match_clusters
-from tracesleuth.evaluation.patterns import (
+from tracesleuth.analyses.patterns.evaluation import (
     CLUSTERING_METHODS, SOLVERS, PatternsEvaluation, evaluate_patterns, evaluate_session, render,
 )
 from tracesleuth.model import build_trace_table
-from tracesleuth.patterns.clustering import cluster_degraded
+from tracesleuth.analyses.patterns.clustering import cluster_degraded
 
 FAST = ("kmeans", "hierarchical")
 
@@ -179,7 +179,7 @@ def test_benchmark_script_runs_in_process(capsys):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_evaluation.py"
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_evaluation.py"
     spec = importlib.util.spec_from_file_location("bench_evaluation", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

@@ -8,7 +8,7 @@ import pytest
 from sklearn.metrics import adjusted_rand_score
 
 from tracesleuth.errors import EmptyDataError, ParameterError, TraceSleuthError
-from tracesleuth.patterns.clustering import CLUSTERING_METHODS, ClusteringWarning, cluster_degraded
+from tracesleuth.analyses.patterns.clustering import CLUSTERING_METHODS, ClusteringWarning, cluster_degraded
 
 MS = 1_000_000
 ARI_FLOOR = 0.9

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracesleuth.patterns.ga import GASettings, _Space, genetic_search
+from tracesleuth.analyses.patterns.ga import GASettings, _Space, genetic_search
 
 from ._planted import CATEGORICAL, N_BINS, planted_problem
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ParameterError
+from ...errors import ParameterError
 from ._model import LatencyInterval
 
 __all__ = [

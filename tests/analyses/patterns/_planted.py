@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracesleuth.patterns._bitsets import PatternEvaluator
+from tracesleuth.analyses.patterns._bitsets import PatternEvaluator
 
 N_BINS = np.array([4, 4, 4, 4, 3, 3])
 CATEGORICAL = np.array([False, False, False, False, True, True])

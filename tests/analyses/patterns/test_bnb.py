@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from tracesleuth.patterns._bitsets import PatternEvaluator
-from tracesleuth.patterns.bnb import branch_and_bound
+from tracesleuth.analyses.patterns._bitsets import PatternEvaluator
+from tracesleuth.analyses.patterns.bnb import branch_and_bound
 
 from ._planted import N_BINS, planted_problem
 

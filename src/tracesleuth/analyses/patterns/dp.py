@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..errors import ParameterError
+from ...errors import ParameterError
 
 __all__ = ["Partition", "optimal_partition"]
 

@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from tracesleuth.errors import EmptyDataError, ParameterError
-from tracesleuth.patterns import Condition, LatencyDegradationPatterns, LatencyInterval, Pattern
-from tracesleuth.patterns.analysis import _assign_labels
-from tracesleuth.patterns.synthetic import make_degraded_session
+from tracesleuth.analyses.patterns import Condition, LatencyDegradationPatterns, LatencyInterval, Pattern
+from tracesleuth.analyses.patterns.analysis import _assign_labels
+from tracesleuth.analyses.patterns.synthetic import make_degraded_session
 
 MS = 1_000_000
 FAST = {"generations": 120}  # enough for these sessions; the paper's 400 are the default

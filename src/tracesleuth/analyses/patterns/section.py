@@ -1,7 +1,7 @@
 """Report sections of the latency-degradation-pattern analysis (Cortellessa & Traini, ICPE 2020).
 
 :func:`build_patterns_report` assembles a :class:`~tracesleuth.report.document.Report` from a
-fitted :class:`~tracesleuth.patterns.LatencyDegradationPatterns` (or its result) and the spans
+fitted :class:`~tracesleuth.analyses.patterns.LatencyDegradationPatterns` (or its result) and the spans
 and trace table it was fitted on. Each section is also available on its own, to combine with
 the sections of other analyses:
 
@@ -25,12 +25,12 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import polars as pl
 
-from .. import schema as S
-from ..errors import ParameterError
-from ..patterns import format_duration_ns
-from ..patterns.analysis import DegradationPatternsResult
-from .document import Bullets, Code, Figure, KeyValues, Report, Section, Strong, Swatch, Table, Text
-from .figures import (
+from ... import schema as S
+from ...errors import ParameterError
+from ._model import format_duration_ns
+from .analysis import DegradationPatternsResult
+from ...report.document import Bullets, Code, Figure, KeyValues, Report, Section, Strong, Swatch, Table, Text
+from ...report.figures import (
     SERVICE_COLORS,
     latency_by_group_figure,
     latency_distribution_figure,
@@ -38,7 +38,7 @@ from .figures import (
     request_spans,
     sub_interval_color,
 )
-from .input import input_section
+from ...report.input import input_section
 
 __all__ = [
     "ExampleRequest", "PatternsInput", "build_patterns_report", "example_requests", "example_requests_section",
@@ -274,7 +274,7 @@ def _spans_of(spans, trace_ids: Iterable[str]):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..model.assembly import as_frame
+    from ...model.assembly import as_frame
 
     wanted = sorted(set(trace_ids))
     table = spans.spans if isinstance(getattr(spans, "spans", None), pa.Table) else spans
@@ -368,7 +368,7 @@ def ground_truth_section(table, patterns: PatternsInput, truth: Mapping[str, str
     degradations : mapping of str to str, or sequence of Degradation, optional
         Descriptions of the injected degradations.
     """
-    from ..evaluation.metrics import match_clusters
+    from ...evaluation.metrics import match_clusters
 
     descriptions = _normalize_degradations(degradations)
     ids = table.frame["trace_id"].to_list()
@@ -469,7 +469,7 @@ def build_patterns_report(spans, table, estimator_or_result, *, labels: Mapping[
     --------
     >>> from tracesleuth.evaluation.eshopper import simulate_eshopper
     >>> from tracesleuth.model import build_trace_table
-    >>> from tracesleuth.patterns import LatencyDegradationPatterns
+    >>> from tracesleuth.analyses.patterns import LatencyDegradationPatterns
     >>> session = simulate_eshopper(n_requests=300, random_state=1)
     >>> table = build_trace_table(session.spans)
     >>> est = LatencyDegradationPatterns(random_state=0, generations=50).fit(table)
@@ -478,7 +478,7 @@ def build_patterns_report(spans, table, estimator_or_result, *, labels: Mapping[
     >>> [s.title for s in report.sections][:2]
     ['Summary', 'Latency distribution']
     """
-    from .. import __version__
+    from ... import __version__
 
     patterns = resolve_patterns(estimator_or_result, table)
     res = patterns.result

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ..errors import ParameterError
+from ...errors import ParameterError
 
 __all__ = ["DegradedSession", "make_degraded_session"]
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracesleuth.errors import ParameterError
-from tracesleuth.patterns.dp import optimal_partition
+from tracesleuth.analyses.patterns.dp import optimal_partition
 
 
 def _all_partitions(k):

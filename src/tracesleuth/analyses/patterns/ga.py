@@ -5,7 +5,7 @@ Ingredients, as in the paper (defaults are the paper's settings):
 * **Representation**: a pattern, at most one condition per attribute. Here an individual is a
   row of ``n_attributes`` slots; slot ``j`` is absent or the code range ``[lo, hi)`` of a
   condition on attribute ``j`` (threshold indices for a continuous attribute, one value for a
-  categorical one; see :mod:`tracesleuth.patterns._bitsets`).
+  categorical one; see :mod:`tracesleuth.analyses.patterns._bitsets`).
 * **Mutation**: one of *add* (a random condition on a random attribute; no effect when the
   attribute already has one), *remove* (a random condition) or *modify* (a random condition:
   one endpoint is redrawn and the endpoints reordered, no effect when they coincide; a

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 import polars as pl
 
-from ..errors import EmptyDataError, ParameterError
+from ...errors import EmptyDataError, ParameterError
 from ._bitsets import AttributeEncoding, PatternEvaluator, SearchResult, simplify
 from ._model import (
     ATTR_PREFIX,
@@ -361,12 +361,12 @@ class LatencyDegradationPatterns:
         ``"ga"``: the genetic algorithm (Section 3.1). ``"bnb"``: branch and bound over single-bin
         conditions (Krushevskaja & Sandler 2013). The clustering baselines (Section 4.5) cluster
         the requests in ``I`` by their exclusive times with
-        :func:`tracesleuth.patterns.clustering.cluster_degraded` and give no pattern.
+        :func:`tracesleuth.analyses.patterns.clustering.cluster_degraded` and give no pattern.
     interval : str, (int, int), LatencyInterval or None, default=None
         The degraded interval ``I``, e.g. ``"350ms:700ms"`` (half-open, units ns/us/ms/s; an open
         side means the data's min or max) or ``(low_ns, high_ns)``. None: from the first split
         point above the main latency mode to the maximum latency
-        (:func:`~tracesleuth.patterns.split_points.degraded_interval`).
+        (:func:`~tracesleuth.analyses.patterns.split_points.degraded_interval`).
     split_points : sequence of int or str, or None, default=None
         Inner split points of ``I`` (ns, or strings such as ``"420ms"``). None: the density minima
         of the latencies in ``I`` (mean shift).
@@ -428,7 +428,7 @@ class LatencyDegradationPatterns:
 
     See Also
     --------
-    tracesleuth.patterns.split_points.degraded_interval : the automatic interval rule.
+    tracesleuth.analyses.patterns.split_points.degraded_interval : the automatic interval rule.
 
     References
     ----------
@@ -440,8 +440,8 @@ class LatencyDegradationPatterns:
 
     Examples
     --------
-    >>> from tracesleuth.patterns import LatencyDegradationPatterns
-    >>> from tracesleuth.patterns.synthetic import make_degraded_session
+    >>> from tracesleuth.analyses.patterns import LatencyDegradationPatterns
+    >>> from tracesleuth.analyses.patterns.synthetic import make_degraded_session
     >>> session = make_degraded_session(1000, random_state=1)
     >>> model = LatencyDegradationPatterns(random_state=0).fit(session.frame)
     >>> model.result_.found, len(model.result_.sub_intervals)

@@ -42,7 +42,7 @@ import numpy as np
 from sklearn.cluster import AgglomerativeClustering, KMeans, MeanShift, estimate_bandwidth
 from sklearn.metrics import silhouette_score
 
-from ..errors import EmptyDataError, ParameterError
+from ...errors import EmptyDataError, ParameterError
 
 __all__ = ["CLUSTERING_METHODS", "ClusteringWarning", "cluster_degraded"]
 
@@ -126,7 +126,7 @@ def cluster_degraded(X, *, method: str, random_state=None, k_range=DEFAULT_K_RAN
 
     See Also
     --------
-    tracesleuth.evaluation.patterns.evaluate_patterns : runs these baselines on simulated sessions.
+    tracesleuth.analyses.patterns.evaluation.evaluate_patterns : runs these baselines on simulated sessions.
 
     References
     ----------

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracesleuth.patterns._bitsets import AttributeEncoding, PatternEvaluator, interval_counts, simplify
-from tracesleuth.patterns.split_points import attribute_thresholds
+from tracesleuth.analyses.patterns._bitsets import AttributeEncoding, PatternEvaluator, interval_counts, simplify
+from tracesleuth.analyses.patterns.split_points import attribute_thresholds
 
 
 def _naive_counts(codes, latency_class, n_classes, lo, hi):

@@ -8,11 +8,11 @@ import importlib
 import pytest
 
 MODULES = [
-    "tracesleuth.patterns._model",
-    "tracesleuth.patterns.split_points",
-    "tracesleuth.patterns.dp",
-    "tracesleuth.patterns.synthetic",
-    "tracesleuth.patterns.analysis",
+    "tracesleuth.analyses.patterns._model",
+    "tracesleuth.analyses.patterns.split_points",
+    "tracesleuth.analyses.patterns.dp",
+    "tracesleuth.analyses.patterns.synthetic",
+    "tracesleuth.analyses.patterns.analysis",
 ]
 
 

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from tracesleuth.errors import ParameterError
-from tracesleuth.patterns import Condition, LatencyInterval, Pattern, f_score, format_duration_ns, pattern_quality
+from tracesleuth.analyses.patterns import Condition, LatencyInterval, Pattern, f_score, format_duration_ns, pattern_quality
 
 MS = 1_000_000
 A = "exclusive_ns[svc-a:op]"

@@ -1,0 +1,1 @@
+"""The analyses, one sub-package each, all following one contract (see :mod:`._contract`)."""
