@@ -33,6 +33,21 @@ follows_from : bool
 attributes : list<struct<key, str, int, float, bool>>
     Typed span (and resource) attributes. Exactly one of the value fields is set per entry; arrays
     and byte strings are kept as their JSON text in ``str``.
+
+Trace-table columns
+-------------------
+The per-request trace table (:mod:`tracesleuth.model.table`) and its per-call view name their
+columns here too, so that every table column name is written once. ``K`` is an operation key
+``"service:operation"``, ``KEY`` an attribute key; a per-operation or per-attribute column is
+``PREFIX[K]`` (:func:`exclusive_column`, :func:`calls_column`, :func:`instance_column`,
+:func:`attribute_column`, :func:`numeric_attribute_column`; :func:`column_key` reads the key
+back). Per request: :data:`LATENCY_NS`, :data:`SIGNATURE`, :data:`ERROR`, :data:`INCOMPLETE`,
+``exclusive_ns[K]`` (Int64 ns), ``calls[K]`` (Int32), ``instance[K]`` (String), ``attr[KEY]``
+(String, a categorical entry-span attribute) and ``num[KEY]`` (Int64 or Float64, a numeric
+entry-span attribute, in the attribute's own unit). Per call (one row per span of a request):
+:data:`REQUEST`, :data:`OPERATION_KEY`, :data:`DEPTH`, :data:`START_OFFSET_NS`,
+:data:`DURATION_NS`, :data:`EXCLUSIVE_NS`, :data:`CALLER_KEY`, :data:`SERVER_SERVICE`,
+:data:`GAP_NS`, beside span columns of the span schema.
 """
 
 from __future__ import annotations
@@ -121,6 +136,72 @@ ATTR_K8S_POD_NAME = "k8s.pod.name"
 ATTR_NET_HOST_IP = "net.host.ip"
 #: Resource attributes that name the instance, in order of preference.
 INSTANCE_ATTRIBUTES = (ATTR_K8S_POD_NAME, ATTR_SERVICE_INSTANCE_ID, ATTR_HOST_NAME, ATTR_NET_HOST_IP)
+
+# Trace-table columns (see "Trace-table columns" above).
+#: Operation key ``"service:operation"`` of a span (call view; :func:`tracesleuth.model.table.operation_keys`).
+OPERATION_KEY = "operation_key"
+#: Request latency: the entry span's duration, ns (Int64).
+LATENCY_NS = "latency_ns"
+#: Canonical call-structure string of a request (no timing).
+SIGNATURE = "signature"
+#: Some span of the request (table) or the span itself (call view) has status ``error``.
+ERROR = "error"
+#: The request's trace has orphan spans or several roots.
+INCOMPLETE = "incomplete"
+#: Exclusive (self) time, ns: per call in the call view, ``exclusive_ns[K]`` summed per request.
+EXCLUSIVE_NS = "exclusive_ns"
+#: Number of calls of an operation in a request (``calls[K]``).
+CALLS = "calls"
+#: Prefixes of the per-operation and per-attribute columns of the trace table.
+EXCLUSIVE_PREFIX = EXCLUSIVE_NS + "["
+CALLS_PREFIX = CALLS + "["
+INSTANCE_PREFIX = INSTANCE + "["
+ATTRIBUTE_PREFIX = "attr["
+NUMERIC_ATTRIBUTE_PREFIX = "num["
+#: Call view: row of the call's request in the trace table (Int64).
+REQUEST = "request"
+#: Call view: depth below the request's entry span (0 for the entry span; Int32).
+DEPTH = "depth"
+#: Call view: span start minus the request's entry span start, ns (Int64).
+START_OFFSET_NS = "start_offset_ns"
+#: Call view: operation key of the span's parent in the request (null for the entry span).
+CALLER_KEY = "caller_key"
+#: Call view: service of the server span a client span calls (null when not a call to a server).
+SERVER_SERVICE = "server_service"
+#: Call view: client span duration not covered by the server span it calls, ns (network and
+#: queueing time; null when not a call to a server).
+GAP_NS = "gap_ns"
+
+
+def exclusive_column(key: str) -> str:
+    """Trace-table column of the summed exclusive time (Int64 ns) of operation ``key``."""
+    return f"{EXCLUSIVE_PREFIX}{key}]"
+
+
+def calls_column(key: str) -> str:
+    """Trace-table column of the number of calls (Int32) of operation ``key``."""
+    return f"{CALLS_PREFIX}{key}]"
+
+
+def instance_column(key: str) -> str:
+    """Trace-table column of the instance (String) that served operation ``key``'s first call."""
+    return f"{INSTANCE_PREFIX}{key}]"
+
+
+def attribute_column(key: str) -> str:
+    """Trace-table column of the categorical entry-span attribute ``key`` (String)."""
+    return f"{ATTRIBUTE_PREFIX}{key}]"
+
+
+def numeric_attribute_column(key: str) -> str:
+    """Trace-table column of the numeric entry-span attribute ``key`` (Int64 or Float64)."""
+    return f"{NUMERIC_ATTRIBUTE_PREFIX}{key}]"
+
+
+def column_key(column: str) -> str:
+    """The operation or attribute key inside a column name: ``"exclusive_ns[a:b]"`` -> ``"a:b"``."""
+    return column[column.index("[") + 1:-1] if column.endswith("]") and "[" in column else column
+
 
 TRACE_ID_HEX_CHARS = 32
 SPAN_ID_HEX_CHARS = 16

@@ -24,7 +24,6 @@ from typing import Iterable
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -55,7 +54,23 @@ def is_store(path) -> bool:
 
 @dataclass(frozen=True)
 class IngestSummary:
-    """Counts of one ingest: spans read, spans rejected, parts written, files by format."""
+    """Counts of one ingest: spans read, spans rejected, parts written, files by format.
+
+    Attributes
+    ----------
+    spans_read, spans_rejected : int
+        Spans stored and spans lost with rejected records (``spans in = read + rejected``).
+    rejected_records, warnings : int
+        Records that lost spans, and entries where the span was kept with a stated change.
+    parts : tuple of str
+        The span parts written, relative to the store directory.
+    formats : dict of str to str
+        The format read from each file.
+    reasons : list of dict
+        Rejects grouped by reason, as :func:`tracesleuth.io.rejects_by_reason` gives them.
+    seconds : float
+        Wall time of the ingest.
+    """
 
     spans_read: int
     spans_rejected: int
@@ -185,7 +200,7 @@ class SpanStore:
             return pl.from_arrow(S.empty_spans()).lazy()  # type: ignore[union-attr]
         return pl.scan_parquet([str(f) for f in files])
 
-    def read_spans(self, *, dictionary: bool = True) -> pa.Table:
+    def read_spans(self, *, dictionary: bool = True, on_batch=None) -> pa.Table:
         """All spans as one Arrow table, in part order.
 
         Parameters
@@ -194,6 +209,8 @@ class SpanStore:
             Read :data:`~tracesleuth.schema.DICTIONARY_COLUMNS` dictionary-encoded
             (:data:`~tracesleuth.schema.DICTIONARY_SPAN_SCHEMA`), else as plain strings
             (:data:`~tracesleuth.schema.SPAN_SCHEMA`).
+        on_batch : callable, optional
+            Called with each record batch as it is read (progress reporting).
 
         Notes
         -----
@@ -206,9 +223,16 @@ class SpanStore:
         if not files:
             return (S.DICTIONARY_SPAN_SCHEMA if dictionary else S.SPAN_SCHEMA).empty_table()
         columns = S.DICTIONARY_COLUMNS if dictionary else ()
-        parts = ds.dataset([str(f) for f in files], schema=S.DICTIONARY_SPAN_SCHEMA if dictionary else S.SPAN_SCHEMA,
+        schema = S.DICTIONARY_SPAN_SCHEMA if dictionary else S.SPAN_SCHEMA
+        parts = ds.dataset([str(f) for f in files], schema=schema,
                            format=ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=columns)))
-        return parts.to_table(memory_pool=pa.system_memory_pool())
+        if on_batch is None:
+            return parts.to_table(memory_pool=pa.system_memory_pool())
+        batches = []
+        for batch in parts.to_batches(memory_pool=pa.system_memory_pool()):
+            batches.append(batch)
+            on_batch(batch)
+        return pa.Table.from_batches(batches, schema=schema)
 
     def read_rejects(self) -> pa.Table:
         """Every rejected-record row of every ingest."""
@@ -276,7 +300,8 @@ def ingest(paths, store: SpanStore | str | os.PathLike, *, format: str | None = 
     paths : str, path or list
         Files, directories or glob patterns (see :func:`tracesleuth.io.iter_span_batches`).
     store : SpanStore or path
-        Destination (created when absent).
+        Destination, created when absent, once every path is known to name something (a
+        mistyped path leaves no store behind).
     format, mapping
         As for :func:`tracesleuth.io.read_spans`.
     on_batch : callable, optional
@@ -285,49 +310,37 @@ def ingest(paths, store: SpanStore | str | os.PathLike, *, format: str | None = 
     Returns
     -------
     IngestSummary
-    """
-    from .io import RejectLog, iter_span_batches
 
+    Raises
+    ------
+    TraceFormatError
+        When a path names nothing that exists (before the store is created), or ``store``
+        exists and is not a span store.
+    """
+    from .io import RejectLog, expand_paths, iter_span_batches, rejects_by_reason
+
+    files = expand_paths(paths)
     store = store if isinstance(store, SpanStore) else SpanStore(store)
     log, formats = RejectLog(), {}
     t0 = time.perf_counter()
 
     def batches():
-        for b in iter_span_batches(paths, format=format, mapping=mapping, log=log, formats=formats):
+        for b in iter_span_batches(files, format=format, mapping=mapping, log=log, formats=formats):
             if on_batch is not None:
                 on_batch(b)
             yield b
 
     parts = store.append_spans(batches())
-    store.append_rejects(log.to_arrow())
+    rejects = log.to_arrow()
+    store.append_rejects(rejects)
     summary = IngestSummary(
         spans_read=sum(log.spans_read.values()), spans_rejected=log.spans_rejected,
         rejected_records=log.n_rejected_records, warnings=log.n_warnings,
         parts=tuple(str(p.relative_to(store.path)) for p in parts), formats=formats,
-        reasons=[{"reason": r, "records": n, "spans": s} for r, n, s in log.reasons()],
+        reasons=rejects_by_reason(rejects),
         seconds=time.perf_counter() - t0,
     )
     store.record_ingest({"time": time.time(), "paths": [str(p) for p in (paths if isinstance(paths, (list, tuple)) else [paths])],
                          "spans_read": summary.spans_read, "spans_rejected": summary.spans_rejected,
                          "parts": list(summary.parts)})
     return summary
-
-
-def load_spans(paths, *, format: str | None = None, mapping=None):
-    """Spans from trace files or from a span store, as a :class:`~tracesleuth.io.SpanReadResult`.
-
-    A single path that is a store directory is read as the store (its rejects are those recorded
-    at ingest); anything else goes through :func:`tracesleuth.io.read_spans`.
-    """
-    from .errors import NoSpansError
-    from .io import SpanReadResult, read_spans
-
-    single = paths[0] if isinstance(paths, (list, tuple)) and len(paths) == 1 else paths
-    if isinstance(single, (str, os.PathLike)) and is_store(single):
-        store = SpanStore(single, create=False)
-        spans, rejects = store.read_spans(), store.read_rejects()
-        if spans.num_rows == 0:
-            raise NoSpansError(f"the span store {single} holds no spans")
-        return SpanReadResult(spans=spans, rejects=rejects, formats={str(single): "store"},
-                              spans_rejected=int(pa.compute.sum(rejects.column("spans")).as_py() or 0))
-    return read_spans(paths, format=format, mapping=mapping)

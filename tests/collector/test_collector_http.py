@@ -19,7 +19,7 @@ from tracesleuth import schema as S
 from tracesleuth.collector import create_app, serve
 from tracesleuth.errors import ParameterError
 from tracesleuth.io import read_spans
-from tracesleuth.store import SpanStore, load_spans
+from tracesleuth.store import SpanStore
 
 PB = {"Content-Type": "application/x-protobuf"}
 JS = {"Content-Type": "application/json"}
@@ -47,7 +47,7 @@ def test_otlp_protobuf_gzip_stored_with_its_fields(store):
         assert r.status_code == 200
         assert r.headers["content-type"] == "application/x-protobuf"
         assert not ExportTraceServiceResponse.FromString(r.content).HasField("partial_success")
-    spans = load_spans(str(store)).spans  # the app's shutdown converted every segment into parts
+    spans = read_spans(str(store)).spans  # the app's shutdown converted every segment into parts
     assert _ids(spans) == set(valid)
     row = spans.filter(pc.is_null(spans.column(S.PARENT_SPAN_ID))).slice(0, 1).to_pylist()[0]
     assert (row[S.SERVICE], row[S.OPERATION], row[S.KIND], row[S.INSTANCE]) == ("checkout", "GET /cart", "server",
@@ -64,7 +64,7 @@ def test_otlp_protobuf_request_not_starting_with_resource_spans(store):
     with _client(store) as client:
         r = client.post("/v1/traces", content=b"\x50\x01" + body, headers=PB)  # field 10, varint 1, first
         assert r.status_code == 200 and r.content == b""
-    assert _ids(load_spans(str(store)).spans) == set(valid)
+    assert _ids(read_spans(str(store)).spans) == set(valid)
 
 
 def test_otlp_protobuf_deflate_is_accepted(store):
@@ -78,7 +78,7 @@ def test_otlp_protobuf_deflate_is_accepted(store):
         r = client.post("/v1/traces", content=raw.compress(body2) + raw.flush(),
                         headers={**PB, "Content-Encoding": "deflate"})
         assert r.status_code == 200
-    assert _ids(load_spans(str(store)).spans) == set(valid) | set(valid2)
+    assert _ids(read_spans(str(store)).spans) == set(valid) | set(valid2)
 
 
 def test_otlp_json_body(store):
@@ -91,7 +91,7 @@ def test_otlp_json_body(store):
         assert r.status_code == 200
         assert r.headers["content-type"] == "application/json"
         assert r.json() == {}
-    spans = load_spans(str(store)).spans.sort_by(S.START_NS).to_pylist()
+    spans = read_spans(str(store)).spans.sort_by(S.START_NS).to_pylist()
     assert [s[S.SPAN_ID] for s in spans] == ["eee19b7ec3c1b173", "eee19b7ec3c1b174"]
     assert spans[1][S.PARENT_SPAN_ID] == "eee19b7ec3c1b173" and spans[1][S.SERVICE] == "frontend"
     assert spans[0][S.TRACE_ID] == tid.lower()
@@ -113,7 +113,7 @@ def test_otlp_json_partial_success(store):
     spans = stats["spans"]
     assert (spans["received"], spans["acknowledged"], spans["rejected"]) == (3, 1, 2)
     assert {r["reason"] for r in stats["rejections"]} >= {"negative duration (end before start)"}
-    result = load_spans(str(store))
+    result = read_spans(str(store))
     assert result.spans.column(S.SPAN_ID).to_pylist() == ["b7ad6b7169203331"]
     assert result.spans_rejected == 2
     assert all(src.startswith("collect otlp #1 from ") for src in result.rejects.column("source").to_pylist())
@@ -127,7 +127,7 @@ def test_otlp_protobuf_partial_success(store):
         resp = ExportTraceServiceResponse.FromString(r.content)
         assert resp.partial_success.rejected_spans == 2
         assert "2 of 24 span(s) rejected" in resp.partial_success.error_message
-    assert _ids(load_spans(str(store)).spans) == set(valid)
+    assert _ids(read_spans(str(store)).spans) == set(valid)
 
 
 def test_warnings_only_partial_success_rejects_nothing(store):
@@ -139,7 +139,7 @@ def test_warnings_only_partial_success_rejects_nothing(store):
         partial = r.json()["partialSuccess"]
         assert r.status_code == 200 and partial["rejectedSpans"] == "0"
         assert "all 1 span(s) accepted, 1 warning(s)" in partial["errorMessage"]
-    assert load_spans(str(store)).spans.num_rows == 1
+    assert read_spans(str(store)).spans.num_rows == 1
 
 
 def test_zipkin_v2_body_is_accepted_like_the_file_reader_reads_it(store, shared_data):
@@ -147,7 +147,7 @@ def test_zipkin_v2_body_is_accepted_like_the_file_reader_reads_it(store, shared_
     with _client(store) as client:
         r = client.post("/api/v2/spans", content=path.read_bytes(), headers=JS)
         assert r.status_code == 202 and r.content == b""
-    received = S.plain_spans(load_spans(str(store)).spans)
+    received = S.plain_spans(read_spans(str(store)).spans)
     expected = read_spans(str(path)).spans
     assert received.num_rows == expected.num_rows == len(orjson.loads(path.read_bytes()))
     key = [(S.TRACE_ID, "ascending"), (S.SPAN_ID, "ascending"), (S.START_NS, "ascending"), (S.KIND, "ascending")]
@@ -166,7 +166,7 @@ def test_zipkin_bad_spans_are_counted_and_the_rest_accepted(store):
         stats = client.get("/stats").json()
     assert (stats["spans"]["received"], stats["spans"]["acknowledged"], stats["spans"]["rejected"]) == (2, 1, 1)
     assert stats["requests"]["zipkin"] == 1 and stats["bytes"]["decompressed"] == len(orjson.dumps(spans))
-    result = load_spans(str(store))
+    result = read_spans(str(store))
     assert result.spans.column(S.SPAN_ID).to_pylist() == ["a2fb4a1d1a96d312"]
     assert result.rejects.column("field").to_pylist() == ["timestamp"]
 
@@ -236,7 +236,7 @@ def test_oversized_bodies_are_413(store):
         assert client.post("/v1/traces", content=small, headers=PB).status_code == 200
         stats = client.get("/stats").json()
     assert stats["errors"] == {"payload_too_large": 2}
-    assert _ids(load_spans(str(store)).spans) == set(valid)
+    assert _ids(read_spans(str(store)).spans) == set(valid)
 
 
 def test_unsupported_media_is_415(store):
@@ -263,7 +263,7 @@ def test_bearer_token(store):
         assert client.post("/v1/traces", content=body, headers={**PB, "Authorization": "Bearer s3cret"}).status_code == 200
         stats = client.get("/stats", headers={"Authorization": "bearer s3cret"}).json()
     assert stats["errors"] == {"unauthorized": 4}
-    assert _ids(load_spans(str(store)).spans) == set(valid)
+    assert _ids(read_spans(str(store)).spans) == set(valid)
 
 
 def test_wal_backlog_is_429_with_retry_after(store):
@@ -282,7 +282,7 @@ def test_wal_backlog_is_429_with_retry_after(store):
         assert client.post("/v1/traces", content=body9, headers=PB).status_code == 200
         stats = client.get("/stats").json()
     assert stats["errors"] == {"too_many_requests": 1} and stats["throttled"] == {"wal_backlog": 1}
-    assert _ids(load_spans(str(store)).spans) == set(valid) | set(valid9)
+    assert _ids(read_spans(str(store)).spans) == set(valid) | set(valid9)
 
 
 def test_settings_are_checked(store):

@@ -17,7 +17,7 @@ from tracesleuth.collector._decode import decode
 from tracesleuth.collector._engine import Collector
 from tracesleuth.collector._flush import SegmentPartStore, convert_segment
 from tracesleuth.collector._wal import WriteAheadLog, encode_record, read_segment, segment_name
-from tracesleuth.store import load_spans
+from tracesleuth.io import read_spans
 
 
 def _decoded(seed: int, n: int = 20, bad: dict | None = None):
@@ -62,7 +62,7 @@ def test_record_cut_short_by_a_crash_is_dropped_and_the_rest_kept(store):
         assert (got.records, got.tail_bytes, got.damaged) == (1, keep, False)
         result = convert_segment(store, path)
         assert result.spans == 20 and not path.exists()
-    assert load_spans(str(store.path)).spans.num_rows == 60
+    assert read_spans(str(store.path)).spans.num_rows == 60
 
 
 def test_damaged_record_is_kept_aside_and_whole_records_stored(store):
@@ -76,7 +76,7 @@ def test_damaged_record_is_kept_aside_and_whole_records_stored(store):
     result = convert_segment(store, path)
     assert result.damaged and result.spans == 20
     assert (store.path / "wal" / "damaged" / path.name).exists() and not path.exists()
-    assert _ids(load_spans(str(store.path)).spans) == sorted(valid)
+    assert _ids(read_spans(str(store.path)).spans) == sorted(valid)
 
 
 def test_conversion_is_idempotent_across_a_crash_before_the_segment_is_deleted(store):
@@ -94,7 +94,7 @@ def test_conversion_is_idempotent_across_a_crash_before_the_segment_is_deleted(s
     again = convert_segment(store, path)
     assert (again.spans, again.rejects, again.already_done) == (0, 0, True)
     assert not path.exists()
-    result = load_spans(str(store.path))
+    result = read_spans(str(store.path))
     assert _ids(result.spans) == sorted(valid) and result.rejects.num_rows == 1
 
 

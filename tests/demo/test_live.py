@@ -19,7 +19,7 @@ import pytest
 
 from demo_support import processes_mentioning, wait_for, wait_until_gone, zombie_children
 from tracesleuth.demo import BAGGAGE_KEYS, DemoError, run_demo
-from tracesleuth.store import load_spans
+from tracesleuth.io import read_spans
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
 
@@ -66,7 +66,7 @@ def test_every_span_reached_the_store(live):
     result, _, _ = live
     assert result.spans_stored == SPANS_PER_REQUEST * result.requests_completed
     assert result.collector_stats["spans"]["rejected"] == 0
-    spans = pl.from_arrow(load_spans([result.store_path]).spans)
+    spans = pl.from_arrow(read_spans([result.store_path]).spans)
     per_service = dict(spans.group_by("service").len().iter_rows())
     assert set(per_service) == {"load-generator", "web-service", "account-service", "cart-service",
                                 "categories-service", "items-service", "recommendation-service"}
@@ -98,7 +98,7 @@ def test_every_span_reached_the_store(live):
 
 def test_baggage_never_becomes_a_span_attribute(live):
     result, _, _ = live
-    spans = pl.from_arrow(load_spans([result.store_path]).spans)
+    spans = pl.from_arrow(read_spans([result.store_path]).spans)
     attrs = spans.select(pl.col("attributes").explode()).unnest("attributes")
     assert attrs.height > 0
     assert attrs.filter(pl.col("key").str.contains("tracesleuth|baggage")).height == 0

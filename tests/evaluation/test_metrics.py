@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tracesleuth.errors import ParameterError
-from tracesleuth.evaluation.metrics import f_score, match_clusters
+from tracesleuth.evaluation.metrics import f_score, f_score_from_counts, labels_for, match_clusters, precision_recall_f
 
 # 10 requests: 4 affected by A1, 3 by A2, 3 not affected.
 TRUTH = ["A1", "A1", "A1", "A1", "A2", "A2", "A2", None, None, None]
@@ -106,3 +106,44 @@ def test_f_score_is_eq_5():
     assert f_score(0.5, 1.0) == pytest.approx(2 / 3)
     assert f_score(0.0, 0.0) == 0.0
     assert math.isnan(f_score(float("nan"), 1.0))
+
+
+def test_f_score_is_vectorized_with_the_same_conventions():
+    got = f_score(np.array([1.0, 0.5, 0.0, np.nan]), np.array([1.0, 1.0, 0.0, 1.0]))
+    np.testing.assert_array_equal(got[:3], [1.0, 2 / 3, 0.0])
+    assert np.isnan(got[3])
+
+
+def test_precision_recall_f_from_counts_and_the_0_0_conventions():
+    assert precision_recall_f(8, 2, 10) == (0.8, 0.8, pytest.approx(0.8))
+    assert precision_recall_f(0, 0, 5) == (0.0, 0.0, 0.0)               # nothing predicted
+    assert precision_recall_f(0, 3, 0) == (0.0, 0.0, 0.0)               # no positive: recall 0 ...
+    p, r, f = precision_recall_f(0, 3, 0, no_positives=float("nan"))    # ... or NaN when asked
+    assert p == 0.0 and math.isnan(r) and math.isnan(f)
+    p, r, f = precision_recall_f(np.array([1, 2, 0]), np.array([1, 0, 0]), 2)
+    np.testing.assert_array_equal(p, [0.5, 1.0, 0.0])
+    np.testing.assert_array_equal(r, [0.5, 1.0, 0.0])
+    np.testing.assert_array_equal(f, [0.5, 1.0, 0.0])
+
+
+def test_the_two_f_score_forms_agree():
+    rng = np.random.default_rng(0)
+    tp = rng.integers(0, 1000, 500)
+    fp = rng.integers(0, 1000, 500)
+    n_pos = tp + rng.integers(0, 1000, 500)
+    _, _, f = precision_recall_f(tp, fp, n_pos)
+    np.testing.assert_allclose(f_score_from_counts(tp, fp, n_pos), f, rtol=1e-15, atol=0)
+    assert f_score_from_counts(0, 0, 0) == 0.0 and isinstance(f_score_from_counts(1, 1, 2), float)
+
+
+def test_labels_for_aligns_ground_truth_to_trace_ids():
+    import polars as pl
+
+    truth = {"t1": "A1", "t2": None, "t3": "A2"}
+    frame = pl.DataFrame({"trace_id": ["t3", "t9", "t1"]})
+    assert labels_for(frame, truth).tolist() == ["A2", None, "A1"]          # unknown: not affected
+    assert labels_for(["t2"], truth).dtype == object
+    with pytest.raises(ParameterError, match="1 trace ids"):
+        labels_for(frame, truth, missing="raise")
+    with pytest.raises(ParameterError, match="'missing' parameter"):
+        labels_for(frame, truth, missing="drop")

@@ -23,10 +23,14 @@ def parquet(tmp_path_factory):
 
 def test_analyze_json(parquet, tmp_path, capsys):
     out = tmp_path / "report.html"
-    code = main(["analyze", str(parquet), "-o", str(out), "--seed", "0", "--generations", str(GENERATIONS), "--json"])
+    code = main(["analyze", str(parquet), "-o", str(out), "--seed", "0", "--set",
+                 f"patterns.generations={GENERATIONS}", "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and doc["report"] == str(out) and out.is_file()
-    assert doc["found"] and doc["endpoint"] == "web-service:gethome" and doc["requests"] == 400
+    assert doc["endpoint"] == "web-service:gethome" and doc["requests"] == 400
+    assert list(doc["analyses"]) == ["patterns"]
+    doc = doc["analyses"]["patterns"]
+    assert doc["found"]
     words = [s["words"] for s in doc["sub_intervals"]]
     assert any(OPERATION_PAYLOAD in w for w in words)
     page = out.read_text(encoding="utf-8")
@@ -38,10 +42,25 @@ def test_analyze_json(parquet, tmp_path, capsys):
 
 def test_analyze_prints_a_summary_and_the_path(parquet, tmp_path, capsys):
     out = tmp_path / "r.html"
-    code = main(["analyze", str(parquet), "-o", str(out), "--interval", "80ms:", "--solver", "bnb"])
+    code = main(["analyze", str(parquet), "-o", str(out), "--set", "patterns.interval=80ms:",
+                 "--set", "patterns.solver=bnb"])
     text = capsys.readouterr().out
     assert code == 0 and out.is_file()
-    assert "Degraded interval (given): [80 ms," in text and "F-score" in text and f"Report: {out}" in text
+    assert "Latency degradation patterns" in text and "Latency interval [80 ms," in text and "F=" in text
+    assert f"Report: {out}" in text
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("patterns.solver=genetic", "'solver' parameter of LatencyDegradationPatterns must be"),
+    ("patterns.nope=1", "patterns has no such setting"),
+    ("nope.solver=bnb", "no analysis is called 'nope'"),
+    ("solver=bnb", "write ANALYSIS.SETTING=VALUE"),
+])
+def test_analyze_bad_setting_is_one_line(parquet, tmp_path, capsys, setting, message):
+    code = main(["analyze", str(parquet), "-o", str(tmp_path / "r.html"), "--set", setting])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r.html").exists()
 
 
 def test_analyze_errors_are_one_line(parquet, tmp_path, capsys):
@@ -53,6 +72,6 @@ def test_analyze_errors_are_one_line(parquet, tmp_path, capsys):
 def test_python_m(parquet, tmp_path):
     out = tmp_path / "m.html"
     done = subprocess.run([sys.executable, "-m", "tracesleuth", "analyze", str(parquet), "-o", str(out),
-                           "--generations", "20", "--json"], capture_output=True, text=True, timeout=120)
+                           "--set", "patterns.generations=20", "--json"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["report"] == str(out) and out.stat().st_size > 1_000_000

@@ -1,1 +1,140 @@
-"""The analyses, one sub-package each, all following one contract (see :mod:`._contract`)."""
+"""The analyses: one sub-package each, every one under one contract and in one registry.
+
+The contract (:mod:`._contract`): a scikit-learn-compatible estimator (:class:`Analysis`), a frozen
+result with ``to_frame()`` / ``to_dict()`` / ``describe()``, and the orientation rule of scores
+(higher = more suspicious). The registry (:data:`ANALYSES`) names, for every analysis, where its
+estimator, report section, CLI command, evaluation protocol and planted test case live, as
+``"module:attribute"`` strings imported on first use, so that listing the analyses (the CLI's
+start, ``tracesleuth analyze``, ``tracesleuth evaluate``) imports none of them.
+
+========== ====================================== ===================================
+name       analysis                               paper
+========== ====================================== ===================================
+patterns   :class:`.patterns.LatencyDegradationPatterns` Cortellessa & Traini, ICPE 2020
+========== ====================================== ===================================
+
+To add one: a sub-package with the estimator, a ``section`` module (report sections built from a
+fitted estimator, never refitting), a ``command`` module (its typer command), an ``evaluation``
+module (simulate with ground truth, then score) and a planted case for the common test
+(``tests/analyses/test_common.py``); then one :class:`AnalysisSpec` below.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from ._contract import HIGHER_IS_MORE_SUSPICIOUS, Analysis, AnalysisResult, ReportContext, check_settings
+
+__all__ = [
+    "ANALYSES",
+    "Analysis",
+    "AnalysisResult",
+    "AnalysisSpec",
+    "HIGHER_IS_MORE_SUSPICIOUS",
+    "PlantedCase",
+    "ReportContext",
+    "check_settings",
+    "get_analysis",
+]
+
+
+def _resolve(target: str) -> Any:
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+@dataclass(frozen=True)
+class AnalysisSpec:
+    """Where the parts of one analysis live (each a ``"module:attribute"`` string).
+
+    Attributes
+    ----------
+    name : str
+        The CLI name (``tracesleuth NAME``, ``tracesleuth evaluate NAME``).
+    title : str
+        Its title in reports and listings.
+    paper : str
+        The reference it implements.
+    estimator : str
+        The :class:`Analysis` subclass.
+    section : str
+        ``build_sections(fitted, context) -> list of SectionLike``: the report sections of a
+        fitted estimator, used by ``tracesleuth analyze``; never refits.
+    command : str
+        ``register(app)``: adds the analysis's command (and the options it takes) to a typer app.
+    evaluation : str
+        ``evaluate(*, quick, random_state) -> result``: the paper's experiment on simulated data
+        with ground truth; its result follows :class:`AnalysisResult` and carries ``scores``.
+    planted : str
+        ``planted_case(random_state) -> PlantedCase``: seeded data with a known answer, a
+        ``score(fitted) -> float`` and the quality ``floor`` the common test asserts.
+    """
+
+    name: str
+    title: str
+    paper: str
+    estimator: str
+    section: str
+    command: str
+    evaluation: str
+    planted: str
+
+    def load(self, part: str) -> Any:
+        """The object behind one part (``"estimator"``, ``"section"``, ...), imported now."""
+        return _resolve(getattr(self, part))
+
+
+@dataclass(frozen=True)
+class PlantedCase:
+    """Seeded data with a known answer, for the common test's quality floor.
+
+    Attributes
+    ----------
+    data : object
+        What ``fit`` takes (a TraceTable, a DataFrame...).
+    settings : dict
+        Estimator settings for this case (the seed among them).
+    score : callable
+        ``score(fitted_estimator) -> float``, higher is better (an F-score, a top-k hit rate).
+    floor : float
+        The least ``score`` must reach.
+    """
+
+    data: Any
+    settings: dict
+    score: Any
+    floor: float
+
+
+#: Every analysis, in the order reports and listings show them.
+ANALYSES: tuple[AnalysisSpec, ...] = (
+    AnalysisSpec(
+        name="patterns",
+        title="Latency degradation patterns",
+        paper="V. Cortellessa and L. Traini, Detecting Latency Degradation Patterns in Service-based Systems, "
+              "ICPE 2020, doi:10.1145/3358960.3379126",
+        estimator="tracesleuth.analyses.patterns:LatencyDegradationPatterns",
+        section="tracesleuth.analyses.patterns.section:build_sections",
+        command="tracesleuth.analyses.patterns.command:register",
+        evaluation="tracesleuth.analyses.patterns.evaluation:evaluate",
+        planted="tracesleuth.analyses.patterns.synthetic:planted_case",
+    ),
+)
+
+
+def get_analysis(name: str) -> AnalysisSpec:
+    """The registered analysis called ``name``.
+
+    Raises
+    ------
+    ParameterError
+        No analysis has that name (the message lists the names).
+    """
+    from ..errors import ParameterError
+
+    for spec in ANALYSES:
+        if spec.name == name:
+            return spec
+    raise ParameterError(f"No analysis is called {name!r}; the analyses are: {', '.join(s.name for s in ANALYSES)}.")

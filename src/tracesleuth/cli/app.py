@@ -2,89 +2,37 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
-import orjson
 import typer
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..errors import TraceSleuthError
+from ._common import (BOOLEAN_WORDS, PATHS, Command, EndpointOpt, FormatOpt, Group, JsonOpt, MappingOpt, PathsArg,
+                      SeedOpt, check_paths, emit_json, err, out, progress, read_input, write_frame)
 
-app = typer.Typer(name="tracesleuth", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+
+app = typer.Typer(name="tracesleuth", cls=Group, no_args_is_help=True, add_completion=False,
+                  pretty_exceptions_enable=False, context_settings={"help_option_names": ["-h", "--help"]},
                   help="Why are requests slow? Latency analyses of distributed traces "
                        "(OpenTelemetry, Jaeger, Zipkin).")
-out = Console(highlight=False, soft_wrap=False, width=200 if not sys.stdout.isatty() else None)
-err = Console(stderr=True, highlight=False)
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one machine-readable JSON document instead.")]
-FormatOpt = Annotated[Optional[str], typer.Option("--format", help="Force an input format (otlp-json, otlp-proto, "
-                                                  "jaeger-json, zipkin-json, csv, parquet); default: from content.")]
-MappingOpt = Annotated[Optional[str], typer.Option("--mapping", help="CSV/Parquet column mapping preset "
-                                                   "(canonical, nezha); default: the first that fits the header.")]
-EndpointOpt = Annotated[Optional[str], typer.Option("--endpoint", "-e", help="Operation key 'service:operation' "
-                                                    "(or a unique operation name) requests enter by; default: the "
-                                                    "most frequent root operation.")]
+        out.print(f"tracesleuth {__version__}", markup=False)
+        raise typer.Exit()
 
 
-def emit_json(doc) -> None:
-    """Print one JSON document on stdout."""
-    sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY,
-                                  default=str).decode() + "\n")
-
-
-def _progress(label: str):
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    return Progress(SpinnerColumn(), TextColumn(label + " [bold]{task.fields[spans]:,}[/] spans"),
-                    TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal)
-
-
-def load(paths: list[Path], fmt: str | None, mapping: str | None):
-    """Spans from files or a store, with a progress display on a terminal."""
-    from ..io import RejectLog, SpanReadResult, iter_span_batches
-    from ..errors import NoSpansError
-    from ..store import is_store, load_spans
-    import pyarrow as pa
-    from .. import schema as S
-
-    if len(paths) == 1 and is_store(paths[0]):
-        return load_spans(paths)
-    log, formats, batches = RejectLog(), {}, []
-    with _progress("reading") as progress:
-        task = progress.add_task("read", spans=0)
-        for b in iter_span_batches([str(p) for p in paths], format=fmt, mapping=mapping, log=log, formats=formats):
-            batches.append(b)
-            progress.update(task, spans=sum(x.num_rows for x in batches))
-    if not batches:
-        problems = "; ".join(f"{r[0]} (record {r[1]}): {r[3]}" for r in log.rows[:10]) or "no input files"
-        raise NoSpansError(f"no spans could be read: {problems}")
-    return SpanReadResult(spans=pa.Table.from_batches(batches, schema=S.SPAN_SCHEMA), rejects=log.to_arrow(),
-                          formats=formats, spans_rejected=log.spans_rejected)
-
-
-def fit_patterns(paths, fmt, mapping, endpoint, interval, solver, seed, generations):
-    """Load spans, build the endpoint's trace table and fit the pattern analysis.
-
-    Returns ``(read result, TraceTable, fitted LatencyDegradationPatterns, fit seconds)``.
-    """
-    import time
-
-    from ..model import build_trace_table
-    from ..analyses.patterns import LatencyDegradationPatterns, parse_interval
-
-    result = load(paths, fmt, mapping)
-    tt = build_trace_table(result, endpoint)
-    bounds = None
-    if interval is not None:
-        iv = parse_interval(interval, latency_ns=tt.latencies_ns())
-        bounds = (iv.low_ns, iv.high_ns)
-    t0 = time.perf_counter()
-    est = LatencyDegradationPatterns(solver=solver, interval=bounds, random_state=seed,
-                                     generations=generations).fit(tt)
-    return result, tt, est, time.perf_counter() - t0
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", help="Print the version and exit.",
+                                                callback=_version, is_eager=True)] = False) -> None:
+    # The options of `tracesleuth` itself; the help text is the app's.
+    return None
 
 
 def _reject_rows(rejects, limit: int = 10) -> list[dict]:
@@ -98,38 +46,31 @@ def _print_rejects(reasons: list[dict], examples: list[dict], total_spans: int) 
     for c in ("reason", "records", "spans lost"):
         t.add_column(c, justify="right" if c != "reason" else "left")
     for r in reasons:
-        t.add_row(r["reason"], f"{r['records']:,}", f"{r['spans']:,}")
+        t.add_row(escape(r["reason"]), f"{r['records']:,}", f"{r['spans']:,}")
     out.print(t)
     for e in examples:
         where = f"{e['source']}:{e['record']}" + (f" [{e['field']}]" if e.get("field") else "")
         out.print(f"  {where}: {e['reason']}", markup=False)
 
 
-def _reasons(rejects) -> list[dict]:
-    import polars as pl
-
-    if rejects.num_rows == 0:
-        return []
-    df = pl.from_arrow(rejects)
-    return (df.group_by("reason").agg(records=pl.len(), spans=pl.col("spans").sum())
-            .sort(["spans", "records"], descending=True).to_dicts())
-
-
-@app.command()
-def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace files, directories or glob patterns.")],
-           output: Annotated[Path, typer.Option("-o", "--output", help="Span store directory (created).")],
+@app.command(cls=Command)
+def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace files, directories or glob patterns.",
+                                                       metavar=PATHS, show_default=False)],
+           output: Annotated[Path, typer.Option("-o", "--output", metavar="DIR",
+                                                help="Span store directory (created).")],
            format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
     """Read trace files into a Parquet span store, reporting what was read, rejected and why."""
     from ..store import SpanStore, ingest as do_ingest
 
+    check_paths(paths)  # before the store is created: a mistyped path leaves nothing behind
     store = SpanStore(output)
-    with _progress("ingesting") as progress:
-        task = progress.add_task("ingest", spans=0)
+    with progress("ingesting") as bar:
+        task = bar.add_task("ingest", spans=0)
         seen = [0]
 
         def tick(batch):
             seen[0] += batch.num_rows
-            progress.update(task, spans=seen[0])
+            bar.update(task, spans=seen[0])
 
         summary = do_ingest([str(p) for p in paths], store, format=format, mapping=mapping, on_batch=tick)
     rejects = store.read_rejects()
@@ -146,19 +87,19 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace files, direct
     for f in summary.formats.values():
         fmts[f] = fmts.get(f, 0) + 1
     out.print("Formats: " + ", ".join(f"{k} ({v} files)" for k, v in sorted(fmts.items())))
-    out.print(f"Store: {output} ({len(summary.parts)} new part(s))")
+    out.print(f"Store: {output} ({len(summary.parts)} new part(s))", markup=False)
     _print_rejects(summary.reasons, _reject_rows(rejects), summary.spans_rejected)
 
 
-@app.command()
-def info(paths: Annotated[list[Path], typer.Argument(help="Trace files, directories, glob patterns or a store.")],
-         format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
-    """Traces, spans, services, operations, endpoints and their latency percentiles."""
+@app.command(cls=Command)
+def info(paths: PathsArg, format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
+    """Traces, spans, services, operations, endpoints and their latency percentiles and error rates."""
+    from ..io import rejects_by_reason
     from ..model.summary import summarize
 
-    result = load(paths, format, mapping)
+    result = read_input(paths, format, mapping)
     s = summarize(result)
-    reasons = _reasons(result.rejects)
+    reasons = rejects_by_reason(result.rejects)
     if json:
         emit_json(s.to_dict() | {"spans_rejected": result.spans_rejected, "rejects": reasons,
                                  "files": len(result.formats)})
@@ -177,32 +118,28 @@ def info(paths: Annotated[list[Path], typer.Argument(help="Trace files, director
             continue
         t = Table(title=title, title_justify="left")
         for c in frame.columns:
-            t.add_column(c, justify="left" if c == "endpoint" else "right", overflow="fold")
-        for row in frame.iter_rows():
-            t.add_row(*[f"{v:,}" if isinstance(v, int) else f"{v:.3f}" if isinstance(v, float) else str(v)
-                        for v in row])
+            t.add_column(escape(c), justify="left" if c == "endpoint" else "right", overflow="fold")
+        for row in frame.iter_rows(named=True):
+            t.add_row(*[_cell(c, v) for c, v in row.items()])
         out.print(t)
+    if s.endpoints.height and s.endpoints["error_rate"].null_count() == s.endpoints.height:
+        out.print("Error rates unknown: no span of the input has a status set.", markup=False)
     _print_rejects(reasons, _reject_rows(result.rejects), result.spans_rejected)
 
 
-@app.command()
-def table(paths: Annotated[list[Path], typer.Argument(help="Trace files, directories, glob patterns or a store.")],
-          output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the table (.parquet or .csv).")] = None,
+@app.command(cls=Command)
+def table(paths: PathsArg,
+          output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", show_default=False,
+                                                         help="Write the table (.parquet or .csv).")] = None,
           endpoint: EndpointOpt = None, format: FormatOpt = None, mapping: MappingOpt = None,
           json: JsonOpt = False) -> None:
     """The per-request trace table of an endpoint: latency and exclusive time per operation."""
     from ..model import build_trace_table
 
-    result = load(paths, format, mapping)
+    result = read_input(paths, format, mapping)
     tt = build_trace_table(result, endpoint)
     if output is not None:
-        suffix = output.suffix.lower()
-        if suffix == ".csv":
-            tt.frame.write_csv(output)
-        elif suffix in (".parquet", ".pq"):
-            tt.frame.write_parquet(output)
-        else:
-            raise TraceSleuthError(f"--output {output}: the file name must end in .parquet or .csv")
+        write_frame(tt.frame, output)
     lat = tt.frame["latency_ns"] / 1e6
     doc = {"endpoint": tt.endpoint, "requests": tt.n_requests, "columns": tt.frame.width,
            "operations": list(tt.operations), "categorical_columns": list(tt.categorical_columns),
@@ -212,14 +149,14 @@ def table(paths: Annotated[list[Path], typer.Argument(help="Trace files, directo
     if json:
         emit_json(doc)
         return
-    out.print(f"Endpoint [bold]{tt.endpoint}[/]: {tt.n_requests:,} requests, {len(tt.operations)} operations, "
+    out.print(f"Endpoint [bold]{escape(tt.endpoint)}[/]: {tt.n_requests:,} requests, {len(tt.operations)} operations, "
               f"{doc['structures']} call structures, {tt.frame.width} columns.")
     out.print(f"Latency p50 {doc['latency_ms']['p50']:.2f} ms, p95 {doc['latency_ms']['p95']:.2f} ms, "
               f"max {doc['latency_ms']['max']:.2f} ms.")
     shown = tt.frame.select(["trace_id", "latency_ns", *tt.continuous_columns[:4]]).head(5)
-    t = Table(title="First requests (exclusive times in ms)", title_justify="left")
+    t = Table(title="First requests (latency and exclusive times in ms)", title_justify="left")
     for c in shown.columns:
-        t.add_column(c, overflow="fold")
+        t.add_column(escape(_ms_header(c)), overflow="fold")
     for row in shown.iter_rows():
         t.add_row(*[("—" if v is None else f"{v / 1e6:.3f}" if isinstance(v, int) else str(v)) for v in row])
     out.print(t)
@@ -227,62 +164,14 @@ def table(paths: Annotated[list[Path], typer.Argument(help="Trace files, directo
         out.print(f"Wrote {output}")
 
 
-@app.command()
-def patterns(paths: Annotated[list[Path], typer.Argument(help="Trace files, directories, glob patterns or a store.")],
-             endpoint: EndpointOpt = None,
-             interval: Annotated[Optional[str], typer.Option("--interval", help="Degraded latency interval "
-                                 "'A:B' with units (e.g. 350ms:700ms); default: chosen automatically "
-                                 "(above the main latency mode) and printed.")] = None,
-             solver: Annotated[str, typer.Option("--solver", help="ga, bnb, kmeans, hierarchical or meanshift.")] = "ga",
-             seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same patterns).")] = 0,
-             generations: Annotated[int, typer.Option("--generations", help="GA generations.")] = 400,
-             output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Also write request -> "
-                               "cluster labels (.parquet or .csv).")] = None,
-             format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
-    """Latency degradation patterns (Cortellessa & Traini, ICPE 2020): which exclusive-time ranges and
-    attributes explain each degraded latency sub-interval, with precision, recall and F-score."""
-    import polars as pl
-
-    result, tt, est, seconds = fit_patterns(paths, format, mapping, endpoint, interval, solver, seed, generations)
-    res = est.result_
-    if output is not None:
-        labels = tt.frame.select("trace_id", "span_id", "latency_ns").with_columns(
-            pl.Series("cluster", est.labels_))
-        if output.suffix.lower() == ".csv":
-            labels.write_csv(output)
-        elif output.suffix.lower() in (".parquet", ".pq"):
-            labels.write_parquet(output)
-        else:
-            raise TraceSleuthError(f"--output {output}: the file name must end in .parquet or .csv")
-    if json:
-        emit_json({"endpoint": tt.endpoint, "requests": tt.n_requests, "seconds": seconds, **res.to_dict()})
-        return
-    out.print(f"Endpoint [bold]{tt.endpoint}[/]: {tt.n_requests:,} requests; solver {solver}, seed {seed}, "
-              f"{seconds:.2f} s.")
-    if not res.found:
-        out.print(f"No degradation found: {res.reason}", markup=False)
-        return
-    iv = res.interval
-    out.print(f"Degraded interval ({res.interval_source}): {iv.describe()}, {res.n_positives:,} requests; "
-              f"split points: {', '.join(f'{p / 1e6:.1f}' for p in res.split_points)} ms", markup=False)
-    t = Table(title="Latency degradation patterns", title_justify="left", show_lines=True)
-    for c in ("latency", "pattern", "precision", "recall", "F-score", "support"):
-        t.add_column(c, overflow="fold", justify="left" if c in ("latency", "pattern") else "right")
-    for s in res.sub_intervals:
-        fmt = lambda v: "—" if v is None else f"{v:.3f}"
-        t.add_row(s.latency_words, s.words, fmt(s.precision), fmt(s.recall), fmt(s.f_score), f"{s.support:,}")
-    out.print(t)
-    for note in res.notes:
-        out.print(f"note: {note}", markup=False)
-    if output is not None:
-        out.print(f"Wrote {output}")
-
-
-@app.command()
-def collect(store: Annotated[Path, typer.Option("--store", help="Span store directory (created).")] = Path("store"),
-            port: Annotated[int, typer.Option("--port", help="TCP port (0: a free one).")] = 4318,
-            host: Annotated[str, typer.Option("--host", help="Address to bind; loopback by default.")] = "127.0.0.1",
-            token: Annotated[Optional[str], typer.Option("--token", envvar="TRACESLEUTH_TOKEN",
+@app.command(cls=Command)
+def collect(store: Annotated[Path, typer.Option("--store", metavar="DIR",
+                                                help="Span store directory (created).")] = Path("store"),
+            port: Annotated[int, typer.Option("--port", metavar="INT", help="TCP port (0: a free one).")] = 4318,
+            host: Annotated[str, typer.Option("--host", metavar="ADDRESS",
+                                              help="Address to bind; loopback by default.")] = "127.0.0.1",
+            token: Annotated[Optional[str], typer.Option("--token", envvar="TRACESLEUTH_TOKEN", metavar="TOKEN",
+                                                          show_default=False,
                                                           help="Require 'Authorization: Bearer TOKEN'.")] = None,
             json: JsonOpt = False) -> None:
     """Receive spans over OTLP/HTTP (POST /v1/traces, protobuf or JSON) and Zipkin v2
@@ -303,127 +192,224 @@ def collect(store: Annotated[Path, typer.Option("--store", help="Span store dire
                   f"{sp.get('rejected', 0):,} rejected.", markup=False)
 
 
-evaluate_app = typer.Typer(no_args_is_help=True, help="Reproduce the papers' experiments and report their metrics.")
+evaluate_app = typer.Typer(cls=Group, no_args_is_help=True,
+                           help="Reproduce the papers' experiments and report their metrics.")
 app.add_typer(evaluate_app, name="evaluate")
 
 
-@evaluate_app.command("patterns")
-def evaluate_patterns(
-        sessions: Annotated[int, typer.Option("--sessions", help="Simulated load-test sessions.")] = 30,
-        noised: Annotated[bool, typer.Option("--noised", help="Add the two noise types of Section 4.3.")] = False,
-        requests: Annotated[int, typer.Option("--requests", help="Homepage requests per session.")] = 1000,
-        solvers: Annotated[str, typer.Option("--solvers", help="Comma-separated solvers.")] =
-        "ga,bnb,kmeans,hierarchical,meanshift",
-        interval: Annotated[str, typer.Option("--interval", help="'affected' (the paper: [Lmin, Lmax] of the "
-                                              "affected requests) or 'auto' (the tool's own rule).")] = "affected",
-        k_select: Annotated[str, typer.Option("--k-select", help="How K-means/hierarchical pick k: 'truth' "
-                                              "(the paper: best against ground truth) or 'silhouette'.")] = "truth",
-        seed: Annotated[int, typer.Option("--seed")] = 0,
-        sessions_table: Annotated[bool, typer.Option("--per-session", help="Also print Table 2 (every session).")] = False,
-        json: JsonOpt = False) -> None:
-    """Latency degradation patterns, Cortellessa & Traini Section 4: simulated E-Shopper sessions with
-    injected degradations A1/A2; F-score, precision, recall and time per solver (Tables 2 and 3)."""
-    from ..analyses.patterns.evaluation import evaluate_patterns as run_eval, render
-
-    names = tuple(x.strip() for x in solvers.split(",") if x.strip())
-    with _progress(f"evaluating {sessions} sessions") as progress:
-        progress.add_task("eval", spans=0)
-        ev = run_eval(sessions=sessions, noised=noised, solvers=names, random_state=seed, n_requests=requests,
-                      interval=interval, k_select=k_select)
-    if json:
-        emit_json(ev.to_dict())
-        return
-    out.print(render(ev, table="summary"), markup=False)
-    out.print(render(ev, table="time"), markup=False)
-    if sessions_table:
-        out.print(render(ev, table="sessions"), markup=False)
-
-
 def run(argv: list[str] | None = None) -> int:
-    """Run the app; errors on input or settings print one line and give exit code 2."""
+    """Run the command line; every mistake in the input or the settings is one line and exit code 2.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit code: 0 on success, 2 for a usage or input mistake (one ``error:`` line on
+        stderr, or with ``--json`` one JSON document ``{"error", "type"}`` on stdout), 130
+        when interrupted.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         rv = app(args=argv, prog_name="tracesleuth", standalone_mode=False)
         if isinstance(rv, int) and rv:
             return rv
     except TraceSleuthError as e:
-        if "--json" in argv:
-            emit_json({"error": str(e), "type": type(e).__name__})
-        else:
-            err.print(f"[red]error:[/] {e}", markup=True, highlight=False)
-        return 2
+        return _fail(_input_message(e, argv), type(e).__name__, argv)
     except typer.Exit as e:
         return e.exit_code
-    except typer.Abort:
-        err.print("aborted")
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("aborted", markup=False)
         return 130
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.ClickException):
-            e.show()
-            return e.exit_code
-        raise
+    except Exception as e:
+        # Click's usage errors. Typer >= 0.22 raises those of the Click it vendors (typer._click),
+        # older Typer those of the installed Click: told apart by their class, not by one import.
+        if not _is_click_error(e):
+            raise
+        if _kind(e, "NoArgsIsHelpError"):  # a bare command: its help, which is no mistake
+            text = e.format_message()  # empty when Typer's rich help printed itself already
+            if text.strip():
+                sys.stdout.write(text.rstrip("\n") + "\n")
+            return 0
+        return _fail(_usage_message(e, argv), _click_kind(e), argv)
     return 0
 
 
-@app.command()
-def analyze(paths: Annotated[list[Path], typer.Argument(help="Trace files, directories, glob patterns or a store.")],
-            output: Annotated[Path, typer.Option("-o", "--output", help="The HTML report to write (one "
-                              "self-contained file that opens offline).")] = Path("report.html"),
-            endpoint: EndpointOpt = None,
-            interval: Annotated[Optional[str], typer.Option("--interval", help="Degraded latency interval "
-                                "'A:B' with units (e.g. 350ms:700ms); default: chosen automatically.")] = None,
-            solver: Annotated[str, typer.Option("--solver", help="ga, bnb, kmeans, hierarchical or meanshift.")] = "ga",
-            seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same patterns).")] = 0,
-            generations: Annotated[int, typer.Option("--generations", help="GA generations.")] = 400,
-            title: Annotated[Optional[str], typer.Option("--title", help="Report title.")] = None,
-            format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
-    """Latency degradation patterns as an HTML report: the latency distribution with the degraded
-    interval and its sub-intervals, each pattern with precision, recall and F-score, an example
-    request of each pattern as a Gantt chart, and what was read, rejected and repaired."""
-
-    from ..analyses.patterns.section import build_patterns_report
-
-    result, tt, est, seconds = fit_patterns(paths, format, mapping, endpoint, interval, solver, seed, generations)
-    settings = {"seed": seed} | ({"generations": generations} if solver == "ga" else {})
-    report = build_patterns_report(result, tt, est, title=title, solver_settings=settings)
-    path = report.write(output)
-    res = est.result_
-    if json:
-        emit_json({"report": str(path), "endpoint": tt.endpoint, "requests": tt.n_requests, "seconds": seconds,
-                   **res.to_dict()})
-        return
-    out.print(f"Endpoint [bold]{tt.endpoint}[/]: {tt.n_requests:,} requests; solver {solver}, seed {seed}, "
-              f"{seconds:.2f} s.")
-    if res.found:
-        out.print(f"Degraded interval ({res.interval_source}): {res.interval.describe()}, "
-                  f"{res.n_positives:,} requests.", markup=False)
-        t = Table(title="Latency degradation patterns", title_justify="left", show_lines=True)
-        for c in ("#", "latency", "pattern", "precision", "recall", "F-score", "support"):
-            t.add_column(c, overflow="fold", justify="left" if c in ("latency", "pattern") else "right")
-        for s in res.sub_intervals:
-            fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
-            t.add_row(str(s.index), s.latency_words, s.words, fmt(s.precision), fmt(s.recall), fmt(s.f_score),
-                      f"{s.support:,}")
-        out.print(t)
+def _fail(message: str, kind: str, argv: list[str]) -> int:
+    """Report one mistake: one ``error:`` line on stderr, or one JSON document with ``--json``."""
+    message = " ".join(message.split())
+    if "--json" in argv:
+        emit_json({"error": message, "type": kind})
     else:
-        out.print(f"No degradation found: {res.reason}", markup=False)
-    out.print(f"Report: {path}", markup=False)
+        err.print(f"[red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
+    return 2
 
 
-@app.command()
-def demo(duration: Annotated[float, typer.Option("--duration", help="Seconds of load.")] = 120.0,
-         rate: Annotated[float, typer.Option("--rate", help="Homepage requests per second.")] = 12.0,
-         seed: Annotated[int, typer.Option("--seed", help="Seed of the degradations, the marking, the "
+def _kind(e: BaseException, name: str) -> bool:
+    return any(c.__name__ == name for c in type(e).__mro__)
+
+
+def _is_click_error(e: BaseException) -> bool:
+    return _kind(e, "ClickException") and callable(getattr(e, "format_message", None))
+
+
+def _click_kind(e: BaseException) -> str:
+    return "UsageError" if _kind(e, "UsageError") else type(e).__name__
+
+
+def _help_hint(e) -> str:
+    ctx = getattr(e, "ctx", None)
+    path = getattr(ctx, "command_path", None) or "tracesleuth"
+    return f"See '{path} --help'."
+
+
+def _usage_message(e, argv: list[str]) -> str:
+    """One line: the mistake, what is allowed or the fix, and where the help is."""
+    message = e.format_message().strip()
+    if _kind(e, "NoSuchOption"):
+        option = getattr(e, "option_name", "")
+        message = f"No such option: {option}"
+        close = _close_options(e, option)
+        owners = [] if close else _commands_with_option(option)
+        if close:
+            message += f" (did you mean {' or '.join(close)}?)"
+        elif owners:
+            ctx = getattr(e, "ctx", None)
+            where = f"'{ctx.command_path}' has no such option" if ctx is not None else "no such option here"
+            message += (f" ({where}; {owners[0][1]} is an option of the command"
+                        f"{'s' if len(owners) > 1 else ''} {', '.join(repr(c) for c, _ in owners)})")
+    elif message.startswith("No such command") and "did you mean" not in message.lower():
+        close = _close_commands(e, message)
+        if close:
+            message = f"{message.rstrip('.')}. Did you mean {' or '.join(repr(c) for c in close)}?"
+    elif _kind(e, "BadParameter") and not _kind(e, "MissingParameter"):
+        given = _given_value(getattr(e, "param", None), argv)
+        if given is not None and repr(given) not in message:
+            message = f"{message.rstrip('.')} (got {given!r})"
+    return f"{message if message.endswith(('.', '?', '!')) else message + '.'} {_help_hint(e)}"
+
+
+def _close_options(e, option: str) -> list[str]:
+    """The options of the failing command spelled like ``option``."""
+    from difflib import get_close_matches
+
+    close = list(getattr(e, "possibilities", None) or ())
+    ctx = getattr(e, "ctx", None)
+    if not close and ctx is not None and option.startswith("-"):
+        names = [o for p in ctx.command.get_params(ctx) for o in (*p.opts, *p.secondary_opts) if o.startswith("-")]
+        close = get_close_matches(option, names, n=2, cutoff=0.7)
+    return sorted(close)
+
+
+def _close_commands(e, message: str) -> list[str]:
+    """The commands of the failing group spelled like the unknown one (older Click suggests none)."""
+    from difflib import get_close_matches
+
+    ctx = getattr(e, "ctx", None)
+    typo = re.search(r"'([^']*)'", message)
+    commands = getattr(getattr(ctx, "command", None), "commands", None)
+    if not typo or not commands:
+        return []
+    return get_close_matches(typo.group(1), list(commands), n=2)
+
+
+def _commands_with_option(option: str) -> list[tuple[str, str]]:
+    """``(command, option)`` for each command that has an option spelled like ``option``."""
+    from difflib import get_close_matches
+
+    import typer.main
+
+    group = typer.main.get_command(app)
+    found = []
+    for name, command in getattr(group, "commands", {}).items():
+        names = [o for p in command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-")]
+        match = get_close_matches(option, names, n=1, cutoff=0.8)
+        if match:
+            found.append((name, match[0]))
+    return found
+
+
+def _given_value(param, argv: list[str]) -> str | None:
+    """The value given on the command line for ``param`` (None when not found)."""
+    for opt in getattr(param, "opts", ()):
+        if not opt.startswith("-"):
+            continue
+        for k, token in enumerate(argv):
+            if token == opt and k + 1 < len(argv):
+                return argv[k + 1]
+            if token.startswith(opt + "="):
+                return token[len(opt) + 1:]
+    return None
+
+
+def _input_message(e: TraceSleuthError, argv: list[str]) -> str:
+    """The message of ``e``; a missing path that is a flag's would-be value says so."""
+    from ..errors import TraceFormatError
+
+    source = getattr(e, "source", None)
+    if isinstance(e, TraceFormatError) and source in argv and source.lower() in BOOLEAN_WORDS:
+        k = argv.index(source)
+        if k > 0 and argv[k - 1] in _flags():
+            flag = argv[k - 1]
+            return (f"{flag} takes no value: '{source}' was read as a path, and there is no such file. "
+                    f"Give {flag} alone (or leave it out).")
+    return str(e)
+
+
+def _flags() -> set[str]:
+    """Every option of every command that takes no value."""
+    import typer.main
+
+    def walk(command):
+        for p in command.params:
+            if getattr(p, "is_flag", False):
+                yield from (*p.opts, *p.secondary_opts)
+        for sub in getattr(command, "commands", {}).values():
+            yield from walk(sub)
+
+    return set(walk(typer.main.get_command(app)))
+
+
+def _cell(column: str, value) -> str:
+    """A value of the ``info`` tables as text (an error rate the input cannot tell: unknown)."""
+    if value is None:
+        return "unknown" if column == "error_rate" else "—"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return escape(str(value))
+
+
+def _ms_header(column: str) -> str:
+    """A trace-table column named for the milliseconds shown: ``exclusive_ns[a:b]`` -> ``exclusive ms: a:b``."""
+    from ..model.table import EXCLUSIVE_NS, LATENCY_NS, column_key
+
+    if column == LATENCY_NS:
+        return "latency ms"
+    if column.startswith(EXCLUSIVE_NS + "["):
+        return f"exclusive ms: {column_key(column)}"
+    return column
+
+
+@app.command(cls=Command)
+def demo(duration: Annotated[float, typer.Option("--duration", metavar="SECONDS", help="Seconds of load.")] = 120.0,
+         rate: Annotated[float, typer.Option("--rate", metavar="PER_SECOND",
+                                             help="Homepage requests per second.")] = 12.0,
+         seed: Annotated[int, typer.Option("--seed", metavar="INT", help="Seed of the degradations, the marking, the "
                                            "execution times and the analysis.")] = 0,
          noised: Annotated[bool, typer.Option("--noised", help="Add the two noise types of Section 4.3.")] = False,
-         interval: Annotated[str, typer.Option("--interval", help="'affected' (the paper: [Lmin, Lmax] of the "
-                             "affected requests) or 'auto' (the tool's own rule, no ground truth).")] = "affected",
-         output: Annotated[Optional[Path], typer.Option("-o", "--output", help="The HTML report to write; "
-                           "default: report.html in the run's directory.")] = None,
-         workdir: Annotated[Optional[Path], typer.Option("--workdir", help="Directory of the run (store, ground "
-                            "truth, logs); default: a new temporary directory.")] = None,
+         interval: Annotated[str, typer.Option("--interval", metavar="affected|auto", help="'affected' (the paper: "
+                             "from Lmin to Lmax of the affected requests) or 'auto' (the tool's own rule, no ground "
+                             "truth).")] = "affected",
+         output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", show_default=False,
+                           help="The HTML report to write; default: report.html in the run's directory.")] = None,
+         workdir: Annotated[Optional[Path], typer.Option("--workdir", metavar="DIR", show_default=False,
+                            help="Directory of the run (store, ground truth, logs); default: a new temporary "
+                            "directory.")] = None,
          json: JsonOpt = False) -> None:
     """Live demo: an E-Shopper-like shop of instrumented services (OpenTelemetry SDK, one process each,
     on 127.0.0.1) under load, with degradations A1/A2 injected through W3C baggage as in Cortellessa &
@@ -471,3 +457,96 @@ def demo(duration: Annotated[float, typer.Option("--duration", help="Seconds of 
     out.print(f"Store: {result.store_path}  (tracesleuth analyze {result.store_path} -e {result.endpoint})", markup=False)
     out.print(f"Ground truth: {result.labels_path}", markup=False)
     out.print(f"Report: {result.report_path}", markup=False)
+
+
+def _settings(assignments: list[str], names: list[str]) -> dict[str, dict]:
+    """``["patterns.solver=bnb", ...]`` -> ``{"patterns": {"solver": "bnb"}}``; values read as Python
+    literals (``60``, ``0.5``, ``None``, ``True``) or else kept as text (``350ms:700ms``)."""
+    import ast
+
+    settings: dict[str, dict] = {}
+    for item in assignments:
+        key, sep, text = item.partition("=")
+        name, dot, setting = key.strip().partition(".")
+        if not (sep and dot and name and setting):
+            raise TraceSleuthError(f"--set {item!r}: write ANALYSIS.SETTING=VALUE, e.g. patterns.solver=bnb")
+        if name not in names:
+            raise TraceSleuthError(f"--set {item!r}: no analysis is called {name!r}; the analyses are: "
+                                   f"{', '.join(names)}")
+        word = {"true": "True", "false": "False", "none": "None"}.get(text.strip().lower(), text.strip())
+        try:
+            value = ast.literal_eval(word)
+        except (ValueError, SyntaxError):
+            value = text.strip()
+        settings.setdefault(name, {})[setting] = value
+    return settings
+
+
+@app.command(cls=Command)
+def analyze(paths: PathsArg,
+            output: Annotated[Path, typer.Option("-o", "--output", metavar="FILE", help="The HTML report to write (one "
+                              "self-contained file that opens offline).")] = Path("report.html"),
+            endpoint: EndpointOpt = None, seed: SeedOpt = 0,
+            only: Annotated[Optional[list[str]], typer.Option("--only", metavar="ANALYSIS", show_default=False,
+                            help="Run only this analysis (repeatable); default: every registered one.")] = None,
+            set_: Annotated[Optional[list[str]], typer.Option("--set", metavar="ANALYSIS.SETTING=VALUE",
+                            show_default=False, help="A setting of one analysis (repeatable), e.g. "
+                            "patterns.solver=bnb, patterns.interval=350ms:700ms, patterns.generations=100.")] = None,
+            title: Annotated[Optional[str], typer.Option("--title", metavar="TEXT", show_default=False,
+                                                         help="Report title.")] = None,
+            format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
+    """Every analysis on the same requests, in one HTML report: a section per analysis (latency
+    degradation patterns: the latency distribution with the degraded interval, each pattern with
+    precision, recall and F-score, example requests as Gantt charts), then what was read,
+    rejected and repaired."""
+    import time
+
+    from .. import __version__
+    from ..analyses import ANALYSES, ReportContext, get_analysis
+    from ..errors import ParameterError
+    from ..model import build_trace_table
+    from ..report import Report, input_section
+
+    specs = [get_analysis(name) for name in only] if only else list(ANALYSES)
+    settings = _settings(set_ or [], [s.name for s in ANALYSES])
+    spans = read_input(paths, format, mapping)
+    tt = build_trace_table(spans, endpoint)
+    report = Report(title or f"Why are requests to {tt.endpoint} slow?",
+                    subtitle=f"{tt.n_requests:,} requests to {tt.endpoint}; seed {seed}.",
+                    footer=f"tracesleuth {__version__} - " + "; ".join(s.paper for s in specs))
+    done: dict[str, dict] = {}
+    for spec in specs:
+        est = spec.load("estimator")(random_state=seed)
+        given = settings.get(spec.name, {})
+        unknown = sorted(set(given) - set(est.get_params()))
+        if unknown:
+            raise ParameterError(f"--set {spec.name}.{unknown[0]}: {spec.name} has no such setting; its settings "
+                                 f"are: {', '.join(sorted(est.get_params()))}")
+        est.set_params(**given)
+        t0 = time.perf_counter()
+        est.fit(tt)
+        seconds = time.perf_counter() - t0
+        context = ReportContext(spans, tt, settings={"seed": seed, **given})
+        for section in spec.load("section")(est, context):
+            report.add(section)
+        done[spec.name] = {"seconds": seconds, **est.result_.to_dict()}
+        if not json:
+            out.print(f"[bold]{escape(spec.title)}[/] ({seconds:.2f} s)")
+            out.print(est.result_.describe(), markup=False)
+    report.add(input_section(spans, tt))
+    path = report.write(output)
+    if json:
+        emit_json({"report": str(path), "endpoint": tt.endpoint, "requests": tt.n_requests, "analyses": done})
+        return
+    out.print(f"Report: {path}", markup=False)
+
+
+def _register_analyses() -> None:
+    """Each registered analysis adds its command and its evaluation command."""
+    from ..analyses import ANALYSES
+
+    for spec in ANALYSES:
+        spec.load("command")(app, evaluate_app)
+
+
+_register_analyses()

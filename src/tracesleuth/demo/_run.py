@@ -454,16 +454,16 @@ def _analyse(*, workdir, store, config, report_path, load, collector_stats, timi
     import numpy as np
     import polars as pl
 
-    from ..evaluation.metrics import match_clusters
+    from ..evaluation.metrics import labels_for, match_clusters
     from ..analyses.patterns.evaluation import ESTIMATOR_PARAMS
     from ..model import build_trace_table
     from ..analyses.patterns import LatencyDegradationPatterns
     from ..analyses.patterns.section import build_patterns_report
-    from ..store import load_spans
+    from ..io import read_spans
 
     t = time.perf_counter()
     progress("analysing", "finding the latency degradation patterns", load.get("sent", 0))
-    spans = load_spans([store])
+    spans = read_spans(store)
     table = build_trace_table(spans, ENDPOINT)
     labels = pl.read_csv(config.labels_path, schema_overrides={"trace_id": pl.String, "degradation": pl.String,
                                                                "noise": pl.String})
@@ -471,7 +471,7 @@ def _analyse(*, workdir, store, config, report_path, load, collector_stats, timi
     label_map = dict(zip(labels["trace_id"].to_list(), labels["degradation"].to_list()))
     names = [d.name for d in config.degradations]
     shown = tuple(LiveDegradation(d) for d in config.degradations)       # live names, for the user
-    truth = np.array([label_map.get(t) for t in table.frame["trace_id"].to_list()], dtype=object)
+    truth = labels_for(table, label_map)
     bounds = None
     affected = np.array([t is not None for t in truth])
     if interval == "affected" and affected.any():

@@ -60,6 +60,7 @@ from starlette.routing import Route
 
 from ..collector._server import GracefulServer
 from ..errors import ParameterError
+from ..units import NS_PER_S
 from ..evaluation.eshopper import (
     ATTR_HTTP_REQUEST_METHOD,
     ATTR_HTTP_RESPONSE_STATUS_CODE,
@@ -265,7 +266,7 @@ class ShopService:
         out = work() if work is not None else None
         left = duration_ns - (time.perf_counter_ns() - t0)
         if left > 0:
-            await asyncio.sleep(left / 1e9)
+            await asyncio.sleep(left / NS_PER_S)
         return out
 
     def _target(self, j: int) -> tuple[httpx.AsyncClient, str]:

@@ -94,6 +94,7 @@ import pyarrow as pa
 
 from .. import schema as S
 from ..errors import ParameterError
+from ..units import NS_PER_MS, format_duration_ns
 
 __all__ = [
     "ASYNC_RPCS", "BASE_EXCLUSIVE_MS", "Call", "Degradation", "EShopperSession", "ExecutionTime",
@@ -108,20 +109,19 @@ ATTR_HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
 ATTR_URL_FULL = "url.full"
 ATTR_SERVER_ADDRESS = "server.address"
 
-_MS = 1_000_000
 #: Delay of one RPC in a degradation (Section 4.3: "each injected delay slows down RPC execution
 #: time by 50ms").
-DELAY_NS = 50 * _MS
+DELAY_NS = 50 * NS_PER_MS
 #: First noise: the delay injected in the deviating RPC of a noised degradation.
-DEVIATED_DELAY_NS = 60 * _MS
+DEVIATED_DELAY_NS = 60 * NS_PER_MS
 #: Second noise: the delay injected in an asynchronous call.
-ASYNC_NOISE_NS = 100 * _MS
+ASYNC_NOISE_NS = 100 * NS_PER_MS
 #: Share of a degradation's requests hit by each noise (Section 4.3: "half of the requests").
 NOISE_SHARE = 0.5
 #: Origin of simulated time: 2019-10-01T09:00:00Z (any fixed instant would do).
 SESSION_START_NS = 1_569_920_400_000_000_000
 #: Locust makes one homepage request every 50 ms (Section 4.3).
-REQUEST_INTERVAL_NS = 50 * _MS
+REQUEST_INTERVAL_NS = 50 * NS_PER_MS
 _ASYNC_DISPATCH_NS = 20_000         # 20 µs between the dispatch of two asynchronous calls
 _PODS_PER_SERVICE = 2
 _PORT = 8080
@@ -211,7 +211,7 @@ class ExecutionTime:
         for k, (_, law, a, b) in enumerate(self.components):
             x = rng.lognormal(np.log(a), b, n) if law == "lognormal" else rng.gamma(a, b, n)
             out[pick == k] = x[pick == k]
-        return np.maximum(np.rint(out * _MS), 1_000).astype(np.int64)
+        return np.maximum(np.rint(out * NS_PER_MS), 1_000).astype(np.int64)
 
     @property
     def mean_ms(self) -> float:
@@ -360,11 +360,11 @@ class Degradation:
 
         ``rpc_name`` gives the name shown for an RPC key (the live demo shows its services').
         """
-        text = f"{self.name} (type {self.type}): +50 ms in {', '.join(map(rpc_name, self.rpcs))}"
+        text = f"{self.name} (type {self.type}): +{format_duration_ns(DELAY_NS)} in {', '.join(map(rpc_name, self.rpcs))}"
         if self.deviating_rpc:
-            text += f"; noise 1: {rpc_name(self.deviating_rpc)} +60 ms in ~half"
+            text += f"; noise 1: {rpc_name(self.deviating_rpc)} +{format_duration_ns(DEVIATED_DELAY_NS)} in ~half"
         if self.async_rpc:
-            text += f"; noise 2: {rpc_name(self.async_rpc)} +100 ms in ~half"
+            text += f"; noise 2: {rpc_name(self.async_rpc)} +{format_duration_ns(ASYNC_NOISE_NS)} in ~half"
         return text
 
 
@@ -409,18 +409,16 @@ class EShopperSession:
     def labels_for(self, trace_ids) -> np.ndarray:
         """Ground-truth labels aligned with ``trace_ids`` (object array, ``None`` = not affected).
 
+        :func:`tracesleuth.evaluation.metrics.labels_for` with this session's :meth:`label_map`.
+
         Raises
         ------
         ParameterError
             When a trace id is not one of the session's.
         """
-        truth = self.label_map()
-        ids = list(trace_ids)
-        missing = [t for t in ids if t not in truth]
-        if missing:
-            raise ParameterError(f"labels_for: {len(missing)} trace ids are not in this session, "
-                                 f"e.g. {missing[0]!r}.")
-        return np.array([truth[t] for t in ids], dtype=object)
+        from .metrics import labels_for     # on first use: the demo's processes import this module only
+
+        return labels_for(list(trace_ids), self.label_map(), missing="raise")
 
 
 def simulate_eshopper(*, n_requests: int = 1000, noised: bool = False, random_state=None,

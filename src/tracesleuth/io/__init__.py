@@ -2,7 +2,8 @@
 
 One entry point, :func:`read_spans` (or :func:`iter_span_batches` to stream), for every format.
 The format of each file is told from its content, not its name (:func:`detect_format`); gzip is
-decompressed transparently; a path may be a file, a directory or a glob pattern. Formats:
+decompressed transparently; a path may be a file, a directory or a glob pattern, and
+:func:`read_spans` also reads a span store directory (:mod:`tracesleuth.store`). Formats:
 
 =============== ==========================================================================
 ``otlp-json``    OTLP JSON: the collector file exporter's lines, or an OTLP/HTTP JSON body
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import io
+import os
 from concurrent.futures import ThreadPoolExecutor
 from gzip import GzipFile
 
@@ -31,13 +33,13 @@ import pyarrow as pa
 
 from .. import schema as S
 from ..errors import NoSpansError, TraceFormatError
-from ._builder import SpanBatchBuilder, RejectLog, normalize_kind
+from ._builder import SpanBatchBuilder, RejectLog, normalize_kind, rejects_by_reason
 from ._source import FORMATS, detect_format, expand_paths, open_binary, peek
 from .tabular import PRESETS, TabularMapping
 
 __all__ = [
     "FORMATS", "PRESETS", "RejectLog", "SpanBatchBuilder", "SpanReadResult", "TabularMapping",
-    "detect_format", "expand_paths", "iter_span_batches", "normalize_kind", "read_spans",
+    "detect_format", "expand_paths", "iter_span_batches", "normalize_kind", "read_spans", "rejects_by_reason",
 ]
 
 Reader = Callable[..., Iterator[pa.RecordBatch]]
@@ -69,11 +71,14 @@ class SpanReadResult:
     Attributes
     ----------
     spans : pyarrow.Table
-        The accepted spans, in :data:`~tracesleuth.schema.SPAN_SCHEMA`, shape (n_spans, 12).
+        The accepted spans, shape (n_spans, 12): in :data:`~tracesleuth.schema.SPAN_SCHEMA` when
+        read from files, in :data:`~tracesleuth.schema.DICTIONARY_SPAN_SCHEMA` (the same values,
+        names dictionary-encoded) when read from a span store.
     rejects : pyarrow.Table
-        One row per rejected record or warning, in :data:`~tracesleuth.schema.REJECT_SCHEMA`.
+        One row per rejected record or warning, in :data:`~tracesleuth.schema.REJECT_SCHEMA`
+        (for a span store: those recorded by its ingests).
     formats : dict of str to str
-        The format read from each file.
+        The format read from each file (``"store"`` for a span store).
     spans_rejected : int
         Spans lost with rejected records (``spans in = spans.num_rows + spans_rejected``).
     """
@@ -220,10 +225,23 @@ def _read_file(path, format, mapping, log: RejectLog, formats: dict | None, batc
                 yield batch
 
 
-def read_spans(paths, *, format: str | None = None, mapping: TabularMapping | str | None = None) -> SpanReadResult:
-    """Read every span in ``paths`` into one table.
+def read_spans(paths, *, format: str | None = None, mapping: TabularMapping | str | None = None,
+               on_batch: Callable[[pa.RecordBatch], None] | None = None) -> SpanReadResult:
+    """Read every span in ``paths`` (trace files or a span store) into one table.
 
-    Parameters are those of :func:`iter_span_batches`.
+    Parameters
+    ----------
+    paths : str, path or list of them
+        Files, directories (read recursively) or glob patterns, as for :func:`iter_span_batches`;
+        or a single span store directory (:func:`tracesleuth.store.is_store`), whose spans and
+        recorded rejects are read as they are (``format`` and ``mapping`` do not apply).
+    format : str, optional
+        Force one of :data:`FORMATS` instead of telling each file's format from its content.
+    mapping : TabularMapping or str, optional
+        Column mapping (or the name of a preset in :data:`PRESETS`) for CSV/Parquet input.
+    on_batch : callable, optional
+        Called with each :class:`pyarrow.RecordBatch` as it is read (progress reporting); it
+        must not modify the batch.
 
     Returns
     -------
@@ -232,9 +250,16 @@ def read_spans(paths, *, format: str | None = None, mapping: TabularMapping | st
     Raises
     ------
     NoSpansError
-        When not a single span could be read; the message lists each file's problem.
+        When not a single span could be read; the message lists the first files' problems
+        (or says that the store holds no spans).
     TraceFormatError
-        When a path names nothing that exists.
+        When a path names nothing that exists, a span store is given with other paths, or
+        ``format``/``mapping`` is unknown.
+
+    See Also
+    --------
+    iter_span_batches : the same spans, streamed batch by batch.
+    tracesleuth.store.ingest : read trace files into a span store.
 
     Examples
     --------
@@ -242,16 +267,45 @@ def read_spans(paths, *, format: str | None = None, mapping: TabularMapping | st
     >>> result = read_spans("traces/")                      # doctest: +SKIP
     >>> result.spans.num_rows, result.spans_rejected        # doctest: +SKIP
     (328931, 0)
+    >>> read_spans("store/").formats                        # doctest: +SKIP
+    {'store/': 'store'}
     """
+    from ..store import is_store  # imported here: the store imports this package
+
+    listed = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    stores = [p for p in listed if is_store(p)]
+    if stores:
+        if len(listed) > 1:
+            raise TraceFormatError(str(stores[0]), "a span store is read on its own; give it without other paths "
+                                                   f"(got {len(listed)} paths: {_describe(listed)})")
+        return _read_store(stores[0], on_batch)
     log = RejectLog()
     formats: dict = {}
-    batches = list(iter_span_batches(paths, format=format, mapping=mapping, log=log, formats=formats))
+    batches = []
+    for batch in iter_span_batches(paths, format=format, mapping=mapping, log=log, formats=formats):
+        batches.append(batch)
+        if on_batch is not None:
+            on_batch(batch)
     spans = pa.Table.from_batches(batches, schema=S.SPAN_SCHEMA) if batches else S.empty_spans()
     result = SpanReadResult(spans=spans, rejects=log.to_arrow(), formats=formats, spans_rejected=log.spans_rejected)
     if spans.num_rows == 0:
         problems = "; ".join(f"{r[0]} (record {r[1]}): {r[3]}" for r in log.rows[:10]) or "no input files"
         raise NoSpansError(f"no spans could be read from {_describe(paths)}: {problems}")
     return result
+
+
+def _read_store(path, on_batch) -> SpanReadResult:
+    """The spans and recorded rejects of the span store at ``path``."""
+    import pyarrow.compute as pc
+
+    from ..store import SpanStore
+
+    store = SpanStore(path, create=False)
+    spans, rejects = store.read_spans(on_batch=on_batch), store.read_rejects()
+    if spans.num_rows == 0:
+        raise NoSpansError(f"no spans could be read from {path}: the span store holds no spans")
+    return SpanReadResult(spans=spans, rejects=rejects, formats={str(path): "store"},
+                          spans_rejected=int(pc.sum(rejects.column("spans")).as_py() or 0))
 
 
 def _describe(paths) -> str:

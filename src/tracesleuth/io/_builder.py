@@ -112,6 +112,40 @@ class RejectLog:
         return sorted(((k, v[0], v[1]) for k, v in agg.items()), key=lambda t: (-t[2], -t[1], t[0]))
 
 
+def rejects_by_reason(rejects: pa.Table | None) -> list[dict]:
+    """Rejected records and warnings grouped by reason: the one grouping every summary shows.
+
+    Parameters
+    ----------
+    rejects : pyarrow.Table or None
+        Rows in :data:`~tracesleuth.schema.REJECT_SCHEMA` (:meth:`RejectLog.to_arrow`, a span
+        store's ``read_rejects()``, :attr:`~tracesleuth.io.SpanReadResult.rejects`).
+
+    Returns
+    -------
+    list of dict
+        One ``{"reason": str, "records": int, "spans": int}`` per distinct reason, where
+        ``records`` counts the rows and ``spans`` the spans lost with them (0 for a warning);
+        most spans lost first, then most records, then by reason. Empty for no rejects.
+
+    Examples
+    --------
+    >>> log = RejectLog()
+    >>> log.add("a.json", 3, "bad trace id", spans=2)
+    >>> log.add("a.json", 9, "value cut", spans=0)
+    >>> log.add("b.json", 1, "bad trace id")
+    >>> rejects_by_reason(log.to_arrow())
+    [{'reason': 'bad trace id', 'records': 2, 'spans': 3}, {'reason': 'value cut', 'records': 1, 'spans': 0}]
+    """
+    if rejects is None or rejects.num_rows == 0:
+        return []
+    grouped = rejects.group_by("reason").aggregate([("reason", "count"), ("spans", "sum")])
+    rows = [{"reason": r, "records": int(n), "spans": int(s or 0)}
+            for r, n, s in zip(grouped.column("reason").to_pylist(), grouped.column("reason_count").to_pylist(),
+                               grouped.column("spans_sum").to_pylist())]
+    return sorted(rows, key=lambda d: (-d["spans"], -d["records"], d["reason"]))
+
+
 class SpanBatchBuilder:
     """Accumulates spans of one source as columns and emits validated Arrow record batches.
 

@@ -30,9 +30,9 @@ import pyarrow.parquet as pq
 
 from .. import schema as S
 from ..errors import TraceFormatError
+from ..units import NS_PER_UNIT
 from ._builder import SpanBatchBuilder, normalize_kind, validate_spans
 
-_TIME_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _KUBERNETES_POD = r"^(?P<service>.+?)(?:-[0-9a-z]{5,10})?-[0-9a-z]{5}$"
 
 
@@ -82,8 +82,8 @@ class TabularMapping:
 
     def __post_init__(self):
         for unit_field in ("start_unit", "duration_unit"):
-            if getattr(self, unit_field) not in _TIME_UNITS:
-                raise TraceFormatError("<mapping>", f"{unit_field} must be one of {sorted(_TIME_UNITS)}, "
+            if getattr(self, unit_field) not in NS_PER_UNIT:
+                raise TraceFormatError("<mapping>", f"{unit_field} must be one of {sorted(NS_PER_UNIT)}, "
                                                     f"got {getattr(self, unit_field)!r}")
         if self.end is None and self.duration is None:
             raise TraceFormatError("<mapping>", "a mapping needs an end or a duration column")
@@ -284,12 +284,12 @@ def _convert(batch: pa.RecordBatch, m: TabularMapping, builder: SpanBatchBuilder
             return pl.col(name)
         return pl.lit(default, dtype=pl.String)
 
-    start_scale = _TIME_UNITS[m.start_unit]
+    start_scale = NS_PER_UNIT[m.start_unit]
     start = _scaled(col(m.start), start_scale)
     if m.end and m.end in df.columns:
         end = _scaled(col(m.end), start_scale)
     else:
-        end = start + _scaled(col(m.duration), _TIME_UNITS[m.duration_unit])
+        end = start + _scaled(col(m.duration), NS_PER_UNIT[m.duration_unit])
     parent = col(m.parent_span_id)
     parent = pl.when(parent.str.strip_chars().is_in(list(m.root_parent_values))).then(None).otherwise(parent)
     service = col(m.service)

@@ -17,7 +17,8 @@ Steps (:func:`assemble`):
 2. **Tree.** Depth of every span by walking parent links level by level; spans whose parent is
    not in the trace (orphans), spans on a parent cycle, and traces with several roots are
    reported and kept (an orphan's subtree is treated as one more root).
-3. **Clock skew.** A synchronous child (not producer/consumer, not ``FOLLOWS_FROM``) recorded on
+3. **Clock skew.** A synchronous child by declaration (not producer/consumer, not ``FOLLOWS_FROM``:
+   :func:`~._calls.synchronous_children` without the timing test, which needs corrected times) recorded on
    another host (its instance without a ``:port``; its service when the instance is unknown; and
    never when both spans name the same machine in :data:`MACHINE_ATTRIBUTES`, as Jaeger compares
    the ``ip`` tags and Zipkin the endpoints' addresses: processes of one machine share its clock,
@@ -47,6 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import schema as S
+from ._calls import synchronous_children
 from ._codes import SOURCE_ROW, SpanCodes, dictionary_codes, encode_spans, take_rows
 
 DEPTH = "depth"
@@ -331,7 +333,7 @@ def _correct_skew(codes: SpanCodes, tree: Tree, attributes) -> np.ndarray:
     pi, delta = tree.parent, tree.skew_ns
     start, end = codes.start_ns, codes.end_ns
     host = _hosts(codes)
-    sync_rpc = ~(codes.is_kind(S.ASYNC_KINDS) | codes.follows_from)
+    sync_rpc = synchronous_children(codes.kind, codes.follows_from)  # declared; lateness is decided below
     is_server, is_client = codes.is_kind(("server", "unspecified")), codes.is_kind(("client", "unspecified"))
 
     def outside(idx, p, p_start, p_end, inherit):

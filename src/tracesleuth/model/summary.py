@@ -22,11 +22,15 @@ class TraceSummary:
     ----------
     traces, spans, services, operations : int
     endpoints : polars.DataFrame
-        Root operations: ``endpoint``, ``requests``, ``p50_ms`` ... ``p99_ms``, ``max_ms``,
-        ``error_rate``; most requests first.
+        Root operations, one row each, most requests first: ``endpoint``; ``requests`` (traces
+        through the operation) and ``calls`` (its spans); the call latency percentiles
+        ``p50_ms`` ... ``p99_ms`` and ``max_ms``; ``error_rate``, the fraction of requests in
+        which a call of the operation ended in error, null (unknown) when the input cannot tell
+        (no span has a status set, e.g. a CSV without a status column).
     entry_operations : polars.DataFrame
         Operations of other services called directly by the most frequent endpoint's service
-        (the APIs behind a gateway), same columns; candidates for ``--endpoint``.
+        (the APIs behind a gateway), counted over the requests to that endpoint; same columns;
+        candidates for ``--endpoint``.
     time_range_ns : tuple of int
         First span start and last span end.
     assembly : AssemblyReport
@@ -51,14 +55,31 @@ class TraceSummary:
         }
 
 
-def _latency_stats(df: pl.DataFrame, by: str) -> pl.DataFrame:
+def _latency_stats(df: pl.DataFrame, by: str, *, status_known: bool) -> pl.DataFrame:
     dur = (pl.col(S.END_NS) - pl.col(S.START_NS)) / 1e6
+    requests = pl.col(S.TRACE_ID).n_unique()
+    if status_known:
+        failed = pl.col(S.TRACE_ID).filter(pl.col(S.STATUS).cast(pl.String) == "error").n_unique()
+        error_rate = (failed / requests).alias("error_rate")
+    else:
+        error_rate = pl.lit(None, dtype=pl.Float64).alias("error_rate")
     return (df.group_by(by).agg(
-        pl.len().alias("requests"),
+        requests.alias("requests"),
+        pl.len().alias("calls"),
         *[dur.quantile(q / 100, interpolation="linear").alias(f"p{q}_ms") for q in PERCENTILES],
         dur.max().alias("max_ms"),
-        (pl.col(S.STATUS) == "error").mean().alias("error_rate"),
+        error_rate,
     ).sort(["requests", by], descending=[True, False]).rename({by: "endpoint"}))
+
+
+def status_known(df: pl.DataFrame) -> bool:
+    """Whether the spans tell success from error: some span has a status other than ``unset``.
+
+    OpenTelemetry instrumentations set ``error`` on failure and leave ``unset`` on success, so
+    ``unset`` is read as success when any span has a status; when none has (formats or columns
+    without a status), an error rate is unknown, not 0.
+    """
+    return df.height > 0 and bool((df[S.STATUS].cast(pl.String) != "unset").any())
 
 
 def summarize(spans, *, top: int = 15) -> TraceSummary:
@@ -67,13 +88,19 @@ def summarize(spans, *, top: int = 15) -> TraceSummary:
     Parameters
     ----------
     spans : pyarrow.Table, polars.DataFrame or SpanReadResult
+        The spans (as :func:`tracesleuth.io.read_spans` gives them).
     top : int, default=15
         Rows kept in ``entry_operations``.
+
+    Returns
+    -------
+    TraceSummary
     """
     df, report = assemble(spans)
     df = df.with_columns(operation_keys())
     roots = df.filter(pl.col(S.PARENT_SPAN_ID).is_null())
-    endpoints = _latency_stats(roots, OPERATION_KEY)
+    known = status_known(df)
+    endpoints = _latency_stats(roots, OPERATION_KEY, status_known=known)
     entry = pl.DataFrame()
     if endpoints.height:
         main = endpoints["endpoint"][0]
@@ -83,7 +110,7 @@ def summarize(spans, *, top: int = 15) -> TraceSummary:
         within = df.join(main_traces, on=S.TRACE_ID).join(services, on="parent_row", how="left")
         root_service = main.split(":", 1)[0]
         crossing = within.filter((pl.col("_parent_service") == root_service) & (pl.col(S.SERVICE) != root_service))
-        entry = _latency_stats(crossing, OPERATION_KEY).head(top)
+        entry = _latency_stats(crossing, OPERATION_KEY, status_known=known).head(top)
     return TraceSummary(
         traces=df[S.TRACE_ID].n_unique(), spans=df.height, services=df[S.SERVICE].n_unique(),
         operations=df[OPERATION_KEY].n_unique(), endpoints=endpoints, entry_operations=entry,

@@ -22,7 +22,16 @@ Columns (units in the names; ``K`` is an operation key ``"service:operation"``):
 ``calls[K]``                  number of K's spans in the request (Int32)
 ``instance[K]``               instance that served K's first call (String)
 ``attr[KEY]``                 categorical attribute KEY of the entry span (String)
+``num[KEY]``                  numeric attribute KEY of the entry span, in its own unit
+                              (Int64 or Float64)
 =========================== ============================================================
+
+The column names are declared in :mod:`tracesleuth.schema` (``exclusive_column``...). Which
+entry-span attributes get an ``attr[...]`` or ``num[...]`` column, and which are left out
+(identifiers, constants, too many values; listed in :attr:`TraceTable.dropped_attributes`), is
+decided by :mod:`.attributes`. :meth:`TraceTable.calls` gives the same requests one row per span
+(call), with caller, timings, gaps between client and server spans (:mod:`.flows`), and
+:meth:`TraceTable.instance_latencies` the calls' times per operation and instance.
 
 The signature of a span is ``K`` followed, if it has children, by its children's signatures
 sorted and comma-separated in parentheses; a request's is its entry span's. Requests with the
@@ -53,46 +62,26 @@ import pyarrow as pa
 
 from .. import schema as S
 from ..errors import EmptyDataError, ParameterError
+# The table's column names are declared in the schema module, beside the span columns.
+from ..schema import (ATTRIBUTE_PREFIX, CALLS, ERROR, EXCLUSIVE_NS, EXCLUSIVE_PREFIX, INCOMPLETE, INSTANCE_PREFIX,
+                      LATENCY_NS, NUMERIC_ATTRIBUTE_PREFIX, OPERATION_KEY, SIGNATURE, attribute_column, calls_column,
+                      column_key, exclusive_column, instance_column, numeric_attribute_column)
+from ._calls import synchronous_children
 from ._codes import _M1, _M2, SpanCodes, argsort, dictionary_codes, encode_spans, mix64, take_rows
 from .assembly import SOURCE_ROW, AssemblyReport, Tree, assemble_codes, attributes_of, spans_table
+from .attributes import entry_attribute_columns
 
+# Re-exported: the column names (declared in the schema module) and the table API.
+__all__ = ["ATTRIBUTE_PREFIX", "CALLS", "ERROR", "EXCLUSIVE_NS", "EXCLUSIVE_PREFIX", "INCOMPLETE", "INSTANCE_PREFIX",
+           "LATENCY_NS", "MAX_CATEGORIES", "NUMERIC_ATTRIBUTE_PREFIX", "OPERATION_KEY", "PARTITION_SPANS", "SIGNATURE",
+           "TraceTable", "attribute_column", "build_trace_table", "calls_column", "column_key", "exclusive_column",
+           "exclusive_times", "instance_column", "numeric_attribute_column", "operation_features", "operation_keys",
+           "partition_requests", "requests_of", "resolve_endpoint", "root_endpoints", "trace_partitions"]
 
-OPERATION_KEY = "operation_key"
-LATENCY_NS = "latency_ns"
-SIGNATURE = "signature"
-ERROR = "error"
-INCOMPLETE = "incomplete"
-EXCLUSIVE_NS = "exclusive_ns"
-CALLS = "calls"
-#: Root attributes with more distinct values than this are identifiers, not categories.
+#: Entry-span attributes with more distinct values than this are no categories (:mod:`.attributes`).
 MAX_CATEGORIES = 50
 #: Spans the trace table is built from at once; more are built in partitions of whole traces.
 PARTITION_SPANS = 500_000
-
-
-def exclusive_column(key: str) -> str:
-    """Column name of the exclusive time (ns) of operation ``key``."""
-    return f"{EXCLUSIVE_NS}[{key}]"
-
-
-def calls_column(key: str) -> str:
-    """Column name of the call count of operation ``key``."""
-    return f"{CALLS}[{key}]"
-
-
-def instance_column(key: str) -> str:
-    """Column name of the instance that served operation ``key``."""
-    return f"instance[{key}]"
-
-
-def attribute_column(key: str) -> str:
-    """Column name of the entry-span attribute ``key``."""
-    return f"attr[{key}]"
-
-
-def column_key(column: str) -> str:
-    """The operation or attribute key inside a column name: ``"exclusive_ns[a:b]"`` -> ``"a:b"``."""
-    return column[column.index("[") + 1:-1] if column.endswith("]") and "[" in column else column
 
 
 @dataclass(frozen=True)
@@ -111,6 +100,15 @@ class TraceTable:
         What trace assembly repaired (duplicates, orphans, clock skew).
     endpoints : dict
         ``{operation key: number of traces}`` of every root operation seen.
+    dropped_attributes : tuple of (str, str)
+        ``(key, reason)`` of every entry-span attribute key with neither an ``attr[KEY]`` nor a
+        ``num[KEY]`` column, sorted by key; reason ``"identifier"``, ``"constant"`` or
+        ``"too many distinct values"`` (:mod:`.attributes`).
+    spans : pyarrow.Table or None
+        The spans the table was built from (the caller's table, not a copy), read again only
+        by :meth:`calls`; None when the table was made otherwise (then :meth:`calls` raises).
+    partition_spans : int
+        The partition size the table was built with, used again by :meth:`calls`.
     """
 
     frame: pl.DataFrame
@@ -118,6 +116,10 @@ class TraceTable:
     operations: tuple
     assembly: AssemblyReport = field(default_factory=AssemblyReport)
     endpoints: dict = field(default_factory=dict)
+    dropped_attributes: tuple = ()
+    spans: pa.Table | None = field(default=None, repr=False, compare=False)
+    partition_spans: int = field(default=PARTITION_SPANS, repr=False, compare=False)
+    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def n_requests(self) -> int:
@@ -127,12 +129,82 @@ class TraceTable:
     @property
     def continuous_columns(self) -> tuple[str, ...]:
         """The exclusive-time columns (Int64 ns, null when not called)."""
-        return tuple(c for c in self.frame.columns if c.startswith(EXCLUSIVE_NS + "["))
+        return tuple(c for c in self.frame.columns if c.startswith(EXCLUSIVE_PREFIX))
 
     @property
     def categorical_columns(self) -> tuple[str, ...]:
-        """Instance and entry-span attribute columns (String)."""
-        return tuple(c for c in self.frame.columns if c.startswith(("instance[", "attr[")))
+        """Instance and categorical entry-span attribute columns (String)."""
+        return tuple(c for c in self.frame.columns if c.startswith((INSTANCE_PREFIX, ATTRIBUTE_PREFIX)))
+
+    @property
+    def numeric_attribute_columns(self) -> tuple[str, ...]:
+        """Numeric entry-span attribute columns ``num[KEY]`` (Int64 or Float64, null when the
+        entry span has no such attribute), in the attribute's own unit.
+
+        They are in neither :attr:`continuous_columns` nor :attr:`categorical_columns`.
+        """
+        return tuple(c for c in self.frame.columns if c.startswith(NUMERIC_ATTRIBUTE_PREFIX))
+
+    def calls(self) -> pl.DataFrame:
+        """The requests' calls, one row per span: the request-flow view.
+
+        Computed from :attr:`spans` on first use (the spans are encoded and assembled again,
+        about the time of the table build) and kept.
+
+        Returns
+        -------
+        polars.DataFrame
+            Shape (n_calls, 17), ``n_calls`` the number of spans of all requests; columns
+            ``trace_id``, ``request`` (row in :attr:`frame`), ``span_id``, ``parent_span_id``,
+            ``operation_key``, ``service``, ``operation``, ``instance``, ``kind``, ``depth``
+            (below the entry span), ``start_offset_ns`` (from the entry span's start, ns),
+            ``duration_ns``, ``exclusive_ns`` (ns; summed per request and operation they give
+            ``exclusive_ns[K]``), ``error``, ``caller_key``, ``server_service`` and ``gap_ns``
+            (a client span's time outside the server span it calls, ns); see :mod:`.flows`.
+
+        Raises
+        ------
+        ParameterError
+            When the table holds no spans (it was not made by :func:`build_trace_table`).
+
+        Examples
+        --------
+        >>> table = build_trace_table(spans)                                   # doctest: +SKIP
+        >>> calls = table.calls()                                              # doctest: +SKIP
+        >>> calls.group_by("caller_key", "operation_key").agg(pl.len(), pl.col("gap_ns").median())  # doctest: +SKIP
+        """
+        if "calls" not in self._cache:
+            if self.spans is None:
+                raise ParameterError("This TraceTable holds no spans (it was not made by build_trace_table), "
+                                     "so it has no call view.")
+            from .flows import call_frame
+
+            self._cache["calls"] = call_frame(self.spans, self.endpoint, self.frame.select(S.TRACE_ID, S.SPAN_ID),
+                                              self.partition_spans)
+        return self._cache["calls"]
+
+    def instance_latencies(self) -> pl.DataFrame:
+        """Every call's times by operation and instance, a long frame from :meth:`calls`.
+
+        Returns
+        -------
+        polars.DataFrame
+            Shape (n_calls, 8): ``operation_key``, ``instance`` (null when unknown),
+            ``request``, ``span_id``, ``start_offset_ns``, ``duration_ns``, ``exclusive_ns``
+            and ``gap_ns`` (ns), sorted by operation key, instance (nulls last), request and
+            start.
+
+        Examples
+        --------
+        >>> lat = table.instance_latencies()                                   # doctest: +SKIP
+        >>> lat.group_by("operation_key", "instance").agg(pl.col("exclusive_ns").median())  # doctest: +SKIP
+        """
+        from .flows import lexical_order
+
+        calls = self.calls()  # in request and start order already: a stable sort by key and instance
+        order = lexical_order(calls[OPERATION_KEY], calls[S.INSTANCE])
+        return calls.select(OPERATION_KEY, S.INSTANCE, S.REQUEST, S.SPAN_ID, S.START_OFFSET_NS, S.DURATION_NS,
+                            EXCLUSIVE_NS, S.GAP_NS)[order]
 
     def to_frame(self) -> pl.DataFrame:
         """The table as a polars DataFrame."""
@@ -252,13 +324,14 @@ def exclusive_times(codes: SpanCodes, tree: Tree, request: np.ndarray) -> np.nda
     """Exclusive time of each span inside a request, ndarray of int64 ns, shape (n_spans,).
 
     Duration minus the union of the synchronous children's intervals, clipped to the span
-    (Cortellessa & Traini 2020, Sec. 4.2). A child is asynchronous by kind (producer/consumer),
-    by ``FOLLOWS_FROM``, or by ending after its parent (times after clock-skew correction).
+    (Cortellessa & Traini 2020, Sec. 4.2). Synchronous: :func:`~._calls.synchronous_children`
+    (not producer/consumer, not ``FOLLOWS_FROM``, not ending after its parent; times after
+    clock-skew correction).
     """
     n = codes.n_spans
     pi, start, end = tree.parent, tree.start_ns, tree.end_ns
     pp = np.where(pi >= 0, pi, 0)
-    sync = ((pi >= 0) & ~codes.is_kind(S.ASYNC_KINDS) & ~codes.follows_from & (end <= end[pp]) & (request >= 0))
+    sync = (pi >= 0) & synchronous_children(codes.kind, codes.follows_from, end_ns=end, parent_end_ns=end[pp]) & (request >= 0)
     parents, covered = _covered_by_children(pi[sync], np.maximum(start[sync], start[pp[sync]]), end[sync],
                                             start[pp[sync]])
     cover = np.zeros(n, dtype=np.int64)
@@ -389,7 +462,8 @@ def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int
         Operation key ``"service:operation"`` (or an operation name unique across services) the
         requests enter by; default the most frequent root operation.
     max_categories : int, default=50
-        Entry-span attributes with more distinct values are left out (identifiers).
+        Entry-span attributes with more distinct values are no categories (``attr[KEY]``): left
+        out, or numbers only (``num[KEY]``) when every value is a number (:mod:`.attributes`).
     partition_spans : int, default=PARTITION_SPANS
         More spans than this are built in partitions of whole traces
         (:func:`trace_partitions`), one after the other, so the memory the build needs beside
@@ -438,17 +512,18 @@ def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int
     if len(pieces) > 1:
         frame = pl.concat(pieces, how="diagonal").sort(_ORDER)
         columns = set(frame.columns)
-        ops = sorted(column_key(c) for c in columns if c.startswith(EXCLUSIVE_NS + "["))
+        ops = sorted(column_key(c) for c in columns if c.startswith(EXCLUSIVE_PREFIX))
         frame = frame.select(_BASE + [SOURCE_ROW] + [exclusive_column(op) for op in ops]
                              + [calls_column(op) for op in ops]
                              + [instance_column(op) for op in ops if instance_column(op) in columns])
     else:
-        frame, ops = pieces[0], [column_key(c) for c in pieces[0].columns if c.startswith(EXCLUSIVE_NS + "[")]
+        frame, ops = pieces[0], [column_key(c) for c in pieces[0].columns if c.startswith(EXCLUSIVE_PREFIX)]
     del pieces
-    requests = _with_attributes(frame.select(_BASE + [SOURCE_ROW]).with_row_index("_req"), attributes, max_categories)
-    attrs = drop_uninformative_attributes(requests, max_categories).select(pl.selectors.starts_with("attr["))
-    frame = pl.concat([frame.drop(SOURCE_ROW), attrs.select(sorted(attrs.columns))], how="horizontal")
-    return TraceTable(frame=frame, endpoint=key, operations=tuple(ops), assembly=report, endpoints=endpoints)
+    entry_attributes = None if attributes is None else take_rows(attributes, frame[SOURCE_ROW].to_numpy())
+    attrs, dropped = entry_attribute_columns(entry_attributes, max_categories)
+    frame = pl.concat([frame.drop(SOURCE_ROW), attrs], how="horizontal") if attrs.width else frame.drop(SOURCE_ROW)
+    return TraceTable(frame=frame, endpoint=key, operations=tuple(ops), assembly=report, endpoints=endpoints,
+                      dropped_attributes=dropped, spans=table, partition_spans=partition_spans)
 
 
 #: Columns of every trace table, before the operation and attribute columns.
@@ -587,39 +662,3 @@ def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.nda
             text[x] = f"{operation[x]}({','.join(sorted(text[c] for c in kids))})" if kids else operation[x]
     reps = [text[x] for x in h[entry[first]].tolist()]
     return pl.Series(SIGNATURE, reps, dtype=pl.String).gather(inverse.ravel())
-
-
-def _with_attributes(requests: pl.DataFrame, attributes: pa.ChunkedArray | None, max_categories: int
-                     ) -> pl.DataFrame:
-    """Entry-span attributes with at most ``max_categories`` distinct values (and at least 2) as
-    ``attr[KEY]`` string columns."""
-    rows = requests[SOURCE_ROW]
-    requests = requests.drop(SOURCE_ROW)
-    if attributes is None or requests.height == 0:
-        return requests
-    taken = take_rows(attributes, rows.to_numpy())
-    long = (pl.DataFrame({"_req": requests["_req"], "_a": pl.Series(taken)})
-            .explode("_a").drop_nulls("_a").unnest("_a"))
-    if long.height == 0:
-        return requests
-    long = long.select("_req", "key", value=pl.coalesce(
-        pl.col("str"), pl.col("int").cast(pl.String), pl.col("float").cast(pl.String), pl.col("bool").cast(pl.String)))
-    card = long.group_by("key").agg(pl.col("value").n_unique().alias("n"))
-    # Per partition only identifiers are dropped; constant columns are dropped once all partitions
-    # are together (:func:`drop_uninformative_attributes`).
-    keep = card.filter(pl.col("n") <= max_categories)["key"].sort().to_list()
-    if not keep:
-        return requests
-    wide = long.filter(pl.col("key").is_in(keep)).unique(subset=["_req", "key"], keep="first").pivot(
-        on="key", index="_req", values="value")
-    wide = wide.rename({k: attribute_column(k) for k in keep if k in wide.columns})
-    return requests.join(wide, on="_req", how="left", maintain_order="left")
-
-
-def drop_uninformative_attributes(requests: pl.DataFrame, max_categories: int = MAX_CATEGORIES) -> pl.DataFrame:
-    """Drop ``attr[...]`` columns with fewer than 2 or more than ``max_categories`` distinct values."""
-    attrs = [c for c in requests.columns if c.startswith("attr[")]
-    if not attrs:
-        return requests
-    n = requests.select(pl.col(c).drop_nulls().n_unique() for c in attrs).row(0)
-    return requests.drop([c for c, k in zip(attrs, n) if k < 2 or k > max_categories])

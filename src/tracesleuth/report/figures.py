@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from .. import schema as S
-from ..analyses.patterns import format_duration_ns
+from ..units import NS_PER_MS, format_duration_ns
 from .document import plot_text
 
 __all__ = ["SERVICE_COLORS", "SUB_INTERVAL_COLORS", "latency_by_group_figure", "latency_distribution_figure",
@@ -28,7 +28,6 @@ SUB_INTERVAL_COLORS = ("#d62728", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#
 #: Colours of services in Gantt charts.
 SERVICE_COLORS = ("#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
                   "#7f7f7f", "#d62728", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
-_NS_PER_MS = 1e6
 #: At most this many latencies are used for the KDE (a seeded sample beyond that).
 KDE_SAMPLE = 20_000
 #: Spans shown in one Gantt chart at most (the earliest in call-tree order).
@@ -111,8 +110,8 @@ def latency_distribution_figure(latency_ns, result=None, *, title: str | None = 
     counts, edges = latency_histogram(x)
     fig = go.Figure()
     if counts.size:
-        centers = (edges[:-1] + edges[1:]) / 2 / _NS_PER_MS
-        widths = np.diff(edges) / _NS_PER_MS
+        centers = (edges[:-1] + edges[1:]) / 2 / NS_PER_MS
+        widths = np.diff(edges) / NS_PER_MS
         hover = [f"[{format_duration_ns(a)}, {format_duration_ns(b)}): {c:,} requests"
                  for a, b, c in zip(edges[:-1], edges[1:], counts)]
         fig.add_trace(go.Bar(x=centers, y=counts, width=widths, name="requests", marker_color="#8fb1d9",
@@ -122,7 +121,7 @@ def latency_distribution_figure(latency_ns, result=None, *, title: str | None = 
         density = _kde(x, grid)
         if density is not None:
             bin_ns = float(np.mean(np.diff(edges)))
-            fig.add_trace(go.Scatter(x=grid / _NS_PER_MS, y=density * x.size * bin_ns, mode="lines",
+            fig.add_trace(go.Scatter(x=grid / NS_PER_MS, y=density * x.size * bin_ns, mode="lines",
                                      name="KDE", line=dict(color="#1f4e8c", width=2), hoverinfo="skip"))
     mark_latency_bands(fig, result)
     _latency_layout(fig, title=title, log_y=log_y)
@@ -141,20 +140,20 @@ def mark_latency_bands(fig, result) -> None:
     if result is None or getattr(result, "interval", None) is None:
         return
     iv = result.interval
-    fig.add_vrect(x0=iv.low_ns / _NS_PER_MS, x1=iv.high_ns / _NS_PER_MS, fillcolor="rgba(0,0,0,0)",
+    fig.add_vrect(x0=iv.low_ns / NS_PER_MS, x1=iv.high_ns / NS_PER_MS, fillcolor="rgba(0,0,0,0)",
                   line=dict(color="#444", width=1.5), layer="above")
-    fig.add_annotation(x=(iv.low_ns + iv.high_ns) / 2 / _NS_PER_MS, y=1.0, yref="paper", yanchor="bottom",
+    fig.add_annotation(x=(iv.low_ns + iv.high_ns) / 2 / NS_PER_MS, y=1.0, yref="paper", yanchor="bottom",
                        text=f"degraded interval {plot_text(iv.describe())}", showarrow=False,
                        font=dict(size=12, color="#444"))
     for s in result.sub_intervals:
-        fig.add_vrect(x0=s.low_ns / _NS_PER_MS, x1=s.high_ns / _NS_PER_MS,
+        fig.add_vrect(x0=s.low_ns / NS_PER_MS, x1=s.high_ns / NS_PER_MS,
                       fillcolor=sub_interval_color(s.index, 0.16), line_width=0, layer="below")
-        fig.add_annotation(x=(s.low_ns + s.high_ns) / 2 / _NS_PER_MS, y=0.94, yref="paper",
+        fig.add_annotation(x=(s.low_ns + s.high_ns) / 2 / NS_PER_MS, y=0.94, yref="paper",
                            text=f"<b>#{s.index}</b>", showarrow=False,
                            font=dict(size=13, color=sub_interval_color(s.index)))
     inner = result.split_points[1:-1] if len(result.split_points) > 2 else ()
     for p in inner:
-        fig.add_vline(x=p / _NS_PER_MS, line=dict(color="#555", width=1, dash="dash"))
+        fig.add_vline(x=p / NS_PER_MS, line=dict(color="#555", width=1, dash="dash"))
     if inner:  # a legend entry for the dashed lines
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="split point",
                                  line=dict(color="#555", width=1, dash="dash")))
@@ -216,8 +215,8 @@ def latency_by_group_figure(latency_ns, groups, result=None, *, order: Sequence[
     fig = go.Figure()
     names = list(order) if order is not None else sorted(set(g.tolist()))
     if counts.size:
-        centers = (edges[:-1] + edges[1:]) / 2 / _NS_PER_MS
-        widths = np.diff(edges) / _NS_PER_MS
+        centers = (edges[:-1] + edges[1:]) / 2 / NS_PER_MS
+        widths = np.diff(edges) / NS_PER_MS
         for k, name in enumerate(names):
             c, _ = np.histogram(x[g == name], bins=edges)
             color = (colors or {}).get(name, SERVICE_COLORS[k % len(SERVICE_COLORS)])
@@ -270,14 +269,17 @@ def request_spans(spans, trace_id: str, span_id: str | None = None) -> pl.DataFr
         start: ``service``, ``operation``, ``kind``, ``instance``, ``status``, ``span_id``,
         ``depth`` (0 for the entry span), ``offset_ns`` (start minus the entry span's start,
         after clock-skew correction), ``duration_ns``, ``skew_ns``, ``asynchronous`` (the span or
-        an ancestor below the entry span is a producer/consumer span, a ``FOLLOWS_FROM`` child,
-        or ends after its parent) and ``attributes`` (list of ``"key=value"`` strings).
+        an ancestor below the entry span is not a synchronous child,
+        :func:`~tracesleuth.model.synchronous_children`: a producer/consumer span, a
+        ``FOLLOWS_FROM`` child, or one that ends after its parent) and ``attributes`` (list of
+        ``"key=value"`` strings).
 
     Raises
     ------
     KeyError
         When the trace or the span is not among ``spans``.
     """
+    from ..model import synchronous_children
     from ..model.assembly import SOURCE_ROW, as_frame, assemble
 
     frame = as_frame(spans)
@@ -301,13 +303,13 @@ def request_spans(spans, trace_id: str, span_id: str | None = None) -> pl.DataFr
     for row in np.argsort(start, kind="stable"):
         if parent[row] >= 0:
             children.setdefault(int(parent[row]), []).append(int(row))
-    kind = assembled[S.KIND].to_numpy()
-    follows = assembled[S.FOLLOWS_FROM].to_numpy()
+    synchronous = synchronous_children(assembled[S.KIND].to_numpy(), assembled[S.FOLLOWS_FROM].to_numpy(),
+                                       end_ns=end, parent_end_ns=end[np.maximum(parent, 0)])
     order, depth, asynchronous = [], [], []
     stack = [(entry, 0, False)]
     while stack:
         row, d, inherited = stack.pop()
-        own = d > 0 and (kind[row] in S.ASYNC_KINDS or bool(follows[row]) or end[row] > end[parent[row]])
+        own = d > 0 and not synchronous[row]
         is_async = inherited or own
         order.append(row)
         depth.append(d)
@@ -376,8 +378,8 @@ def request_gantt_figure(request: pl.DataFrame, *, title: str | None = None, max
             lines.append(f"clock-skew correction {format_duration_ns(r['skew_ns'])}")
         lines += [plot_text(a) for a in (r[S.ATTRIBUTES] or [])]
         hover.append("<br>".join(lines))
-    offset = rows["offset_ns"].to_numpy() / _NS_PER_MS
-    duration = rows[S.DURATION_NS].to_numpy() / _NS_PER_MS
+    offset = rows["offset_ns"].to_numpy() / NS_PER_MS
+    duration = rows[S.DURATION_NS].to_numpy() / NS_PER_MS
     service = rows[S.SERVICE].to_numpy()
     is_async = rows["asynchronous"].to_numpy()
     fig = go.Figure()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import polars as pl
 import pyarrow as pa
 
-from ..analyses.patterns import format_duration_ns
-from .document import Bullets, Code, KeyValues, Section, Table, Text
+from ..units import format_duration_ns
+from ..io import rejects_by_reason
+from .document import Code, KeyValues, Section, Table, Text
 
 __all__ = ["input_section"]
 
@@ -31,20 +31,18 @@ _REPAIRS = (
 def _reject_summary(rejects: pa.Table) -> tuple[list, list]:
     if rejects is None or rejects.num_rows == 0:
         return [], []
-    df = pl.from_arrow(rejects)
-    reasons = (df.group_by("reason").agg(records=pl.len(), spans=pl.col("spans").sum())
-               .sort(["spans", "records", "reason"], descending=[True, True, False]).head(MAX_REJECT_ROWS))
+    reasons = rejects_by_reason(rejects)[:MAX_REJECT_ROWS]
     examples = []
-    for r in df.head(MAX_REJECT_ROWS).iter_rows(named=True):
+    for r in rejects.slice(0, MAX_REJECT_ROWS).to_pylist():
         excerpt = r.get("excerpt") or ""
         if len(excerpt) > MAX_EXCERPT:
             excerpt = excerpt[:MAX_EXCERPT - 1] + "…"
         examples.append([Code(f"{r['source']}:{r['record']}"), r.get("field"), r["reason"],
                          Code(excerpt) if excerpt else None])
-    return [[r["reason"], r["records"], r["spans"]] for r in reasons.iter_rows(named=True)], examples
+    return [[r["reason"], r["records"], r["spans"]] for r in reasons], examples
 
 
-def input_section(spans, table, result=None) -> Section:
+def input_section(spans, table) -> Section:
     """Traces, spans, rejected records and trace-assembly repairs of the analysed input.
 
     Parameters
@@ -54,8 +52,6 @@ def input_section(spans, table, result=None) -> Section:
         rejected while reading and the format of each file.
     table : TraceTable
         Its ``assembly`` report gives the repairs (duplicates, orphans, clock skew).
-    result : DegradationPatternsResult, optional
-        Adds the attributes the analysis used and left out.
 
     Returns
     -------
@@ -113,9 +109,4 @@ def input_section(spans, table, result=None) -> Section:
                           caption=f"First {len(examples)} rejected records"))
     elif rejects is not None:
         section.add(Text("No record was rejected while reading."))
-    if result is not None and (result.attributes or result.skipped_attributes):
-        section.add(Text(f"The analysis could build conditions on {len(result.attributes)} column(s) of the trace "
-                         "table (exclusive times, instances, request attributes)."))
-        if result.skipped_attributes:
-            section.add(Bullets([[Code(col), f": {why}"] for col, why in result.skipped_attributes]))
     return section

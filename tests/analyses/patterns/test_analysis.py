@@ -194,7 +194,7 @@ def test_label_rule():
 def test_get_params_and_repr():
     model = LatencyDegradationPatterns(solver="bnb", max_nodes=10)
     assert model.get_params()["max_nodes"] == 10
-    assert repr(model) == "LatencyDegradationPatterns(solver='bnb', max_nodes=10)"
+    assert repr(model) == "LatencyDegradationPatterns(max_nodes=10, solver='bnb')"
 
 
 @pytest.mark.parametrize("solver", ["kmeans", "hierarchical", "meanshift"])
@@ -310,7 +310,7 @@ def test_budget_exhausted_is_noted():
     ("params", "match"),
     [
         ({"solver": "genetic"}, "'solver' parameter"),
-        ({"generations": -1}, r"'generations' parameter of LatencyDegradationPatterns must be an int in the range \[0, inf\]. Got -1"),
+        ({"generations": -1}, r"'generations' parameter of LatencyDegradationPatterns must be an int in the range \[0, inf\). Got -1"),
         ({"population_size": 1}, "'population_size'"),
         ({"crossover_probability": 0.9}, "'crossover_probability'.*sum must be <= 1"),
         ({"tournament_size": 2.5}, "'tournament_size'"),

@@ -10,7 +10,7 @@ from sklearn.cluster import MeanShift, estimate_bandwidth
 
 from tracesleuth.errors import ParameterError
 from tracesleuth.analyses.patterns import LatencyInterval
-from tracesleuth.analyses.patterns._model import format_duration_ns
+from tracesleuth.units import format_duration_ns
 from tracesleuth.analyses.patterns.split_points import (
     attribute_thresholds,
     degraded_interval,

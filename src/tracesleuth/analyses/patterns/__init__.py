@@ -9,11 +9,17 @@ requests whose latency falls in a degraded interval:
 * :mod:`.split_points` - mean-shift split points, the automatic interval, ``"350ms:700ms"``;
 * :mod:`.ga`, :mod:`.bnb`, :mod:`.dp` - the genetic algorithm, branch and bound and the dynamic
   program; :mod:`._bitsets` - the bit-string fitness evaluation.
+
+``f_score`` (the pattern quality ``Q(P, I)`` from counts), ``format_duration_ns`` and
+``parse_duration`` are re-exported from their homes, :mod:`tracesleuth.evaluation.metrics`
+(as ``f_score_from_counts``) and :mod:`tracesleuth.units`.
 """
 
-from ._model import Condition, LatencyInterval, Pattern, PatternQuality, f_score, format_duration_ns, pattern_quality
+from ...evaluation.metrics import f_score_from_counts as f_score  # the name this package gave it first
+from ...units import format_duration_ns, parse_duration
+from ._model import Condition, LatencyInterval, Pattern, PatternQuality, pattern_quality
 from .analysis import DegradationPatternsResult, LatencyDegradationPatterns, SubIntervalPattern
-from .split_points import degraded_interval, parse_duration, parse_interval
+from .split_points import degraded_interval, parse_interval
 
 __all__ = [
     "Condition",

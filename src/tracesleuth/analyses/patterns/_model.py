@@ -23,7 +23,6 @@ ICPE 2020. https://doi.org/10.1145/3358960.3379126
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator, Set
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import ParameterError
+from ...evaluation.metrics import precision_recall_f
+from ...units import format_duration_ns
 
 __all__ = [
     "ATTR_PREFIX",
@@ -41,8 +42,6 @@ __all__ = [
     "Pattern",
     "PatternQuality",
     "attribute_words",
-    "f_score",
-    "format_duration_ns",
     "pattern_quality",
 ]
 
@@ -53,41 +52,6 @@ CONTINUOUS_PREFIX = "exclusive_ns["
 INSTANCE_PREFIX = "instance["
 #: Categorical: a root-span attribute.
 ATTR_PREFIX = "attr["
-
-
-# --------------------------------------------------------------------------------------------
-# Units
-# --------------------------------------------------------------------------------------------
-
-_UNITS = ((1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "µs"), (1, "ns"))
-
-
-def format_duration_ns(ns: float | int) -> str:
-    """Render a duration in the largest unit in which it is at least 1 (ns, µs, ms, s).
-
-    Parameters
-    ----------
-    ns : int or float
-        Duration in nanoseconds.
-
-    Returns
-    -------
-    str
-        Four significant digits at most, e.g. ``"80 ms"``, ``"101.5 ms"``, ``"1.2 s"``, ``"750 ns"``.
-
-    Examples
-    --------
-    >>> format_duration_ns(80_000_000)
-    '80 ms'
-    >>> format_duration_ns(1_234_567_890)
-    '1.235 s'
-    """
-    value = float(ns)
-    magnitude = abs(value)
-    for factor, unit in _UNITS:
-        if magnitude >= factor or factor == 1:
-            return f"{value / factor:.4g} {unit}"
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 # --------------------------------------------------------------------------------------------
@@ -426,29 +390,11 @@ class PatternQuality:
         return self.tp + self.fp
 
 
-def f_score(tp: Any, fp: Any, n_positives: Any) -> Any:
-    """Vectorized ``Q(P, I)`` (eq. 5), 0 where ``tp == 0``.
-
-    With precision ``tp / (tp + fp)`` and recall ``tp / |R_pos|``, the harmonic mean simplifies to
-    ``2 tp / (tp + fp + |R_pos|)``.
-
-    Parameters
-    ----------
-    tp, fp, n_positives : int or array-like of int (broadcastable)
-
-    Returns
-    -------
-    float or ndarray of float
-    """
-    tp = np.asarray(tp, dtype=np.float64)
-    denominator = tp + np.asarray(fp, dtype=np.float64) + np.asarray(n_positives, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(tp > 0, 2.0 * tp / np.where(denominator > 0, denominator, 1.0), 0.0)
-    return float(out) if out.ndim == 0 else out
-
-
 def pattern_quality(tp: int, fp: int, n_positives: int) -> PatternQuality:
-    """Precision, recall and F-score from the counts (eqs. 4-5).
+    """Precision, recall and F-score from the counts (eqs. 4-5), checked.
+
+    The scores are :func:`~tracesleuth.evaluation.metrics.precision_recall_f`'s (the pattern
+    searches rank candidates by :func:`~tracesleuth.evaluation.metrics.f_score_from_counts`).
 
     Parameters
     ----------
@@ -469,9 +415,4 @@ def pattern_quality(tp: int, fp: int, n_positives: int) -> PatternQuality:
             f"Pattern counts must have 0 <= tp <= n_positives and fp >= 0. "
             f"Got tp={tp}, fp={fp}, n_positives={n_positives} instead."
         )
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / n_positives if n_positives else 0.0
-    f = 2.0 * precision * recall / (precision + recall) if tp else 0.0
-    if not math.isfinite(f):  # pragma: no cover - guarded above
-        f = 0.0
-    return PatternQuality(tp, fp, n_positives, precision, recall, f)
+    return PatternQuality(tp, fp, n_positives, *precision_recall_f(tp, fp, n_positives))

@@ -13,7 +13,6 @@ and give no pattern.
 from __future__ import annotations
 
 import json
-import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -22,6 +21,8 @@ import numpy as np
 import polars as pl
 
 from ...errors import EmptyDataError, ParameterError
+from ...units import format_duration_ns, parse_duration
+from .._contract import NONE, Analysis, Constraint, InstanceOf, Interval, Options, Seed, Strings
 from ._bitsets import AttributeEncoding, PatternEvaluator, SearchResult, simplify
 from ._model import (
     ATTR_PREFIX,
@@ -29,7 +30,6 @@ from ._model import (
     INSTANCE_PREFIX,
     LatencyInterval,
     Pattern,
-    format_duration_ns,
     pattern_quality,
 )
 from .bnb import branch_and_bound
@@ -39,7 +39,6 @@ from .split_points import (
     attribute_thresholds,
     degraded_interval,
     interval_split_points,
-    parse_duration,
     parse_interval,
 )
 
@@ -322,22 +321,13 @@ def _fail(name: str, expected: str, value: Any) -> None:
     )
 
 
-def _check_int(name: str, value: Any, low: int, high: float = math.inf, *, none: bool = False) -> None:
-    if value is None and none:
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
-        hi = "inf" if high == math.inf else str(high)
-        _fail(name, f"an int in the range [{low}, {hi}]" + (" or None" if none else ""), value)
+@dataclass(frozen=True)
+class _KRange(Constraint):
+    def is_satisfied_by(self, value: Any) -> bool:
+        return isinstance(value, range) and len(value) > 0 and value.start >= 2 and value.step >= 1
 
-
-def _check_float(name: str, value: Any, low: float, high: float, *, low_open: bool = False, none: bool = False) -> None:
-    if value is None and none:
-        return
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (low < value if low_open else low <= value) and value <= high
-    if not ok:
-        left = "(" if low_open else "["
-        _fail(name, f"a float in the range {left}{low}, {high}]" + (" or None" if none else ""), value)
+    def describe(self) -> str:
+        return "a non-empty increasing range of ints >= 2"
 
 
 # ============================================================================================
@@ -345,7 +335,7 @@ def _check_float(name: str, value: Any, low: float, high: float, *, low_open: bo
 # ============================================================================================
 
 
-class LatencyDegradationPatterns:
+class LatencyDegradationPatterns(Analysis):
     """Find the latency degradation patterns of a set of requests (Cortellessa & Traini, 2020).
 
     Given a latency interval ``I`` of degraded requests (automatic or given) and candidate split
@@ -497,53 +487,34 @@ class LatencyDegradationPatterns:
 
     # ----------------------------------------------------------------------------------------
 
-    def get_params(self) -> dict[str, Any]:
-        """The settings, by name."""
-        return {name: getattr(self, name) for name in self.__init__.__kwdefaults__}
-
-    def __repr__(self) -> str:
-        defaults = self.__init__.__kwdefaults__
-        changed = [f"{k}={v!r}" for k, v in self.get_params().items() if v is not defaults[k] and v != defaults[k]]
-        return f"LatencyDegradationPatterns({', '.join(changed)})"
-
-    def _validate_params(self) -> None:
-        if self.solver not in SOLVERS:
-            _fail("solver", f"a str among {set(SOLVERS)}", self.solver)
-        if not isinstance(self.categorical, bool):
-            _fail("categorical", "a bool", self.categorical)
-        _check_int("max_split_points", self.max_split_points, 0)
-        if self.partition_objective not in PARTITION_OBJECTIVES:
-            _fail("partition_objective", f"a str among {set(PARTITION_OBJECTIVES)}", self.partition_objective)
-        _check_float("bandwidth_quantile", self.bandwidth_quantile, 0.0, 1.0, low_open=True)
-        _check_float("min_bin_fraction", self.min_bin_fraction, 0.0, 1.0)
-        _check_int("max_categories", self.max_categories, 1)
-        _check_int("population_size", self.population_size, 2)
-        _check_int("offspring_size", self.offspring_size, 1)
-        _check_int("generations", self.generations, 0)
-        _check_float("crossover_probability", self.crossover_probability, 0.0, 1.0)
-        _check_float("mutation_probability", self.mutation_probability, 0.0, 1.0)
-        if self.crossover_probability + self.mutation_probability > 1.0 + 1e-12:
-            _fail(
-                "crossover_probability",
-                f"at most 1 - mutation_probability = {1.0 - self.mutation_probability:g} (their sum must be <= 1)",
-                self.crossover_probability,
-            )
-        _check_int("tournament_size", self.tournament_size, 1)
-        _check_int("max_nodes", self.max_nodes, 1, none=True)
-        _check_float("time_budget_s", self.time_budget_s, 0.0, math.inf, low_open=True, none=True)
-        if not isinstance(self.k_range, range) or len(self.k_range) == 0 or self.k_range.start < 2 or self.k_range.step < 1:
-            _fail("k_range", "a non-empty increasing range of ints >= 2", self.k_range)
-        if not (self.random_state is None or isinstance(self.random_state, np.random.Generator) or (
-            isinstance(self.random_state, numbers.Integral) and not isinstance(self.random_state, bool) and self.random_state >= 0
-        )):
-            _fail("random_state", "an int >= 0, a numpy Generator or None", self.random_state)
-        if self.attributes is not None and (isinstance(self.attributes, str) or not all(isinstance(a, str) for a in self.attributes)):
-            _fail("attributes", "a sequence of column names or keys (str), or None", self.attributes)
+    _constraints = {
+        "solver": [Options(SOLVERS)],
+        "interval": [InstanceOf((None, str, tuple, list, LatencyInterval),
+                                "None, 'A:B' (e.g. '350ms:700ms'), (low_ns, high_ns) or a LatencyInterval")],
+        "split_points": [NONE, InstanceOf((list, tuple, np.ndarray), "a sequence of ints (ns) or duration strings")],
+        "attributes": [NONE, Strings()],
+        "categorical": [Options((True, False))],
+        "max_split_points": [Interval(int, 0, None)],
+        "partition_objective": [Options(PARTITION_OBJECTIVES)],
+        "bandwidth_quantile": [Interval(float, 0.0, 1.0, closed="right")],
+        "min_bin_fraction": [Interval(float, 0.0, 1.0)],
+        "max_categories": [Interval(int, 1, None)],
+        "population_size": [Interval(int, 2, None)],
+        "offspring_size": [Interval(int, 1, None)],
+        "generations": [Interval(int, 0, None)],
+        "crossover_probability": [Interval(float, 0.0, 1.0)],
+        "mutation_probability": [Interval(float, 0.0, 1.0)],
+        "tournament_size": [Interval(int, 1, None)],
+        "max_nodes": [NONE, Interval(int, 1, None)],
+        "time_budget_s": [NONE, Interval(float, 0.0, None, closed="right")],
+        "k_range": [_KRange()],
+        "random_state": [Seed()],
+    }
 
     # ----------------------------------------------------------------------------------------
 
     def fit(self, table: Any) -> "LatencyDegradationPatterns":
-        """Find the patterns of ``table``.
+        """Find the patterns of ``table``; every fitted attribute is set together at the end.
 
         Parameters
         ----------
@@ -557,17 +528,23 @@ class LatencyDegradationPatterns:
         -------
         self
         """
-        self._validate_params()
+        return super().fit(table)
+
+    def _fit(self, table: Any) -> dict[str, Any]:
+        if self.crossover_probability + self.mutation_probability > 1.0 + 1e-12:
+            _fail(
+                "crossover_probability",
+                f"at most 1 - mutation_probability = {1.0 - self.mutation_probability:g} (their sum must be <= 1)",
+                self.crossover_probability,
+            )
         data = _read_table(table, attributes=self.attributes, categorical=self.categorical)
         n_rows = data.frame.height
         if n_rows == 0:
             raise EmptyDataError("The table holds no request: nothing to analyse.")
         if data.rows.size == 0:
             raise EmptyDataError(f"No request of the table has a {LATENCY_COLUMN}: nothing to analyse.")
-        self.labels_ = np.full(n_rows, -1, dtype=np.int64)
-        self.interval_ = None
-        self.split_points_ = np.empty(0, dtype=np.int64)
-        self.encodings_ = ()
+        out: dict[str, Any] = {"labels_": np.full(n_rows, -1, dtype=np.int64), "interval_": None,
+                               "split_points_": np.empty(0, dtype=np.int64), "encodings_": ()}
         ms = {"quantile": float(self.bandwidth_quantile), "min_bin_fraction": float(self.min_bin_fraction)}
         latency = data.latency
         notes = data.notes
@@ -576,13 +553,13 @@ class LatencyDegradationPatterns:
         if self.interval is None:
             source = "automatic"
             if latency.size < 2:
-                return self._nothing(data, "a single request: there is no latency distribution to find a degradation in.")
+                return self._nothing(out, data, "a single request: there is no latency distribution to find a degradation in.")
             if latency.min() == latency.max():
-                return self._nothing(data, f"every request has the same latency ({format_duration_ns(latency[0])}).")
+                return self._nothing(out, data, f"every request has the same latency ({format_duration_ns(latency[0])}).")
             interval, clusters = degraded_interval(latency, **ms)
             if interval is None:
                 return self._nothing(
-                    data,
+                    out, data,
                     f"the most populous latency mode (around {format_duration_ns(clusters.centers[-1])}) is also the "
                     f"slowest of the {clusters.n_clusters} mode(s) found by mean shift: no slower mode to explain.",
                 )
@@ -591,7 +568,7 @@ class LatencyDegradationPatterns:
             interval = parse_interval(self.interval, latency_ns=latency)
         positives = interval.contains(latency)
         n_pos = int(positives.sum())
-        self.interval_ = interval
+        out["interval_"] = interval
         if n_pos == 0:
             raise EmptyDataError(
                 f"The latency interval {interval.describe()} holds no request (latencies span "
@@ -599,7 +576,7 @@ class LatencyDegradationPatterns:
             )
         if n_pos == latency.size:
             return self._nothing(
-                data,
+                out, data,
                 f"every request lies in the latency interval {interval.describe()}: no faster request to contrast with.",
                 interval=interval,
                 source=source,
@@ -610,14 +587,14 @@ class LatencyDegradationPatterns:
             bounds = interval_split_points(latency, interval, max_split_points=int(self.max_split_points), **ms)
         else:
             bounds = self._given_split_points(interval)
-        self.split_points_ = bounds
+        out["split_points_"] = bounds
 
         if self.solver in CLUSTERING_SOLVERS:
-            return self._fit_clustering(data, interval, source, bounds, positives)
+            return self._fit_clustering(out, data, interval, source, bounds, positives)
 
         # ---- encoding, bit strings ------------------------------------------------------------
         encodings, codes, skipped = _encode(data, ms, int(self.max_categories))
-        self.encodings_ = tuple(encodings)
+        out["encodings_"] = tuple(encodings)
         if not encodings:
             detail = "; ".join(f"{a}: {r}" for a, r in skipped) or "the table has no exclusive_ns/instance/attr column"
             raise EmptyDataError(f"No attribute to build conditions from ({detail}).")
@@ -673,24 +650,25 @@ class LatencyDegradationPatterns:
                     f"branch and bound stopped at its budget (max_nodes={self.max_nodes}, time_budget_s={self.time_budget_s}) "
                     f"for sub-interval(s) {unfinished}: their patterns are the best found, not proven optimal."
                 )
-        self.labels_[data.rows] = _assign_labels(satisfied, latency, [(s.low_ns, s.high_ns) for s in subs])
-        self.result_ = DegradationPatternsResult(
+        out["labels_"][data.rows] = _assign_labels(satisfied, latency, [(s.low_ns, s.high_ns) for s in subs])
+        out["result_"] = DegradationPatternsResult(
             found=True, solver=self.solver, n_requests=int(latency.size), interval=interval, interval_source=source,
             split_points=tuple(int(b) for b in bounds), sub_intervals=tuple(subs), score=float(partition.score),
             n_positives=n_pos, attributes=tuple(e.name for e in encodings), skipped_attributes=tuple(skipped),
             notes=tuple(notes),
         )
-        return self
+        return out
 
     # ----------------------------------------------------------------------------------------
 
-    def _nothing(self, data: _Inputs, reason: str, *, interval: LatencyInterval | None = None, source: str | None = None):
-        self.result_ = DegradationPatternsResult(
+    def _nothing(self, out: dict, data: _Inputs, reason: str, *, interval: LatencyInterval | None = None,
+                 source: str | None = None) -> dict:
+        out["result_"] = DegradationPatternsResult(
             found=False, solver=self.solver, n_requests=int(data.latency.size), reason=reason, interval=interval,
             interval_source=source, notes=tuple(data.notes),
             n_positives=0 if interval is None else int(interval.contains(data.latency).sum()),
         )
-        return self
+        return out
 
     def _given_split_points(self, interval: LatencyInterval) -> np.ndarray:
         points = []
@@ -711,7 +689,7 @@ class LatencyDegradationPatterns:
             points.append(value)
         return np.array(sorted({interval.low_ns, interval.high_ns, *points}), dtype=np.int64)
 
-    def _fit_clustering(self, data, interval, source, bounds, positives):
+    def _fit_clustering(self, out, data, interval, source, bounds, positives) -> dict:
         from . import clustering  # written separately; imported on use
 
         X, names = _exclusive_matrix(data, positives)
@@ -752,13 +730,13 @@ class LatencyDegradationPatterns:
             ))
         all_labels = np.full(data.latency.size, -1, dtype=np.int64)
         all_labels[positives] = relabel
-        self.labels_[data.rows] = all_labels
-        self.result_ = DegradationPatternsResult(
+        out["labels_"][data.rows] = all_labels
+        out["result_"] = DegradationPatternsResult(
             found=True, solver=self.solver, n_requests=int(data.latency.size), interval=interval, interval_source=source,
             split_points=tuple(int(b) for b in bounds), sub_intervals=tuple(subs), score=None,
             n_positives=int(positives.sum()), attributes=tuple(names), notes=tuple(data.notes),
         )
-        return self
+        return out
 
 
 # ============================================================================================

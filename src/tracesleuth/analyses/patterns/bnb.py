@@ -31,6 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ...evaluation.metrics import f_score_from_counts
 from ._bitsets import PatternEvaluator, SearchResult
 
 __all__ = ["branch_and_bound"]
@@ -110,13 +111,13 @@ def _search(evaluator: PatternEvaluator, first: int, last: int, *, max_nodes, ti
         n_evaluated += cand.size
         tp = counts[:, first + 1 : last + 1].sum(axis=1)
         sup = counts.sum(axis=1)
-        f = np.where(tp > 0, 2.0 * tp / (sup + n_pos), 0.0)
+        f = f_score_from_counts(tp, sup - tp, n_pos)
         ncond = int(np.count_nonzero(lo >= 0)) + 1
         i = int(np.argmax(f))
         if f[i] > best_f or (f[i] == best_f and f[i] > 0 and ncond < best_ncond):
             best_f, best_ncond = float(f[i]), ncond
             best_lo, best_hi, best_counts = c_lo[i].copy(), c_hi[i].copy(), counts[i].copy()
-        bound = np.where(tp > 0, 2.0 * tp / (tp + n_pos), 0.0)
+        bound = f_score_from_counts(tp, 0, n_pos)  # no false positive: the best a sub-pattern can do
         push = (bound > best_f) & (sup < support) & (cand + 1 < n_features)
         for r in np.flatnonzero(push):
             tiebreak += 1

@@ -43,6 +43,7 @@ from sklearn.cluster import AgglomerativeClustering, KMeans, MeanShift, estimate
 from sklearn.metrics import silhouette_score
 
 from ...errors import EmptyDataError, ParameterError
+from ...units import NS_PER_MS
 
 __all__ = ["CLUSTERING_METHODS", "ClusteringWarning", "cluster_degraded"]
 
@@ -59,7 +60,6 @@ KMEANS_N_INIT = 10
 #: Quantile of pairwise distances used to estimate the mean-shift bandwidth (scikit-learn's default).
 MEANSHIFT_QUANTILE = 0.3
 
-_NS_PER_MS = 1e6
 
 Selector = Union[Literal["silhouette"], Callable[[np.ndarray], float]]
 
@@ -203,7 +203,7 @@ def _prepare(X, *, standardize: bool) -> np.ndarray:
                              f"(RPC not called). Got {Z[row, col]} at row {row}, column {col} "
                              f"({int(bad.sum())} infinite values in all).")
     Z[np.isnan(Z)] = 0.0            # RPC not called: no time spent in it
-    Z /= _NS_PER_MS
+    Z /= NS_PER_MS
     if standardize:
         Z -= Z.mean(axis=0)
         std = Z.std(axis=0)

@@ -137,6 +137,15 @@ class PatternsEvaluation:
             raise ParameterError(f"The 'solver' parameter must be one of {', '.join(self.solvers)}. Got {solver!r} instead.")
         return float(s[f"{metric}_mean"][0])
 
+    @property
+    def scores(self) -> dict[str, float]:
+        """Mean F-score per solver (the paper's Table 3 headline), in :attr:`solvers` order."""
+        return {s: self.mean(s) for s in self.solvers}
+
+    def describe(self) -> str:
+        """The summary table (as the paper's Table 3) and the time table, in words."""
+        return render(self, table="summary") + "\n" + render(self, table="time")
+
     def to_dict(self) -> dict:
         """Settings, summary and rows as JSON-safe values (NaN becomes ``None``)."""
         return {
@@ -213,6 +222,29 @@ def evaluate_patterns(*, sessions: int = 30, noised: bool = False, solvers: Sequ
     frame = pl.DataFrame(rows, schema=_ROW_SCHEMA)
     return PatternsEvaluation(rows=frame, noised=bool(noised), sessions=int(sessions), n_requests=int(n_requests),
                               random_state=random_state, solvers=solvers, interval=interval, k_select=k_select)
+
+
+def evaluate(*, quick: bool = False, random_state: int | None = 0, noised: bool = False) -> PatternsEvaluation:
+    """The evaluation protocol registered for ``patterns``: the paper's experiment (Section 4).
+
+    Parameters
+    ----------
+    quick : bool, default=False
+        False: 30 sessions of 1,000 requests, every solver (as the paper). True: 3 sessions of
+        300 requests, GA (100 generations) and K-means, for tests and smoke runs.
+    random_state : int or None, default=0
+    noised : bool, default=False
+        The two noise types of Section 4.3.
+
+    Returns
+    -------
+    PatternsEvaluation
+        Its :attr:`~PatternsEvaluation.scores` are the mean F-score per solver.
+    """
+    if quick:
+        return evaluate_patterns(sessions=3, n_requests=300, solvers=("ga", "kmeans"), noised=noised,
+                                 random_state=random_state, estimator_params={"generations": 100})
+    return evaluate_patterns(noised=noised, random_state=random_state)
 
 
 def evaluate_session(session: EShopperSession, *, solvers: Sequence[str] = SOLVERS, interval: str = "affected",

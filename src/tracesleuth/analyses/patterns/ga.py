@@ -42,6 +42,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ...evaluation.metrics import f_score_from_counts
 from ._bitsets import PatternEvaluator, SearchResult
 
 __all__ = ["GASettings", "genetic_search"]
@@ -198,8 +199,7 @@ def _fitness(counts: np.ndarray, n_conditions: np.ndarray, first: np.ndarray, la
     lower = np.take_along_axis(cum, np.broadcast_to((first + 1)[:, None, None], shape), axis=-1)[..., 0]
     tp = upper - lower
     support = cum[..., -1]
-    denominator = support + n_pos[:, None]
-    f = np.where((tp > 0) & (n_conditions > 0), 2.0 * tp / np.maximum(denominator, 1), 0.0)
+    f = np.where(n_conditions > 0, f_score_from_counts(tp, support - tp, n_pos[:, None]), 0.0)
     return f, tp, support
 
 

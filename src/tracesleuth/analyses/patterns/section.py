@@ -27,7 +27,7 @@ import polars as pl
 
 from ... import schema as S
 from ...errors import ParameterError
-from ._model import format_duration_ns
+from ...units import format_duration_ns
 from .analysis import DegradationPatternsResult
 from ...report.document import Bullets, Code, Figure, KeyValues, Report, Section, Strong, Swatch, Table, Text
 from ...report.figures import (
@@ -39,6 +39,7 @@ from ...report.figures import (
     sub_interval_color,
 )
 from ...report.input import input_section
+from .._contract import ReportContext
 
 __all__ = [
     "ExampleRequest", "PatternsInput", "build_patterns_report", "example_requests", "example_requests_section",
@@ -201,6 +202,8 @@ def patterns_section(patterns: PatternsInput) -> Section:
         Table(["sub-interval", "pattern", "conditions", "precision", "recall", "F-score", "support",
                "true positives", "requests in sub-interval"], rows),
     )
+    section.add(Text(f"The analysis could build conditions on {len(res.attributes)} column(s) of the trace table "
+                     "(exclusive times, instances, request attributes).", muted=True))
     if res.skipped_attributes:
         section.add(Text("Attributes left out of the conditions:", muted=True),
                     Bullets([[Code(a), f": {r}"] for a, r in res.skipped_attributes]))
@@ -368,12 +371,11 @@ def ground_truth_section(table, patterns: PatternsInput, truth: Mapping[str, str
     degradations : mapping of str to str, or sequence of Degradation, optional
         Descriptions of the injected degradations.
     """
-    from ...evaluation.metrics import match_clusters
+    from ...evaluation.metrics import labels_for, match_clusters
 
     descriptions = _normalize_degradations(degradations)
-    ids = table.frame["trace_id"].to_list()
-    aligned = np.array([truth.get(t) for t in ids], dtype=object)
-    unknown = sum(1 for t in ids if t not in truth)
+    aligned = labels_for(table, truth)
+    unknown = sum(1 for t in table.frame["trace_id"].to_list() if t not in truth)
     names = sorted(set(descriptions) | {v for v in aligned if v is not None})
     section = Section("Injected degradations and recovered patterns", key="ground-truth")
     if not names:
@@ -488,12 +490,38 @@ def build_patterns_report(spans, table, estimator_or_result, *, labels: Mapping[
         footer=f"tracesleuth {__version__} - latency degradation patterns after Cortellessa & Traini, "
                "ICPE 2020 (doi:10.1145/3358960.3379126).",
     )
-    report.add(summary_section(table, patterns, solver_settings=solver_settings))
-    report.add(latency_distribution_section(table, patterns))
-    report.add(patterns_section(patterns))
-    if res.found:
-        report.add(example_requests_section(spans, table, patterns, max_spans=max_gantt_spans))
-    if labels is not None:
-        report.add(ground_truth_section(table, patterns, labels, degradations))
-    report.add(input_section(spans, table, res))
+    context = ReportContext(spans, table, labels=labels, degradations=degradations, settings=solver_settings,
+                            max_gantt_spans=max_gantt_spans)
+    for section in build_sections(patterns, context):
+        report.add(section)
+    report.add(input_section(spans, table))
     return report
+
+
+def build_sections(fitted, context: ReportContext) -> list[Section]:
+    """The report sections of a latency-degradation-pattern analysis, built from its result.
+
+    Parameters
+    ----------
+    fitted : LatencyDegradationPatterns, DegradationPatternsResult or PatternsInput
+        A fitted estimator (its ``labels_`` group the example requests) or its result; nothing is
+        refitted.
+    context : ReportContext
+        The spans and trace table analysed, and optional ground truth (``labels``,
+        ``degradations``) and settings to show.
+
+    Returns
+    -------
+    list of Section
+        Summary, latency distribution, patterns, example requests (when a degradation was found)
+        and, with ground truth, the comparison with the injected degradations.
+    """
+    table = context.table
+    patterns = fitted if isinstance(fitted, PatternsInput) else resolve_patterns(fitted, table)
+    sections = [summary_section(table, patterns, solver_settings=context.settings),
+                latency_distribution_section(table, patterns), patterns_section(patterns)]
+    if patterns.result.found:
+        sections.append(example_requests_section(context.spans, table, patterns, max_spans=context.max_gantt_spans))
+    if context.labels is not None:
+        sections.append(ground_truth_section(table, patterns, context.labels, context.degradations))
+    return sections

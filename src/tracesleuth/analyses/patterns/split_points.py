@@ -36,13 +36,12 @@ TPAMI 24(5), 2002. https://doi.org/10.1109/34.1000236
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...errors import ParameterError
+from ...units import parse_duration
 from ._model import LatencyInterval
 
 __all__ = [
@@ -53,7 +52,6 @@ __all__ = [
     "estimate_bandwidth_1d",
     "interval_split_points",
     "mean_shift_1d",
-    "parse_duration",
     "parse_interval",
 ]
 
@@ -405,41 +403,8 @@ def _merge_to(bounds: np.ndarray, sorted_inside: np.ndarray, max_inner: int) -> 
 
 
 # --------------------------------------------------------------------------------------------
-# Parsing
+# Parsing (durations: :func:`tracesleuth.units.parse_duration`)
 # --------------------------------------------------------------------------------------------
-
-_UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
-_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?\s*(ns|us|µs|μs|ms|s)\s*$")
-
-
-def parse_duration(text: str) -> int:
-    """Parse ``"350ms"``, ``"1.5 s"``, ``"200us"``, ``"75000ns"`` into integer nanoseconds.
-
-    Raises
-    ------
-    ParameterError
-        No unit, an unknown unit, a negative or malformed number.
-
-    Examples
-    --------
-    >>> parse_duration("350ms")
-    350000000
-    >>> parse_duration("1.5 s")
-    1500000000
-    """
-    if not isinstance(text, str):
-        raise ParameterError(f"A duration must be a string such as '350ms'. Got {text!r} instead.")
-    match = _DURATION.match(text)
-    if match is None:
-        raise ParameterError(
-            f"Cannot read duration {text!r}: expected a non-negative number followed by one of "
-            "ns, us, ms, s (e.g. '350ms')."
-        )
-    number, exponent, unit = match.groups()
-    value = float(number) * (10.0 ** int(exponent) if exponent else 1.0) * _UNIT_NS[unit]
-    if not math.isfinite(value):
-        raise ParameterError(f"Cannot read duration {text!r}: not a finite number.")
-    return int(round(value))
 
 
 def parse_interval(spec: "str | tuple[int, int] | LatencyInterval", *, latency_ns: np.ndarray | None = None) -> LatencyInterval:

@@ -1,0 +1,118 @@
+"""The ``tracesleuth patterns`` and ``tracesleuth evaluate patterns`` commands (registered in
+:mod:`tracesleuth.analyses`); they only call the public API and render its result."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ...cli._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, PathsArg, SeedOpt, emit_json, out,
+                            progress, read_input, write_frame)
+
+__all__ = ["register", "show"]
+
+SolverOpt = Annotated[str, typer.Option("--solver", metavar="SOLVER",
+                                        help="ga, bnb, kmeans, hierarchical or meanshift.")]
+GenerationsOpt = Annotated[int, typer.Option("--generations", metavar="INT", help="GA generations.")]
+IntervalOpt = Annotated[Optional[str], typer.Option(
+    "--interval", metavar="A:B", show_default=False,
+    help="Degraded latency interval 'A:B' with units (e.g. 350ms:700ms); default: chosen automatically (above the "
+         "main latency mode) and printed.")]
+
+
+def show(result) -> None:
+    """Print a :class:`DegradationPatternsResult` as a table (the command line's view of it)."""
+    if not result.found:
+        out.print(f"No degradation found: {result.reason}", markup=False)
+        return
+    iv = result.interval
+    out.print(f"Degraded interval ({result.interval_source}): {iv.describe()}, {result.n_positives:,} requests; "
+              f"split points: {', '.join(f'{p / 1e6:.1f}' for p in result.split_points)} ms", markup=False)
+    t = Table(title="Latency degradation patterns", title_justify="left", show_lines=True)
+    for c in ("#", "latency", "pattern", "precision", "recall", "F-score", "support"):
+        t.add_column(c, overflow="fold", justify="left" if c in ("latency", "pattern") else "right")
+
+    def fmt(v):
+        return "—" if v is None else f"{v:.3f}"
+
+    for s in result.sub_intervals:
+        t.add_row(str(s.index), escape(s.latency_words), escape(s.words), fmt(s.precision), fmt(s.recall),
+                  fmt(s.f_score), f"{s.support:,}")
+    out.print(t)
+    for note in result.notes:
+        out.print(f"note: {note}", markup=False)
+
+
+def patterns(paths: PathsArg, endpoint: EndpointOpt = None, interval: IntervalOpt = None, solver: SolverOpt = "ga",
+             seed: SeedOpt = 0, generations: GenerationsOpt = 400,
+             output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", show_default=False,
+                               help="Also write request -> cluster labels (.parquet or .csv).")] = None,
+             format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
+    """Latency degradation patterns (Cortellessa & Traini, ICPE 2020): which exclusive-time ranges and
+    attributes explain each degraded latency sub-interval, with precision, recall and F-score."""
+    import polars as pl
+
+    from ...model import build_trace_table
+    from .analysis import LatencyDegradationPatterns
+
+    tt = build_trace_table(read_input(paths, format, mapping), endpoint)
+    t0 = time.perf_counter()
+    est = LatencyDegradationPatterns(solver=solver, interval=interval, random_state=seed,
+                                     generations=generations).fit(tt)
+    seconds = time.perf_counter() - t0
+    res = est.result_
+    if output is not None:
+        write_frame(tt.frame.select("trace_id", "span_id", "latency_ns").with_columns(
+            pl.Series("cluster", est.labels_)), output)
+    if json:
+        emit_json({"endpoint": tt.endpoint, "requests": tt.n_requests, "seconds": seconds, **res.to_dict()})
+        return
+    out.print(f"Endpoint [bold]{escape(tt.endpoint)}[/]: {tt.n_requests:,} requests; solver {solver}, seed {seed}, "
+              f"{seconds:.2f} s.")
+    show(res)
+    if output is not None:
+        out.print(f"Wrote {output}", markup=False)
+
+
+def evaluate_patterns(
+        sessions: Annotated[int, typer.Option("--sessions", metavar="INT", help="Simulated load-test sessions.")] = 30,
+        noised: Annotated[bool, typer.Option("--noised", help="Add the two noise types of Section 4.3.")] = False,
+        requests: Annotated[int, typer.Option("--requests", metavar="INT",
+                                              help="Homepage requests per session.")] = 1000,
+        solvers: Annotated[str, typer.Option("--solvers", metavar="SOLVER,...", help="Comma-separated solvers.")] =
+        "ga,bnb,kmeans,hierarchical,meanshift",
+        interval: Annotated[str, typer.Option("--interval", metavar="affected|auto", help="'affected' (the paper: "
+                                              "from Lmin to Lmax of the affected requests) or 'auto' (the tool's own "
+                                              "rule).")] = "affected",
+        k_select: Annotated[str, typer.Option("--k-select", metavar="truth|silhouette",
+                                              help="How K-means/hierarchical pick k: 'truth' (the paper: best "
+                                              "against ground truth) or 'silhouette'.")] = "truth",
+        seed: Annotated[int, typer.Option("--seed", metavar="INT", help="Random seed.")] = 0,
+        sessions_table: Annotated[bool, typer.Option("--per-session", help="Also print Table 2 (every session).")] = False,
+        json: JsonOpt = False) -> None:
+    """Latency degradation patterns, Cortellessa & Traini Section 4: simulated E-Shopper sessions with
+    injected degradations A1/A2; F-score, precision, recall and time per solver (Tables 2 and 3)."""
+    from .evaluation import evaluate_patterns as run_eval, render
+
+    names = tuple(x.strip() for x in solvers.split(",") if x.strip())
+    with progress(f"evaluating {sessions} sessions") as bar:
+        bar.add_task("eval", spans=0)
+        ev = run_eval(sessions=sessions, noised=noised, solvers=names, random_state=seed, n_requests=requests,
+                      interval=interval, k_select=k_select)
+    if json:
+        emit_json(ev.to_dict())
+        return
+    out.print(ev.describe(), markup=False)
+    if sessions_table:
+        out.print(render(ev, table="sessions"), markup=False)
+
+
+def register(app: typer.Typer, evaluate_app: typer.Typer) -> None:
+    """Add ``patterns`` to ``app`` and ``patterns`` to ``evaluate_app`` (the registry's ``command``)."""
+    app.command("patterns", cls=Command)(patterns)
+    evaluate_app.command("patterns", cls=Command)(evaluate_patterns)
