@@ -103,13 +103,8 @@ class RejectLog:
                                     schema=S.REJECT_SCHEMA)
 
     def reasons(self) -> list[tuple[str, int, int]]:
-        """``(reason, records, spans)`` per distinct reason, most spans first."""
-        agg: dict[str, list[int]] = {}
-        for r in self.rows:
-            a = agg.setdefault(r[3], [0, 0])
-            a[0] += 1
-            a[1] += r[4]
-        return sorted(((k, v[0], v[1]) for k, v in agg.items()), key=lambda t: (-t[2], -t[1], t[0]))
+        """``(reason, records, spans)`` per distinct reason, in :func:`rejects_by_reason`'s order."""
+        return [(r["reason"], r["records"], r["spans"]) for r in rejects_by_reason(self.to_arrow())]
 
 
 def rejects_by_reason(rejects: pa.Table | None) -> list[dict]:

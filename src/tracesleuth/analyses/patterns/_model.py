@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ParameterError
+from ...schema import ATTRIBUTE_PREFIX, EXCLUSIVE_PREFIX, INSTANCE_PREFIX
 from ...evaluation.metrics import precision_recall_f
 from ...units import format_duration_ns
 
@@ -45,13 +46,10 @@ __all__ = [
     "pattern_quality",
 ]
 
-#: Column-name prefixes of the per-request trace table (one column per operation key
-#: ``"service:operation"`` or attribute key). Continuous: exclusive time in ns.
-CONTINUOUS_PREFIX = "exclusive_ns["
-#: Categorical: the instance that served the operation.
-INSTANCE_PREFIX = "instance["
-#: Categorical: a root-span attribute.
-ATTR_PREFIX = "attr["
+#: The trace-table column prefixes conditions are built on (named in :mod:`tracesleuth.schema`):
+#: continuous, exclusive time in ns; categorical, the instance that served the operation and a
+#: root-span attribute.
+CONTINUOUS_PREFIX, INSTANCE_PREFIX, ATTR_PREFIX = EXCLUSIVE_PREFIX, INSTANCE_PREFIX, ATTRIBUTE_PREFIX
 
 
 # --------------------------------------------------------------------------------------------
