@@ -7,11 +7,12 @@ estimator, report section, CLI command, evaluation protocol and planted test cas
 ``"module:attribute"`` strings imported on first use, so that listing the analyses (the CLI's
 start, ``tracesleuth analyze``, ``tracesleuth evaluate``) imports none of them.
 
-========== ====================================== ===================================
-name       analysis                               paper
-========== ====================================== ===================================
-patterns   :class:`.patterns.LatencyDegradationPatterns` Cortellessa & Traini, ICPE 2020
-========== ====================================== ===================================
+========== ============================================== ==============================
+name       analysis                                       paper
+========== ============================================== ==============================
+compare    :class:`.compare.RequestFlowComparison`        Sambasivan et al., NSDI 2011
+patterns   :class:`.patterns.LatencyDegradationPatterns`  Cortellessa & Traini, ICPE 2020
+========== ============================================== ==============================
 
 To add one: a sub-package with the estimator, a ``section`` module (report sections built from a
 fitted estimator, never refitting), a ``command`` module (its typer command), an ``evaluation``
@@ -25,7 +26,14 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-from ._contract import HIGHER_IS_MORE_SUSPICIOUS, Analysis, AnalysisResult, ReportContext, check_settings
+from .._lazy import lazy_exports
+
+# The contract imports scikit-learn: loaded on first use, so that the CLI's start (which lists
+# the analyses and registers their commands) stays fast.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    name: f"._contract:{name}"
+    for name in ("HIGHER_IS_MORE_SUSPICIOUS", "Analysis", "AnalysisResult", "ReportContext", "check_settings")
+})
 
 __all__ = [
     "ANALYSES",
@@ -70,6 +78,9 @@ class AnalysisSpec:
     planted : str
         ``planted_case(random_state) -> PlantedCase``: seeded data with a known answer, a
         ``score(fitted) -> float`` and the quality ``floor`` the common test asserts.
+    needs_baseline : bool, default=False
+        ``fit(problem, baseline)`` compares two periods' trace tables; ``tracesleuth analyze``
+        runs it only when given ``--baseline``. Otherwise ``fit(table)``.
     """
 
     name: str
@@ -80,6 +91,7 @@ class AnalysisSpec:
     command: str
     evaluation: str
     planted: str
+    needs_baseline: bool = False
 
     def load(self, part: str) -> Any:
         """The object behind one part (``"estimator"``, ``"section"``, ...), imported now."""
@@ -92,8 +104,8 @@ class PlantedCase:
 
     Attributes
     ----------
-    data : object
-        What ``fit`` takes (a TraceTable, a DataFrame...).
+    args : tuple
+        What ``fit`` takes, in order (a TraceTable; a problem and a baseline TraceTable...).
     settings : dict
         Estimator settings for this case (the seed among them).
     score : callable
@@ -102,7 +114,7 @@ class PlantedCase:
         The least ``score`` must reach.
     """
 
-    data: Any
+    args: tuple
     settings: dict
     score: Any
     floor: float
@@ -110,6 +122,17 @@ class PlantedCase:
 
 #: Every analysis, in the order reports and listings show them.
 ANALYSES: tuple[AnalysisSpec, ...] = (
+    AnalysisSpec(
+        name="compare",
+        title="Request-flow comparison: what changed",
+        paper="R. R. Sambasivan et al., Diagnosing Performance Changes by Comparing Request Flows, NSDI 2011",
+        estimator="tracesleuth.analyses.compare:RequestFlowComparison",
+        section="tracesleuth.analyses.compare.section:build_sections",
+        command="tracesleuth.analyses.compare.command:register",
+        evaluation="tracesleuth.analyses.compare.evaluation:evaluate",
+        planted="tracesleuth.analyses.compare.synthetic:planted_case",
+        needs_baseline=True,
+    ),
     AnalysisSpec(
         name="patterns",
         title="Latency degradation patterns",

@@ -486,7 +486,11 @@ def _settings(assignments: list[str], names: list[str]) -> dict[str, dict]:
 def analyze(paths: PathsArg,
             output: Annotated[Path, typer.Option("-o", "--output", metavar="FILE", help="The HTML report to write (one "
                               "self-contained file that opens offline).")] = Path("report.html"),
-            endpoint: EndpointOpt = None, seed: SeedOpt = 0,
+            endpoint: EndpointOpt = None,
+            baseline: Annotated[Optional[list[Path]], typer.Option("--baseline", "-b", metavar="PATH",
+                                show_default=False, help="A baseline (non-problem) period's input (repeatable): "
+                                "adds the analyses that compare two periods ('What changed' first).")] = None,
+            seed: SeedOpt = 0,
             only: Annotated[Optional[list[str]], typer.Option("--only", metavar="ANALYSIS", show_default=False,
                             help="Run only this analysis (repeatable); default: every registered one.")] = None,
             set_: Annotated[Optional[list[str]], typer.Option("--set", metavar="ANALYSIS.SETTING=VALUE",
@@ -508,9 +512,14 @@ def analyze(paths: PathsArg,
     from ..report import Report, input_section
 
     specs = [get_analysis(name) for name in only] if only else list(ANALYSES)
+    skipped = [s.name for s in specs if s.needs_baseline and not baseline]
+    if only and skipped:
+        raise ParameterError(f"--only {skipped[0]}: it compares two periods; give --baseline PATH")
+    specs = [s for s in specs if s.name not in skipped]
     settings = _settings(set_ or [], [s.name for s in ANALYSES])
     spans = read_input(paths, format, mapping)
     tt = build_trace_table(spans, endpoint)
+    baseline_table = build_trace_table(read_input(baseline, format, mapping), tt.endpoint) if baseline else None
     report = Report(title or f"Why are requests to {tt.endpoint} slow?",
                     subtitle=f"{tt.n_requests:,} requests to {tt.endpoint}; seed {seed}.",
                     footer=f"tracesleuth {__version__} - " + "; ".join(s.paper for s in specs))
@@ -524,7 +533,7 @@ def analyze(paths: PathsArg,
                                  f"are: {', '.join(sorted(est.get_params()))}")
         est.set_params(**given)
         t0 = time.perf_counter()
-        est.fit(tt)
+        est.fit(tt, baseline_table) if spec.needs_baseline else est.fit(tt)
         seconds = time.perf_counter() - t0
         context = ReportContext(spans, tt, settings={"seed": seed, **given})
         for section in spec.load("section")(est, context):
@@ -536,8 +545,11 @@ def analyze(paths: PathsArg,
     report.add(input_section(spans, tt))
     path = report.write(output)
     if json:
-        emit_json({"report": str(path), "endpoint": tt.endpoint, "requests": tt.n_requests, "analyses": done})
+        emit_json({"report": str(path), "endpoint": tt.endpoint, "requests": tt.n_requests, "analyses": done,
+                   "skipped": {name: "needs --baseline" for name in skipped}})
         return
+    for name in skipped:
+        out.print(f"{name}: not run (it compares two periods; give --baseline PATH)", markup=False)
     out.print(f"Report: {path}", markup=False)
 
 

@@ -13,30 +13,16 @@ only and must not pay for more at start-up.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 from .eshopper import Degradation, EShopperSession, simulate_eshopper
 
 if TYPE_CHECKING:
     from .metrics import ClusterMatch, match_clusters
 
-#: Public names imported lazily, and the submodule each comes from.
-_LAZY = {"ClusterMatch": "metrics", "match_clusters": "metrics"}
-
 __all__ = ["ClusterMatch", "Degradation", "EShopperSession", "match_clusters", "simulate_eshopper"]
 
-
-def __getattr__(name: str):
-    if name == "metrics":      # the submodule itself, as an eager import gave it
-        return importlib.import_module(f".{name}", __name__)
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value             # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, {"metrics": ".metrics", "ClusterMatch": ".metrics:ClusterMatch",
+                                              "match_clusters": ".metrics:match_clusters"})

@@ -15,11 +15,17 @@ requests whose latency falls in a degraded interval:
 (as ``f_score_from_counts``) and :mod:`tracesleuth.units`.
 """
 
-from ...evaluation.metrics import f_score_from_counts as f_score  # the name this package gave it first
-from ...units import format_duration_ns, parse_duration
-from ._model import Condition, LatencyInterval, Pattern, PatternQuality, pattern_quality
-from .analysis import DegradationPatternsResult, LatencyDegradationPatterns, SubIntervalPattern
-from .split_points import degraded_interval, parse_interval
+from ..._lazy import lazy_exports
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "f_score": "...evaluation.metrics:f_score_from_counts",  # the name this package gave it first
+    "format_duration_ns": "...units:format_duration_ns", "parse_duration": "...units:parse_duration",
+    **{name: f"._model:{name}" for name in ("Condition", "LatencyInterval", "Pattern", "PatternQuality",
+                                            "pattern_quality")},
+    **{name: f".analysis:{name}" for name in ("DegradationPatternsResult", "LatencyDegradationPatterns",
+                                              "SubIntervalPattern")},
+    "degraded_interval": ".split_points:degraded_interval", "parse_interval": ".split_points:parse_interval",
+})
 
 __all__ = [
     "Condition",

@@ -202,5 +202,5 @@ def planted_case(random_state: int = 0):
     def score(fitted) -> float:
         return float(match_clusters(truth, fitted.labels_).f_score)
 
-    return PlantedCase(data=session.frame, settings={"random_state": random_state, "generations": 100},
+    return PlantedCase(args=(session.frame,), settings={"random_state": random_state, "generations": 100},
                        score=score, floor=0.9)

@@ -1,0 +1,436 @@
+"""Request-flow comparison: what changed between a baseline and a problem period, and where.
+
+:class:`RequestFlowComparison` implements Spectroscope (Sambasivan et al., NSDI 2011): the requests
+of both periods are grouped into categories of identical structure (:mod:`.categories`);
+response-time and structural mutations are found and mapped to precursors, ranked by their
+expected contribution to the slowdown, explained by the edges, operations and low-level
+attributes that changed (:mod:`.mutations`), and summed up as a ranked list of services
+(:mod:`.services`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ... import schema as S
+from ...errors import EmptyDataError, ParameterError
+from ...units import format_duration_ns
+from .._contract import Analysis, Interval, Options, Seed
+from .categories import category_stats, divergence, edit_distance, key_pattern, parse_signature
+from .mutations import (EdgeChange, Mutation, OperationChange, Precursor, adjust_p_values, localize,
+                        low_level_differences, proportion_p_values, response_time_contribution,
+                        structural_contribution)
+from .services import ServiceSuspect, error_origins, rank_services
+
+__all__ = ["ComparisonResult", "RequestFlowComparison"]
+
+CORRECTIONS = ("holm", "bonferroni", "none")
+
+_FRAME_SCHEMA = {
+    "rank": pl.Int64, "kind": pl.String, "category": pl.String, "contribution_ns": pl.Float64,
+    "baseline_count": pl.Int64, "problem_count": pl.Int64, "baseline_mean_ns": pl.Float64,
+    "problem_mean_ns": pl.Float64, "p_value": pl.Float64, "top_precursor": pl.String,
+    "divergence": pl.String, "divergence_service": pl.String, "n_edges": pl.Int64, "n_operations": pl.Int64,
+    "top_edge": pl.String, "top_operation": pl.String, "low_level": pl.String,
+}
+
+
+@dataclass(frozen=True)
+class ComparisonResult:
+    """What :class:`RequestFlowComparison` found.
+
+    Attributes
+    ----------
+    significant : bool
+        Whether any mutation was found; when False, ``reason`` starts with "no significant
+        change" and says why.
+    reason : str or None
+    endpoint : str
+        The operation key both periods' requests enter by.
+    n_baseline, n_problem : int
+        Requests in each period.
+    services : tuple of ServiceSuspect
+        Most suspicious first (:mod:`.services` documents the rule).
+    mutations : tuple of Mutation
+        Slow-downs by contribution, highest first, then the others (speed-ups, and structural
+        mutations that made requests faster) by absolute contribution.
+    notes : tuple of str
+        Anything worth knowing (tests skipped for want of requests, heuristics relaxed...).
+    """
+
+    significant: bool
+    reason: str | None
+    endpoint: str
+    n_baseline: int
+    n_problem: int
+    services: tuple[ServiceSuspect, ...] = ()
+    mutations: tuple[Mutation, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def to_frame(self) -> pl.DataFrame:
+        """One row per mutation (empty, same columns, when there is none)."""
+        rows = [{
+            "rank": m.rank, "kind": m.kind, "category": m.category, "contribution_ns": m.contribution_ns,
+            "baseline_count": m.baseline_count, "problem_count": m.problem_count,
+            "baseline_mean_ns": m.baseline_mean_ns, "problem_mean_ns": m.problem_mean_ns, "p_value": m.p_value,
+            "top_precursor": m.precursors[0].category if m.precursors else None, "divergence": m.divergence,
+            "divergence_service": m.divergence_service, "n_edges": len(m.edges), "n_operations": len(m.operations),
+            "top_edge": m.edges[0].describe() if m.edges else None,
+            "top_operation": m.operations[0].operation_key if m.operations else None,
+            "low_level": "; ".join(m.low_level) or None,
+        } for m in self.mutations]
+        return pl.DataFrame(rows, schema=_FRAME_SCHEMA)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict; top-level ``services`` (``service``, ``score``, ``evidence``) and ``mutations``."""
+        out = {
+            "significant": self.significant, "reason": self.reason, "endpoint": self.endpoint,
+            "n_baseline": self.n_baseline, "n_problem": self.n_problem,
+            "services": [s.to_dict() for s in self.services],
+            "mutations": [m.to_dict() for m in self.mutations],
+            "notes": list(self.notes),
+        }
+        json.dumps(out)  # a failure here is a bug, not bad input
+        return out
+
+    def describe(self) -> str:
+        """A few lines in words."""
+        head = f"{self.endpoint}: {self.n_baseline} baseline vs {self.n_problem} problem requests."
+        if not self.significant:
+            return f"{head} {self.reason}"
+        lines = [head, "Most suspicious services:"]
+        for s in self.services[:3]:
+            lines.append(f"  {s.service} (score {s.score:.2f}): {s.evidence[0] if s.evidence else ''}")
+        lines.append("Top mutations:")
+        for m in self.mutations[:3]:
+            where = f", diverges at {m.divergence}" if m.divergence else ""
+            lines.append(f"  #{m.rank} {m.kind}: contribution {format_duration_ns(abs(m.contribution_ns))}"
+                         f"{' (faster)' if m.contribution_ns < 0 else ''}, {m.problem_count} problem requests"
+                         f"{where}")
+        lines += [f"Note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def _table(x: Any, name: str):
+    if not hasattr(x, "frame") or not hasattr(x, "endpoint"):
+        raise ParameterError(f"The {name} period must be a TraceTable (from build_trace_table); "
+                             f"got {type(x).__name__}.")
+    if x.frame.height == 0:
+        raise EmptyDataError(f"The {name} period has no request of its endpoint {x.endpoint!r}.")
+    if x.frame.height < 2:
+        raise EmptyDataError(f"The {name} period has one request only; comparing distributions needs at least 2.")
+    return x
+
+
+def _calls(table, notes: list, name: str) -> pl.DataFrame | None:
+    try:
+        return table.calls()
+    except ParameterError:
+        notes.append(f"The {name} table holds no spans: no edge, operation or error evidence.")
+        return None
+
+
+class RequestFlowComparison(Analysis):
+    """Compare the request flows of a baseline and a problem period (Spectroscope).
+
+    Parameters
+    ----------
+    alpha : float, default=0.05
+        Significance of every test (KS tests of categories, edges and operations; share
+        changes), after ``correction``. The paper's 95% confidence.
+    correction : {"holm", "bonferroni", "none"}, default="holm"
+        Multiple-test control over a family of tests (the categories' KS tests; the share
+        tests; the edge and operation tests inside one mutation): Holm's step-down method
+        controls the family-wise error rate at ``alpha`` (so identical periods report no change
+        with probability >= 1 - alpha however many categories there are) and is more powerful
+        than Bonferroni's; "none" is the paper's per-test 95%.
+    min_requests : int, default=10
+        Requests (calls, for edges and operations) a category needs in each period to be KS
+        tested; below it the distribution is too poorly known (Section 3.2).
+    sm_threshold : float, default=0.01
+        The structural-mutation threshold, as a change of a category's **share** of its period's
+        requests (0.01 = one percentage point): shares normalise periods of different length or
+        load. The paper's SM_THRESHOLD is a request count for periods of similar workload; a
+        share is that count over the period's volume. One point keeps rare paths (below 1% of
+        requests) from counting unless they grow; the change must also be significant (pooled
+        two-proportion z-test, ``alpha`` and ``correction``), so sampling noise is no mutation.
+    max_precursors : int, default=3
+        Precursors kept per structural mutation, most similar first.
+    tree_depth : int, default=3
+        Depth of the low-level decision tree (Section 3.5).
+    top_k : int, default=10
+        Mutations explained (edges, operations, low-level splits) and given to the service
+        ranking; the rest are listed with their contribution only.
+    random_state : int, numpy Generator or None, default=None
+        Seed of the decision tree and of its row sample.
+
+    Attributes
+    ----------
+    result_ : ComparisonResult
+    categories_ : polars.DataFrame
+        One row per category: ``signature``, ``root``, ``n_nodes``, ``baseline_count``,
+        ``problem_count``, ``baseline_share``, ``problem_share``, ``baseline_mean_ns``,
+        ``baseline_var_ns2``, ``problem_mean_ns``, ``problem_var_ns2``, ``rt_p_value`` (KS,
+        after correction; null when not tested), ``share_p_value``.
+    endpoint_ : str
+
+    Notes
+    -----
+    Ranking (Section 3.4): a structural mutation contributes ``(problem count - baseline count
+    x n_problem / n_baseline) x (its problem mean - its precursors' baseline means weighted by
+    similarity)``; a response-time mutation ``problem count x (problem mean - baseline mean)``.
+    A category that is both is two entries, ranked separately. Slow-downs (positive) come first;
+    speed-ups follow, by absolute contribution, and only structural ones count for the services
+    (:mod:`.services`). A structural mutation without a precursor (heuristics 1-2 left none with
+    the same root) is compared with the endpoint's baseline mean.
+
+    Heuristic 2 (the precursor lost at least as many requests as the mutation gained) is relaxed
+    when it leaves no precursor: the same-root precursors are then kept, and a note says so.
+
+    The paper's limits hold: contention and workload changes are not identified as such.
+
+    References
+    ----------
+    .. [1] R. R. Sambasivan, A. X. Zheng, M. De Rosa, E. Krevat, S. Whitman, M. Stroucken,
+       W. Wang, L. Xu and G. R. Ganger, "Diagnosing performance changes by comparing request
+       flows", NSDI 2011.
+
+    Examples
+    --------
+    >>> from tracesleuth.evaluation.eshopper import simulate_eshopper
+    >>> from tracesleuth.model import build_trace_table
+    >>> a = build_trace_table(simulate_eshopper(n_requests=300, random_state=1).spans)
+    >>> RequestFlowComparison().fit(a, a).result_.significant
+    False
+    """
+
+    _constraints = {
+        "alpha": [Interval(float, 0, 1, closed="neither")],
+        "correction": [Options(CORRECTIONS)],
+        "min_requests": [Interval(int, 2, None)],
+        "sm_threshold": [Interval(float, 0, 1, closed="left")],
+        "max_precursors": [Interval(int, 1, None)],
+        "tree_depth": [Interval(int, 1, None)],
+        "top_k": [Interval(int, 1, None)],
+        "random_state": [Seed()],
+    }
+
+    def __init__(self, *, alpha: float = 0.05, correction: str = "holm", min_requests: int = 10,
+                 sm_threshold: float = 0.01, max_precursors: int = 3, tree_depth: int = 3, top_k: int = 10,
+                 random_state=None):
+        self.alpha = alpha
+        self.correction = correction
+        self.min_requests = min_requests
+        self.sm_threshold = sm_threshold
+        self.max_precursors = max_precursors
+        self.tree_depth = tree_depth
+        self.top_k = top_k
+        self.random_state = random_state
+
+    def fit(self, problem, baseline) -> "RequestFlowComparison":
+        """Compare ``problem`` with ``baseline`` (TraceTables of one endpoint); return ``self``.
+
+        Raises
+        ------
+        ParameterError
+            A setting is not allowed; an input is no TraceTable; the periods' endpoints differ.
+        EmptyDataError
+            A period has no request, or one only.
+        """
+        return super().fit(problem, baseline)
+
+    # ----------------------------------------------------------------------------------------
+
+    def _fit(self, problem, baseline) -> dict[str, Any]:
+        problem, baseline = _table(problem, "problem"), _table(baseline, "baseline")
+        if problem.endpoint != baseline.endpoint:
+            raise ParameterError(f"The periods are of different endpoints: baseline {baseline.endpoint!r}, "
+                                 f"problem {problem.endpoint!r}; build both trace tables with the same endpoint.")
+        endpoint = problem.endpoint
+        fb, fp = baseline.frame, problem.frame
+        nb, np_ = fb.height, fp.height
+        notes: list[str] = []
+        cats = category_stats(fb, fp)
+        pattern = key_pattern(set(baseline.operations) | set(problem.operations) | {endpoint})
+        structures = {s: parse_signature(s, pattern) for s in cats[S.SIGNATURE].to_list()}
+        cats = cats.with_columns(
+            pl.Series("root", [structures[s].root for s in cats[S.SIGNATURE]], dtype=pl.String),
+            pl.Series("n_nodes", [len(structures[s].nodes) for s in cats[S.SIGNATURE]], dtype=pl.Int64))
+        common = cats.filter((pl.col("baseline_count") > 0) & (pl.col("problem_count") > 0))
+        if common.height == 0:
+            notes.append("The periods have no category in common: no response-time test; structural "
+                         "mutations only.")
+
+        # --- response-time mutations (Section 3.2) ---------------------------------------------
+        testable = common.filter((pl.col("baseline_count") >= self.min_requests)
+                                 & (pl.col("problem_count") >= self.min_requests))[S.SIGNATURE].to_list()
+        skipped = common.height - len(testable)
+        if skipped:
+            notes.append(f"{skipped} categories in both periods have fewer than {self.min_requests} requests in one "
+                         f"of them: not tested for a response-time change.")
+        rt_p = self._rt_tests(fb, fp, testable)
+        # --- structural mutations (Section 3.3) ------------------------------------------------
+        share_p = adjust_p_values(proportion_p_values(cats["problem_count"].to_numpy(), np_,
+                                                      cats["baseline_count"].to_numpy(), nb), self.correction)
+        cats = cats.with_columns(
+            pl.Series("rt_p_value", [rt_p.get(s) for s in cats[S.SIGNATURE]], dtype=pl.Float64),
+            pl.Series("share_p_value", share_p, dtype=pl.Float64))
+        delta = (cats["problem_share"] - cats["baseline_share"]).to_numpy()
+        significant_share = share_p < self.alpha
+        is_mut = (delta >= self.sm_threshold) & significant_share & (delta > 0)
+        is_pre = (-delta >= self.sm_threshold) & significant_share & (delta < 0)
+        rows = cats.rows(named=True)
+        scale = np_ / nb
+        base_mean = float(fb[S.LATENCY_NS].cast(pl.Float64).mean())
+        precursors = [r for r, f in zip(rows, is_pre) if f]
+        entries: list[dict] = []
+        for r, f in zip(rows, is_mut):
+            if not f:
+                continue
+            entries.append(self._structural(r, precursors, structures, scale, base_mean, notes))
+        for r in rows:
+            p = r["rt_p_value"]
+            if p is not None and p < self.alpha:
+                entries.append(dict(kind="response-time", row=r, p_value=p,
+                                    contribution=response_time_contribution(r["problem_count"], r["baseline_mean_ns"],
+                                                                            r["problem_mean_ns"])))
+        if not entries:
+            reason = ("no significant change: no category's response time changed (KS test, alpha "
+                      f"{self.alpha:g}, {self.correction} correction, {len(testable)} categories tested) and no "
+                      f"category's share of requests changed by {self.sm_threshold:g} or more significantly")
+            result = ComparisonResult(significant=False, reason=reason, endpoint=endpoint, n_baseline=nb,
+                                      n_problem=np_, notes=tuple(notes))
+            return {"result_": result, "categories_": cats, "endpoint_": endpoint}
+
+        entries.sort(key=lambda e: (e["contribution"] <= 0, -abs(e["contribution"]), e["kind"], e["row"][S.SIGNATURE]))
+        # --- where the time went, low-level differences (top_k only) --------------------------
+        cb, cp = _calls(baseline, notes, "baseline"), _calls(problem, notes, "problem")
+        kinds = self._kinds(cb, cp)
+        req_b = fb.select(pl.int_range(pl.len(), dtype=pl.Int64).alias(S.REQUEST), S.SIGNATURE)
+        req_p = fp.select(pl.int_range(pl.len(), dtype=pl.Int64).alias(S.REQUEST), S.SIGNATURE)
+        mutations = []
+        for rank, e in enumerate(entries, start=1):
+            r = e["row"]
+            explain = rank <= self.top_k
+            if e["kind"] == "response-time":
+                side_b, side_p = [r[S.SIGNATURE]], [r[S.SIGNATURE]]
+            else:
+                side_b = [p.category for p in e["precursors"]] or None
+                side_p = [r[S.SIGNATURE]]
+            edges, ops, low = (), (), ()
+            if explain and side_b:
+                ib = req_b.filter(pl.col(S.SIGNATURE).is_in(side_b))[S.REQUEST]
+                ip = req_p.filter(pl.col(S.SIGNATURE).is_in(side_p))[S.REQUEST]
+                if cb is not None and cp is not None:
+                    edges, ops = localize(cb.filter(pl.col(S.REQUEST).is_in(ib.implode())),
+                                          cp.filter(pl.col(S.REQUEST).is_in(ip.implode())),
+                                          len(ib), len(ip), alpha=self.alpha, correction=self.correction,
+                                          min_requests=self.min_requests)
+                labels = ("baseline", "problem") if e["kind"] == "response-time" else ("precursor", "mutation")
+                low = low_level_differences(fb[ib.to_numpy()], fp[ip.to_numpy()], max_depth=self.tree_depth,
+                                            random_state=self.random_state, labels=labels)
+            div, div_service, div_children = e.get("divergence"), None, ()
+            if div is not None:
+                div, div_children = div
+                div_service = self._divergence_service(div, div_children, kinds)
+            mutations.append(Mutation(
+                rank=rank, kind=e["kind"], category=r[S.SIGNATURE], contribution_ns=float(e["contribution"]),
+                baseline_count=int(r["baseline_count"]), problem_count=int(r["problem_count"]),
+                baseline_mean_ns=r["baseline_mean_ns"], problem_mean_ns=r["problem_mean_ns"],
+                p_value=None if e["p_value"] is None else float(e["p_value"]),
+                precursors=tuple(e.get("precursors", ())), divergence=div, divergence_service=div_service,
+                edges=edges, operations=ops, low_level=low, baseline_share=float(r["baseline_share"]),
+                problem_share=float(r["problem_share"]), divergence_children=tuple(div_children)))
+        if len(mutations) > self.top_k:
+            notes.append(f"{len(mutations) - self.top_k} mutations below rank {self.top_k} are not explained "
+                         f"and do not count for the services.")
+        services = rank_services(mutations[:self.top_k], endpoint=endpoint,
+                                 errors_baseline=None if cb is None else error_origins(cb),
+                                 errors_problem=None if cp is None else error_origins(cp),
+                                 n_baseline=nb, n_problem=np_, alpha=self.alpha)
+        if not any(m.contribution_ns > 0 for m in mutations):
+            notes.append("Every mutation made requests faster: nothing got slower.")
+        result = ComparisonResult(significant=True, reason=None, endpoint=endpoint, n_baseline=nb, n_problem=np_,
+                                  services=services, mutations=tuple(mutations), notes=tuple(notes))
+        return {"result_": result, "categories_": cats, "endpoint_": endpoint}
+
+    # ----------------------------------------------------------------------------------------
+
+    def _rt_tests(self, fb: pl.DataFrame, fp: pl.DataFrame, testable: list[str]) -> dict[str, float]:
+        """Corrected KS p-values of the testable categories."""
+        from .mutations import _ks
+
+        if not testable:
+            return {}
+        def samples(frame):
+            g = frame.filter(pl.col(S.SIGNATURE).is_in(testable)).group_by(S.SIGNATURE).agg(S.LATENCY_NS)
+            return {s: v.to_numpy() for s, v in zip(g[S.SIGNATURE].to_list(), g[S.LATENCY_NS])}
+        sb, sp = samples(fb), samples(fp)
+        raw = np.array([_ks(sb[s], sp[s]) for s in testable])
+        return dict(zip(testable, adjust_p_values(raw, self.correction).tolist()))
+
+    def _structural(self, r: dict, precursors: list[dict], structures: dict, scale: float, base_mean: float,
+                    notes: list) -> dict:
+        """A structural mutation: its precursors by the three heuristics, and its contribution."""
+        sig = r[S.SIGNATURE]
+        mine = structures[sig]
+        added = r["problem_count"] - r["baseline_count"] * scale
+        same_root = [p for p in precursors if structures[p[S.SIGNATURE]].root == mine.root]      # heuristic 1
+        enough = [p for p in same_root if p["baseline_count"] * scale - p["problem_count"] >= added]  # heuristic 2
+        if not enough and same_root:
+            enough = same_root
+            notes.append(f"No precursor lost as many requests as the mutation {_short(sig)} gained (heuristic 2): "
+                         "the same-root precursors are kept.")
+        tokens = mine.tokens()
+        ranked = sorted(((edit_distance(tokens, structures[p[S.SIGNATURE]].tokens()), p[S.SIGNATURE], p)
+                         for p in enough), key=lambda t: (t[0], t[1]))[:self.max_precursors]   # heuristic 3
+        sim = np.array([1.0 / (1 + d) for d, _, _ in ranked])
+        weights = sim / sim.sum() if len(sim) else sim
+        pre = []
+        for (d, s, p), w in zip(ranked, weights.tolist()):
+            mean = p["baseline_mean_ns"] if p["baseline_count"] > 0 else p["problem_mean_ns"]
+            pre.append(Precursor(category=s, edit_distance=int(d), weight=float(w),
+                                 baseline_count=int(p["baseline_count"]), problem_count=int(p["problem_count"]),
+                                 mean_ns=None if mean is None else float(mean)))
+        means = [(p.mean_ns, p.weight) for p in pre if p.mean_ns is not None]
+        reference = (sum(m * w for m, w in means) / sum(w for _, w in means)) if means else base_mean
+        div = None
+        if pre:
+            found = divergence(mine, structures[pre[0].category])
+            if found is not None:
+                div = (mine.nodes[found[0]].key, found[1])
+        return dict(kind="structural", row=r, p_value=r["share_p_value"], precursors=pre, divergence=div,
+                    contribution=structural_contribution(added, r["problem_mean_ns"], reference))
+
+    @staticmethod
+    def _kinds(cb: pl.DataFrame | None, cp: pl.DataFrame | None) -> dict[str, tuple[str, str]]:
+        """``{operation key: (service, most common kind)}`` from the call views."""
+        frames = [c.select(S.OPERATION_KEY, S.SERVICE, S.KIND) for c in (cb, cp) if c is not None]
+        if not frames:
+            return {}
+        g = pl.concat(frames).group_by(S.OPERATION_KEY).agg(pl.col(S.SERVICE).first(), pl.col(S.KIND).mode().first())
+        return {k: (s, kind) for k, s, kind in g.rows()}
+
+    @staticmethod
+    def _divergence_service(key: str, children: tuple[str, ...], kinds: dict) -> str:
+        """The service whose calls changed at the divergence node ``key``.
+
+        The node's service, except for a client span whose differing children are all server
+        spans of one other service: then the call into that service changed (it did not answer,
+        or answered another way), and that service is named.
+        """
+        service, kind = kinds.get(key, (key.split(":", 1)[0], None))
+        if kind == "client" and children:
+            others = {kinds.get(c, (c.split(":", 1)[0], None))[0] for c in children}
+            if len(others) == 1 and service not in others:
+                return others.pop()
+        return service
+
+
+def _short(signature: str, n: int = 80) -> str:
+    return signature if len(signature) <= n else signature[:n - 1] + "…"

@@ -1,0 +1,191 @@
+"""The ``tracesleuth compare`` and ``tracesleuth evaluate compare`` commands (registered in
+:mod:`tracesleuth.analyses`); they only call the public API and render its result."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ...cli._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, SeedOpt, emit_json, out, progress,
+                            read_input)
+from ...errors import ParameterError
+
+__all__ = ["parse_time_range", "register", "select_period", "show"]
+
+
+
+def parse_time_range(text: str, option: str) -> tuple[int, int]:
+    """``"2023-01-29T08:40/2023-01-29T08:42"`` (ISO 8601, UTC unless an offset is given; or Unix
+    seconds) -> ``(start_ns, end_ns)``, half-open.
+
+    Raises
+    ------
+    ParameterError
+        Naming ``option`` and what was given, when it is not ``START/END`` with START < END.
+    """
+    def instant(part: str) -> int:
+        part = part.strip()
+        try:
+            return int(float(part) * 1e9)
+        except ValueError:
+            pass
+        try:
+            moment = datetime.fromisoformat(part)
+        except ValueError:
+            raise ParameterError(f"{option} {text!r}: {part!r} is neither an ISO 8601 time "
+                                 "(2023-01-29T08:40:00) nor Unix seconds") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return int(moment.timestamp() * 1e9)
+
+    start, sep, end = text.partition("/")
+    if not sep:
+        raise ParameterError(f"{option} {text!r}: write START/END, e.g. 2023-01-29T08:40/2023-01-29T08:42")
+    low, high = instant(start), instant(end)
+    if low >= high:
+        raise ParameterError(f"{option} {text!r}: the start must come before the end")
+    return low, high
+
+
+def select_period(spans, low_ns: int, high_ns: int):
+    """The spans of the traces that start in ``[low_ns, high_ns)`` (a trace starts at its first span).
+
+    Parameters
+    ----------
+    spans : SpanReadResult or pyarrow.Table
+        Spans in :data:`tracesleuth.schema.SPAN_SCHEMA` (plain or dictionary-encoded strings).
+
+    Returns
+    -------
+    pyarrow.Table
+        The selected spans, every span of a selected trace included.
+    """
+    import polars as pl
+
+    table = getattr(spans, "spans", spans)
+    frame = pl.from_arrow(table.select(["trace_id", "start_ns"]))
+    starts = frame.group_by("trace_id").agg(pl.col("start_ns").min())
+    chosen = starts.filter(pl.col("start_ns").is_between(low_ns, high_ns, closed="left"))["trace_id"]
+    keep = pl.from_arrow(table.column("trace_id")).is_in(chosen.implode() if hasattr(chosen, "implode") else chosen)
+    return table.filter(keep.to_arrow())
+
+
+def show(result) -> None:
+    """Print a :class:`ComparisonResult` (the command line's view of it)."""
+    if not result.significant:
+        out.print(_sentence(result.reason or "no significant change"), markup=False)
+    if result.services:
+        t = Table(title="Services, most suspicious first", title_justify="left", show_lines=True)
+        for c in ("#", "service", "score", "evidence"):
+            t.add_column(c, overflow="fold", justify="right" if c in ("#", "score") else "left")
+        for k, s in enumerate(result.services[:10]):
+            t.add_row(str(k + 1), escape(s.service), f"{s.score:.3f}", escape("; ".join(s.evidence)))
+        out.print(t)
+    if result.mutations:
+        t = Table(title="Mutations ranked by contribution", title_justify="left", show_lines=True)
+        for c in ("#", "kind", "category", "requests", "mean", "contribution"):
+            t.add_column(c, overflow="fold", justify="left" if c in ("kind", "category") else "right")
+        from ...units import format_duration_ns as ns
+
+        for m in result.mutations[:10]:
+            mean = " -> ".join(ns(v) if v is not None else "—" for v in (m.baseline_mean_ns, m.problem_mean_ns))
+            t.add_row(str(m.rank), m.kind, escape(m.category[:120]), f"{m.baseline_count:,} -> {m.problem_count:,}",
+                      mean, ns(m.contribution_ns))
+        out.print(t)
+    for note in result.notes:
+        out.print(f"note: {note}", markup=False)
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def _periods(paths, baseline, problem, baseline_time, problem_time, fmt, mapping):
+    """The baseline's and the problem's spans from two inputs, or from time ranges over one."""
+    if baseline_time or problem_time:
+        if not (baseline_time and problem_time):
+            raise ParameterError("--baseline-time and --problem-time go together (time ranges over one input)")
+        if baseline:
+            raise ParameterError("--baseline PATH and --baseline-time exclude each other")
+        source = list(problem or []) + list(paths or [])
+        if not source:
+            raise ParameterError("give the input the time ranges select from (PATH... or --problem PATH)")
+        spans = read_input(source, fmt, mapping)
+        return (select_period(spans, *parse_time_range(baseline_time, "--baseline-time")),
+                select_period(spans, *parse_time_range(problem_time, "--problem-time")))
+    problem = list(problem or []) + list(paths or [])
+    if not baseline or not problem:
+        raise ParameterError("give two periods: --baseline PATH and --problem PATH (or PATH...), or "
+                             "--baseline-time START/END and --problem-time START/END over one input")
+    return read_input(list(baseline), fmt, mapping), read_input(problem, fmt, mapping)
+
+
+def compare(paths: Annotated[Optional[list[Path]], typer.Argument(
+                metavar="PATH...", show_default=False, help="The problem period's input (as --problem).")] = None,
+            baseline: Annotated[Optional[list[Path]], typer.Option("--baseline", "-b", metavar="PATH", show_default=False, help="The baseline (non-problem) "
+                                "period's trace files, directories or store (repeatable).")] = None,
+            problem: Annotated[Optional[list[Path]], typer.Option("--problem", "-p", metavar="PATH", show_default=False, help="The problem period's trace files, "
+                               "directories or store (repeatable).")] = None,
+            baseline_time: Annotated[Optional[str], typer.Option("--baseline-time", metavar="START/END", show_default=False, help="The baseline as a time range "
+                                     "over one input (ISO 8601 START/END, UTC; or Unix seconds).")] = None,
+            problem_time: Annotated[Optional[str], typer.Option("--problem-time", metavar="START/END", show_default=False, help="The problem period as a time "
+                                    "range over the same input.")] = None,
+            endpoint: EndpointOpt = None,
+            alpha: Annotated[float, typer.Option("--alpha", metavar="FLOAT", help="Significance of the "
+                             "Kolmogorov-Smirnov tests.")] = 0.05,
+            min_requests: Annotated[int, typer.Option("--min-requests", metavar="INT", help="Requests a category "
+                                    "needs in each period for a response-time test.")] = 10,
+            seed: SeedOpt = 0, format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
+    """Request-flow comparison (Spectroscope, Sambasivan et al., NSDI 2011): what changed between a
+    baseline period and a problem period, ranked by contribution to the slowdown, and which service
+    it points to."""
+    from ...model import build_trace_table
+    from .analysis import RequestFlowComparison
+
+    base_spans, problem_spans = _periods(paths, baseline, problem, baseline_time, problem_time, format, mapping)
+    problem_table = build_trace_table(problem_spans, endpoint)
+    baseline_table = build_trace_table(base_spans, problem_table.endpoint)
+    t0 = time.perf_counter()
+    est = RequestFlowComparison(alpha=alpha, min_requests=min_requests, random_state=seed).fit(
+        problem_table, baseline_table)
+    seconds = time.perf_counter() - t0
+    res = est.result_
+    if json:
+        emit_json({"seconds": seconds, **res.to_dict()})
+        return
+    out.print(f"Endpoint [bold]{escape(res.endpoint)}[/]: {res.n_baseline:,} baseline and {res.n_problem:,} problem "
+              f"requests; {seconds:.2f} s.")
+    show(res)
+
+
+def evaluate_compare(
+        quick: Annotated[bool, typer.Option("--quick", help="One seed per scenario, small periods.")] = False,
+        data: Annotated[Optional[Path], typer.Option("--data", metavar="DIR", show_default=False,
+                        help="The Nezha data (TrainTicket, OnlineBoutique) for the real-data part; default: "
+                             "../shared/data/nezha when present.")] = None,
+        seed: Annotated[int, typer.Option("--seed", metavar="INT", help="Random seed.")] = 0,
+        json: JsonOpt = False) -> None:
+    """Request-flow comparison: simulated scenarios with a known change (is the injected service ranked
+    first?) and recorded faults (TrainTicket, OnlineBoutique: top-1 / top-3 of the injected service
+    per fault type, beside the anchor rule)."""
+    from .evaluation import evaluate
+
+    with progress("evaluating") as bar:
+        bar.add_task("eval", spans=0)
+        ev = evaluate(quick=quick, random_state=seed, data_dir=data)
+    if json:
+        emit_json(ev.to_dict())
+        return
+    out.print(ev.describe(), markup=False)
+
+
+def register(app: typer.Typer, evaluate_app: typer.Typer) -> None:
+    """Add ``compare`` to ``app`` and ``compare`` to ``evaluate_app`` (the registry's ``command``)."""
+    app.command("compare", cls=Command)(compare)
+    evaluate_app.command("compare", cls=Command)(evaluate_compare)

@@ -1,0 +1,86 @@
+"""The compare evaluation protocol: simulated scenarios and one real TrainTicket fault."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from tracesleuth.analyses.compare.evaluation import (CompareEvaluation, evaluate, evaluate_real, evaluate_simulated,
+                                                     list_faults, per_fault_type)
+
+
+def _estimator_available() -> bool:
+    try:
+        from tracesleuth.analyses.compare import RequestFlowComparison  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_evaluate_quick_scores_in_unit_interval(tmp_path):
+    ev = evaluate(quick=True, data_dir=tmp_path / "absent")
+    assert isinstance(ev, CompareEvaluation)
+    assert ev.simulated.height == 6 and ev.real.height == 0
+    assert any("skipped" in n for n in ev.notes)
+    assert ev.scores and all(0.0 <= v <= 1.0 for v in ev.scores.values())
+    assert ev.scores["anchor_simulated_top1"] >= 0.5  # the latency scenarios at least
+    json.dumps(ev.to_dict())
+    assert "Simulated scenarios" in ev.describe()
+    assert ev.to_frame().height == 6
+    if _estimator_available():
+        assert "simulated_top1" in ev.scores
+
+
+def test_simulated_rows():
+    rows = evaluate_simulated(seeds=1, n_requests=300, kinds=("slowed-handler", "network-delay"))
+    assert rows["kind"].to_list() == ["slowed-handler", "network-delay"]
+    assert rows["anchor_hit"].all()
+    if _estimator_available():
+        assert rows["estimator_hit"].is_not_null().all(), rows["note"].to_list()
+
+
+def test_estimator_ranks_simulated_latency_changes_first():
+    if not _estimator_available():
+        pytest.skip("RequestFlowComparison is not importable yet")
+    rows = evaluate_simulated(seeds=2, n_requests=600, kinds=("slowed-handler", "network-delay", "early-return"))
+    assert rows["estimator_hit"].all(), rows.select("kind", "injected", "estimator_top", "note").rows()
+
+
+@pytest.mark.xfail(reason="the estimator blames the caller where a structural mutation diverges (frontend), "
+                          "not the service of the new or rerouted subtree", strict=False)
+@pytest.mark.parametrize("kind", ["new-slow-path", "reroute", "workload-mix"])
+def test_estimator_ranks_simulated_structural_changes_first(kind):
+    if not _estimator_available():
+        pytest.skip("RequestFlowComparison is not importable yet")
+    rows = evaluate_simulated(seeds=2, n_requests=600, kinds=(kind,))
+    assert rows["estimator_hit"].all(), rows.select("kind", "injected", "estimator_top", "note").rows()
+
+
+def test_fault_list_windows(shared_data):
+    faults = list_faults(shared_data / "nezha")
+    tt = [f for f in faults if f.system == "trainticket"]
+    assert len(tt) == 28
+    assert {f.fault_type for f in tt} == {"return", "exception", "cpu_contention"}
+    first = tt[0]
+    assert first.service == "ts-contacts-service"
+    assert [p.name for p in first.problem_files] == ["08_44_trace.csv.gz", "08_45_trace.csv.gz"]
+    assert first.baseline_files[0].parent.name == "fault_free"
+    ob = [f for f in faults if f.system == "onlineboutique"]
+    assert ob and all(f.baseline_files[0].name[:5] == f.inject_time[11:16].replace(":", "_") for f in ob)
+
+
+def test_real_evaluation_on_one_trainticket_fault(shared_data):
+    faults = [f for f in list_faults(shared_data / "nezha", systems=("trainticket",))
+              if f.fault_type == "cpu_contention"][:1]
+    real = evaluate_real(shared_data / "nezha", faults=faults)
+    assert real.height == 1
+    row = real.row(0, named=True)
+    assert row["service"] == "ts-contacts-service" and row["endpoints"] >= 1
+    assert row["anchor_rank"] == 1
+    table = per_fault_type(real)
+    assert table.select("faults", "anchor_top1", "anchor_top3").row(0) == (1, 1, 1)
+    if _estimator_available():
+        assert "not importable" not in row["note"]
+        assert row["estimator_top3"], row["note"]  # the estimator ranked some service
