@@ -48,8 +48,6 @@ def test_estimator_ranks_simulated_latency_changes_first():
     assert rows["estimator_hit"].all(), rows.select("kind", "injected", "estimator_top", "note").rows()
 
 
-@pytest.mark.xfail(reason="the estimator blames the caller where a structural mutation diverges (frontend), "
-                          "not the service of the new or rerouted subtree", strict=False)
 @pytest.mark.parametrize("kind", ["new-slow-path", "reroute", "workload-mix"])
 def test_estimator_ranks_simulated_structural_changes_first(kind):
     if not _estimator_available():

@@ -21,10 +21,11 @@ from ... import schema as S
 from ...errors import EmptyDataError, ParameterError
 from ...units import format_duration_ns
 from .._contract import Analysis, Interval, Options, Seed
-from .categories import category_stats, divergence, edit_distance, key_pattern, parse_signature
+from .categories import category_stats, divergence_sides, edit_distance, key_pattern, parse_signature
 from .mutations import (EdgeChange, Mutation, OperationChange, Precursor, adjust_p_values, localize,
                         low_level_differences, proportion_p_values, response_time_contribution,
                         structural_contribution)
+from .pooled import PooledChange, pooled_changes
 from .services import ServiceSuspect, error_origins, rank_services
 
 __all__ = ["ComparisonResult", "RequestFlowComparison"]
@@ -60,7 +61,11 @@ class ComparisonResult:
         Slow-downs by contribution, highest first, then the others (speed-ups, and structural
         mutations that made requests faster) by absolute contribution.
     notes : tuple of str
-        Anything worth knowing (tests skipped for want of requests, heuristics relaxed...).
+        Anything worth knowing (tests skipped for want of requests, heuristics relaxed, a
+        workload-mix change...).
+    pooled : tuple of PooledChange
+        Operations' self times and edges' gaps that rose significantly, pooled over all
+        categories (:mod:`.pooled`), most added time first.
     """
 
     significant: bool
@@ -71,6 +76,7 @@ class ComparisonResult:
     services: tuple[ServiceSuspect, ...] = ()
     mutations: tuple[Mutation, ...] = ()
     notes: tuple[str, ...] = ()
+    pooled: tuple[PooledChange, ...] = ()
 
     def to_frame(self) -> pl.DataFrame:
         """One row per mutation (empty, same columns, when there is none)."""
@@ -94,6 +100,7 @@ class ComparisonResult:
             "services": [s.to_dict() for s in self.services],
             "mutations": [m.to_dict() for m in self.mutations],
             "notes": list(self.notes),
+            "pooled": [c.to_dict() for c in self.pooled],
         }
         json.dumps(out)  # a failure here is a bug, not bad input
         return out
@@ -103,15 +110,20 @@ class ComparisonResult:
         head = f"{self.endpoint}: {self.n_baseline} baseline vs {self.n_problem} problem requests."
         if not self.significant:
             return f"{head} {self.reason}"
-        lines = [head, "Most suspicious services:"]
+        lines = [head, "Most suspicious services:" if self.services else
+                 "No service is suspected (only speed-ups or workload-mix changes)."]
         for s in self.services[:3]:
             lines.append(f"  {s.service} (score {s.score:.2f}): {s.evidence[0] if s.evidence else ''}")
-        lines.append("Top mutations:")
+        if self.mutations:
+            lines.append("Top mutations:")
         for m in self.mutations[:3]:
             where = f", diverges at {m.divergence}" if m.divergence else ""
             lines.append(f"  #{m.rank} {m.kind}: contribution {format_duration_ns(abs(m.contribution_ns))}"
                          f"{' (faster)' if m.contribution_ns < 0 else ''}, {m.problem_count} problem requests"
-                         f"{where}")
+                         f"{where}{' (workload mix)' if m.workload_mix else ''}")
+        if self.pooled:
+            lines.append("Pooled over categories:")
+            lines += [f"  {c.describe()}" for c in self.pooled[:3]]
         lines += [f"Note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -152,6 +164,13 @@ class RequestFlowComparison(Analysis):
     min_requests : int, default=10
         Requests (calls, for edges and operations) a category needs in each period to be KS
         tested; below it the distribution is too poorly known (Section 3.2).
+    min_calls : int, default=5
+        Calls an operation or edge needs in each period (in the strata common to both) for the
+        rank tests pooled over categories (:mod:`.pooled`). Lower than ``min_requests`` because
+        a rank test's own p-value accounts for a small sample (with 5 calls a side its smallest
+        one-sided p-value is about 0.004, so noise there cannot pass the multiple-test control),
+        while the KS test of a whole category's distribution needs more; below 5 the normal
+        approximation of the rank sum is poor.
     sm_threshold : float, default=0.01
         The structural-mutation threshold, as a change of a category's **share** of its period's
         requests (0.01 = one percentage point): shares normalise periods of different length or
@@ -213,6 +232,7 @@ class RequestFlowComparison(Analysis):
         "alpha": [Interval(float, 0, 1, closed="neither")],
         "correction": [Options(CORRECTIONS)],
         "min_requests": [Interval(int, 2, None)],
+        "min_calls": [Interval(int, 2, None)],
         "sm_threshold": [Interval(float, 0, 1, closed="left")],
         "max_precursors": [Interval(int, 1, None)],
         "tree_depth": [Interval(int, 1, None)],
@@ -221,11 +241,12 @@ class RequestFlowComparison(Analysis):
     }
 
     def __init__(self, *, alpha: float = 0.05, correction: str = "holm", min_requests: int = 10,
-                 sm_threshold: float = 0.01, max_precursors: int = 3, tree_depth: int = 3, top_k: int = 10,
+                 min_calls: int = 5, sm_threshold: float = 0.01, max_precursors: int = 3, tree_depth: int = 3, top_k: int = 10,
                  random_state=None):
         self.alpha = alpha
         self.correction = correction
         self.min_requests = min_requests
+        self.min_calls = min_calls
         self.sm_threshold = sm_threshold
         self.max_precursors = max_precursors
         self.tree_depth = tree_depth
@@ -292,24 +313,36 @@ class RequestFlowComparison(Analysis):
         for r, f in zip(rows, is_mut):
             if not f:
                 continue
-            entries.append(self._structural(r, precursors, structures, scale, base_mean, notes))
+            entries.append(self._structural(r, precursors, structures, scale, base_mean, notes, fb, fp))
         for r in rows:
             p = r["rt_p_value"]
             if p is not None and p < self.alpha:
                 entries.append(dict(kind="response-time", row=r, p_value=p,
                                     contribution=response_time_contribution(r["problem_count"], r["baseline_mean_ns"],
                                                                             r["problem_mean_ns"])))
-        if not entries:
+        # --- edges and operations pooled over categories (:mod:`.pooled`) --------------------
+        cb, cp = _calls(baseline, notes, "baseline"), _calls(problem, notes, "problem")
+        pooled, n_pooled = ((), 0) if cb is None or cp is None else pooled_changes(
+            cb, cp, alpha=self.alpha, correction=self.correction,
+            min_calls=self.min_calls)
+        if not entries and not pooled:
             reason = ("no significant change: no category's response time changed (KS test, alpha "
-                      f"{self.alpha:g}, {self.correction} correction, {len(testable)} categories tested) and no "
-                      f"category's share of requests changed by {self.sm_threshold:g} or more significantly")
+                      f"{self.alpha:g}, {self.correction} correction, {len(testable)} categories tested), no "
+                      f"category's share of requests changed by {self.sm_threshold:g} or more significantly, and "
+                      f"no operation's self time or edge's gap rose (pooled over categories, {n_pooled} tested)")
             result = ComparisonResult(significant=False, reason=reason, endpoint=endpoint, n_baseline=nb,
                                       n_problem=np_, notes=tuple(notes))
             return {"result_": result, "categories_": cats, "endpoint_": endpoint}
+        if not entries:
+            notes.append("No category-level mutation: the services are ranked by the edges and operations "
+                         "whose time rose, pooled over categories.")
+        mix = [e for e in entries if e.get("workload_mix")]
+        if mix:
+            notes.append(f"workload mix changed: {len(mix)} structural mutation(s) are categories already common "
+                         "in the baseline that grew without getting slower; they count for no service.")
 
         entries.sort(key=lambda e: (e["contribution"] <= 0, -abs(e["contribution"]), e["kind"], e["row"][S.SIGNATURE]))
         # --- where the time went, low-level differences (top_k only) --------------------------
-        cb, cp = _calls(baseline, notes, "baseline"), _calls(problem, notes, "problem")
         kinds = self._kinds(cb, cp)
         req_b = fb.select(pl.int_range(pl.len(), dtype=pl.Int64).alias(S.REQUEST), S.SIGNATURE)
         req_p = fp.select(pl.int_range(pl.len(), dtype=pl.Int64).alias(S.REQUEST), S.SIGNATURE)
@@ -334,10 +367,9 @@ class RequestFlowComparison(Analysis):
                 labels = ("baseline", "problem") if e["kind"] == "response-time" else ("precursor", "mutation")
                 low = low_level_differences(fb[ib.to_numpy()], fp[ip.to_numpy()], max_depth=self.tree_depth,
                                             random_state=self.random_state, labels=labels)
-            div, div_service, div_children = e.get("divergence"), None, ()
-            if div is not None:
-                div, div_children = div
-                div_service = self._divergence_service(div, div_children, kinds)
+            div, div_service, div_children = None, None, ()
+            if e.get("sides") is not None:
+                div, div_service, div_children = self._divergence_service(*e["sides"], kinds)
             mutations.append(Mutation(
                 rank=rank, kind=e["kind"], category=r[S.SIGNATURE], contribution_ns=float(e["contribution"]),
                 baseline_count=int(r["baseline_count"]), problem_count=int(r["problem_count"]),
@@ -345,18 +377,20 @@ class RequestFlowComparison(Analysis):
                 p_value=None if e["p_value"] is None else float(e["p_value"]),
                 precursors=tuple(e.get("precursors", ())), divergence=div, divergence_service=div_service,
                 edges=edges, operations=ops, low_level=low, baseline_share=float(r["baseline_share"]),
-                problem_share=float(r["problem_share"]), divergence_children=tuple(div_children)))
+                problem_share=float(r["problem_share"]), divergence_children=tuple(div_children),
+                workload_mix=bool(e.get("workload_mix", False))))
         if len(mutations) > self.top_k:
             notes.append(f"{len(mutations) - self.top_k} mutations below rank {self.top_k} are not explained "
                          f"and do not count for the services.")
         services = rank_services(mutations[:self.top_k], endpoint=endpoint,
                                  errors_baseline=None if cb is None else error_origins(cb),
                                  errors_problem=None if cp is None else error_origins(cp),
-                                 n_baseline=nb, n_problem=np_, alpha=self.alpha)
-        if not any(m.contribution_ns > 0 for m in mutations):
-            notes.append("Every mutation made requests faster: nothing got slower.")
+                                 n_baseline=nb, n_problem=np_, alpha=self.alpha, pooled=pooled)
+        if mutations and not pooled and not any(m.contribution_ns > 0 and not m.workload_mix for m in mutations):
+            notes.append("Every mutation made requests faster or is a workload-mix change: nothing got slower.")
         result = ComparisonResult(significant=True, reason=None, endpoint=endpoint, n_baseline=nb, n_problem=np_,
-                                  services=services, mutations=tuple(mutations), notes=tuple(notes))
+                                  services=services, mutations=tuple(mutations), notes=tuple(notes),
+                                  pooled=pooled)
         return {"result_": result, "categories_": cats, "endpoint_": endpoint}
 
     # ----------------------------------------------------------------------------------------
@@ -375,7 +409,7 @@ class RequestFlowComparison(Analysis):
         return dict(zip(testable, adjust_p_values(raw, self.correction).tolist()))
 
     def _structural(self, r: dict, precursors: list[dict], structures: dict, scale: float, base_mean: float,
-                    notes: list) -> dict:
+                    notes: list, fb: pl.DataFrame, fp: pl.DataFrame) -> dict:
         """A structural mutation: its precursors by the three heuristics, and its contribution."""
         sig = r[S.SIGNATURE]
         mine = structures[sig]
@@ -399,13 +433,31 @@ class RequestFlowComparison(Analysis):
                                  mean_ns=None if mean is None else float(mean)))
         means = [(p.mean_ns, p.weight) for p in pre if p.mean_ns is not None]
         reference = (sum(m * w for m, w in means) / sum(w for _, w in means)) if means else base_mean
-        div = None
+        sides = None
         if pre:
-            found = divergence(mine, structures[pre[0].category])
+            other = structures[pre[0].category]
+            found = divergence_sides(mine, other)
             if found is not None:
-                div = (mine.nodes[found[0]].key, found[1])
-        return dict(kind="structural", row=r, p_value=r["share_p_value"], precursors=pre, divergence=div,
+                sides = (mine, other, *found)
+        return dict(kind="structural", row=r, p_value=r["share_p_value"], precursors=pre, sides=sides,
+                    workload_mix=self._is_mix(r, fb, fp),
                     contribution=structural_contribution(added, r["problem_mean_ns"], reference))
+
+    def _is_mix(self, r: dict, fb: pl.DataFrame, fp: pl.DataFrame) -> bool:
+        """Whether a structural mutation is a workload-mix change (:attr:`Mutation.workload_mix`).
+
+        The category had at least ``min_requests`` requests in the baseline (an established path,
+        not a new one) and its problem requests are not significantly slower than its baseline
+        requests (one-sided Mann-Whitney U, ``alpha``).
+        """
+        if r["baseline_count"] < self.min_requests or r["problem_count"] < 2:
+            return False
+        sig = r[S.SIGNATURE]
+        xb = fb.filter(pl.col(S.SIGNATURE) == sig)[S.LATENCY_NS].cast(pl.Float64).to_numpy()
+        xp = fp.filter(pl.col(S.SIGNATURE) == sig)[S.LATENCY_NS].cast(pl.Float64).to_numpy()
+        from scipy import stats
+
+        return bool(stats.mannwhitneyu(xp, xb, alternative="greater", method="asymptotic").pvalue >= self.alpha)
 
     @staticmethod
     def _kinds(cb: pl.DataFrame | None, cp: pl.DataFrame | None) -> dict[str, tuple[str, str]]:
@@ -417,19 +469,47 @@ class RequestFlowComparison(Analysis):
         return {k: (s, kind) for k, s, kind in g.rows()}
 
     @staticmethod
-    def _divergence_service(key: str, children: tuple[str, ...], kinds: dict) -> str:
-        """The service whose calls changed at the divergence node ``key``.
+    def _divergence_service(mine, other, index: int, added: list, removed: list,
+                            kinds: dict) -> tuple[str, str, tuple[str, ...]]:
+        """The divergence node's key, the service to blame there, and the differing children's keys.
 
-        The node's service, except for a client span whose differing children are all server
-        spans of one other service: then the call into that service changed (it did not answer,
-        or answered another way), and that service is named.
+        Rule (the structure diverges at node ``N`` of service ``s``):
+
+        * **added or replaced subtrees** (the mutation has children there that the precursor
+          lacks: a new call, a call rerouted to another service): the service the new subtree
+          enters, the first node in its preorder whose service is not ``s`` (the callee of a new
+          client span), else ``s`` (new work inside ``s``); with several new subtrees, the
+          largest;
+        * **removed subtrees only** (``N`` returned early or threw before calling): ``s``; but for
+          a client span whose missing children are server spans of one other service, that
+          service (the call into it did not answer);
+        * **different entry spans**: the mutation's entry service.
         """
-        service, kind = kinds.get(key, (key.split(":", 1)[0], None))
-        if kind == "client" and children:
-            others = {kinds.get(c, (c.split(":", 1)[0], None))[0] for c in children}
-            if len(others) == 1 and service not in others:
-                return others.pop()
-        return service
+        def service(key: str) -> str:
+            return kinds.get(key, (key.split(":", 1)[0], None))[0]
+
+        node = mine.nodes[index]
+        own = service(node.key)
+        ka, kr = {mine.nodes[c].key for c in added}, {other.nodes[c].key for c in removed}
+        if mine.root != other.root:
+            ka, kr = {mine.root}, {other.root}
+        changed = tuple(sorted(ka ^ kr) or sorted(ka | kr))
+        if added:
+            best = None
+            for c in added:
+                size = sum(1 for j in range(c, len(mine.nodes))
+                           if mine.nodes[j].start >= mine.nodes[c].start and mine.nodes[j].end <= mine.nodes[c].end)
+                entered = next((service(mine.nodes[j].key) for j in range(c, c + size)
+                                if service(mine.nodes[j].key) != own), own)
+                if best is None or size > best[0]:
+                    best = (size, entered)
+            return node.key, best[1], changed
+        kind = kinds.get(node.key, (None, None))[1]
+        if kind == "client" and removed:
+            others = {service(other.nodes[c].key) for c in removed}
+            if len(others) == 1 and own not in others:
+                return node.key, others.pop(), changed
+        return node.key, own, changed
 
 
 def _short(signature: str, n: int = 80) -> str:

@@ -34,7 +34,7 @@ import polars as pl
 
 from ... import schema as S
 
-__all__ = ["Node", "Structure", "category_stats", "divergence", "edit_distance", "parse_signature"]
+__all__ = ["Node", "Structure", "category_stats", "divergence", "divergence_sides", "edit_distance", "parse_signature"]
 
 #: Columns of :func:`category_stats`, in order.
 CATEGORY_COLUMNS = ("signature", "root", "n_nodes", "baseline_count", "problem_count", "baseline_share",
@@ -256,11 +256,47 @@ def divergence(mutation: Structure, precursor: Structure) -> tuple[int, tuple[st
         The divergence node's index in ``mutation.nodes`` and the operation keys of the children
         that differ (in either structure), sorted; None when the structures are identical. When
         the entry spans differ, the root (index 0) with both root keys.
+
+    See Also
+    --------
+    divergence_sides : the same place, with the subtrees added and removed.
+    """
+    found = divergence_sides(mutation, precursor)
+    if found is None:
+        return None
+    mi, added, removed = found
+    if mi == 0 and not added and not removed:  # different roots
+        return 0, tuple(sorted({mutation.root, precursor.root}))
+    km = sorted(mutation.nodes[c].key for c in added)
+    kp = sorted(precursor.nodes[c].key for c in removed)
+    changed = sorted(set(km).symmetric_difference(kp)) or sorted(set(km) | set(kp))
+    return mi, tuple(changed)
+
+
+def divergence_sides(mutation: Structure, precursor: Structure) -> tuple[int, list[int], list[int]] | None:
+    """Where ``mutation`` diverges from ``precursor`` (as :func:`divergence`), and how.
+
+    Returns
+    -------
+    (int, list of int, list of int) or None
+        The divergence node's index in ``mutation.nodes``; the indices in ``mutation.nodes`` of
+        its children whose subtrees the precursor lacks (**added**, or the new side of a
+        replaced subtree); the indices in ``precursor.nodes`` of the divergence node's children
+        the mutation lacks (**removed**, or the old side). None when the structures are
+        identical; ``(0, [], [])`` when the entry spans differ.
+
+    Examples
+    --------
+    >>> m = parse_signature("a:x(b:y,c:z(e:v))")
+    >>> p = parse_signature("a:x(b:y,c:z(d:w))")
+    >>> i, added, removed = divergence_sides(m, p)
+    >>> m.nodes[i].key, [m.nodes[j].key for j in added], [p.nodes[j].key for j in removed]
+    ('c:z', ['e:v'], ['d:w'])
     """
     if not mutation.nodes or not precursor.nodes:
         return None
     if mutation.root != precursor.root:
-        return 0, tuple(sorted({mutation.root, precursor.root}))
+        return 0, [], []
     mi, pi = 0, 0
     while True:
         if mutation.subtree(mi) == precursor.subtree(pi):
@@ -279,8 +315,7 @@ def divergence(mutation: Structure, precursor: Structure) -> tuple[int, tuple[st
         km = sorted(mutation.nodes[c].key for c in rest_m)
         kp = sorted(precursor.nodes[c].key for c in rest_p)
         if km != kp or not rest_m:
-            changed = sorted(set(km).symmetric_difference(kp)) or sorted(set(km) | set(kp))
-            return mi, tuple(changed)
+            return mi, rest_m, rest_p
         # Same keys, different subtrees: follow the first pair down.
         mi = rest_m[0]
         pi = next(c for c in rest_p if precursor.nodes[c].key == mutation.nodes[mi].key)

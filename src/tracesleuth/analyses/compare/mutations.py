@@ -193,6 +193,15 @@ class Mutation:
         The decision tree's top splits in words.
     baseline_share, problem_share : float
         The category's share of its period's requests.
+    divergence_children : tuple of str
+        Operation keys of the divergence node's children that differ (either side).
+    workload_mix : bool
+        A structural mutation that is a change of the workload mix, not of the system: the
+        category was already established in the baseline (at least ``min_requests``
+        requests) and its problem requests are not slower than its baseline requests (one-sided
+        Mann-Whitney U at ``alpha``). More requests down a path that behaves as before is what
+        a workload change looks like (the paper's stated limit); it is reported but counts for
+        no service.
     """
 
     rank: int
@@ -213,6 +222,7 @@ class Mutation:
     baseline_share: float = 0.0
     problem_share: float = 0.0
     divergence_children: tuple[str, ...] = field(default=())
+    workload_mix: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__

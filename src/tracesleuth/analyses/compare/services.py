@@ -14,12 +14,23 @@ to read where each one's time went. The issue this analysis answers asks for ser
 
    When none changed significantly, ``C`` goes to the service of the endpoint with the evidence
    "slower overall" (the change is spread too thin to locate).
-2. A **structural mutation** gives ``|C|`` to its divergence service (the service whose calls
-   changed where the structure first differs from its top precursor's), or to the endpoint's
-   service when it has no precursor. The absolute value: a path that got *faster* by returning
-   early or throwing is still the change a code fault makes (its requests show up there).
+2. A **structural mutation** gives ``|C|`` to its divergence service (the service to blame
+   where the structure first differs from its top precursor's: the service a new or rerouted
+   subtree enters, the node's own service when a subtree went missing; see
+   ``RequestFlowComparison._divergence_service``), or to the endpoint's service when it has no
+   precursor. The absolute value: a path that got *faster* by returning early or throwing is
+   still the change a code fault makes (its requests show up there). A **workload-mix**
+   mutation (:attr:`~.mutations.Mutation.workload_mix`: an established category that grew
+   without slowing) gives nothing: the system did not change, its load did.
 3. Speed-ups of response-time mutations count for nothing.
-4. ``score = (summed contribution of the service) / (summed contribution of all services)``, in
+4. **Pooled evidence** (:mod:`.pooled`): every operation self time or edge gap that rose
+   significantly over all categories gives its ``added_ns`` (problem-period time added) to its
+   service, in the same currency as ``C``. A service's latency share is the *larger* of what the
+   response-time mutations gave it (rule 1) and its pooled evidence, not their sum: both measure
+   the same added time, the mutations inside categories with volume, the pooled tests across
+   them, so a service seen by both is not counted twice. Structural shares (rule 2) add to it.
+   This is what names a slowed service when no category has the volume for a KS test.
+5. ``score = (summed contribution of the service) / (summed contribution of all services)``, in
    [0, 1], plus the rise of the share of problem requests in which the service's spans are the
    *origin* of an error (an error span without an error child), when that rise is significant
    (two-proportion test at ``alpha``): errors newly appearing in a service are evidence of a fault
@@ -95,27 +106,43 @@ def _service_of(key: str) -> str:
 
 def rank_services(mutations: Sequence[Mutation], *, endpoint: str, errors_baseline: pl.DataFrame | None,
                   errors_problem: pl.DataFrame | None, n_baseline: int, n_problem: int,
-                  alpha: float) -> tuple[ServiceSuspect, ...]:
-    """The services ranked by the rule of the module docstring, most suspicious first."""
-    share: dict[str, float] = {}
+                  alpha: float, pooled: Sequence = ()) -> tuple[ServiceSuspect, ...]:
+    """The services ranked by the rule of the module docstring, most suspicious first.
+
+    Parameters
+    ----------
+    mutations : sequence of Mutation
+        The explained mutations, ranked.
+    endpoint : str
+    errors_baseline, errors_problem : polars.DataFrame or None
+        :func:`error_origins` of each period.
+    n_baseline, n_problem : int
+    alpha : float
+    pooled : sequence of PooledChange, default=()
+        Significant rises pooled over categories (:func:`~.pooled.pooled_changes`).
+    """
+    structural: dict[str, float] = {}
+    latency: dict[str, float] = {}
     evidence: dict[str, list[tuple[float, str]]] = {}
 
-    def give(service: str | None, amount: float, text: str) -> None:
+    def give(service: str | None, amount: float, text: str, into: dict | None = None) -> None:
         service = service or _service_of(endpoint)
-        share[service] = share.get(service, 0.0) + amount
+        into = latency if into is None else into
+        into[service] = into.get(service, 0.0) + amount
         evidence.setdefault(service, []).append((amount, text))
 
     for m in mutations:
         c = m.contribution_ns
         tag = f"(mutation #{m.rank}, {m.kind})"
         if m.kind == "structural":
-            if abs(c) <= 0:
+            if abs(c) <= 0 or m.workload_mix:
                 continue
             if m.divergence is not None:
                 give(m.divergence_service, abs(c), f"structure diverges at {m.divergence} "
-                     f"({m.problem_count} problem requests, {m.baseline_count} before) {tag}")
+                     f"({m.problem_count} problem requests, {m.baseline_count} before) {tag}", structural)
             else:
-                give(None, abs(c), f"new structure without a precursor ({m.problem_count} problem requests) {tag}")
+                give(None, abs(c), f"new structure without a precursor ({m.problem_count} problem requests) {tag}",
+                     structural)
             continue
         if c <= 0:
             continue
@@ -133,6 +160,12 @@ def rank_services(mutations: Sequence[Mutation], *, endpoint: str, errors_baseli
         for service, added, text in parts:
             give(service, c * added / total, text)
 
+    pooled_share: dict[str, float] = {}
+    for ch in pooled:
+        if ch.added_ns > 0:
+            give(ch.service, ch.added_ns, ch.describe(), pooled_share)
+    share = {s: structural.get(s, 0.0) + max(latency.get(s, 0.0), pooled_share.get(s, 0.0))
+             for s in set(structural) | set(latency) | set(pooled_share)}
     total = sum(share.values())
     scores = {s: (v / total if total > 0 else 0.0) for s, v in share.items()}
     if errors_problem is not None and errors_problem.height and n_problem > 0 and n_baseline > 0:
