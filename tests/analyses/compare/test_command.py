@@ -85,3 +85,14 @@ def test_analyze_without_a_baseline_says_what_it_skipped(incident, tmp_path, cap
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and doc["skipped"] == {"compare": "needs --baseline"}
     assert main(["analyze", str(d / "problem.parquet"), "-o", str(tmp_path / "r.html"), "--only", "compare"]) == 2
+
+
+def test_compare_all_endpoints_merges_the_rankings(incident, capsys):
+    s, d = incident
+    code = main(["compare", "-b", str(d / "baseline.parquet"), "-p", str(d / "problem.parquet"), "--all-endpoints",
+                 "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["services"][0]["service"] == s.injected
+    assert doc["endpoints"] and all(e in doc["endpoints"] for e in doc["services"][0]["endpoints"])
+    assert main(["compare", "-b", str(d / "baseline.parquet"), str(d / "problem.parquet"), "--all-endpoints",
+                 "-e", "frontend:GET /"]) == 2

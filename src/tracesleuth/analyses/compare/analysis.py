@@ -22,7 +22,7 @@ from ...errors import EmptyDataError, ParameterError
 from ...units import format_duration_ns
 from .._contract import Analysis, Interval, Options, Seed
 from .categories import category_stats, divergence_sides, edit_distance, key_pattern, parse_signature
-from .mutations import (EdgeChange, Mutation, OperationChange, Precursor, adjust_p_values, localize,
+from .mutations import (Mutation, Precursor, adjust_p_values, localize,
                         low_level_differences, proportion_p_values, response_time_contribution,
                         structural_contribution)
 from .pooled import PooledChange, pooled_changes

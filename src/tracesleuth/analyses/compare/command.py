@@ -137,6 +137,8 @@ def compare(paths: Annotated[Optional[list[Path]], typer.Argument(
             problem_time: Annotated[Optional[str], typer.Option("--problem-time", metavar="START/END", show_default=False, help="The problem period as a time "
                                     "range over the same input.")] = None,
             endpoint: EndpointOpt = None,
+            all_endpoints: Annotated[bool, typer.Option("--all-endpoints", help="Compare every endpoint (the root "
+                                     "and the APIs its service calls) and merge their service rankings.")] = False,
             alpha: Annotated[float, typer.Option("--alpha", metavar="FLOAT", help="Significance of the "
                              "Kolmogorov-Smirnov tests.")] = 0.05,
             min_requests: Annotated[int, typer.Option("--min-requests", metavar="INT", help="Requests a category "
@@ -149,11 +151,16 @@ def compare(paths: Annotated[Optional[list[Path]], typer.Argument(
     from .analysis import RequestFlowComparison
 
     base_spans, problem_spans = _periods(paths, baseline, problem, baseline_time, problem_time, format, mapping)
+    settings = {"alpha": alpha, "min_requests": min_requests, "random_state": seed}
+    if all_endpoints:
+        if endpoint is not None:
+            raise ParameterError("--endpoint and --all-endpoints exclude each other")
+        _compare_all(problem_spans, base_spans, settings, json)
+        return
     problem_table = build_trace_table(problem_spans, endpoint)
     baseline_table = build_trace_table(base_spans, problem_table.endpoint)
     t0 = time.perf_counter()
-    est = RequestFlowComparison(alpha=alpha, min_requests=min_requests, random_state=seed).fit(
-        problem_table, baseline_table)
+    est = RequestFlowComparison(**settings).fit(problem_table, baseline_table)
     seconds = time.perf_counter() - t0
     res = est.result_
     if json:
@@ -162,6 +169,30 @@ def compare(paths: Annotated[Optional[list[Path]], typer.Argument(
     out.print(f"Endpoint [bold]{escape(res.endpoint)}[/]: {res.n_baseline:,} baseline and {res.n_problem:,} problem "
               f"requests; {seconds:.2f} s.")
     show(res)
+
+
+def _compare_all(problem_spans, baseline_spans, settings: dict, json: bool) -> None:
+    from .endpoints import compare_endpoints
+
+    t0 = time.perf_counter()
+    found = compare_endpoints(problem_spans, baseline_spans, **settings)
+    seconds = time.perf_counter() - t0
+    if json:
+        emit_json({"seconds": seconds, **found.to_dict()})
+        return
+    out.print(f"{len(found.results)} endpoints compared ({len(found.skipped)} skipped); {seconds:.2f} s.",
+              markup=False)
+    t = Table(title="Services, most suspicious first (scores summed over the endpoints)", title_justify="left")
+    for c in ("#", "service", "score", "endpoints"):
+        t.add_column(c, overflow="fold", justify="right" if c in ("#", "score") else "left")
+    doc = found.to_dict()["services"]
+    for k, s in enumerate(doc[:10]):
+        t.add_row(str(k + 1), escape(s["service"]), f"{s['score']:.3f}", escape(", ".join(s["endpoints"][:3])))
+    out.print(t)
+    for endpoint, result in found.results.items():
+        if result.services:
+            top = ", ".join(f"{s.service} ({s.score:.2f})" for s in result.services[:3])
+            out.print(f"  {endpoint}: {top}", markup=False)
 
 
 def evaluate_compare(

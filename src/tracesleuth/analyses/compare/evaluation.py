@@ -21,15 +21,15 @@ Real faults (:func:`evaluate_real`, ../shared/data/nezha)
 * **Baseline**: TrainTicket: its fault-free minute (``fault_free/08_50``). OnlineBoutique has
   none: the inject-minute file of the fault under test (the 60 s ending at the inject minute,
   so wholly before ``inject_time``, and after any earlier fault's windows).
-* **Endpoints**: the root operation, and every *inner endpoint*: the operation of a server
-  span in another service than the root's, called directly by the root's service (the API a
-  gateway such as TrainTicket's ``/*`` forwards to; OnlineBoutique's frontend's gRPC calls). Of
-  these, those whose requests pass through the injected service (one of its operations in
-  the endpoint's trace table) in the problem or the baseline period, with requests in both
-  periods.
-* **A fault's ranking** merges its endpoints': a service's score is the sum of its scores over
-  the endpoints (the estimator's ``services``; the anchor's rises), ranked highest first; an
-  endpoint whose comparison fails (too few requests...) adds nothing and is noted.
+* **Endpoints**: every endpoint with requests in both periods, as a user would compare them
+  without knowing the fault (:func:`~.endpoints.compare_endpoints`): the root operation and
+  every *inner endpoint* (the operation of a server span in another service than the root's,
+  called directly by the root's service: the API a gateway such as TrainTicket's ``/*``
+  forwards to; OnlineBoutique's frontend's gRPC calls).
+* **A fault's ranking** merges its endpoints' (:func:`~.endpoints.merge_rankings`): a service's
+  score is the sum of its scores over the endpoints (the estimator's ``services``; the anchor's
+  rises), ranked highest first; an endpoint whose comparison fails (too few requests...) adds
+  nothing.
 * **Per fault type**: top-1 and top-3 hits of the injected service, estimator and anchor
   side by side.
 """
@@ -219,69 +219,43 @@ def _spans(files: tuple):
     return read_spans([str(f) for f in files], mapping="nezha").spans
 
 
-def _endpoints(problem_spans, baseline_spans) -> list[str]:
-    """The root endpoint, then the inner endpoints (module docstring) seen in either period."""
-    from ...model import build_trace_table
-
-    found: dict[str, None] = {}
-    for spans in (problem_spans, baseline_spans):
-        table = build_trace_table(spans)
-        found.setdefault(table.endpoint)
-        root_service = table.endpoint.split(":", 1)[0]
-        calls = table.calls()
-        inner = calls.filter((pl.col("service") != root_service)
-                             & pl.col("caller_key").str.starts_with(root_service + ":"))
-        for key in inner["operation_key"].unique(maintain_order=True).to_list():
-            found.setdefault(key)
-    return list(found)
-
-
-def _merge(rankings: list[list[tuple[str, float]]]) -> list[str]:
-    total: dict[str, float] = {}
-    for ranking in rankings:
-        for service, score in ranking:
-            if score is not None and math.isfinite(score):
-                total[service] = total.get(service, 0.0) + float(score)
-    return [s for s, _ in sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))]
-
-
 def _rank_of(service: str, ranking: list[str]) -> int | None:
     return ranking.index(service) + 1 if service in ranking else None
 
 
 def evaluate_fault(fault: RealFault, *, estimator_params: dict | None = None) -> dict:
-    """Compare one fault's problem period with its baseline on every endpoint through the
-    injected service; the row of :func:`evaluate_real` (ranks are 1-based, null when absent)."""
+    """Compare one fault's problem period with its baseline on every endpoint
+    (:func:`~.endpoints.compare_endpoints`, which knows nothing of the fault) and rank the
+    injected service; the row of :func:`evaluate_real` (ranks are 1-based, null when absent).
+    The anchor rule runs on the same endpoints and is merged the same way."""
     from ...model import build_trace_table
     from ._baseline_rule import rank_services_by_rise
+    from .endpoints import compare_endpoints, endpoints_of, merge_rankings
 
-    est_cls = _estimator()
     problem_spans, baseline_spans = _spans(fault.problem_files), _spans(fault.baseline_files)
-    est_rankings, anchor_rankings, notes, used = [], [], [], 0
-    for endpoint in _endpoints(problem_spans, baseline_spans):
+    endpoints = endpoints_of(problem_spans, baseline_spans)
+    anchor_rankings, notes = [], []
+    for endpoint in endpoints:
         try:
             problem = build_trace_table(problem_spans, endpoint)
             baseline = build_trace_table(baseline_spans, endpoint)
         except TraceSleuthError:
             continue  # the endpoint has no request in one period
-        through = any(op.split(":", 1)[0] == fault.service for op in problem.operations + baseline.operations)
-        if not through:
-            continue
-        used += 1
         anchor_rankings.append(rank_services_by_rise(problem, baseline))
-        if est_cls is None:
-            continue
+    est, used = [], 0
+    if _estimator() is None:
+        notes.append("estimator not importable")
+    else:
         try:
-            res = est_cls(**{"random_state": 0, **(estimator_params or {})}).fit(problem, baseline).result_
-            est_rankings.append([(s.service, s.score) for s in res.services])
+            found = compare_endpoints(problem_spans, baseline_spans, endpoints=endpoints,
+                                      **{"random_state": 0, **(estimator_params or {})})
+            est, used = [s for s, _ in found.services], len(found.results)
         except TraceSleuthError as exc:
-            notes.append(f"{endpoint}: {type(exc).__name__}")
-    est, anchor = _merge(est_rankings), _merge(anchor_rankings)
-    if est_cls is None:
-        notes.insert(0, "estimator not importable")
+            notes.append(f"{type(exc).__name__}: {exc}")
+    anchor = [s for s, _ in merge_rankings(anchor_rankings)]
     return {"system": fault.system, "inject_time": fault.inject_time, "fault_type": fault.fault_type,
             "service": fault.service, "endpoints": used,
-            "estimator_rank": _rank_of(fault.service, est) if est_cls else None,
+            "estimator_rank": _rank_of(fault.service, est) if _estimator() is not None else None,
             "anchor_rank": _rank_of(fault.service, anchor),
             "estimator_top3": ", ".join(est[:3]), "anchor_top3": ", ".join(anchor[:3]), "note": "; ".join(notes)}
 

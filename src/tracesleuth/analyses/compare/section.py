@@ -74,7 +74,8 @@ def what_changed_section(result: Any) -> Section:
     Returns
     -------
     Section
-        Key figures, the ranked services with their evidence, the ranked mutations, and for each
+        Key figures, the ranked services with their evidence, the ranked mutations, the self
+        times and gaps that rose pooled over all categories, and for each
         of the top three mutations its precursor, where its structure diverges, its changed
         edges and operations (table and before/after figure) and the low-level differences.
     """
@@ -97,6 +98,16 @@ def what_changed_section(result: Any) -> Section:
             [[m.rank, m.kind, Code(_short(m.category)), m.baseline_count, m.problem_count, _ns(m.baseline_mean_ns),
               _ns(m.problem_mean_ns), _ns(m.contribution_ns), m.p_value] for m in result.mutations[:MAX_ROWS]],
             caption="Mutations ranked by their expected contribution to the slowdown (requests x added time)"))
+    pooled = sorted(getattr(result, "pooled", ()), key=lambda c: -c.added_ns)[:MAX_ROWS]
+    if pooled:
+        section.add(Table(
+            ["time", "where", "service", "mean before", "mean after", "calls before", "calls after", "P(slower)",
+             "added", "p-value"],
+            [["self time" if c.kind == "self" else "gap", Code(c.key), Code(c.service), _ns(c.baseline_mean_ns),
+              _ns(c.problem_mean_ns), c.baseline_calls, c.problem_calls, c.auc, _ns(c.added_ns), c.p_value]
+             for c in pooled],
+            caption="Self times and edge gaps that rose, pooled over all categories (stratified rank-sum test; "
+                    "P(slower): probability that a problem call is slower than a baseline call)"))
     for m in result.mutations[:3]:
         sub = [Strong(f"Mutation {m.rank} ({m.kind}): "), Code(_short(m.category, 200))]
         section.add(Text(sub))

@@ -1,0 +1,136 @@
+"""Every endpoint at once: which endpoints to compare, and one service ranking merged over them.
+
+A slowdown of one service shows in the endpoints whose requests pass through it, and a gateway's
+single root operation (TrainTicket's ``/*``) hides the APIs behind it. :func:`compare_endpoints`
+compares the root endpoint and every *inner endpoint* — the operation of a server span of
+another service called directly by the root's service (the API a gateway forwards to) — that
+has requests in both periods, and merges the endpoints' rankings: a service's merged score is
+the sum of its scores over the endpoints (each in [0, 2], :mod:`.services`), so a service
+suspected on many endpoints ranks above one suspected on a single one. Nothing about the fault
+is used to choose the endpoints.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from ...errors import EmptyDataError, TraceSleuthError
+
+__all__ = ["EndpointsComparison", "compare_endpoints", "endpoints_of", "merge_rankings"]
+
+
+def endpoints_of(*spans) -> list[str]:
+    """The root endpoint of each span set, then their inner endpoints (module docstring), in order
+    of first appearance.
+
+    Parameters
+    ----------
+    *spans : SpanReadResult or pyarrow.Table
+        One span set per period.
+
+    Returns
+    -------
+    list of str
+        Operation keys ``service:operation``.
+    """
+    from ...model import build_trace_table
+
+    found: dict[str, None] = {}
+    for s in spans:
+        try:
+            table = build_trace_table(s)
+        except TraceSleuthError:
+            continue
+        found.setdefault(table.endpoint)
+        root_service = table.endpoint.split(":", 1)[0]
+        inner = table.calls().filter((pl.col("service") != root_service)
+                                     & pl.col("caller_key").str.starts_with(root_service + ":"))
+        for key in inner["operation_key"].unique(maintain_order=True).to_list():
+            found.setdefault(key)
+    return list(found)
+
+
+def merge_rankings(rankings: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:
+    """``[(service, score), ...]`` per endpoint -> one list, scores summed, highest first
+    (ties by name)."""
+    total: dict[str, float] = {}
+    for ranking in rankings:
+        for service, score in ranking:
+            if score is not None and math.isfinite(score):
+                total[service] = total.get(service, 0.0) + float(score)
+    return sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+@dataclass(frozen=True)
+class EndpointsComparison:
+    """The comparisons of :func:`compare_endpoints`.
+
+    Attributes
+    ----------
+    results : dict of str to ComparisonResult
+        Per endpoint compared, in :func:`endpoints_of` order.
+    services : tuple of (str, float)
+        The merged ranking, most suspicious first (:func:`merge_rankings`).
+    skipped : dict of str to str
+        Endpoints not compared, with the reason (no request in one period, one request...).
+    """
+
+    results: dict
+    services: tuple
+    skipped: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe: ``services`` ({service, score, endpoints}), ``endpoints`` (each result's
+        ``to_dict()``) and ``skipped``."""
+        where = {s: [e for e, r in self.results.items() if any(x.service == s for x in r.services)]
+                 for s, _ in self.services}
+        return {"services": [{"service": s, "score": v, "endpoints": where[s]} for s, v in self.services],
+                "endpoints": {e: r.to_dict() for e, r in self.results.items()}, "skipped": dict(self.skipped)}
+
+
+def compare_endpoints(problem_spans, baseline_spans, *, endpoints: list[str] | None = None,
+                      **settings) -> EndpointsComparison:
+    """Compare the two periods on every endpoint (module docstring) and merge the rankings.
+
+    Parameters
+    ----------
+    problem_spans, baseline_spans : SpanReadResult or pyarrow.Table
+    endpoints : list of str, optional
+        Default: :func:`endpoints_of` both periods.
+    **settings
+        :class:`~.analysis.RequestFlowComparison` settings.
+
+    Returns
+    -------
+    EndpointsComparison
+
+    Raises
+    ------
+    EmptyDataError
+        When no endpoint has requests in both periods.
+    ParameterError
+        A setting is not allowed.
+    """
+    from ...model import build_trace_table
+    from .analysis import RequestFlowComparison
+
+    from .._contract import check_settings
+
+    check_settings(RequestFlowComparison(**settings))  # a bad setting fails once, not per endpoint
+    results, skipped = {}, {}
+    for endpoint in endpoints if endpoints is not None else endpoints_of(problem_spans, baseline_spans):
+        try:
+            problem = build_trace_table(problem_spans, endpoint)
+            baseline = build_trace_table(baseline_spans, endpoint)
+            results[endpoint] = RequestFlowComparison(**settings).fit(problem, baseline).result_
+        except TraceSleuthError as exc:  # no request in one period, a single request...
+            skipped[endpoint] = str(exc)
+    if not results:
+        raise EmptyDataError("No endpoint has requests in both periods to compare"
+                             + (f" ({len(skipped)} skipped)" if skipped else "") + ".")
+    merged = merge_rankings([[(s.service, s.score) for s in r.services] for r in results.values()])
+    return EndpointsComparison(results=results, services=tuple(merged), skipped=skipped)
