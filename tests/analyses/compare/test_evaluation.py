@@ -4,19 +4,10 @@ from __future__ import annotations
 
 import json
 
-import polars as pl
 import pytest
 
 from tracesleuth.analyses.compare.evaluation import (CompareEvaluation, evaluate, evaluate_real, evaluate_simulated,
                                                      list_faults, per_fault_type)
-
-
-def _estimator_available() -> bool:
-    try:
-        from tracesleuth.analyses.compare import RequestFlowComparison  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def test_evaluate_quick_scores_in_unit_interval(tmp_path):
@@ -29,29 +20,23 @@ def test_evaluate_quick_scores_in_unit_interval(tmp_path):
     json.dumps(ev.to_dict())
     assert "Simulated scenarios" in ev.describe()
     assert ev.to_frame().height == 6
-    if _estimator_available():
-        assert "simulated_top1" in ev.scores
+    assert "simulated_top1" in ev.scores
 
 
 def test_simulated_rows():
     rows = evaluate_simulated(seeds=1, n_requests=300, kinds=("slowed-handler", "network-delay"))
     assert rows["kind"].to_list() == ["slowed-handler", "network-delay"]
     assert rows["anchor_hit"].all()
-    if _estimator_available():
-        assert rows["estimator_hit"].is_not_null().all(), rows["note"].to_list()
+    assert rows["estimator_hit"].is_not_null().all(), rows["note"].to_list()
 
 
 def test_estimator_ranks_simulated_latency_changes_first():
-    if not _estimator_available():
-        pytest.skip("RequestFlowComparison is not importable yet")
     rows = evaluate_simulated(seeds=2, n_requests=600, kinds=("slowed-handler", "network-delay", "early-return"))
     assert rows["estimator_hit"].all(), rows.select("kind", "injected", "estimator_top", "note").rows()
 
 
 @pytest.mark.parametrize("kind", ["new-slow-path", "reroute", "workload-mix"])
 def test_estimator_ranks_simulated_structural_changes_first(kind):
-    if not _estimator_available():
-        pytest.skip("RequestFlowComparison is not importable yet")
     rows = evaluate_simulated(seeds=2, n_requests=600, kinds=(kind,))
     assert rows["estimator_hit"].all(), rows.select("kind", "injected", "estimator_top", "note").rows()
 
@@ -79,6 +64,4 @@ def test_real_evaluation_on_one_trainticket_fault(shared_data):
     assert row["anchor_rank"] == 1
     table = per_fault_type(real)
     assert table.select("faults", "anchor_top1", "anchor_top3").row(0) == (1, 1, 1)
-    if _estimator_available():
-        assert "not importable" not in row["note"]
-        assert row["estimator_top3"], row["note"]  # the estimator ranked some service
+    assert row["estimator_top3"], row["note"]  # the estimator ranked some service

@@ -68,15 +68,6 @@ _REAL_SCHEMA = {"system": pl.String, "inject_time": pl.String, "fault_type": pl.
                 "estimator_top3": pl.String, "anchor_top3": pl.String, "note": pl.String}
 
 
-def _estimator():
-    """The estimator class, or None while it cannot be imported."""
-    try:
-        from . import RequestFlowComparison
-    except ImportError:
-        return None
-    return RequestFlowComparison
-
-
 # --------------------------------------------------------------------------------------------
 # Simulated scenarios
 # --------------------------------------------------------------------------------------------
@@ -100,7 +91,7 @@ def evaluate_simulated(*, seeds: int = 5, n_requests: int = 2000, random_state=0
     -------
     polars.DataFrame
         One row per scenario: ``kind``, ``seed``, ``injected``, ``estimator_top``,
-        ``estimator_hit`` (null when the estimator is unavailable or failed), ``anchor_top``,
+        ``estimator_hit`` (null when the estimator failed), ``anchor_top``,
         ``anchor_hit``, ``fit_s`` (estimator fit, s) and ``note``.
     """
     from ._baseline_rule import rank_services_by_rise
@@ -108,7 +99,7 @@ def evaluate_simulated(*, seeds: int = 5, n_requests: int = 2000, random_state=0
     if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1:
         raise ParameterError(f"The 'seeds' parameter of evaluate_simulated must be an int in the range [1, inf). "
                              f"Got {seeds!r} instead.")
-    est_cls = _estimator()
+    from .analysis import RequestFlowComparison as est_cls
     rows = []
     children = np.random.SeedSequence(random_state).spawn(int(seeds))
     for kind in kinds:
@@ -119,21 +110,18 @@ def evaluate_simulated(*, seeds: int = 5, n_requests: int = 2000, random_state=0
             row = {"kind": kind, "seed": i, "injected": sc.injected, "estimator_top": None, "estimator_hit": None,
                    "anchor_top": anchor[0] if anchor else None, "anchor_hit": top_service_hit(sc, anchor),
                    "fit_s": None, "note": ""}
-            if est_cls is None:
-                row["note"] = "estimator not importable"
-            else:
-                try:
-                    t0 = time.perf_counter()
-                    fitted = est_cls(**{"random_state": int(seq.generate_state(1)[0]) % 2**31,
-                                        **(estimator_params or {})}).fit(problem, baseline)
-                    row["fit_s"] = time.perf_counter() - t0
-                    res = fitted.result_
-                    row["estimator_top"] = res.services[0].service if res.services else None
-                    row["estimator_hit"] = top_service_hit(sc, res)
-                    if not res.significant:
-                        row["note"] = f"not significant: {res.reason}"
-                except TraceSleuthError as exc:
-                    row["note"] = f"estimator failed: {exc}"
+            try:
+                t0 = time.perf_counter()
+                fitted = est_cls(**{"random_state": int(seq.generate_state(1)[0]) % 2**31,
+                                    **(estimator_params or {})}).fit(problem, baseline)
+                row["fit_s"] = time.perf_counter() - t0
+                res = fitted.result_
+                row["estimator_top"] = res.services[0].service if res.services else None
+                row["estimator_hit"] = top_service_hit(sc, res)
+                if not res.significant:
+                    row["note"] = f"not significant: {res.reason}"
+            except TraceSleuthError as exc:
+                row["note"] = f"estimator failed: {exc}"
             rows.append(row)
     return pl.DataFrame(rows, schema=_SIM_SCHEMA)
 
@@ -243,19 +231,16 @@ def evaluate_fault(fault: RealFault, *, estimator_params: dict | None = None) ->
             continue  # the endpoint has no request in one period
         anchor_rankings.append(rank_services_by_rise(problem, baseline))
     est, used = [], 0
-    if _estimator() is None:
-        notes.append("estimator not importable")
-    else:
-        try:
-            found = compare_endpoints(problem_spans, baseline_spans, endpoints=endpoints,
-                                      **{"random_state": 0, **(estimator_params or {})})
-            est, used = [s for s, _ in found.services], len(found.results)
-        except TraceSleuthError as exc:
-            notes.append(f"{type(exc).__name__}: {exc}")
+    try:
+        found = compare_endpoints(problem_spans, baseline_spans, endpoints=endpoints,
+                                  **{"random_state": 0, **(estimator_params or {})})
+        est, used = [s for s, _ in found.services], len(found.results)
+    except TraceSleuthError as exc:
+        notes.append(f"{type(exc).__name__}: {exc}")
     anchor = [s for s, _ in merge_rankings(anchor_rankings)]
     return {"system": fault.system, "inject_time": fault.inject_time, "fault_type": fault.fault_type,
             "service": fault.service, "endpoints": used,
-            "estimator_rank": _rank_of(fault.service, est) if _estimator() is not None else None,
+            "estimator_rank": _rank_of(fault.service, est),
             "anchor_rank": _rank_of(fault.service, anchor),
             "estimator_top3": ", ".join(est[:3]), "anchor_top3": ", ".join(anchor[:3]), "note": "; ".join(notes)}
 
@@ -328,7 +313,7 @@ class CompareEvaluation:
     scores : dict of str to float
         In [0, 1], higher is better: ``simulated_top1`` (estimator), ``anchor_simulated_top1``,
         and with real data ``real_top1``, ``real_top3`` (estimator, share of faults) and
-        ``anchor_real_top1``, ``anchor_real_top3``. A score whose estimator is unavailable is
+        ``anchor_real_top1``, ``anchor_real_top3``.
         left out.
     notes : tuple of str
         What was skipped and why.
@@ -405,8 +390,6 @@ def evaluate(*, quick: bool = False, random_state=0, data_dir=None) -> CompareEv
     notes = []
     simulated = evaluate_simulated(seeds=1 if quick else 5, n_requests=400 if quick else 2000,
                                    random_state=random_state)
-    if _estimator() is None:
-        notes.append("RequestFlowComparison is not importable: estimator scores left out")
     data = Path(data_dir) if data_dir is not None else default_data_dir()
     real = pl.DataFrame(schema=_REAL_SCHEMA)
     if data is None or not data.is_dir():
@@ -425,9 +408,8 @@ def evaluate(*, quick: bool = False, random_state=0, data_dir=None) -> CompareEv
     if real.height:
         est = real["estimator_rank"].to_list()
         anchor = real["anchor_rank"].to_list()
-        if _estimator() is not None:
-            scores["real_top1"] = float(np.mean([r is not None and r <= 1 for r in est]))
-            scores["real_top3"] = float(np.mean([r is not None and r <= 3 for r in est]))
+        scores["real_top1"] = float(np.mean([r is not None and r <= 1 for r in est]))
+        scores["real_top3"] = float(np.mean([r is not None and r <= 3 for r in est]))
         scores["anchor_real_top1"] = float(np.mean([r is not None and r <= 1 for r in anchor]))
         scores["anchor_real_top3"] = float(np.mean([r is not None and r <= 3 for r in anchor]))
     scores = {k: v for k, v in scores.items() if v is not None}
