@@ -65,3 +65,14 @@ def test_real_evaluation_on_one_trainticket_fault(shared_data):
     table = per_fault_type(real)
     assert table.select("faults", "anchor_top1", "anchor_top3").row(0) == (1, 1, 1)
     assert row["estimator_top3"], row["note"]  # the estimator ranked some service
+
+
+def test_real_data_comparison_is_bit_for_bit_reproducible(shared_data):
+    """Polars sums floats in an order that may change between runs; the analysis must not."""
+    from tracesleuth.analyses.compare.endpoints import compare_endpoints
+    from tracesleuth.analyses.compare.evaluation import _spans
+
+    fault = list_faults(shared_data / "nezha", systems=("trainticket",))[0]
+    problem, baseline = _spans(fault.problem_files), _spans(fault.baseline_files)
+    runs = [compare_endpoints(problem, baseline, random_state=0).to_dict() for _ in range(3)]
+    assert runs[0] == runs[1] == runs[2]

@@ -314,7 +314,6 @@ class CompareEvaluation:
         In [0, 1], higher is better: ``simulated_top1`` (estimator), ``anchor_simulated_top1``,
         and with real data ``real_top1``, ``real_top3`` (estimator, share of faults) and
         ``anchor_real_top1``, ``anchor_real_top3``.
-        left out.
     notes : tuple of str
         What was skipped and why.
     settings : dict

@@ -109,6 +109,10 @@ class PooledChange:
                 f"{self.problem_calls} calls, pooled over categories)")
 
 
+#: Seed of the hashes that name a stratum (any fixed value: only equality matters).
+_SEED = 0x5EC7
+
+
 def _exceedance_p(x: np.ndarray, mean: np.ndarray, var: np.ndarray) -> np.ndarray:
     """P(X >= x) for the number of problem calls above their stratum's baseline maximum.
 
@@ -124,22 +128,26 @@ def _exceedance_p(x: np.ndarray, mean: np.ndarray, var: np.ndarray) -> np.ndarra
 
 
 def _series(calls: pl.DataFrame) -> pl.DataFrame:
-    """One row per call and series: ``kind``, ``service``, ``key``, ``stratum`` and ``value``."""
+    """One row per call and series: ``kind``, ``service``, ``key``, ``stratum`` and ``value``.
+
+    A span's stratum is the set of operation keys its children call, as the sum of their
+    distinct keys' 64-bit hashes (order-free, and a collision of two sets needs a 64-bit
+    coincidence): grouping on it is much faster than on the joined key strings (100,000
+    requests per period: 4.6 s -> well under 1 s)."""
     children = (calls.filter(pl.col(S.PARENT_SPAN_ID).is_not_null())
                 .group_by(S.REQUEST, pl.col(S.PARENT_SPAN_ID).alias(S.SPAN_ID))
-                .agg(pl.col(S.OPERATION_KEY).unique().sort().str.join(",").alias("stratum")))
+                .agg(pl.col(S.OPERATION_KEY).unique().hash(seed=_SEED).sum().alias("stratum")))
     calls = calls.join(children, on=[S.REQUEST, S.SPAN_ID], how="left").with_columns(
-        pl.col("stratum").fill_null(""))
-    stratum = pl.col("key") + "\x1f" + pl.col("stratum")
+        pl.col("stratum").fill_null(0))
     client = pl.col(S.SERVER_SERVICE).is_not_null()
     own = calls.filter(~client & pl.col(S.EXCLUSIVE_NS).is_not_null()).select(
         pl.lit("self").alias("kind"), S.SERVICE, pl.col(S.OPERATION_KEY).alias("key"), "stratum",
-        pl.col(S.EXCLUSIVE_NS).cast(pl.Float64).alias("value"))
+        pl.col(S.EXCLUSIVE_NS).cast(pl.Int64).alias("value"))
     gap = calls.filter(client & pl.col(S.GAP_NS).is_not_null()).select(
         pl.lit("gap").alias("kind"), pl.col(S.SERVER_SERVICE).alias(S.SERVICE),
         (pl.col(S.CALLER_KEY).fill_null("(entry)") + " -> " + pl.col(S.OPERATION_KEY)).alias("key"), "stratum",
-        pl.col(S.GAP_NS).cast(pl.Float64).alias("value"))
-    return pl.concat([own, gap]).with_columns(stratum.alias("stratum"))
+        pl.col(S.GAP_NS).cast(pl.Int64).alias("value"))
+    return pl.concat([own, gap])
 
 
 def pooled_changes(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, *, alpha: float, correction: str,
@@ -165,34 +173,35 @@ def pooled_changes(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, *, alpha:
     if base_calls.height == 0 or prob_calls.height == 0:
         return (), 0
     series = ["kind", S.SERVICE]
-    strat = [*series, "stratum"]
+    strat = [*series, "key", "stratum"]
     both = pl.concat([_series(base_calls).with_columns(pl.lit(False).alias("problem")),
                       _series(prob_calls).with_columns(pl.lit(True).alias("problem"))])
     both = both.with_columns(pl.col("value").rank("average").over(strat).alias("rank"))
     ties = (both.group_by([*strat, "value"]).agg(pl.len().cast(pl.Float64).alias("t"))
             .group_by(strat).agg((pl.col("t") ** 3 - pl.col("t")).sum().alias("ties")))
     per = both.group_by(strat).agg(
-        pl.col("key").first(),
         pl.len().cast(pl.Float64).alias("N"),
         pl.col("problem").sum().cast(pl.Float64).alias("m"),
         pl.col("rank").filter(pl.col("problem")).sum().alias("W"),
-        pl.col("value").filter(pl.col("problem")).mean().alias("mean_p"),
-        pl.col("value").filter(~pl.col("problem")).mean().alias("mean_b"),
         pl.col("value").filter(~pl.col("problem")).sum().alias("sum_b"),
         pl.col("value").filter(pl.col("problem")).sum().alias("sum_p"),
         (pl.col("value").filter(pl.col("problem"))
          > pl.col("value").filter(~pl.col("problem")).max()).sum().cast(pl.Float64).alias("x"),
     ).with_columns((pl.col("N") - pl.col("m")).alias("n")).filter((pl.col("m") > 0) & (pl.col("n") > 0))
+    # Values are integer ns, so the per-stratum sums above are exact whatever the row order; the
+    # strata are put in one order before their float sums below: same input, same bits out.
+    per = per.with_columns((pl.col("sum_p") / pl.col("m")).alias("mean_p"),
+                           (pl.col("sum_b") / pl.col("n")).alias("mean_b"))
     if per.height == 0:
         return (), 0
-    per = per.join(ties, on=strat, how="left").with_columns(
+    per = per.join(ties, on=strat, how="left").sort(strat).with_columns(
         (1.0 / (pl.col("N") + 1)).alias("w"),
         (pl.col("m") * (pl.col("N") + 1) / 2).alias("E"),
         (pl.col("n") * pl.col("m") / 12 * ((pl.col("N") + 1) - pl.col("ties").fill_null(0.0)
                                            / pl.max_horizontal(pl.col("N") * (pl.col("N") - 1), 1.0))).alias("V"),
         (pl.col("W") - pl.col("m") * (pl.col("m") + 1) / 2).alias("U"),
     )
-    top = (per.group_by([*series, "key"]).agg((pl.col("m") * (pl.col("mean_p") - pl.col("mean_b"))).sum().alias("a"))
+    top = (per.group_by([*series, "key"], maintain_order=True).agg((pl.col("m") * (pl.col("mean_p") - pl.col("mean_b"))).sum().alias("a"))
            .sort("a", "key", descending=[True, False]).group_by(series, maintain_order=True).agg(pl.col("key").first()))
     agg = per.group_by(series).agg(
         pl.col("n").sum().alias("calls_b"), pl.col("m").sum().alias("calls_p"),
@@ -205,6 +214,7 @@ def pooled_changes(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, *, alpha:
         (pl.col("m") * (pl.col("mean_p") - pl.col("mean_b"))).sum().alias("added_ns"),
         (pl.col("sum_b").sum() / pl.col("n").sum()).alias("mean_b"),
         (pl.col("sum_p").sum() / pl.col("m").sum()).alias("mean_p"),
+        maintain_order=True,
     ).filter((pl.col("calls_b") >= min_calls) & (pl.col("calls_p") >= min_calls) & (pl.col("added_ns") > 0)
              & (pl.col("den") > 0)).sort(series).join(top, on=series, how="left")
     if agg.height == 0:
