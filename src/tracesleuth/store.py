@@ -4,23 +4,45 @@ Layout::
 
     STORE/
       tracesleuth-store.json     manifest: format version and one entry per ingest
+      tracesleuth-store.lock     the writers' lock (``flock``); empty
       spans/part-<n>.parquet     spans (SPAN_SCHEMA), append-only
       rejects/part-<n>.parquet   rejected records and warnings (REJECT_SCHEMA)
 
-Parts are written to a temporary name and renamed into place, so a reader never sees a half
-file and a crash loses at most the part being written (never one already listed). Any Parquet
+Many writers may share a store at once (several ``tracesleuth ingest`` runs and a
+``tracesleuth collect``, in any number of processes):
+
+- A part number is *reserved* under the store lock (an exclusive ``fcntl.flock`` on
+  ``tracesleuth-store.lock``, held for the few microseconds of a directory listing and a file
+  creation): the writer takes one more than the highest number named by a part or a part being
+  written, and creates that part's temporary file, ``.part-<n>.parquet.tmp``, with ``O_EXCL``.
+  Only that writer ever writes this temporary file or the part it becomes.
+- A part is *published* atomically: written under its temporary name, fsynced, renamed to its
+  final name (under the lock, so that a reservation's listing never misses a part being
+  renamed), and its directory fsynced. A reader lists ``part-*.parquet`` only, which a temporary
+  name never matches, so it never sees a half-written part; a crash loses at most the parts
+  being written (their temporary files stay behind, never read).
+- The manifest is read, changed and replaced (temporary file, fsync, rename) under the lock, so
+  no ingest's entry is lost; each entry names the parts that ingest wrote and the spans it read.
+- A new store is created under the lock too, so simultaneous first writers agree on one store.
+
+Part numbers give the order of the parts (the order of their reservation). Stores written by
+earlier versions have the same layout and are read and appended to as before. Any Parquet
 reader (polars, DuckDB, Spark) can read ``spans/*.parquet`` directly.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import polars as pl
 import pyarrow as pa
@@ -31,6 +53,8 @@ from . import schema as S
 from .errors import TraceFormatError
 
 MANIFEST = "tracesleuth-store.json"
+#: The writers' lock file (see the module docstring).
+LOCK = "tracesleuth-store.lock"
 STORE_VERSION = 1
 #: Spans per Parquet part written by an ingest.
 PART_SPANS = 1_000_000
@@ -52,6 +76,10 @@ def is_store(path) -> bool:
     return (Path(path) / MANIFEST).is_file()
 
 
+#: Rejected records an ingest summary shows as examples at most.
+MAX_EXAMPLES = 10
+
+
 @dataclass(frozen=True)
 class IngestSummary:
     """Counts of one ingest: spans read, spans rejected, parts written, files by format.
@@ -70,6 +98,13 @@ class IngestSummary:
         Rejects grouped by reason, as :func:`tracesleuth.io.rejects_by_reason` gives them.
     seconds : float
         Wall time of the ingest.
+    damaged_files : tuple of str
+        Files not read to their end (truncated or corrupt compressed data, a document broken
+        before its end): the records after the damage are lost, and a reject says where.
+    examples : list of dict
+        This ingest's first rejected records and warnings (rows of
+        :data:`~tracesleuth.schema.REJECT_SCHEMA`); other writers' rejects in the same store are
+        not among them.
     """
 
     spans_read: int
@@ -80,10 +115,13 @@ class IngestSummary:
     formats: dict
     reasons: list
     seconds: float
+    damaged_files: tuple = ()
+    examples: list = ()
 
     def to_dict(self) -> dict:
         """JSON-safe dictionary."""
-        return {k: getattr(self, k) for k in self.__dataclass_fields__} | {"parts": list(self.parts)}
+        return {k: getattr(self, k) for k in self.__dataclass_fields__} | {
+            "parts": list(self.parts), "damaged_files": list(self.damaged_files), "examples": list(self.examples)}
 
 
 class SpanStore:
@@ -94,49 +132,128 @@ class SpanStore:
     path : str or Path
         The store directory.
 
+    create : bool, default=True
+        Create the store when ``path`` is absent or an empty directory; else it must be a store.
+
     Raises
     ------
     TraceFormatError
-        When ``path`` exists, is not empty and is not a store (nothing is overwritten).
+        When ``path`` exists, is not empty and is not a store (nothing is overwritten), or is
+        not a store and ``create`` is false.
+
+    Notes
+    -----
+    Any number of writers, in any number of processes, may append to one store at the same
+    time, and may create it at the same time: part names are reserved and parts published under
+    the store lock, and the manifest is changed under it (see :mod:`tracesleuth.store`).
+    Readers take no lock and see only whole parts.
     """
 
     def __init__(self, path, *, create: bool = True):
         self.path = Path(path)
         if is_store(self.path):
-            meta = json.loads((self.path / MANIFEST).read_text())
-            if meta.get("version") != STORE_VERSION:
-                raise TraceFormatError(str(self.path), f"store version {meta.get('version')!r} is not "
-                                                       f"{STORE_VERSION}")
+            self._check_version()
             return
         if not create:
             raise TraceFormatError(str(self.path), "not a tracesleuth span store (no manifest)")
-        if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
+        self._refuse_foreign()
+        self.path.mkdir(parents=True, exist_ok=True)
+        with self._locked():  # another writer may be creating it at the same moment
+            if is_store(self.path):
+                self._check_version()
+                return
+            self._refuse_foreign()
+            (self.path / "spans").mkdir(exist_ok=True)
+            (self.path / "rejects").mkdir(exist_ok=True)
+            self._write_manifest({"version": STORE_VERSION, "created": time.time(), "ingests": []})
+
+    def _check_version(self) -> None:
+        version = self.manifest().get("version")
+        if version != STORE_VERSION:
+            raise TraceFormatError(str(self.path), f"store version {version!r} is not {STORE_VERSION}")
+
+    def _refuse_foreign(self) -> None:
+        """Raise unless ``path`` is absent, empty, holds only what creating a store makes, or has
+        meanwhile become a store (created by another writer)."""
+        if not self.path.exists():
+            return
+        foreign = not self.path.is_dir() or any(
+            e.name not in _CREATION_NAMES or (e.is_dir() and any(e.iterdir())) for e in self.path.iterdir())
+        if foreign and not is_store(self.path):
             raise TraceFormatError(str(self.path), "exists and is not a span store; refusing to write into it")
-        (self.path / "spans").mkdir(parents=True, exist_ok=True)
-        (self.path / "rejects").mkdir(parents=True, exist_ok=True)
-        self._write_manifest({"version": STORE_VERSION, "created": time.time(), "ingests": []})
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the store lock (exclusive ``flock`` on :data:`LOCK`; blocks while another writer holds it)."""
+        fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     # -- manifest -----------------------------------------------------------------------
     def _write_manifest(self, meta: dict) -> None:
+        """Replace the manifest atomically and durably (call with the store lock held)."""
         tmp = self.path / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(meta, indent=1))
+        with open(tmp, "w") as f:
+            f.write(json.dumps(meta, indent=1))
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, self.path / MANIFEST)
+        _fsync_dir(self.path)
 
     def manifest(self) -> dict:
         """The manifest: version, creation time, one entry per ingest."""
         return json.loads((self.path / MANIFEST).read_text())
 
     # -- writing -----------------------------------------------------------------------
+    def _part_name(self, number: int) -> str:
+        """The file name of part ``number`` (subclasses add to it; it must start ``part-<number>``)."""
+        return f"part-{number:06d}.parquet"
+
     def _next_part(self, kind: str) -> Path:
-        existing = [int(p.stem.split("-")[1]) for p in (self.path / kind).glob("part-*.parquet")]
-        return self.path / kind / f"part-{max(existing, default=-1) + 1:06d}.parquet"
+        """Reserve the next part of ``kind`` (``spans``/``rejects``) for this writer alone.
+
+        Under the store lock: one more than the highest number named by a part or a part being
+        written, whose temporary file (:func:`_tmp_name`) is created empty with ``O_EXCL``. The
+        caller writes that temporary file, then publishes it (:meth:`_publish`) or removes it.
+
+        Returns
+        -------
+        Path
+            The part's final name (not yet existing).
+        """
+        folder = self.path / kind
+        with self._locked():
+            numbers = [int(m.group(1)) for m in map(_PART_NUMBER.match, os.listdir(folder)) if m]
+            number = max(numbers, default=-1) + 1
+            while True:  # O_EXCL: even a writer that ignores the lock cannot share the file
+                final = folder / self._part_name(number)
+                try:
+                    os.close(os.open(_tmp_name(final), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+                    return final
+                except FileExistsError:
+                    number += 1
+
+    def _publish(self, final: Path) -> Path:
+        """Make a reserved part durable and visible under its final name (see the module docstring)."""
+        tmp = _tmp_name(final)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        with self._locked():
+            os.replace(tmp, final)
+        _fsync_dir(final.parent)
+        return final
 
     def _write_part(self, kind: str, table: pa.Table) -> Path:
         final = self._next_part(kind)
-        tmp = _tmp_name(final)
-        pq.write_table(table, tmp, compression="zstd")
-        _publish(tmp, final)
-        return final
+        try:
+            pq.write_table(table, _tmp_name(final), compression="zstd")
+        except BaseException:
+            _tmp_name(final).unlink(missing_ok=True)
+            raise
+        return self._publish(final)
 
     def append_spans(self, batches: Iterable[pa.RecordBatch], *, part_spans: int = PART_SPANS) -> list[Path]:
         """Append spans, writing a new part each ``part_spans`` spans. Returns the parts written.
@@ -144,7 +261,8 @@ class SpanStore:
         Batches are gathered into row groups of about :data:`ROW_GROUP_SPANS` spans, each encoded
         and compressed by a background thread while the next ones are read (at most one row
         group waits), so reading and writing overlap. A part appears under its final name only
-        once complete; on an error the part being written is removed.
+        once complete; on an error the part being written is removed. Each part's name is
+        reserved when it is begun, so other writers of the store may append at the same time.
         """
         parts: list[Path] = []
         part: _PartWriter | None = None
@@ -160,7 +278,7 @@ class SpanStore:
                     if held < ROW_GROUP_SPANS and (part.spans if part else 0) + held < part_spans:
                         continue
                     if part is None:
-                        part = _PartWriter(self._next_part("spans") if not parts else _following(parts[-1]), pool)
+                        part = _PartWriter(self, pool)
                     part.write(pending)
                     pending, held = [], 0
                     if part.spans >= part_spans:
@@ -168,7 +286,7 @@ class SpanStore:
                         part = None
                 if pending:
                     if part is None:
-                        part = _PartWriter(self._next_part("spans") if not parts else _following(parts[-1]), pool)
+                        part = _PartWriter(self, pool)
                     part.write(pending)
                 if part is not None:
                     parts.append(part.publish())
@@ -183,10 +301,12 @@ class SpanStore:
         return self._write_part("rejects", rejects) if rejects.num_rows else None
 
     def record_ingest(self, entry: dict) -> None:
-        """Add an ingest entry to the manifest."""
-        meta = self.manifest()
-        meta["ingests"].append(entry)
-        self._write_manifest(meta)
+        """Add an ingest entry to the manifest (read, changed and replaced under the store lock,
+        so entries added by simultaneous writers are all kept)."""
+        with self._locked():
+            meta = self.manifest()
+            meta["ingests"].append(entry)
+            self._write_manifest(meta)
 
     # -- reading -----------------------------------------------------------------------
     def span_files(self) -> list[Path]:
@@ -243,11 +363,18 @@ class SpanStore:
 
 
 class _PartWriter:
-    """One span part being written row group by row group on ``pool`` (one group in flight)."""
+    """One span part of ``store`` (reserved on creation) being written row group by row group on
+    ``pool`` (one group in flight)."""
 
-    def __init__(self, final: Path, pool: ThreadPoolExecutor):
-        self.final, self.tmp, self.pool = final, _tmp_name(final), pool
-        self.writer = pq.ParquetWriter(self.tmp, S.SPAN_SCHEMA, **SPAN_PARQUET_OPTIONS)
+    def __init__(self, store: SpanStore, pool: ThreadPoolExecutor):
+        self.store, self.pool = store, pool
+        self.final = store._next_part("spans")
+        self.tmp = _tmp_name(self.final)
+        try:
+            self.writer = pq.ParquetWriter(self.tmp, S.SPAN_SCHEMA, **SPAN_PARQUET_OPTIONS)
+        except BaseException:
+            self.tmp.unlink(missing_ok=True)
+            raise
         self.in_flight = None
         self.spans = 0
 
@@ -265,8 +392,7 @@ class _PartWriter:
     def publish(self) -> Path:
         self.wait()
         self.writer.close()
-        _publish(self.tmp, self.final)
-        return self.final
+        return self.store._publish(self.final)
 
     def discard(self) -> None:
         if self.in_flight is not None:
@@ -275,20 +401,25 @@ class _PartWriter:
         self.tmp.unlink(missing_ok=True)
 
 
+#: The number of a part or of a part being written: ``part-000007.parquet``,
+#: ``part-000007-seg-000000000042.parquet``, ``.part-000007.parquet.tmp``.
+_PART_NUMBER = re.compile(r"\.?part-(\d+)")
+#: What creating a store makes in its directory before the manifest (a crash may leave these).
+_CREATION_NAMES = frozenset({LOCK, MANIFEST + ".tmp", "spans", "rejects"})
+
+
 def _tmp_name(final: Path) -> Path:
+    """The temporary name of a part being written (never matched by ``part-*.parquet``)."""
     return final.with_name("." + final.name + ".tmp")
 
 
-def _following(part: Path) -> Path:
-    """The part name after ``part``."""
-    return part.with_name(f"part-{int(part.stem.split('-')[1]) + 1:06d}.parquet")
-
-
-def _publish(tmp: Path, final: Path) -> None:
-    """Make a written part durable and visible under its final name."""
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
+def _fsync_dir(path: Path) -> None:
+    """Make a directory's entries (created, renamed files) durable."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def ingest(paths, store: SpanStore | str | os.PathLike, *, format: str | None = None, mapping=None,
@@ -321,11 +452,12 @@ def ingest(paths, store: SpanStore | str | os.PathLike, *, format: str | None = 
 
     files = expand_paths(paths)
     store = store if isinstance(store, SpanStore) else SpanStore(store)
-    log, formats = RejectLog(), {}
+    log, formats, damaged = RejectLog(), {}, []
     t0 = time.perf_counter()
 
     def batches():
-        for b in iter_span_batches(files, format=format, mapping=mapping, log=log, formats=formats):
+        for b in iter_span_batches(files, format=format, mapping=mapping, log=log, formats=formats,
+                                   damaged=damaged):
             if on_batch is not None:
                 on_batch(b)
             yield b
@@ -338,9 +470,10 @@ def ingest(paths, store: SpanStore | str | os.PathLike, *, format: str | None = 
         rejected_records=log.n_rejected_records, warnings=log.n_warnings,
         parts=tuple(str(p.relative_to(store.path)) for p in parts), formats=formats,
         reasons=rejects_by_reason(rejects),
-        seconds=time.perf_counter() - t0,
+        seconds=time.perf_counter() - t0, damaged_files=tuple(str(f) for f in damaged),
+        examples=rejects.slice(0, MAX_EXAMPLES).to_pylist(),
     )
-    store.record_ingest({"time": time.time(), "paths": [str(p) for p in (paths if isinstance(paths, (list, tuple)) else [paths])],
+    store.record_ingest({"id": uuid.uuid4().hex, "pid": os.getpid(), "time": time.time(), "paths": [str(p) for p in (paths if isinstance(paths, (list, tuple)) else [paths])],
                          "spans_read": summary.spans_read, "spans_rejected": summary.spans_rejected,
                          "parts": list(summary.parts)})
     return summary

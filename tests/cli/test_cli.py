@@ -45,7 +45,8 @@ def test_ingest_reports_rejects_and_keeps_counts(tmp_path, capsys):
     assert code == 0 and doc["spans_read"] == 1 and doc["spans_rejected"] == 2 and doc["spans_in"] == 3
     reasons = {r["reason"] for r in doc["reasons"]}
     assert "negative duration (end before start)" in reasons
-    assert {e["record"] for e in doc["examples"]} == {3, 4}
+    assert {e["record"] for e in doc["examples"] if e["spans"]} == {3, 4}  # record 2: a padded-id warning
+    assert any("left-padded" in r for r in reasons)
     code = main(["ingest", str(f), "-o", str(tmp_path / "s2")])
     text = capsys.readouterr().out
     assert code == 0 and "1 stored" in text and "2 rejected" in text and "negative duration" in text
@@ -110,3 +111,18 @@ def test_evaluate_patterns_json(capsys):
     assert code == 0
     text = json.dumps(doc)
     assert "ga" in text and "kmeans" in text
+
+
+def test_ingest_of_a_truncated_gzip_keeps_what_it_can_and_exits_1(tmp_path, capsys):
+    import gzip
+
+    rows = "".join(f"{i:032x},{i:016x},,web,home,{100 + i},{200 + i}\n" for i in range(1, 20001))
+    data = gzip.compress(("trace_id,span_id,parent_span_id,service,operation,start_ns,end_ns\n" + rows).encode())
+    f = tmp_path / "cut.csv.gz"
+    f.write_bytes(data[: int(len(data) * 0.9)])
+    code, doc = run_json(capsys, "ingest", str(f), "-o", str(tmp_path / "s"))
+    assert code == 1 and doc["damaged_files"] == [str(f)]
+    assert 15_000 < doc["spans_read"] < 20_000 and doc["spans_rejected"] <= 1
+    assert any("truncated gzip" in r["reason"] for r in doc["reasons"])
+    code, doc = run_json(capsys, "ingest", str(f), "-o", str(tmp_path / "s2"), "--allow-partial")
+    assert code == 0 and doc["damaged_files"] == [str(f)]

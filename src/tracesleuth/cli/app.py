@@ -58,8 +58,13 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace files, direct
                                                        metavar=PATHS, show_default=False)],
            output: Annotated[Path, typer.Option("-o", "--output", metavar="DIR",
                                                 help="Span store directory (created).")],
+           allow_partial: Annotated[bool, typer.Option("--allow-partial", help="Exit 0 even when a file could "
+                                       "not be read to its end (the damage is still reported).")] = False,
            format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
-    """Read trace files into a Parquet span store, reporting what was read, rejected and why."""
+    """Read trace files into a Parquet span store, reporting what was read, rejected and why.
+
+    Exit code 1 when nothing was stored, or when a file could not be read to its end
+    (truncated or corrupt: the records after the damage are lost) unless --allow-partial."""
     from ..store import SpanStore, ingest as do_ingest
 
     check_paths(paths)  # before the store is created: a mistyped path leaves nothing behind
@@ -73,11 +78,12 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace files, direct
             bar.update(task, spans=seen[0])
 
         summary = do_ingest([str(p) for p in paths], store, format=format, mapping=mapping, on_batch=tick)
-    rejects = store.read_rejects()
-    doc = summary.to_dict() | {"store": str(output), "spans_in": summary.spans_read + summary.spans_rejected,
-                               "examples": _reject_rows(rejects)}
+    doc = summary.to_dict() | {"store": str(output), "spans_in": summary.spans_read + summary.spans_rejected}
+    failed = summary.spans_read == 0 or (bool(summary.damaged_files) and not allow_partial)
     if json:
         emit_json(doc)
+        if failed:
+            raise typer.Exit(1)
         return
     out.print(f"Read [bold]{summary.spans_read + summary.spans_rejected:,}[/] spans from "
               f"{len(summary.formats)} file(s) in {summary.seconds:.2f} s: "
@@ -88,7 +94,14 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace files, direct
         fmts[f] = fmts.get(f, 0) + 1
     out.print("Formats: " + ", ".join(f"{k} ({v} files)" for k, v in sorted(fmts.items())))
     out.print(f"Store: {output} ({len(summary.parts)} new part(s))", markup=False)
-    _print_rejects(summary.reasons, _reject_rows(rejects), summary.spans_rejected)
+    _print_rejects(summary.reasons, summary.examples, summary.spans_rejected)
+    if summary.damaged_files:
+        out.print(f"{len(summary.damaged_files)} file(s) not read to their end (records after the damage lost): "
+                  + ", ".join(summary.damaged_files), markup=False)
+    if summary.spans_read == 0:
+        err.print("error: nothing was stored (every record was rejected; see the reasons above)", markup=False)
+    if failed:
+        raise typer.Exit(1)
 
 
 @app.command(cls=Command)
@@ -208,9 +221,10 @@ def run(argv: list[str] | None = None) -> int:
     Returns
     -------
     int
-        The exit code: 0 on success, 2 for a usage or input mistake (one ``error:`` line on
-        stderr, or with ``--json`` one JSON document ``{"error", "type"}`` on stdout), 130
-        when interrupted.
+        The exit code: 0 on success, 1 when ``ingest`` stored nothing or could not read a file
+        to its end (without ``--allow-partial``), 2 for a usage or input mistake (one ``error:``
+        line on stderr, or with ``--json`` one JSON document ``{"error", "type"}`` on stdout),
+        130 when interrupted.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     try:

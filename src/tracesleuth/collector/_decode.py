@@ -21,11 +21,15 @@ import pyarrow as pa
 
 from .. import schema as S
 from ..io import RejectLog, SpanBatchBuilder, _reader
+from ..io._jsondoc import MAX_DEPTH, NESTED_TOO_DEEP, max_depth
 
 #: Media types, as the OTLP/HTTP specification names them.
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 
+#: ``/stats`` error kind of a body refused for nesting beyond the readers' limit
+#: (:data:`~tracesleuth.io._jsondoc.MAX_DEPTH`, or protobuf's own).
+TOO_DEEP = "nesting_too_deep"
 #: Reject rows listed one by one in a partial-success message; the rest are summed up.
 _MESSAGE_ROWS = 5
 
@@ -189,7 +193,8 @@ def decode(fmt: str, body: bytes, source: str) -> DecodedRequest:
     Raises
     ------
     HttpError
-        400 when the body is not one well-formed message of the format.
+        400 when the body is not one well-formed message of the format, or holds a record
+        nested beyond the readers' limit (kind :data:`TOO_DEEP`).
     """
     body, n_spans = _check_message(fmt, body)
     if n_spans is None:
@@ -198,6 +203,9 @@ def decode(fmt: str, body: bytes, source: str) -> DecodedRequest:
     log = RejectLog()
     builder = SpanBatchBuilder(source, log)
     batches = list(_reader(fmt)(io.BytesIO(body), builder))
+    deep = next((r for r in log.rows if r[3].startswith(NESTED_TOO_DEEP)), None)
+    if deep is not None:  # a body with such a record is refused whole, like any malformed body
+        raise HttpError(400, TOO_DEEP, f"the body is {deep[3].split('; ')[0]} (record {deep[1]})")
     spans = pa.Table.from_batches(batches, schema=S.SPAN_SCHEMA) if batches else S.empty_spans()
     unaccounted = n_spans - spans.num_rows - log.spans_rejected
     if unaccounted > 0:
@@ -219,9 +227,14 @@ def _check_message(fmt: str, body: bytes) -> tuple[bytes, int | None]:
         from google.protobuf.message import DecodeError
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+        from ..io.otlp_proto import decode_error_reason
+
         try:
             request = ExportTraceServiceRequest.FromString(body)
         except DecodeError as e:
+            reason = decode_error_reason(e, "ExportTraceServiceRequest")
+            if reason.startswith(NESTED_TOO_DEEP):
+                raise HttpError(400, TOO_DEEP, f"the body is {reason.split('; ')[0]}") from None
             raise HttpError(400, "bad_request", f"the body is not a protobuf-encoded OTLP "
                                                 f"ExportTraceServiceRequest: {e}") from None
         if not request.resource_spans:
@@ -266,6 +279,10 @@ def _json(body: bytes) -> Any:
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as e:
+        depth, at = max_depth(body)
+        if depth > MAX_DEPTH:
+            raise HttpError(400, TOO_DEEP, f"the body is {NESTED_TOO_DEEP}: {depth} levels at byte {at}, "
+                                           f"beyond the limit of {MAX_DEPTH}") from None
         try:
             body.decode("utf-8")
         except UnicodeDecodeError:

@@ -2,7 +2,8 @@
 
 Segment ``seg-N`` becomes ``spans/part-<k>-seg-N.parquet`` (and ``rejects/part-<k>-seg-N.parquet``
 when it holds reject rows), written by :meth:`SpanStore.append_spans` /
-:meth:`~SpanStore.append_rejects` (a temporary file, fsynced, renamed into place). The segment
+:meth:`~SpanStore.append_rejects` (a part number reserved under the store lock, a temporary file,
+fsynced, renamed into place; see :mod:`tracesleuth.store`). The segment
 is deleted only after its parts are in place and their directory is fsynced. A crash at any point
 leaves either the segment (converted again at start-up) or the segment and its parts (then the
 part found under the segment's name is not written a second time), never a lost or a doubled
@@ -31,15 +32,16 @@ _ONE_PART = 1 << 62
 class SegmentPartStore(SpanStore):
     """A :class:`~tracesleuth.store.SpanStore` whose next part is named after the WAL segment
     being converted (``part-000007-seg-000000000042.parquet``), so that a converted segment
-    can be recognised after a crash. Other writers of the store (``tracesleuth ingest``) keep
-    their plain ``part-<k>.parquet`` names and never collide with these.
+    can be recognised after a crash. The part number is reserved under the store lock like any
+    other writer's (``tracesleuth ingest`` runs writing at the same time take other numbers and
+    keep their plain ``part-<k>.parquet`` names).
     """
 
     segment: str | None = None
 
-    def _next_part(self, kind: str) -> Path:
-        part = super()._next_part(kind)
-        return part if self.segment is None else part.with_name(f"{part.stem}-{self.segment}.parquet")
+    def _part_name(self, number: int) -> str:
+        name = super()._part_name(number)
+        return name if self.segment is None else name.replace(".parquet", f"-{self.segment}.parquet")
 
     def part_of(self, kind: str, segment: str) -> Path | None:
         """The ``kind`` (``spans``/``rejects``) part already made from ``segment``, if any."""

@@ -16,7 +16,7 @@ class CollectorStats:
 
     Counted: requests by route, responses by status, 4xx and 5xx by kind (``errors``: bad_request,
     unauthorized, not_found, method_not_allowed, request_timeout, payload_too_large,
-    unsupported_media_type, too_many_requests, wal_unavailable, wal_timeout), 429s by cause (``throttled``:
+    unsupported_media_type, too_many_requests, wal_unavailable, wal_timeout, nesting_too_deep), 429s by cause (``throttled``:
     queue_full, wal_backlog), bytes as received and
     decompressed, spans received / acknowledged (durable in the WAL) / rejected / stored (in
     Parquet parts), rejected spans by reason, WAL commits and fsyncs, segments and parts.

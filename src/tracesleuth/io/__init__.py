@@ -16,6 +16,11 @@ decompressed transparently; a path may be a file, a directory or a glob pattern,
 
 Bad records never stop a read: each is logged in a :class:`RejectLog` with file, record number,
 field and reason, and ``spans in = spans read + spans rejected``.
+
+Damaged input is salvaged: a truncated or corrupt gzip file yields every record before the damage
+and is reported (file and byte offset) and listed in ``damaged_files``; JSON nested deeper than
+:data:`MAX_DEPTH` is rejected record by record before it is parsed, so memory stays linear in
+the input and no recursion limit is reached.
 """
 
 from __future__ import annotations
@@ -27,18 +32,18 @@ from typing import Callable, Iterator
 import io
 import os
 from concurrent.futures import ThreadPoolExecutor
-from gzip import GzipFile
 
 import pyarrow as pa
 
 from .. import schema as S
 from ..errors import NoSpansError, TraceFormatError
 from ._builder import SpanBatchBuilder, RejectLog, normalize_kind, rejects_by_reason
-from ._source import FORMATS, detect_format, expand_paths, open_binary, peek
+from ._jsondoc import MAX_DEPTH, REST_NOT_READ
+from ._source import FORMATS, detect_format, expand_paths, is_compressed, open_binary, peek, stream_damage
 from .tabular import PRESETS, TabularMapping
 
 __all__ = [
-    "FORMATS", "PRESETS", "RejectLog", "SpanBatchBuilder", "SpanReadResult", "TabularMapping",
+    "FORMATS", "MAX_DEPTH", "PRESETS", "REST_NOT_READ", "RejectLog", "SpanBatchBuilder", "SpanReadResult", "TabularMapping",
     "detect_format", "expand_paths", "iter_span_batches", "normalize_kind", "read_spans", "rejects_by_reason",
 ]
 
@@ -81,12 +86,17 @@ class SpanReadResult:
         The format read from each file (``"store"`` for a span store).
     spans_rejected : int
         Spans lost with rejected records (``spans in = spans.num_rows + spans_rejected``).
+    damaged_files : tuple of str, default=()
+        Files that could not be read to their end (truncated or corrupt compressed data, a
+        document broken before its end): the spans before the damage are in ``spans``, what
+        followed it is unknown. See :func:`iter_span_batches` (its ``damaged``).
     """
 
     spans: pa.Table
     rejects: pa.Table
     formats: dict
     spans_rejected: int
+    damaged_files: tuple = ()
 
     @property
     def n_spans(self) -> int:
@@ -96,7 +106,7 @@ class SpanReadResult:
 
 def iter_span_batches(paths, *, format: str | None = None, mapping: TabularMapping | str | None = None,
                       log: RejectLog | None = None, formats: dict | None = None,
-                      batch_spans: int | None = None) -> Iterator[pa.RecordBatch]:
+                      batch_spans: int | None = None, damaged: list | None = None) -> Iterator[pa.RecordBatch]:
     """Stream spans from ``paths`` as Arrow record batches, file by file.
 
     Parameters
@@ -115,6 +125,11 @@ def iter_span_batches(paths, *, format: str | None = None, mapping: TabularMappi
         Filled with ``{file: format}`` as files are opened.
     batch_spans : int, optional
         Spans per batch (default :data:`~tracesleuth.io._builder.BATCH_SPANS`).
+    damaged : list, optional
+        Filled with the files that could not be read to their end (a truncated or corrupt gzip
+        stream, a JSON document or protobuf stream broken before its end, a read error): their
+        records before the damage are read, the damage is in ``log`` (record 0 for a
+        compressed stream: ``"read stopped early: truncated gzip stream at byte N: ..."``).
 
     Yields
     ------
@@ -134,12 +149,13 @@ def iter_span_batches(paths, *, format: str | None = None, mapping: TabularMappi
     files = list(expand_paths(paths))
     if len(files) <= 1:
         for path in files:
-            yield from _read_file(path, format, mapping, log, formats, batch_spans)
+            yield from _read_file(path, format, mapping, log, formats, batch_spans, damaged)
         return
 
     def read_whole(path):
-        file_log, file_formats = RejectLog(), {}
-        return list(_read_file(path, format, mapping, file_log, file_formats, batch_spans)), file_log, file_formats
+        file_log, file_formats, file_damaged = RejectLog(), {}, []
+        batches = list(_read_file(path, format, mapping, file_log, file_formats, batch_spans, file_damaged))
+        return batches, file_log, file_formats, file_damaged
 
     # Small files are read ahead on worker threads (their parsing and checks release the GIL),
     # each with its own log, merged in file order: output and log are those of a serial read.
@@ -153,10 +169,12 @@ def iter_span_batches(paths, *, format: str | None = None, mapping: TabularMappi
                         ahead[j] = pool.submit(read_whole, files[j])
                 future = ahead.pop(i, None)
                 if future is None:  # a large file streams in this thread
-                    yield from _read_file(path, format, mapping, log, formats, batch_spans)
+                    yield from _read_file(path, format, mapping, log, formats, batch_spans, damaged)
                     continue
-                batches, file_log, file_formats = future.result()
+                batches, file_log, file_formats, file_damaged = future.result()
                 log.merge(file_log)
+                if damaged is not None:
+                    damaged.extend(file_damaged)
                 if formats is not None:
                     formats.update(file_formats)
                 yield from batches
@@ -180,49 +198,95 @@ def _small(path) -> bool:
         return False
 
 
-def _read_file(path, format, mapping, log: RejectLog, formats: dict | None, batch_spans: int | None
-               ) -> Iterator[pa.RecordBatch]:
-    """The spans of one file (problems go to ``log``)."""
+def _read_file(path, format, mapping, log: RejectLog, formats: dict | None, batch_spans: int | None,
+               damaged: list | None = None) -> Iterator[pa.RecordBatch]:
+    """The spans of one file (problems go to ``log``; the file goes to ``damaged`` when it could
+    not be read to its end)."""
     source = str(path)
+    first_row = len(log.rows)
     try:
         stream = open_binary(path)
-        compressed = isinstance(stream, GzipFile)
     except OSError as e:
         log.add(source, 0, f"cannot open: {e.strerror or e}", spans=0)
         return
+    compressed = is_compressed(stream)
+    opened = stream
+    stopped = False
     with stream:
         try:
             head, stream = peek(stream)
         except (OSError, EOFError) as e:
             log.add(source, 0, f"cannot read (corrupt compressed data?): {e}", spans=0)
+            _mark_damaged(damaged, source)
             return
         if not head.strip():
-            log.add(source, 0, "empty file", spans=0)
+            damage = stream_damage(opened)
+            if damage is not None:
+                log.add(source, 0, f"cannot read: {damage}", spans=0)
+                _mark_damaged(damaged, source)
+            else:
+                log.add(source, 0, "empty file", spans=0)
             return
         try:
             fmt = format or detect_format(head, source)
         except TraceFormatError as e:
             log.add(source, 0, str(e).split(": ", 1)[-1], spans=0, excerpt=head[:80])
+            damage = stream_damage(opened)
+            if damage is not None:  # perhaps too little was left to tell the format
+                log.add(source, 0, f"read stopped early: {damage}; {REST_NOT_READ}", spans=0)
+                _mark_damaged(damaged, source)
             return
         if formats is not None:
             formats[source] = fmt
         builder = SpanBatchBuilder(source, log, **({"batch_spans": batch_spans} if batch_spans else {}))
         kwargs = {"mapping": mapping} if fmt in ("csv", "parquet") else {}
+        if fmt == "csv" and compressed:
+            kwargs["damaged"] = lambda: stream_damage(opened)
         if fmt == "parquet":  # needs random access: the file itself, or its decompressed bytes
             if compressed:
                 stream = io.BytesIO(stream.read())
             else:
                 kwargs["source_path"] = path
+        n_spans = 0
         try:
-            yield from _reader(fmt)(stream, builder, **kwargs)
+            for batch in _reader(fmt)(stream, builder, **kwargs):
+                n_spans += batch.num_rows
+                yield batch
         except (OSError, EOFError, TraceFormatError, pa.ArrowInvalid) as e:  # keep what was read so far
             if isinstance(e, TraceFormatError):
                 log.add(source, e.record or 0, str(e).split(": ", 1)[-1], field=e.field, spans=0)
             else:
-                log.add(source, 0, f"read stopped early: {e}", spans=0)
+                log.add(source, 0, f"read stopped early: {e}; {REST_NOT_READ}", spans=0)
+                stopped = True
             batch = builder.flush()
             if batch is not None:
+                n_spans += batch.num_rows
                 yield batch
+        damage = stream_damage(opened)
+        if damage is not None and not stopped:
+            log.add(source, 0, f"read stopped early: {damage}; {REST_NOT_READ}", spans=0)
+            stopped = True
+        if stopped or any(REST_NOT_READ in row[3] for row in log.rows[first_row:]):
+            _mark_damaged(damaged, source)
+        elif n_spans == 0 and len(log.rows) == first_row:  # say what the file is, not "no input"
+            log.add(source, 0, _nothing_in(fmt, head), spans=0)
+
+
+#: The reason logged for a file that holds no span and nothing to reject, by format.
+_EMPTY = {"zipkin-json": "an empty JSON array: no spans", "jaeger-json": "a Jaeger document without traces: no spans",
+          "otlp-json": "OTLP requests without spans: no spans", "otlp-proto": "OTLP requests without spans: no spans",
+          "csv": "a CSV header without rows: no spans", "parquet": "a Parquet file without rows: no spans"}
+
+
+def _nothing_in(fmt: str, head: bytes) -> str:
+    if fmt in ("zipkin-json", "jaeger-json") and b"".join(head.split()) == b"[]":
+        return "an empty JSON array: no spans"
+    return _EMPTY.get(fmt, "no spans")
+
+
+def _mark_damaged(damaged: list | None, source: str) -> None:
+    if damaged is not None and source not in damaged:
+        damaged.append(source)
 
 
 def read_spans(paths, *, format: str | None = None, mapping: TabularMapping | str | None = None,
@@ -281,13 +345,16 @@ def read_spans(paths, *, format: str | None = None, mapping: TabularMapping | st
         return _read_store(stores[0], on_batch)
     log = RejectLog()
     formats: dict = {}
+    damaged: list = []
     batches = []
-    for batch in iter_span_batches(paths, format=format, mapping=mapping, log=log, formats=formats):
+    for batch in iter_span_batches(paths, format=format, mapping=mapping, log=log, formats=formats,
+                                   damaged=damaged):
         batches.append(batch)
         if on_batch is not None:
             on_batch(batch)
     spans = pa.Table.from_batches(batches, schema=S.SPAN_SCHEMA) if batches else S.empty_spans()
-    result = SpanReadResult(spans=spans, rejects=log.to_arrow(), formats=formats, spans_rejected=log.spans_rejected)
+    result = SpanReadResult(spans=spans, rejects=log.to_arrow(), formats=formats, spans_rejected=log.spans_rejected,
+                            damaged_files=tuple(damaged))
     if spans.num_rows == 0:
         problems = "; ".join(f"{r[0]} (record {r[1]}): {r[3]}" for r in log.rows[:10]) or "no input files"
         raise NoSpansError(f"no spans could be read from {_describe(paths)}: {problems}")

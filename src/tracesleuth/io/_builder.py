@@ -6,25 +6,110 @@ values, no per-span objects survive); the builder turns them into Arrow record b
 hexadecimal, timestamps integral, end not before start) run once per batch, vectorized, in
 :meth:`SpanBatchBuilder.flush`, and every failing span goes to the :class:`RejectLog` with its
 record number and the field at fault. So ``spans in = spans stored + spans rejected`` holds by
-construction.
+construction. The same pass applies OpenTelemetry's span limits (:class:`SpanLimits`): what it cuts
+is kept, cut, and reported as a warning.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Iterable
 
+import numpy as np
 import orjson
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import schema as S
+from ..errors import ParameterError
 
-#: Longest attribute string value kept whole (bytes of UTF-8); longer values are cut and reported.
-MAX_ATTRIBUTE_CHARS = 4096
+
+@dataclass(frozen=True)
+class SpanLimits:
+    """Bounds on what one span may hold, after OpenTelemetry's span limits.
+
+    A span over a bound is kept, cut to the bound, and reported as a warning (a
+    :class:`RejectLog` entry with ``spans=0`` naming the file, the record, the field and what was
+    kept). ``None`` means no bound. The defaults are the OpenTelemetry SDK's
+    (``opentelemetry.sdk.trace.SpanLimits``: 128 attributes, 128 events, 128 links) where the
+    SDK sets one, and otherwise bounds chosen so that no single span can blow up a store or a
+    report (see Notes).
+
+    Parameters
+    ----------
+    max_attributes : int or None, default=128
+        Attributes kept per span, the first ones in the order the reader gives them (the span's
+        own, then its resource's); the SDK's ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`` default.
+    max_attribute_value_chars : int or None, default=4096
+        Characters (Unicode code points, as Python's ``len``) kept of a string attribute value;
+        structured values (arrays, maps, bytes) are stored as text and bounded alike. The SDK's
+        ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` is unbounded by default; 4096 keeps a whole URL,
+        SQL statement or short stack trace and bounds a pathological value.
+    max_service_chars : int or None, default=256
+        Characters kept of a service name (``service.name``). Service names are identifiers
+        (Kubernetes derives them from DNS names of at most 253 characters); a longer one is
+        input damage, and it would be repeated in every operation key and report cell.
+    max_operation_chars : int or None, default=1024
+        Characters kept of an operation (span) name. OpenTelemetry asks for low-cardinality
+        names (``GET /users/{id}``), but Zipkin and Jaeger instrumentations often put a whole
+        route or SQL statement there; 1024 keeps those whole and bounds a report cell.
+    max_instance_chars : int or None, default=256
+        Characters kept of an instance name (a pod, host or instance id: at most 253 in DNS).
+    max_events : int or None, default=128
+        The SDK's ``OTEL_SPAN_EVENT_COUNT_LIMIT``. The span schema keeps no events (the readers
+        skip them), so nothing is cut today; the bound is here for a reader that keeps them.
+    max_links : int or None, default=128
+        The SDK's ``OTEL_SPAN_LINK_COUNT_LIMIT``; like ``max_events``, nothing is kept to cut.
+
+    Raises
+    ------
+    ParameterError
+        When a bound is not a positive int or None.
+
+    Notes
+    -----
+    The limits apply in :func:`validate_spans`, which every reader and the collector go through.
+    Checking that a batch is within them costs a few passes over Arrow offsets (a string's byte
+    length bounds its length in characters), so a clean batch pays almost nothing; the cut itself
+    is vectorized (``pyarrow.compute.utf8_slice_codeunits`` and a list re-slice).
+
+    References
+    ----------
+    OpenTelemetry specification, "Span Limits" and "Attribute Limits",
+    https://opentelemetry.io/docs/specs/otel/trace/sdk/#span-limits
+
+    Examples
+    --------
+    >>> SpanLimits().max_attributes
+    128
+    >>> SpanLimits(max_operation_chars=None, max_attributes=32).max_operation_chars is None
+    True
+    """
+
+    max_attributes: int | None = 128
+    max_attribute_value_chars: int | None = 4096
+    max_service_chars: int | None = 256
+    max_operation_chars: int | None = 1024
+    max_instance_chars: int | None = 256
+    max_events: int | None = 128
+    max_links: int | None = 128
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ParameterError(f"The {f.name!r} parameter of SpanLimits must be an int in the range "
+                                     f"[1, inf) or None. Got {value!r} instead.")
+
+
+#: The limits applied when none are given (:class:`SpanLimits`' defaults).
+DEFAULT_SPAN_LIMITS = SpanLimits()
+#: Longest attribute string value kept whole, in characters, by default; longer values are cut and
+#: reported (:attr:`SpanLimits.max_attribute_value_chars`).
+MAX_ATTRIBUTE_CHARS = DEFAULT_SPAN_LIMITS.max_attribute_value_chars
 #: Spans per Arrow record batch produced by a reader.
 BATCH_SPANS = 131_072
 _EXCERPT_CHARS = 160
@@ -152,16 +237,24 @@ class SpanBatchBuilder:
         Where rejected spans and warnings go.
     batch_spans : int, default=BATCH_SPANS
         :meth:`full` turns true at this many spans.
+    limits : SpanLimits, optional
+        Bounds applied to every span (default :data:`DEFAULT_SPAN_LIMITS`); an attribute value
+        over the bound is cut as it is added, the rest in :func:`validate_spans`.
 
     Notes
     -----
     Timestamps may be given as ``int`` or as decimal strings (OTLP JSON encodes 64-bit integers as
     strings); they are parsed in bulk at :meth:`flush`. Ids may be given in any case and without
-    leading zeros; they are normalised to lower-case, zero-padded hexadecimal.
+    leading zeros; they are normalised to lower-case, zero-padded hexadecimal (a padded id is
+    reported, see :func:`validate_spans`).
     """
 
-    def __init__(self, source: str, log: RejectLog, *, batch_spans: int = BATCH_SPANS):
+    def __init__(self, source: str, log: RejectLog, *, batch_spans: int = BATCH_SPANS,
+                 limits: SpanLimits | None = None):
         self.source, self.log, self.batch_spans = source, log, batch_spans
+        self.limits = DEFAULT_SPAN_LIMITS if limits is None else limits
+        self._max_chars = self.limits.max_attribute_value_chars
+        self._max_attributes = self.limits.max_attributes
         self._reset()
 
     def _reset(self) -> None:
@@ -209,11 +302,14 @@ class SpanBatchBuilder:
             return
         else:
             s = _json_text(value) if not isinstance(value, (bytes, bytearray)) else value.hex()
-        if s is not None and len(s) > MAX_ATTRIBUTE_CHARS:
-            self.log.add(self.source, record, f"attribute value longer than {MAX_ATTRIBUTE_CHARS} "
-                         f"characters ({len(s)}); kept its first {MAX_ATTRIBUTE_CHARS}",
-                         field=f"attributes.{key}", spans=0, excerpt=s)
-            s = s[:MAX_ATTRIBUTE_CHARS]
+        limit = self._max_chars
+        # cut here, before the value is copied again (an attribute beyond the count limit is
+        # dropped at flush: its value is not reported)
+        if limit is not None and s is not None and len(s) > limit and (
+                self._max_attributes is None or len(self.attr_key) - self.attr_offsets[-1] < self._max_attributes):
+            self.log.add(self.source, record, _cut_reason("attribute value", limit), field=f"attributes.{key}",
+                         spans=0, excerpt=_cut_excerpt(s))
+            s = s[:limit]
         self.attr_key.append(str(key))
         self.attr_str.append(s)
         self.attr_int.append(i)
@@ -288,7 +384,7 @@ class SpanBatchBuilder:
             }
         )
         self._reset()
-        return validate_spans(raw, attrs, self.source, self.log)
+        return validate_spans(raw, attrs, self.source, self.log, limits=self.limits)
 
 
 #: Columns of the raw frame :func:`validate_spans` takes (ids and times not yet normalised).
@@ -296,8 +392,8 @@ RAW_COLUMNS = ("_record", "_raw_trace", "_raw_span", "_raw_parent", S.SERVICE, S
                S.KIND, "_start", "_end", S.STATUS, S.FOLLOWS_FROM)
 
 
-def validate_spans(raw: pl.DataFrame | pl.LazyFrame | pa.Table, attrs: pa.Array | None, source: str, log: RejectLog
-                   ) -> pa.RecordBatch:
+def validate_spans(raw: pl.DataFrame | pl.LazyFrame | pa.Table, attrs: pa.Array | None, source: str, log: RejectLog,
+                   *, limits: SpanLimits | None = None) -> pa.RecordBatch:
     """Normalise and check a raw span frame, log the failing spans, return the rest as a batch.
 
     Parameters
@@ -311,16 +407,37 @@ def validate_spans(raw: pl.DataFrame | pl.LazyFrame | pa.Table, attrs: pa.Array 
     source : str
         File named in the rejects.
     log : RejectLog
-        Receives one entry per rejected span.
+        Receives one entry per rejected span, and the warnings (padded ids, cuts).
+    limits : SpanLimits, optional
+        Bounds on names and attributes (default :data:`DEFAULT_SPAN_LIMITS`).
 
     Returns
     -------
     pyarrow.RecordBatch
         The accepted spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
+
+    Notes
+    -----
+    A span is rejected, with the first failing check as its reason, when its trace or span id is
+    missing, all zero, not hexadecimal or longer than the schema's width (32 and 16 digits), its
+    parent id is given but not such an id, a time is missing, not an integer or negative (OTLP
+    times are unsigned 64-bit nanoseconds, Zipkin's and Jaeger's unsigned microseconds since the
+    epoch), or it ends before it starts.
+
+    Kept with a warning (``spans=0``):
+
+    - ids shorter than the width, left-padded with zeros: one warning per batch and id field
+      with the count (Zipkin allows this for 64-bit ids). A 16-digit trace id is a 64-bit
+      (Zipkin, Jaeger) id, documented as padded to 128 bits, and is not reported;
+    - names and attributes over ``limits``, cut (:class:`SpanLimits`): one warning per record
+      and field, saying what was kept, with the original length in the excerpt.
     """
+    limits = DEFAULT_SPAN_LIMITS if limits is None else limits
     if isinstance(raw, pa.Table):
         batch = _as_is(raw, attrs)
         if batch is not None:
+            records = raw.column("_record")
+            batch = _apply_limits(batch, records.to_numpy(), source, log, limits)
             log.spans_read[source] += batch.num_rows
             return batch
         raw = pl.from_arrow(S.plain_spans(raw))
@@ -330,6 +447,10 @@ def validate_spans(raw: pl.DataFrame | pl.LazyFrame | pa.Table, attrs: pa.Array 
         raw = raw.collect()
     canonical = _canonical_columns(raw)
     lf = raw.lazy()
+    # (raw column, canonical column, width, description) of the ids
+    ids = (("_raw_trace", S.TRACE_ID, S.TRACE_ID_HEX_CHARS, "trace id"),
+           ("_raw_span", S.SPAN_ID, S.SPAN_ID_HEX_CHARS, "span id"),
+           ("_raw_parent", S.PARENT_SPAN_ID, S.SPAN_ID_HEX_CHARS, "parent span id"))
     lf = lf.with_columns(
         (pl.col("_raw_trace") if canonical["_raw_trace"] else _hex_id("_raw_trace", S.TRACE_ID_HEX_CHARS))
         .alias(S.TRACE_ID),
@@ -344,6 +465,10 @@ def validate_spans(raw: pl.DataFrame | pl.LazyFrame | pa.Table, attrs: pa.Array 
         pl.col(S.SERVICE).fill_null("").str.strip_chars().replace("", "unknown_service"),
         pl.col(S.OPERATION).fill_null(""),
     )
+    # ids that were padded to their width: a canonical column has none
+    padded = {raw_col: _padded(raw_col, id_field, width) for raw_col, id_field, width, _ in ids
+              if not canonical[raw_col]}
+    lf = lf.with_columns(**{f"_padded{raw_col}": expr for raw_col, expr in padded.items()})
     parent_given = (pl.col("_raw_parent").is_not_null() & (pl.col("_raw_parent").str.strip_chars() != "")
                     & ~pl.col("_raw_parent").str.contains("^0+$"))
     id_checks = [  # a canonical id column has nothing to fail
@@ -357,6 +482,8 @@ def validate_spans(raw: pl.DataFrame | pl.LazyFrame | pa.Table, attrs: pa.Array 
     checks = [(field, cond, msg) for raw_col, field, cond, msg in id_checks if not canonical[raw_col]] + [
         (S.START_NS, pl.col(S.START_NS).is_null(), "missing or not an integer timestamp"),
         (S.END_NS, pl.col(S.END_NS).is_null(), "missing or not an integer timestamp"),
+        (S.START_NS, pl.col(S.START_NS) < 0, _NEGATIVE_TIME),
+        (S.END_NS, pl.col(S.END_NS) < 0, _NEGATIVE_TIME),
         (S.END_NS, pl.col(S.END_NS) < pl.col(S.START_NS), "negative duration (end before start)"),
     ]
     reason = pl.lit(None, dtype=pl.String)
@@ -376,12 +503,173 @@ def validate_spans(raw: pl.DataFrame | pl.LazyFrame | pa.Table, attrs: pa.Array 
             log.add(source, rec, why, field=fld, excerpt=f"trace_id={tid!r} span_id={sid!r} start={st!r} end={en!r}")
         df = df.filter(ok)
         attrs = attrs.filter(pa.array(ok.to_arrow()))
-    log.spans_read[source] += df.height
+    for raw_col, id_field, width, what in ids:
+        if raw_col in padded:
+            _warn_padded(df, raw_col, id_field, width, what, source, log)
     cols = df.select([c for c in S.SPAN_COLUMNS if c != S.ATTRIBUTES]).to_arrow()
     arrays = [cols.column(c).combine_chunks().cast(S.SPAN_SCHEMA.field(c).type) for c in cols.column_names]
     if isinstance(attrs, pa.ChunkedArray):
         attrs = attrs.combine_chunks()
-    return pa.RecordBatch.from_arrays(arrays + [attrs.cast(S.SPAN_SCHEMA.field(S.ATTRIBUTES).type)], schema=S.SPAN_SCHEMA)
+    batch = pa.RecordBatch.from_arrays(arrays + [attrs.cast(S.SPAN_SCHEMA.field(S.ATTRIBUTES).type)],
+                                       schema=S.SPAN_SCHEMA)
+    batch = _apply_limits(batch, df["_record"].to_numpy(), source, log, limits)
+    log.spans_read[source] += batch.num_rows
+    return batch
+
+
+_NEGATIVE_TIME = "negative timestamp (times are unsigned nanoseconds since the Unix epoch)"
+
+
+def _padded(raw_col: str, id_field: str, width: int) -> pl.Expr:
+    """True where the id was accepted and left-padded with zeros to ``width`` digits (a 16-digit,
+    64-bit trace id is not counted: the schema documents that widening)."""
+    digits = pl.col(raw_col).str.strip_chars().str.len_bytes()
+    short = digits < width
+    if width == S.TRACE_ID_HEX_CHARS:
+        short = short & (digits != S.SPAN_ID_HEX_CHARS)
+    return (pl.col(id_field).is_not_null() & short).fill_null(False)
+
+
+def _warn_padded(df: pl.DataFrame, raw_col: str, field: str, width: int, what: str, source: str,
+                 log: RejectLog) -> None:
+    """One warning for the accepted ids of ``raw_col`` that were padded: their count, the first
+    record, the first few ids as given."""
+    flag = df[f"_padded{raw_col}"]
+    count = int(flag.sum())
+    if not count:
+        return
+    first = df.filter(flag).select("_record", raw_col).head(3).rows()
+    log.add(source, first[0][0], f"{count} {what}(s) shorter than {width} hexadecimal digits"
+            + (" (and not a 64-bit id of 16)" if width == S.TRACE_ID_HEX_CHARS else "")
+            + " left-padded with zeros", field=field, spans=0,
+            excerpt="; ".join(f"record {r}: {v!r}" for r, v in first) + ("; …" if count > len(first) else ""))
+
+
+def _cut_reason(what: str, limit: int) -> str:
+    return f"{what} cut to its first {limit} characters"
+
+
+def _cut_excerpt(value: str) -> str:
+    return f"{len(value)} characters: {value[:_EXCERPT_CHARS]}"
+
+
+def _offsets(values: pa.Array) -> np.ndarray:
+    """The offsets of a string or list array (``len(values) + 1`` of them), read in place."""
+    dtype = np.dtype(np.int64 if pa.types.is_large_string(values.type) or pa.types.is_large_list(values.type)
+                     else np.int32)
+    return np.frombuffer(values.buffers()[1], dtype, count=len(values) + 1, offset=values.offset * dtype.itemsize)
+
+
+def _longer_than(values: pa.Array, limit: int | None) -> np.ndarray | None:
+    """Mask of the strings of ``values`` longer than ``limit`` characters, None when there is none.
+
+    The common answer, none, comes from the offsets alone: a string holds at most as many
+    characters as bytes, so nothing is over when no string is longer than ``limit`` bytes.
+    """
+    if limit is None or len(values) == 0:
+        return None
+    offsets = _offsets(values)
+    if offsets[-1] - offsets[0] <= limit or (offsets[1:] - offsets[:-1]).max() <= limit:
+        return None
+    over = pc.fill_null(pc.greater(pc.utf8_length(values), limit), False).to_numpy(zero_copy_only=False)
+    return over if over.any() else None
+
+
+def _warn_records(log: RejectLog, source: str, records: np.ndarray, rows: np.ndarray, field: str, reason: str,
+                  excerpts: list[str]) -> None:
+    """One warning per record among ``rows`` (the first row of each record gives the excerpt)."""
+    _, first = np.unique(records[rows], return_index=True)
+    for i in first:
+        log.add(source, int(records[rows[i]]), reason, field=field, spans=0, excerpt=excerpts[i])
+
+
+def _apply_limits(batch: pa.RecordBatch, records: np.ndarray, source: str, log: RejectLog,
+                  limits: SpanLimits) -> pa.RecordBatch:
+    """``batch`` with the names and attributes over ``limits`` cut, each cut reported.
+
+    Parameters
+    ----------
+    batch : pyarrow.RecordBatch
+        Accepted spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
+    records : ndarray of int64, shape (batch.num_rows,)
+        Each span's record number.
+    source : str
+        File named in the warnings.
+    log : RejectLog
+        Receives the warnings (``spans=0``).
+    limits : SpanLimits
+
+    Returns
+    -------
+    pyarrow.RecordBatch
+        ``batch`` itself when nothing is over a limit (decided from Arrow offsets).
+    """
+    columns = {}
+    for name, limit, what in ((S.SERVICE, limits.max_service_chars, "service name"),
+                              (S.OPERATION, limits.max_operation_chars, "operation name"),
+                              (S.INSTANCE, limits.max_instance_chars, "instance name")):
+        values = batch.column(name)
+        over = _longer_than(values, limit)
+        if over is None:
+            continue
+        rows = np.flatnonzero(over)
+        _warn_records(log, source, records, rows, name, _cut_reason(what, limit),
+                      [_cut_excerpt(v) for v in values.take(pa.array(rows)).to_pylist()])
+        columns[name] = pc.if_else(pa.array(over), pc.utf8_slice_codeunits(values, 0, limit), values)
+    attrs = _limit_attributes(batch.column(S.ATTRIBUTES), records, source, log, limits)
+    if attrs is not None:
+        columns[S.ATTRIBUTES] = attrs
+    if not columns:
+        return batch
+    return pa.RecordBatch.from_arrays([columns.get(f.name, batch.column(f.name)) for f in batch.schema],
+                                      schema=batch.schema)
+
+
+def _limit_attributes(attrs: pa.ListArray, records: np.ndarray, source: str, log: RejectLog,
+                      limits: SpanLimits) -> pa.ListArray | None:
+    """The attribute lists cut to ``limits.max_attributes`` entries and their string values to
+    ``limits.max_attribute_value_chars`` characters, each cut reported; None when none is over."""
+    if len(attrs) == 0:
+        return None
+    offsets = _offsets(attrs).astype(np.int64)
+    if offsets[-1] == offsets[0]:
+        return None
+    lengths = offsets[1:] - offsets[:-1]
+    values = attrs.values.slice(offsets[0], offsets[-1] - offsets[0])
+    offsets -= offsets[0]
+    changed = False
+    max_n = limits.max_attributes
+    if max_n is not None and len(values) > max_n and lengths.max() > max_n:
+        rows = np.flatnonzero(lengths > max_n)
+        _warn_records(log, source, records, rows, S.ATTRIBUTES, f"attribute list cut to its first {max_n} attributes",
+                      [f"{k} attributes" for k in lengths[rows]])
+        position = np.arange(len(values)) - np.repeat(offsets[:-1], lengths)
+        values = values.filter(pa.array(position < max_n))
+        offsets = np.concatenate([[0], np.cumsum(np.minimum(lengths, max_n))])
+        changed = True
+    text = values.field("str")
+    over = _longer_than(text, limits.max_attribute_value_chars)
+    if over is not None:
+        limit = limits.max_attribute_value_chars
+        at = np.flatnonzero(over)
+        span = np.searchsorted(offsets, at, side="right") - 1
+        keys = values.field("key").take(pa.array(at)).to_pylist()
+        originals = text.take(pa.array(at)).to_pylist()
+        seen = set()
+        for j, i in enumerate(span):  # one warning per record and key, as the builder gives
+            if (records[i], keys[j]) not in seen:
+                seen.add((records[i], keys[j]))
+                log.add(source, int(records[i]), _cut_reason("attribute value", limit), field=f"attributes.{keys[j]}",
+                        spans=0, excerpt=_cut_excerpt(originals[j]))
+        children = [pc.if_else(pa.array(over), pc.utf8_slice_codeunits(text, 0, limit), text) if f.name == "str"
+                    else values.field(f.name) for f in S.ATTRIBUTE_TYPE]
+        values = pa.StructArray.from_arrays(children, fields=list(S.ATTRIBUTE_TYPE),
+                                            mask=values.is_null() if values.null_count else None)
+        changed = True
+    if not changed:
+        return None
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values,
+                                    mask=attrs.is_null() if attrs.null_count else None)
 
 
 def _as_is(raw: pa.Table, attrs: pa.Array | None) -> pa.RecordBatch | None:
@@ -389,7 +677,7 @@ def _as_is(raw: pa.Table, attrs: pa.Array | None) -> pa.RecordBatch | None:
     straight from the Arrow columns; None when it would (it then runs in full).
 
     That is: every id in the canonical form (:func:`~tracesleuth.schema.hex_digits`) and not
-    all zero, every time an int64 or ASCII decimal digits within int64, no end before its start,
+    all zero, every time a non-negative int64 or ASCII decimal digits within int64, no end before its start,
     every service name non-empty without surrounding whitespace, no operation missing. It is the
     common case for a reader that parses natively, and costs a few vectorized passes instead of a
     round trip through polars.
@@ -418,7 +706,8 @@ def _as_is(raw: pa.Table, attrs: pa.Array | None) -> pa.RecordBatch | None:
             and canonical(col("_raw_parent"), S.SPAN_ID_HEX_CHARS, True)):
         return None
     start, end = int64(col("_start")), int64(col("_end"))
-    if start is None or end is None or (n and pc.any(pc.less(end, start)).as_py()):
+    # decimal text is never negative; with no end before its start, neither is an end
+    if start is None or end is None or (n and (pc.min(start).as_py() < 0 or pc.any(pc.less(end, start)).as_py())):
         return None
     service = col(S.SERVICE)
     names = (pa.chunked_array([c.dictionary for c in service.chunks], service.type.value_type)

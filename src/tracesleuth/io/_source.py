@@ -1,9 +1,9 @@
-"""Finding input files, opening them (gzip transparently) and telling their format from content."""
+"""Finding input files, opening them (gzip transparently, salvaging damaged gzip) and telling their
+format from content."""
 
 from __future__ import annotations
 
 import glob
-import gzip
 import io
 import os
 import re
@@ -16,6 +16,10 @@ from ..errors import TraceFormatError
 #: Bytes looked at (after decompression) to tell a file's format.
 SNIFF_BYTES = 1 << 16
 _GZIP_MAGIC = b"\x1f\x8b"
+#: Compressed bytes inflated at a time by :class:`GzipSalvage` (at most :data:`_MAX_OUT`
+#: decompressed bytes per step, so a gzip bomb costs no more memory than other input).
+GZIP_PIECE_BYTES = 1 << 16
+_MAX_OUT = 1 << 20
 _PARQUET_MAGIC = b"PAR1"
 
 FORMATS = ("otlp-json", "otlp-proto", "jaeger-json", "zipkin-json", "csv", "parquet")
@@ -52,13 +56,139 @@ def expand_paths(paths: str | os.PathLike | list) -> list[Path]:
 
 
 def open_binary(path: Path) -> BinaryIO:
-    """Open ``path`` for reading, decompressing gzip (told by its magic bytes, not its name)."""
+    """Open ``path`` for reading, decompressing gzip (told by its magic bytes, not its name).
+
+    A gzip file is read through :class:`GzipSalvage`: when it is truncated or corrupt, the
+    stream ends cleanly after the last byte that could be decompressed, and
+    :func:`stream_damage` says where the damage is.
+    """
     raw = open(path, "rb")
     head = raw.read(2)
     raw.seek(0)
     if head == _GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        return io.BufferedReader(GzipSalvage(raw), 1 << 20)  # type: ignore[return-value]
     return raw
+
+
+def stream_damage(stream: BinaryIO) -> str | None:
+    """What stopped a stream from :func:`open_binary` before its end (``None``: nothing, or not
+    a compressed stream)."""
+    raw = getattr(stream, "raw", None)
+    return raw.damage if isinstance(raw, GzipSalvage) else None
+
+
+def is_compressed(stream: BinaryIO) -> bool:
+    """Whether ``stream`` (from :func:`open_binary`) decompresses its file."""
+    return isinstance(getattr(stream, "raw", None), GzipSalvage)
+
+
+class GzipSalvage(io.RawIOBase):
+    """A gzip file's decompressed bytes (one member or several, as ``gzip`` writes on append)
+    that end cleanly at damage instead of losing what came before it.
+
+    :class:`gzip.GzipFile` raises on a truncated or corrupt stream, and the bytes it had
+    decompressed in that read are lost with the exception (a reader asking for 16 MiB at once
+    lost a whole CSV file cut at 90 %). Here input is inflated in pieces of
+    :data:`GZIP_PIECE_BYTES`; when zlib reports corrupt data, the piece is inflated again byte
+    by byte from a copy of the decompressor taken before it, so that every byte that can be
+    decompressed is delivered, and the damage is located to the byte.
+
+    Parameters
+    ----------
+    raw : binary file
+        The compressed file, at its start.
+
+    Attributes
+    ----------
+    damage : str or None
+        Set when the stream ended early: what and at which byte of the compressed file
+        (``"truncated gzip stream at byte 1234 ..."``).
+    decompressed : int
+        Decompressed bytes delivered so far.
+
+    Notes
+    -----
+    Deflate data damaged in its middle often still inflates (to wrong bytes); only the
+    member's CRC-32 at its end tells. Such a member is delivered and then reported as corrupt
+    (``incorrect data check``): the file is listed as damaged, but its records are not known
+    to be wrong one by one.
+    """
+
+    def __init__(self, raw: BinaryIO):
+        self._raw = raw
+        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._started = False  # the current member has received input
+        self._pending = b""  # compressed input not yet given to the decompressor
+        self._out = memoryview(b"")
+        self._done = False
+        self._consumed = 0  # compressed bytes consumed by finished inflate calls
+        self.damage: str | None = None
+        self.decompressed = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        while not self._out:
+            if self._done:
+                return 0
+            self._out = memoryview(self._more())
+        n = min(len(b), len(self._out))
+        b[:n] = self._out[:n]
+        self._out = self._out[n:]
+        self.decompressed += n
+        return n
+
+    def _more(self) -> bytes:
+        if not self._pending:
+            self._pending = self._raw.read(GZIP_PIECE_BYTES)
+            if not self._pending:
+                self._done = True
+                if self._started and not self._d.eof:
+                    rest = self._d.flush()
+                    self.damage = (f"truncated gzip stream at byte {self._consumed} (the end of the file, after "
+                                   f"{self.decompressed + len(rest):,} decompressed bytes): records after it lost")
+                    return rest
+                return b""
+        d, data = self._d, self._pending
+        if not self._started:
+            if not data.strip(b"\0"):  # zero padding after the last member, as gzip tolerates
+                self._consumed += len(data)
+                self._pending = b""
+                return b""
+            self._started = True
+        before = d.copy()
+        try:
+            out = d.decompress(data, _MAX_OUT)
+        except zlib.error as e:
+            out, at = self._up_to_damage(before, data)
+            self.damage = (f"corrupt gzip data at byte {self._consumed + at}: {e}; records after it lost")
+            self._done = True
+            return out
+        self._pending = d.unconsumed_tail
+        self._consumed += len(data) - len(d.unconsumed_tail) - len(d.unused_data)
+        if d.eof:  # a member ended: another may follow
+            self._pending = d.unused_data
+            self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            self._started = False
+        return out
+
+    def _up_to_damage(self, d, data: bytes) -> tuple[bytes, int]:
+        """What ``d`` decompresses from ``data`` before the byte it rejects, and that byte's
+        offset in ``data``."""
+        outs = []
+        for i in range(len(data)):
+            try:
+                outs.append(d.decompress(data[i:i + 1]))
+            except zlib.error:
+                return b"".join(outs), i
+            if d.eof:  # the damage is in what follows this member (a bad header)
+                return b"".join(outs), i + 1
+        return b"".join(outs), len(data)
 
 
 def _read(stream: BinaryIO, n: int) -> bytes:
@@ -130,14 +260,15 @@ def detect_format(head: bytes, source: str = "<stream>") -> str:
             return any(re.search(rb'"' + n + rb'"\s*:', text) for n in names)
 
         if first == b"[":
-            if has(b"traceId") or text.strip() in (b"[]", b"[ ]"):
+            if has(b"traceId") or b"".join(text.split()) == b"[]":  # an empty array: read as no spans
                 return "zipkin-json"
             if has(b"traceID"):
                 return "jaeger-json"
         else:
             if has(b"resourceSpans", b"resource_spans"):
                 return "otlp-json"
-            if has(b"traceID", b"processes") or (has(b"data") and has(b"spans")):
+            if has(b"traceID", b"processes") or (has(b"data") and has(b"spans")) \
+                    or re.fullmatch(rb'\{\s*"data"\s*:\s*(?:\[\s*\]|null)\s*\}\s*', text):  # no traces
                 return "jaeger-json"
         if _looks_like_otlp_proto(head):
             return "otlp-proto"

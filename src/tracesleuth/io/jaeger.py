@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from .. import schema as S
 from ._builder import SpanBatchBuilder, normalize_kind
-from ._jsondoc import DocumentShapeError, count_keys, iter_json_items, json_bytes
+from ._jsondoc import DocumentShapeError, TooDeep, count_keys, iter_json_items, json_bytes
 
 __all__ = ["read_jaeger_json", "INSTANCE_TAGS"]
 
@@ -83,6 +83,10 @@ def read_jaeger_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa
                             span_keys=SPAN_KEYS, spans_in=_spans_in)
     next_record = 1
     for _, trace in items:
+        if trace.__class__ is TooDeep:  # a trace: its spans' records are numbered on
+            trace.report(builder, next_record)
+            next_record += max(trace.spans, 1)
+            continue
         next_record = _read_trace(builder, trace, next_record)
         if builder.full():
             yield builder.flush()

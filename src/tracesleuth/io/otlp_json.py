@@ -16,8 +16,8 @@ import pyarrow as pa
 
 from . import _jsondoc, _otlp_arrow
 from ._builder import MAX_ATTRIBUTE_CHARS, SpanBatchBuilder
-from ._jsondoc import (DocumentShapeError, byte_offset, count_keys, gc_paused, iter_json_items, json_bytes,
-                       loads_repairing, warn_replacements)
+from ._jsondoc import (MAX_DEPTH, NESTED_TOO_DEEP, DepthScanner, DocumentShapeError, TooDeep, byte_offset, count_keys, gc_paused,
+                       iter_json_items, json_bytes, loads_repairing, max_depth, warn_replacements)
 from ._otlp import (KIND_BY_CODE, STATUS_BY_CODE, OtlpValueError, ResourceContext, hex_id,
                     json_key_value, kind_of, status_of)
 from ._source import chain
@@ -89,8 +89,14 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
             try:
                 batch = _otlp_arrow.read_block(parse, n_lines, lineno, builder)
             except _otlp_arrow.NotClean:
+                too_deep = _deep_lines(block)
                 for k, line in enumerate(bytes(block).split(b"\n")[:-1]):
-                    if line and not line.isspace():
+                    if k in too_deep:
+                        depth, at = too_deep[k]
+                        builder.log.add(builder.source, lineno + k, f"{NESTED_TOO_DEEP}: {depth} levels at byte {at} "
+                                        f"of the line, beyond the limit of {MAX_DEPTH}; line rejected unread",
+                                        spans=count_keys(line, SPAN_KEYS), excerpt=line[:120])
+                    elif line and not line.isspace():
                         with gc_paused():
                             reader.read_line(line, lineno + k)
                     if builder.full():
@@ -110,6 +116,9 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
         items = iter_json_items(stream, builder, items_of=_resource_spans_of, prefix_of=_prefix_of,
                                 span_keys=SPAN_KEYS, spans_in=_spans_in)
         for record, resource_spans in items:
+            if resource_spans.__class__ is TooDeep:
+                resource_spans.report(builder, record)
+                continue
             with gc_paused():
                 reader.read_resource_spans(resource_spans, record, "")
             if builder.full():
@@ -132,6 +141,22 @@ def _parsed_ahead(blocks: Iterator[tuple[bytearray, OSError | None, bytes]]
         ahead = started
     if ahead is not None:
         yield ahead
+
+
+def _deep_lines(block: bytearray) -> dict[int, tuple[int, int]]:
+    """``{line index: (depth, byte offset in the line)}`` of the lines of ``block`` nested deeper
+    than :data:`~tracesleuth.io._jsondoc.MAX_DEPTH`: one vectorized scan of the block, then, only
+    when it goes too deep somewhere, one scan per line (a malformed line can leave brackets open
+    and make the lines after it look deeper than they are)."""
+    _, depths = DepthScanner().feed(block)
+    if not len(depths) or int(depths.max()) <= MAX_DEPTH:
+        return {}
+    out = {}
+    for k, line in enumerate(bytes(block).split(b"\n")[:-1]):
+        depth, at = max_depth(line)
+        if depth > MAX_DEPTH:
+            out[k] = (depth, at)
+    return out
 
 
 def _newlines(block: bytearray) -> int:

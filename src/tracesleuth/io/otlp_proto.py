@@ -18,6 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
 from ._builder import SpanBatchBuilder
+from ._jsondoc import NESTED_TOO_DEEP
 from ._otlp import ResourceContext, kind_of, proto_any_value, status_of
 from ._source import chain
 
@@ -28,6 +29,23 @@ _RESOURCE_SPANS = ExportTraceServiceRequest.DESCRIPTOR.fields_by_name["resource_
 _SCOPE_SPANS = ResourceSpans.DESCRIPTOR.fields_by_name["scope_spans"].number
 _SPANS = 2
 _LEN = 2  # wire type of length-delimited fields
+
+
+#: Nesting (messages within messages) at which protobuf's decoder (upb) stops: its default
+#: ``upb_DecodeOptions_MaxDepth``. OTLP needs 5 levels for a span's attribute value; each nested
+#: ``array_value``/``kvlist_value`` adds 2 (or 3).
+PROTOBUF_MAX_DEPTH = 100
+
+
+def decode_error_reason(error: Exception, message: str) -> str:
+    """The reject reason for a protobuf ``DecodeError`` while parsing ``message``: a nesting
+    beyond :data:`PROTOBUF_MAX_DEPTH` says so (its reason starts with
+    :data:`~tracesleuth.io._jsondoc.NESTED_TOO_DEEP`)."""
+    text = str(error)
+    if "MaxDepth" in text or "recursion" in text.lower():
+        return (f"{NESTED_TOO_DEEP}: messages nested beyond protobuf's decoding limit of {PROTOBUF_MAX_DEPTH}; "
+                f"record rejected unread")
+    return f"not a valid {message} message: {text}"
 
 
 class _WireError(ValueError):
@@ -282,7 +300,7 @@ def _read_resource_spans(data: bytes, builder: SpanBatchBuilder, record: int, in
     try:
         rs = ResourceSpans.FromString(data)
     except DecodeError as e:
-        builder.log.add(builder.source, record, f"not a valid ResourceSpans message: {e}", field=field,
+        builder.log.add(builder.source, record, decode_error_reason(e, "ResourceSpans"), field=field,
                         spans=_count_spans(data), excerpt=data[:64])
         return
     ctx = ResourceContext([(kv.key, proto_any_value(kv.value)) for kv in rs.resource.attributes], builder, record)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import csv
 import re
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 import numpy as np
 import polars as pl
@@ -132,7 +132,8 @@ def resolve_mapping(mapping: TabularMapping | str | None, columns, source: str) 
 
 
 def read_csv(stream: BinaryIO, builder: SpanBatchBuilder, *, mapping: TabularMapping | str | None = None,
-             block_bytes: int = 1 << 24) -> Iterator[pa.RecordBatch]:
+             block_bytes: int = 1 << 24, damaged: Callable[[], str | None] | None = None
+             ) -> Iterator[pa.RecordBatch]:
     """Read a span CSV file (header line first), streaming block by block.
 
     Every column is read as bytes and decoded here, so that a row with non-UTF-8 bytes or the
@@ -149,6 +150,10 @@ def read_csv(stream: BinaryIO, builder: SpanBatchBuilder, *, mapping: TabularMap
         Column mapping or preset name; by default the first of :data:`PRESETS` that fits.
     block_bytes : int, default=16 MiB
         CSV bytes parsed at a time (memory is bounded by a few times this).
+    damaged : callable, optional
+        Called at the end of the stream: what cut it short (a damaged gzip stream), or ``None``.
+        A last line without its newline in a stream cut short is a record cut in two: it is
+        rejected whole (one span lost), never read as a row with a shortened value.
 
     Yields
     ------
@@ -177,6 +182,13 @@ def read_csv(stream: BinaryIO, builder: SpanBatchBuilder, *, mapping: TabularMap
         data = carry + block
         if not block:
             chunk, carry = data, b""
+            damage = damaged() if damaged is not None and chunk and not chunk.endswith(b"\n") else None
+            if damage is not None:
+                cut = chunk.rfind(b"\n") + 1
+                at = line + chunk.count(b"\n")
+                builder.log.add(builder.source, at, f"line cut short by the damaged stream ({damage})",
+                                spans=1, excerpt=chunk[cut:])
+                chunk = chunk[:cut]
         else:
             cut = data.rfind(b"\n") + 1
             chunk, carry = data[:cut], data[cut:]

@@ -11,7 +11,7 @@ from typing import Any, BinaryIO, Iterator
 import pyarrow as pa
 
 from ._builder import SpanBatchBuilder, normalize_kind
-from ._jsondoc import DocumentShapeError, iter_json_items, json_bytes
+from ._jsondoc import DocumentShapeError, TooDeep, iter_json_items, json_bytes
 
 __all__ = ["read_zipkin_json", "PEER_SERVICE", "ZIPKIN_SHARED"]
 
@@ -72,6 +72,9 @@ def read_zipkin_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa
                             span_keys=SPAN_KEYS, spans_in=lambda span: 1)
     log, source = builder.log, builder.source
     for record, span in items:
+        if span.__class__ is TooDeep:
+            span.report(builder, record)
+            continue
         try:
             _add_span(builder, record, span)
         except _BadSpan as e:
