@@ -461,6 +461,9 @@ def demo(duration: Annotated[float, typer.Option("--duration", metavar="SECONDS"
                   f"#{k}: {words}" if k >= 0 else "none", f"{f:.3f}", "yes" if f >= 0.9 else "no")
     out.print(t)
     tm = result.timings
+    if result.disturbed:
+        err.print(f"warning: this run is disturbed, its scores are not to be trusted: {result.disturbed}",
+                  markup=False)
     out.print(f"Overall: precision {result.precision:.3f}, recall {result.recall:.3f}, F-score {result.f_score:.3f}; "
               f"degraded interval {result.interval or '(none found)'}.", markup=False)
     out.print(f"{result.requests_sent:,} requests sent ({result.requests_failed:,} failed), "

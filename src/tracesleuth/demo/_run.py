@@ -131,6 +131,11 @@ class DemoResult:
         The settings of the run.
     collector_stats : dict
         The receiver's final counters.
+    disturbed : str or None
+        Why the run is not to be trusted, when it is not: failed requests, or undegraded
+        requests much slower than the services' modelled times (:func:`disturbance`: the
+        machine could not keep up, so queueing delays as large as the injected ones blur the
+        degradations). None for a clean run.
     """
 
     workdir: Path
@@ -160,6 +165,7 @@ class DemoResult:
     noised: bool
     interval_rule: str = "affected"
     collector_stats: dict = field(default_factory=dict, repr=False)
+    disturbed: str | None = None
 
     def recovered(self, threshold: float = 0.9) -> dict:
         """``{degradation: bool}``: whether its best match reaches ``threshold`` F-score."""
@@ -179,6 +185,70 @@ class DemoResult:
         out = {k: clean(getattr(self, k)) for k in self.__dataclass_fields__ if k != "degradations"}
         out["degradations"] = [d.to_dict() | {"type": d.type, "description": d.describe()} for d in self.degradations]
         return out
+
+
+#: A run is disturbed when its undegraded requests' latency spreads (90th percentile minus median)
+#: wider than the modelled spread plus one injected delay (50 ms), or their median exceeds twice
+#: the modelled one plus that delay: queueing on an overloaded machine then adds as much as a
+#: degradation does, and the degraded requests can no longer be told apart.
+DISTURBANCE_FACTOR = 2.0
+
+
+def disturbance(undegraded_latency_ns, *, sent: int, failed: int, rate_per_s: float, seed: int) -> str | None:
+    """Why a live run is not to be trusted, or None.
+
+    Parameters
+    ----------
+    undegraded_latency_ns : ndarray of int64
+        End-to-end latencies of the requests no degradation was injected into, ns.
+    sent, failed : int
+        Requests sent and failed.
+    rate_per_s : float
+        The load's rate (named in the advice).
+    seed : int
+        Seed of the modelled times (:func:`~tracesleuth.evaluation.eshopper.simulate_eshopper`
+        draws the same execution-time model the live services sleep for).
+
+    Returns
+    -------
+    str or None
+        The reason and what to try, e.g. "undegraded requests took 2.6 s (median) where the
+        services' modelled times give 52 ms: the machine could not keep up ...".
+    """
+    import numpy as np
+
+    from ..evaluation.eshopper import DELAY_NS, simulate_eshopper
+    from ..units import format_duration_ns
+
+    reasons = []
+    if sent and failed / sent > 0.01:
+        reasons.append(f"{failed:,} of {sent:,} requests failed")
+    lat = np.asarray(undegraded_latency_ns)
+    if lat.size:
+        expected, expected_p90 = _modelled_quantiles_ns(simulate_eshopper(n_requests=1000, random_state=seed))
+        observed, observed_p90 = (float(q) for q in np.quantile(lat, [0.5, 0.9]))
+        if (observed > DISTURBANCE_FACTOR * expected + DELAY_NS
+                or observed_p90 - observed > expected_p90 - expected + DELAY_NS):
+            reasons.append(f"undegraded requests took {format_duration_ns(observed)} (median) and "
+                           f"{format_duration_ns(observed_p90)} (90th percentile) where the services' modelled "
+                           f"times give {format_duration_ns(expected)} and {format_duration_ns(expected_p90)}")
+    if not reasons:
+        return None
+    return ("; ".join(reasons) + f": the machine could not keep up with {rate_per_s:g} requests/s, and queueing as "
+            "long as the injected delays blurs the degradations. Try a lower --rate, or a machine with spare CPU.")
+
+
+def _modelled_quantiles_ns(session) -> tuple[float, float]:
+    """Median and 90th percentile latency of the simulated session's undegraded requests, ns."""
+    import numpy as np
+
+    from ..model import build_trace_table
+
+    table = build_trace_table(session.spans)
+    labels = session.label_map()
+    undegraded = np.array([labels.get(t) is None for t in table.frame["trace_id"].to_list()])
+    q = np.quantile(table.frame["latency_ns"].to_numpy()[undegraded], [0.5, 0.9])
+    return float(q[0]), float(q[1])
 
 
 def _check(name: str, value, kind, low, high=math.inf, *, low_open: bool = False):
@@ -498,6 +568,8 @@ def _analyse(*, workdir, store, config, report_path, load, collector_stats, timi
     timings["total_s"] = time.perf_counter() - t_start
     res = estimator.result_
     words = {s.index: s.words for s in res.sub_intervals}
+    disturbed = disturbance(table.frame["latency_ns"].to_numpy()[~affected], sent=int(load.get("sent", 0)),
+                            failed=int(load.get("failed", 0)), rate_per_s=float(config.rate_per_s), seed=seed)
     result = DemoResult(
         workdir=workdir, store_path=store, labels_path=Path(config.labels_path),
         injections_path=Path(config.injections_path), report_path=Path(path),
@@ -512,7 +584,7 @@ def _analyse(*, workdir, store, config, report_path, load, collector_stats, timi
         recovered_patterns={k: words.get(int(v)) for k, v in match.matched.items()},
         precision=match.precision, recall=match.recall, f_score=match.f_score, timings=timings, seed=seed,
         rate_per_s=float(config.rate_per_s), duration_s=float(duration_s), noised=bool(noised),
-        interval_rule=interval, collector_stats=collector_stats)
+        interval_rule=interval, collector_stats=collector_stats, disturbed=disturbed)
     progress("done", f"report written to {path}", result.requests_sent)
     return result
 
