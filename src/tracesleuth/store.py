@@ -201,7 +201,7 @@ class SpanStore:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path / MANIFEST)
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
 
     def manifest(self) -> dict:
         """The manifest: version, creation time, one entry per ingest."""
@@ -243,7 +243,7 @@ class SpanStore:
             os.fsync(f.fileno())
         with self._locked():
             os.replace(tmp, final)
-        _fsync_dir(final.parent)
+        fsync_dir(final.parent)
         return final
 
     def _write_part(self, kind: str, table: pa.Table) -> Path:
@@ -413,8 +413,8 @@ def _tmp_name(final: Path) -> Path:
     return final.with_name("." + final.name + ".tmp")
 
 
-def _fsync_dir(path: Path) -> None:
-    """Make a directory's entries (created, renamed files) durable."""
+def fsync_dir(path: Path) -> None:
+    """Make a directory's entries (created, renamed, deleted files) durable."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         os.fsync(fd)

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..store import SpanStore
-from ._wal import WriteAheadLog, fsync_dir, read_segment, segment_seq
+from ..store import fsync_dir
+from ._wal import WriteAheadLog, read_segment, segment_seq
 
 log = logging.getLogger("tracesleuth.collector")
 

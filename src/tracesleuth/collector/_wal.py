@@ -43,6 +43,7 @@ import pyarrow as pa
 import pyarrow.ipc  # noqa: F401  (pa.ipc)
 
 from .. import schema as S
+from ..store import fsync_dir
 
 log = logging.getLogger("tracesleuth.collector")
 
@@ -65,15 +66,6 @@ def segment_seq(name: str) -> int | None:
     """The number in a segment or part name (``part-000003-seg-000000000042`` -> 42), else None."""
     m = SEGMENT_RE.search(name)
     return int(m.group(1)) if m else None
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a directory's entries (created, renamed, deleted files) durable."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # -- records ----------------------------------------------------------------------------------
