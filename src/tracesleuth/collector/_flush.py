@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..store import SpanStore
-from ..store import fsync_dir
+from ..store import SpanStore, fsync_dir
 from ._wal import WriteAheadLog, read_segment, segment_seq
 
 log = logging.getLogger("tracesleuth.collector")
