@@ -129,6 +129,22 @@ def test_limits_are_configurable():
     assert [w["record"] for w in warnings(log, S.ATTRIBUTES)] == [1, 2, 3]  # one per record
 
 
+@pytest.mark.parametrize("fmt", ["csv", "parquet", "otlp-json"])
+def test_vectorized_readers_apply_the_builders_limits(tmp_path, fmt):
+    """The tabular readers and the OTLP JSON block path validate without the builder's flush:
+    they must still cut to the builder's limits, not the defaults."""
+    from tracesleuth.io import _reader
+
+    path = write(fmt, table([span(T1, "a1", None, "checkout", "POST /cart", 0, 100)]), tmp_path / f"t.{fmt}")
+    log = RejectLog()
+    builder = SpanBatchBuilder(str(path), log, limits=SpanLimits(max_service_chars=3, max_operation_chars=4))
+    with open(path, "rb") as f:
+        rows = [r for b in _reader(fmt)(f, builder) for r in b.to_pylist()]
+    assert [(r[S.SERVICE], r[S.OPERATION]) for r in rows] == [("che", "POST")]
+    assert [w["reason"] for w in warnings(log)] == ["service name cut to its first 3 characters",
+                                                     "operation name cut to its first 4 characters"]
+
+
 # -- the shortcut ------------------------------------------------------------------------------
 def _raw(n, *, service="svc", operation="op", start=None):
     return pa.table({

@@ -245,8 +245,9 @@ def cut_deep_records(data: bytes, record_depth: int, span_keys: tuple[bytes, ...
     depths = np.concatenate([d for _, _, d in pieces])
     del pieces
     over = np.flatnonzero(depths > MAX_DEPTH)
-    opens = np.frombuffer(data, np.uint8)[positions] != ord("]")
-    opens &= np.frombuffer(data, np.uint8)[positions] != ord("}")
+    brackets = np.frombuffer(data, np.uint8)[positions]
+    opens = (brackets != ord("]")) & (brackets != ord("}"))
+    del brackets
     starts = np.flatnonzero(opens & (depths == record_depth))
     ends = np.flatnonzero(~opens & (depths == record_depth - 1))
     out, cut = bytearray(data), {}

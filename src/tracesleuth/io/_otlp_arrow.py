@@ -157,7 +157,7 @@ def read_block(parse: Callable[[], pa.Table], n_lines: int, first_line: int, bui
 
     # Warnings (over-long resource attribute values) wait in a log of their own until the block
     # is accepted: a block refused later is read again by the careful path, which reports them.
-    warnings = SpanBatchBuilder(builder.source, RejectLog())
+    warnings = SpanBatchBuilder(builder.source, RejectLog(), limits=builder.limits)
     contexts = _resource_contexts(resource_spans.field("resource"), rs_line, warnings)
     trace_id, span_id, parent = spans.field("traceId"), spans.field("spanId"), spans.field("parentSpanId")
     name, start, end = spans.field("name"), spans.field("startTimeUnixNano"), spans.field("endTimeUnixNano")
@@ -191,7 +191,7 @@ def read_block(parse: Callable[[], pa.Table], n_lines: int, first_line: int, bui
         S.FOLLOWS_FROM: pa.array(np.zeros(n, dtype=bool)),
     })
     builder.log.merge(warnings.log)
-    return validate_spans(raw, attributes, builder.source, builder.log)
+    return validate_spans(raw, attributes, builder.source, builder.log, limits=builder.limits)
 
 
 def _halves(block: bytes | bytearray) -> list[pa.Buffer]:

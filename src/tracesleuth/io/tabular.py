@@ -341,7 +341,7 @@ def _convert(batch: pa.RecordBatch, m: TabularMapping, builder: SpanBatchBuilder
             attrs = df.select(pl.concat_list([pl.struct(key=pl.lit(c), str=pl.col(c), int=pl.lit(None, pl.Int64),
                                                          float=pl.lit(None, pl.Float64), bool=pl.lit(None, pl.Boolean))
                                                for c in present]).alias("a")).to_arrow().column("a").combine_chunks()
-    yield validate_spans(raw, attrs, source, log)
+    yield validate_spans(raw, attrs, source, log, limits=builder.limits)
 
 
 def _is_utf8(b: bytes) -> bool:

@@ -26,7 +26,6 @@ partition may vary over all of them).
 from __future__ import annotations
 
 import re
-from typing import Iterable
 
 import numpy as np
 import polars as pl
@@ -175,8 +174,3 @@ def entry_attribute_columns(attributes: pa.ChunkedArray | pa.Array | None, max_c
         columns.append(pl.DataFrame([wide[v][k].cast(pl.Int64 if v == "exact" else pl.Float64)
                                      .alias(S.numeric_attribute_column(k)) for k, v in sorted(numeric.items())]))
     return pl.concat(columns, how="horizontal").drop("_req"), tuple(dropped)
-
-
-def dropped_keys(dropped: Iterable[tuple[str, str]], reason: str) -> list[str]:
-    """The keys of ``dropped`` (``TraceTable.dropped_attributes``) left out for ``reason``."""
-    return [k for k, r in dropped if r == reason]

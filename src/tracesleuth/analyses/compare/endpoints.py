@@ -115,19 +115,42 @@ def compare_endpoints(problem_spans, baseline_spans, *, endpoints: list[str] | N
     ParameterError
         A setting is not allowed.
     """
-    from ...model import build_trace_table
+    from .._contract import check_settings
     from .analysis import RequestFlowComparison
 
+    check_settings(RequestFlowComparison(**settings))  # a bad setting fails before any table is built
+    if endpoints is None:
+        endpoints = endpoints_of(problem_spans, baseline_spans)
+    return _compare_tables(_tables_of(problem_spans, baseline_spans, endpoints), **settings)
+
+
+def _tables_of(problem_spans, baseline_spans, endpoints) -> dict:
+    """``{endpoint: (problem table, baseline table) or why there is none}``, in ``endpoints`` order."""
+    from ...model import build_trace_table
+
+    tables: dict = {}
+    for endpoint in endpoints:
+        try:
+            tables[endpoint] = (build_trace_table(problem_spans, endpoint), build_trace_table(baseline_spans, endpoint))
+        except TraceSleuthError as exc:  # no request in one period
+            tables[endpoint] = str(exc)
+    return tables
+
+
+def _compare_tables(tables: dict, **settings) -> EndpointsComparison:
+    """:func:`compare_endpoints` on the trace tables of :func:`_tables_of`."""
     from .._contract import check_settings
+    from .analysis import RequestFlowComparison
 
     check_settings(RequestFlowComparison(**settings))  # a bad setting fails once, not per endpoint
     results, skipped = {}, {}
-    for endpoint in endpoints if endpoints is not None else endpoints_of(problem_spans, baseline_spans):
+    for endpoint, pair in tables.items():
+        if isinstance(pair, str):
+            skipped[endpoint] = pair
+            continue
         try:
-            problem = build_trace_table(problem_spans, endpoint)
-            baseline = build_trace_table(baseline_spans, endpoint)
-            results[endpoint] = RequestFlowComparison(**settings).fit(problem, baseline).result_
-        except TraceSleuthError as exc:  # no request in one period, a single request...
+            results[endpoint] = RequestFlowComparison(**settings).fit(*pair).result_
+        except TraceSleuthError as exc:  # a single request...
             skipped[endpoint] = str(exc)
     if not results:
         raise EmptyDataError("No endpoint has requests in both periods to compare"

@@ -216,24 +216,16 @@ def evaluate_fault(fault: RealFault, *, estimator_params: dict | None = None) ->
     (:func:`~.endpoints.compare_endpoints`, which knows nothing of the fault) and rank the
     injected service; the row of :func:`evaluate_real` (ranks are 1-based, null when absent).
     The anchor rule runs on the same endpoints and is merged the same way."""
-    from ...model import build_trace_table
     from ._baseline_rule import rank_services_by_rise
-    from .endpoints import compare_endpoints, endpoints_of, merge_rankings
+    from .endpoints import _compare_tables, _tables_of, endpoints_of, merge_rankings
 
     problem_spans, baseline_spans = _spans(fault.problem_files), _spans(fault.baseline_files)
-    endpoints = endpoints_of(problem_spans, baseline_spans)
-    anchor_rankings, notes = [], []
-    for endpoint in endpoints:
-        try:
-            problem = build_trace_table(problem_spans, endpoint)
-            baseline = build_trace_table(baseline_spans, endpoint)
-        except TraceSleuthError:
-            continue  # the endpoint has no request in one period
-        anchor_rankings.append(rank_services_by_rise(problem, baseline))
-    est, used = [], 0
+    tables = _tables_of(problem_spans, baseline_spans, endpoints_of(problem_spans, baseline_spans))
+    # Both rankings read the same trace tables, built once per endpoint.
+    anchor_rankings = [rank_services_by_rise(*pair) for pair in tables.values() if not isinstance(pair, str)]
+    est, used, notes = [], 0, []
     try:
-        found = compare_endpoints(problem_spans, baseline_spans, endpoints=endpoints,
-                                  **{"random_state": 0, **(estimator_params or {})})
+        found = _compare_tables(tables, **{"random_state": 0, **(estimator_params or {})})
         est, used = [s for s, _ in found.services], len(found.results)
     except TraceSleuthError as exc:
         notes.append(f"{type(exc).__name__}: {exc}")

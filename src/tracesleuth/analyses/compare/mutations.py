@@ -319,12 +319,7 @@ def _per_call(calls: pl.DataFrame) -> pl.DataFrame:
 
 def _samples(frame: pl.DataFrame, keys: list[str], value: str) -> dict:
     grouped = frame.filter(pl.col(value).is_not_null()).group_by(keys).agg(pl.col(value))
-    out = {}
-    key_rows = grouped.select(keys).rows()
-    values = grouped[value]
-    for k, v in zip(key_rows, values):
-        out[k] = v.to_numpy()
-    return out
+    return {k: v.to_numpy() for k, v in zip(grouped.select(keys).rows(), grouped[value])}
 
 
 def localize(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, n_base: int, n_prob: int, *, alpha: float,
@@ -360,10 +355,10 @@ def localize(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, n_base: int, n_
     # The entry span (no caller) is the request itself, already tested as the category.
     b, p = _per_call(base_calls), _per_call(prob_calls)
     edge_keys = [S.CALLER_KEY, S.OPERATION_KEY]
-    tests: list[tuple] = []  # (kind, key, base samples, prob samples, calls per problem request)
+    tests: list[tuple] = []  # (kind, key, base samples, prob samples)
 
-    def collect(kind: str, keys: list[str], value: str) -> None:
-        sb, sp = _samples(b, keys, value), _samples(p, keys, value)
+    def collect(kind: str, fb: pl.DataFrame, fp: pl.DataFrame, keys: list[str], value: str) -> None:
+        sb, sp = _samples(fb, keys, value), _samples(fp, keys, value)
         for k, xp in sp.items():
             xb = sb.get(k)
             if xb is None or len(xb) < min_requests or len(xp) < min_requests:
@@ -372,12 +367,11 @@ def localize(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, n_base: int, n_
                 continue
             tests.append((kind, k, xb, xp))
 
-    b_all, p_all = b, p
-    b, p = b.filter(pl.col(S.CALLER_KEY).is_not_null()), p.filter(pl.col(S.CALLER_KEY).is_not_null())
-    collect("edge", edge_keys, S.DURATION_NS)
-    collect("gap", edge_keys, S.GAP_NS)
-    b, p = b_all, p_all
-    collect("op", [S.OPERATION_KEY], S.EXCLUSIVE_NS)
+    has_caller = pl.col(S.CALLER_KEY).is_not_null()
+    eb, ep = b.filter(has_caller), p.filter(has_caller)
+    collect("edge", eb, ep, edge_keys, S.DURATION_NS)
+    collect("gap", eb, ep, edge_keys, S.GAP_NS)
+    collect("op", b, p, [S.OPERATION_KEY], S.EXCLUSIVE_NS)
     if not tests:
         return (), ()
     pv = adjust_p_values(np.array([_ks(t[2], t[3]) for t in tests]), correction)
@@ -389,21 +383,19 @@ def localize(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, n_base: int, n_
         pl.col(S.SERVICE).first(), (pl.col("client").mean() > 0.5)).rows()}
     gap_means_b = {k: float(v.mean()) for k, v in _samples(b, edge_keys, S.GAP_NS).items()}
     gap_means_p = {k: float(v.mean()) for k, v in _samples(p, edge_keys, S.GAP_NS).items()}
-    calls_b = {k: len(v) for k, v in _samples(b, edge_keys, S.DURATION_NS).items()}
+    durations = None  # every edge's durations, read only when some edge's gap alone changed
 
     edges = []
     edge_keys_found = {k for (kind, k) in significant if kind in ("edge", "gap")}
     for k in edge_keys_found:
         dur = significant.get(("edge", k))
         gap = significant.get(("gap", k))
-        xb = dur[1] if dur else None
-        xp = dur[2] if dur else None
-        if xb is None:  # only the gap changed: means of the durations for the record
-            allb, allp = _samples(b.filter((pl.col(S.CALLER_KEY) == k[0]) & (pl.col(S.OPERATION_KEY) == k[1])),
-                                  edge_keys, S.DURATION_NS), _samples(
-                p.filter((pl.col(S.CALLER_KEY) == k[0]) & (pl.col(S.OPERATION_KEY) == k[1])), edge_keys,
-                S.DURATION_NS)
-            xb, xp = allb[k], allp[k]
+        if dur:
+            xb, xp = dur[1], dur[2]
+        else:  # only the gap changed: means of the durations for the record
+            if durations is None:
+                durations = _samples(b, edge_keys, S.DURATION_NS), _samples(p, edge_keys, S.DURATION_NS)
+            xb, xp = durations[0][k], durations[1][k]
         per_req = len(xp) / max(n_prob, 1)
         added = (float(xp.mean()) - float(xb.mean())) * per_req if dur else 0.0
         added_gap = (float(gap[2].mean()) - float(gap[1].mean())) * per_req if gap else 0.0
@@ -412,7 +404,6 @@ def localize(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, n_base: int, n_
             problem_mean_ns=float(xp.mean()), baseline_gap_ns=gap_means_b.get(k), problem_gap_ns=gap_means_p.get(k),
             p_value=float(dur[0]) if dur else None, gap_p_value=float(gap[0]) if gap else None,
             added_ns=added, added_gap_ns=added_gap))
-    del calls_b
     edges.sort(key=lambda e: (-max(e.added_ns, e.added_gap_ns), e.caller or "", e.callee))
     ops = []
     for (kind, k), (pval, xb, xp) in significant.items():

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...report.document import Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text, plot_text
-from ...units import format_duration_ns
+from ...units import NS_PER_MS, format_duration_ns
 from .._contract import ReportContext
 
 __all__ = ["build_sections", "changed_edges_figure", "what_changed_section"]
@@ -48,12 +48,12 @@ def changed_edges_figure(mutation: Any):
     labels, before, after = [], [], []
     for e in mutation.edges[:MAX_ROWS]:
         labels.append(plot_text(f"{e.caller} → {e.callee}"))
-        before.append(e.baseline_mean_ns / 1e6)
-        after.append(e.problem_mean_ns / 1e6)
+        before.append(e.baseline_mean_ns / NS_PER_MS)
+        after.append(e.problem_mean_ns / NS_PER_MS)
     for o in mutation.operations[:MAX_ROWS]:
         labels.append(plot_text(f"self time of {o.operation_key}"))
-        before.append(o.baseline_mean_ns / 1e6)
-        after.append(o.problem_mean_ns / 1e6)
+        before.append(o.baseline_mean_ns / NS_PER_MS)
+        after.append(o.problem_mean_ns / NS_PER_MS)
     if not labels:
         return None
     fig = go.Figure([go.Bar(name="baseline", y=labels, x=before, orientation="h", marker_color="#8da0cb"),
