@@ -3,7 +3,9 @@
 * :mod:`.eshopper` - :func:`simulate_eshopper`, E-Shopper homepage sessions with injected latency
   degradations (Cortellessa & Traini, ICPE 2020, Sections 4.2-4.3), spans and ground truth apart;
 * :mod:`.metrics` - precision, recall and F-score, and :func:`match_clusters` (best-matching
-  cluster per degradation, Section 4.3).
+  cluster per degradation, Section 4.3);
+* :mod:`.nezha` - the recorded faults of ../shared/data/nezha and their trace windows, for the
+  analyses' real-data evaluations.
 
 Each analysis registers its own evaluation protocol (simulate with ground truth, then score) in
 :mod:`tracesleuth.analyses`; ``tracesleuth evaluate NAME`` runs it. :mod:`.metrics` is imported on

@@ -35,7 +35,7 @@ from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
 __all__ = [
     "Bullets", "Code", "Figure", "KeyValues", "Part", "RenderContext", "Report", "Section", "SectionLike",
-    "Strong", "Swatch", "Table", "Text", "escape", "plot_text", "script_json",
+    "Strong", "Swatch", "Table", "Text", "escape", "plot_text", "script_json", "shorten",
 ]
 
 #: Placeholder for a missing value in tables.
@@ -59,6 +59,11 @@ def plot_text(value: Any) -> str:
     entities after it has split the tags, so an escaped string is shown exactly as it was.
     """
     return html.escape(str(value), quote=False)
+
+
+def shorten(text: str, limit: int = 90) -> str:
+    """``text`` cut to at most ``limit`` characters, ending in "…" when cut (long call structures)."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 _SCRIPT_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}

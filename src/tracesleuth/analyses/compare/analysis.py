@@ -19,11 +19,13 @@ import polars as pl
 
 from ... import schema as S
 from ...errors import EmptyDataError, ParameterError
+from ...report.document import shorten
 from ...units import format_duration_ns
 from .._contract import Analysis, Interval, Options, Seed
+from .._statistics import proportion_p_values
 from .categories import category_stats, divergence_sides, edit_distance, key_pattern, parse_signature
 from .mutations import (Mutation, Precursor, adjust_p_values, localize,
-                        low_level_differences, proportion_p_values, response_time_contribution,
+                        low_level_differences, response_time_contribution,
                         structural_contribution)
 from .pooled import PooledChange, pooled_changes
 from .services import ServiceSuspect, error_origins, rank_services
@@ -418,7 +420,7 @@ class RequestFlowComparison(Analysis):
         enough = [p for p in same_root if p["baseline_count"] * scale - p["problem_count"] >= added]  # heuristic 2
         if not enough and same_root:
             enough = same_root
-            notes.append(f"No precursor lost as many requests as the mutation {_short(sig)} gained (heuristic 2): "
+            notes.append(f"No precursor lost as many requests as the mutation {shorten(sig)} gained (heuristic 2): "
                          "the same-root precursors are kept.")
         tokens = mine.tokens()
         ranked = sorted(((edit_distance(tokens, structures[p[S.SIGNATURE]].tokens()), p[S.SIGNATURE], p)
@@ -512,5 +514,3 @@ class RequestFlowComparison(Analysis):
         return node.key, own, changed
 
 
-def _short(signature: str, n: int = 80) -> str:
-    return signature if len(signature) <= n else signature[:n - 1] + "…"

@@ -12,8 +12,9 @@ This module gives
   mean and variance of the response time (one vectorised polars group-by per period);
 * :func:`parse_signature`: a signature as its nodes in preorder (the canonical order: children
   sorted by their own signatures), each with its depth, parent and subtree text;
-* :func:`edit_distance`: the string-edit (Levenshtein) distance between two structures' node
-  sequences, the similarity of Spectroscope's third mapping heuristic (Section 3.3.2);
+* :func:`~tracesleuth.analyses._statistics.edit_distance` (re-exported): the string-edit
+  (Levenshtein) distance between two structures' node sequences, the similarity of
+  Spectroscope's third mapping heuristic (Section 3.3.2);
 * :func:`divergence`: where a mutation's structure first differs from its precursor's.
 
 References
@@ -33,6 +34,7 @@ import numpy as np
 import polars as pl
 
 from ... import schema as S
+from .._statistics import edit_distance
 
 __all__ = ["Node", "Structure", "category_stats", "divergence", "divergence_sides", "edit_distance", "parse_signature"]
 
@@ -199,42 +201,6 @@ def parse_signature(signature: str, keys: re.Pattern | Iterable[str] | None = No
         last = len(nodes) - 1
         i = end
     return Structure(signature, tuple(Node(*row) for row in nodes))
-
-
-def edit_distance(a: list, b: list) -> int:
-    """Levenshtein distance between two sequences (unit insert, delete and substitute costs).
-
-    Spectroscope ranks a mutation's candidate precursors by the string-edit distance between
-    their structures (Sambasivan et al., NSDI 2011, Section 3.3.2, third heuristic); here the
-    strings are the structures' preorder node sequences (:meth:`Structure.tokens`: depth and
-    operation key of each node), so a missing subtree costs its size.
-
-    The dynamic program runs one numpy row at a time: a row's deletions and substitutions are
-    one vector operation, and its insertions, ``D[i, j] = min(A[j], D[i, j-1] + 1)``, are
-    ``j + cummin(A[k] - k)``. Written here rather than taken from a library: ``rapidfuzz`` and
-    ``python-Levenshtein`` compare strings or hashable sequences but are not dependencies of
-    tracesleuth, and the structures compared are few and short (a few hundred nodes at most).
-
-    Examples
-    --------
-    >>> edit_distance(["a", "b", "c"], ["a", "c"])
-    1
-    >>> edit_distance([], ["x", "y"])
-    2
-    """
-    if not a or not b:
-        return max(len(a), len(b))
-    vocab: dict = {}
-    x = np.array([vocab.setdefault(t, len(vocab)) for t in a], dtype=np.int64)
-    y = np.array([vocab.setdefault(t, len(vocab)) for t in b], dtype=np.int64)
-    j = np.arange(len(y) + 1, dtype=np.int64)
-    row = j.copy()
-    for i in range(1, len(x) + 1):
-        cand = np.empty_like(row)
-        cand[0] = i
-        cand[1:] = np.minimum(row[1:] + 1, row[:-1] + (y != x[i - 1]))
-        row = np.minimum.accumulate(cand - j) + j
-    return int(row[-1])
 
 
 def divergence(mutation: Structure, precursor: Structure) -> tuple[int, tuple[str, ...]] | None:

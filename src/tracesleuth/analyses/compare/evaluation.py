@@ -36,30 +36,21 @@ Real faults (:func:`evaluate_real`, ../shared/data/nezha)
 
 from __future__ import annotations
 
-import json
 import math
-import re
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from ...errors import ParameterError, TraceSleuthError
+from ...evaluation.nezha import SYSTEMS, RealFault, default_data_dir, list_faults, read_windows as _spans
 from .synthetic import SCENARIOS, simulate_scenario, top_service_hit
 
 __all__ = ["CompareEvaluation", "RealFault", "default_data_dir", "evaluate", "evaluate_real", "evaluate_simulated",
            "list_faults", "per_fault_type"]
 
-_SYSTEMS = {
-    "trainticket": ("trainticket/2023-01-29", "2023-01-29-fault_list.json"),
-    "onlineboutique": ("onlineboutique/2022-08-22", "2022-08-22-fault_list.json"),
-}
-_TRAINTICKET_BASELINE = "trainticket/2023-01-29/fault_free/08_50_trace.csv.gz"
-_POD_SUFFIX = re.compile(r"-[0-9a-f]{8,10}-[0-9a-z]{5}$")
 _SIM_SCHEMA = {"kind": pl.String, "seed": pl.Int64, "injected": pl.String, "estimator_top": pl.String,
                "estimator_hit": pl.Boolean, "anchor_top": pl.String, "anchor_hit": pl.Boolean,
                "fit_s": pl.Float64, "note": pl.String}
@@ -130,83 +121,6 @@ def evaluate_simulated(*, seeds: int = 5, n_requests: int = 2000, random_state=0
 # Real faults
 # --------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class RealFault:
-    """One injected fault of the Nezha fault lists, with its files.
-
-    Attributes
-    ----------
-    system : {"trainticket", "onlineboutique"}
-    inject_time : str
-        ``"YYYY-MM-DD HH:MM:SS"``, wall clock = span times rendered in UTC (data README).
-    fault_type : str
-        ``return``, ``exception``, ``cpu_contention``, ``cpu_consumed`` or ``network_delay``.
-    service : str
-        ``inject_pod`` without its Kubernetes suffix.
-    problem_files : tuple of Path
-        The two files after the inject minute.
-    baseline_files : tuple of Path
-    """
-
-    system: str
-    inject_time: str
-    fault_type: str
-    service: str
-    problem_files: tuple
-    baseline_files: tuple
-
-
-def default_data_dir() -> Path | None:
-    """``../shared/data/nezha`` beside the repository (found from this file), or None."""
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent.parent / "shared" / "data" / "nezha"
-        if (parent / "pyproject.toml").is_file() and candidate.is_dir():
-            return candidate
-    return None
-
-
-def list_faults(data_dir, systems=tuple(_SYSTEMS)) -> list[RealFault]:
-    """The faults of the fault lists whose problem windows (and baseline) exist, in time order.
-
-    Parameters
-    ----------
-    data_dir : path
-        The ``nezha`` folder.
-    systems : sequence of str, default=("trainticket", "onlineboutique")
-
-    Returns
-    -------
-    list of RealFault
-    """
-    data_dir = Path(data_dir)
-    out = []
-    for system in systems:
-        if system not in _SYSTEMS:
-            raise ParameterError(f"The 'systems' must be among {', '.join(_SYSTEMS)}. Got {system!r} instead.")
-        folder, fault_list = _SYSTEMS[system]
-        listing = data_dir / folder / fault_list
-        if not listing.is_file():
-            continue
-        entries = [f for group in json.loads(listing.read_text()).values() for f in group]
-        for f in sorted(entries, key=lambda f: f["inject_time"]):
-            t = datetime.strptime(f["inject_time"], "%Y-%m-%d %H:%M:%S")
-            minute = lambda k: data_dir / folder / "trace" / f"{(t + timedelta(minutes=k)):%H_%M}_trace.csv.gz"  # noqa: E731
-            problem = (minute(1), minute(2))
-            baseline = (data_dir / _TRAINTICKET_BASELINE,) if system == "trainticket" else (minute(0),)
-            if not all(p.is_file() for p in problem + baseline):
-                continue
-            out.append(RealFault(system, f["inject_time"], f["inject_type"], _POD_SUFFIX.sub("", f["inject_pod"]),
-                                 problem, baseline))
-    return out
-
-
-@lru_cache(maxsize=8)
-def _spans(files: tuple):
-    from ...io import read_spans
-
-    return read_spans([str(f) for f in files], mapping="nezha").spans
-
-
 def _rank_of(service: str, ranking: list[str]) -> int | None:
     return ranking.index(service) + 1 if service in ranking else None
 
@@ -237,7 +151,7 @@ def evaluate_fault(fault: RealFault, *, estimator_params: dict | None = None) ->
             "estimator_top3": ", ".join(est[:3]), "anchor_top3": ", ".join(anchor[:3]), "note": "; ".join(notes)}
 
 
-def evaluate_real(data_dir=None, *, faults=None, systems=tuple(_SYSTEMS),
+def evaluate_real(data_dir=None, *, faults=None, systems=SYSTEMS,
                   estimator_params: dict | None = None) -> pl.DataFrame:
     """Rank services on the recorded faults of ../shared/data/nezha (protocol in the module docstring).
 

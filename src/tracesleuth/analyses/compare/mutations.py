@@ -36,7 +36,7 @@ from ... import schema as S
 from ...units import format_duration_ns
 
 __all__ = ["EdgeChange", "Mutation", "OperationChange", "Precursor", "adjust_p_values", "localize",
-           "low_level_differences", "proportion_p_values", "response_time_contribution",
+           "low_level_differences", "response_time_contribution",
            "structural_contribution"]
 
 
@@ -263,17 +263,6 @@ def adjust_p_values(p: np.ndarray, method: str) -> np.ndarray:
     out = np.empty(m)
     out[order] = adjusted
     return out
-
-
-def proportion_p_values(count_a: np.ndarray, n_a: int, count_b: np.ndarray, n_b: int) -> np.ndarray:
-    """Two-sided p-values of the pooled two-proportion z-test, ``count_a / n_a`` vs ``count_b / n_b``."""
-    count_a, count_b = np.asarray(count_a, float), np.asarray(count_b, float)
-    pooled = (count_a + count_b) / (n_a + n_b)
-    se = np.sqrt(pooled * (1 - pooled) * (1 / n_a + 1 / n_b))
-    diff = count_a / n_a - count_b / n_b
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(se > 0, np.abs(diff) / np.where(se > 0, se, 1), 0.0)
-    return 2 * stats.norm.sf(z)
 
 
 def response_time_contribution(problem_count: int, baseline_mean_ns: float, problem_mean_ns: float) -> float:

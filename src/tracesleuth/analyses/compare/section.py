@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...report.document import Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text, plot_text
+from ...report.document import (Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text, plot_text,
+                                shorten)
 from ...units import NS_PER_MS, format_duration_ns
 from .._contract import ReportContext
 
@@ -24,9 +25,6 @@ MAX_ROWS = 10
 def _ns(value: float | None) -> str:
     return "—" if value is None else format_duration_ns(value)
 
-
-def _short(category: str, limit: int = 90) -> str:
-    return category if len(category) <= limit else category[:limit - 1] + "…"
 
 
 def changed_edges_figure(mutation: Any):
@@ -95,7 +93,7 @@ def what_changed_section(result: Any) -> Section:
         section.add(Table(
             ["rank", "kind", "category", "baseline requests", "problem requests", "mean before", "mean after",
              "contribution", "p-value"],
-            [[m.rank, m.kind, Code(_short(m.category)), m.baseline_count, m.problem_count, _ns(m.baseline_mean_ns),
+            [[m.rank, m.kind, Code(shorten(m.category)), m.baseline_count, m.problem_count, _ns(m.baseline_mean_ns),
               _ns(m.problem_mean_ns), _ns(m.contribution_ns), m.p_value] for m in result.mutations[:MAX_ROWS]],
             caption="Mutations ranked by their expected contribution to the slowdown (requests x added time)"))
     pooled = sorted(getattr(result, "pooled", ()), key=lambda c: -c.added_ns)[:MAX_ROWS]
@@ -109,12 +107,12 @@ def what_changed_section(result: Any) -> Section:
             caption="Self times and edge gaps that rose, pooled over all categories (stratified rank-sum test; "
                     "P(slower): probability that a problem call is slower than a baseline call)"))
     for m in result.mutations[:3]:
-        sub = [Strong(f"Mutation {m.rank} ({m.kind}): "), Code(_short(m.category, 200))]
+        sub = [Strong(f"Mutation {m.rank} ({m.kind}): "), Code(shorten(m.category, 200))]
         section.add(Text(sub))
         items = []
         if m.precursors:
             p = m.precursors[0]
-            items.append(["precursor: ", Code(_short(p.category, 200)),
+            items.append(["precursor: ", Code(shorten(p.category, 200)),
                           f" (edit distance {p.edit_distance}, {p.baseline_count:,} -> {p.problem_count:,} requests, "
                           f"mean {_ns(p.mean_ns)})"])
         if m.divergence:

@@ -49,7 +49,8 @@ import polars as pl
 
 from ... import schema as S
 from ...units import format_duration_ns
-from .mutations import Mutation, proportion_p_values
+from .._statistics import proportion_p_values
+from .mutations import Mutation
 
 __all__ = ["ServiceSuspect", "error_origins", "rank_services"]
 
