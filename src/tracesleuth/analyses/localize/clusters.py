@@ -122,8 +122,17 @@ def with_occurrences(calls: pl.DataFrame) -> pl.DataFrame:
         A call view (:meth:`tracesleuth.model.TraceTable.calls`) with a global ``request`` id,
         rows in request and start order.
     """
-    return calls.with_columns(pl.col(S.CALLER_KEY).fill_null("").alias(_CALLER)).with_columns(
-        pl.int_range(pl.len()).over(S.REQUEST, _CALLER, S.OPERATION_KEY).cast(pl.Int32).alias(_OCC))
+    calls = calls.with_columns(pl.col(S.CALLER_KEY).fill_null("").alias(_CALLER))
+    pair = pl.concat_str(_CALLER, pl.lit("\x00"), S.OPERATION_KEY).cast(pl.Categorical).to_physical()
+    codes = calls.select(pair).to_series().to_numpy().astype(np.int64)
+    key = calls[S.REQUEST].to_numpy().astype(np.int64) * (int(codes.max(initial=0)) + 1) + codes
+    order = np.argsort(key, kind="stable")  # rows of one (request, caller, operation) together, in start order
+    sorted_key = key[order]
+    first = np.r_[0, np.flatnonzero(sorted_key[1:] != sorted_key[:-1]) + 1]
+    rank = np.arange(len(key)) - np.repeat(first, np.diff(np.r_[first, len(key)]))
+    occurrence = np.empty(len(key), dtype=np.int32)
+    occurrence[order] = rank
+    return calls.with_columns(pl.Series(_OCC, occurrence))
 
 
 def per_operation(calls: pl.DataFrame) -> pl.DataFrame:

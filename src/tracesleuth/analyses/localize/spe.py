@@ -21,15 +21,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import warnings
-
 import numpy as np
 from scipy.stats import chi2, norm
-from sklearn.covariance import MinCovDet
 from sklearn.decomposition import PCA
 
-__all__ = ["SpeSplit", "principal_methods", "q_threshold", "spe_split"]
+__all__ = ["SpeSplit", "outlyingness", "principal_methods", "q_threshold", "spe_split"]
 
+#: Reweighting steps of the robust fit, and the level at which they drop requests (looser than
+#: ``beta``: the trimmed core underestimates the spread, and a step at ``beta`` would keep it so).
+_REWEIGHTS = 3
+_REWEIGHT_LEVEL = 0.001
 #: Relative size under which a variance counts as zero (latencies are integer ns).
 _TINY = 1e-9
 
@@ -121,7 +122,7 @@ def spe_split(values: np.ndarray, *, variance: float, beta: float, robust: bool 
 
     Columns whose latency is constant carry no variance and are left out; the others are centred
     (not scaled, as the paper). **Fewer requests than methods** (Section 4.2.1: most clusters;
-    PCA needs more requests than columns, the MCD about twice as many): the cluster is split on
+    PCA needs more requests than columns, the robust fit on half of them about twice as many): the cluster is split on
     its ``(m - 1) // 2`` methods of largest latency variance only (the stable ones are "noises
     for diagnosis", Section 4.3), which the result's cluster table shows; clusters of fewer than
     ``min_requests`` requests are not split. The principal methods are picked by B4 from the principal
@@ -130,12 +131,16 @@ def spe_split(values: np.ndarray, *, variance: float, beta: float, robust: bool 
 
     Two departures from the paper, each a setting, both off for the paper's method:
 
-    * ``robust``: the normal subspace (centre, components, eigenvalues) is estimated from the
-      Minimum Covariance Determinant (:class:`sklearn.covariance.MinCovDet`, Rousseeuw & Van
-      Driessen 1999) of at most ``max_fit_requests`` requests drawn with ``random_state``,
-      instead of from all requests. When a fault slows many of a cluster's requests (a fifth,
-      a third), the classical PCA takes the fault's direction into the normal subspace and the
-      squared prediction error no longer sees it; the MCD fits the majority only.
+    * ``robust``: the normal subspace (centre, components, eigenvalues) is estimated as ROBPCA
+      does (Hubert, Rousseeuw & Vanden Branden, Technometrics 2005): from the half of the
+      requests (at most ``max_fit_requests``, drawn with ``random_state``) of least
+      Stahel-Donoho outlyingness (:func:`outlyingness`), then from every request within that
+      fit's thresholds (reweighting steps), instead of from all requests. When a fault
+      slows many of a cluster's requests (a fifth, a third), the classical PCA takes the
+      fault's direction into the normal subspace and the squared prediction error no longer
+      sees it. (The Minimum Covariance Determinant was tried and rejected: when the requests'
+      latencies share a common factor, as real ones do, its optimum mixes faulty and normal
+      requests.)
     * ``combined``: a request is also anomalous when its Hotelling T**2 in the normal subspace
       (the sum of its squared scores over the components' eigenvalues) exceeds the chi-square
       quantile with ``k`` degrees of freedom at ``1 - beta``: a slow method with a large
@@ -152,7 +157,7 @@ def spe_split(values: np.ndarray, *, variance: float, beta: float, robust: bool 
         In (0, 1): the significance level of the thresholds.
     robust, combined : bool, default=False
     random_state : int, numpy Generator or None
-        Draws the MCD's requests (``robust`` only) and seeds the MCD.
+        Draws the robust fit's requests and directions (``robust`` only).
     max_fit_requests : int, default=2000
     min_requests : int, default=10
 
@@ -170,7 +175,7 @@ def spe_split(values: np.ndarray, *, variance: float, beta: float, robust: bool 
     varying = np.flatnonzero(np.ptp(values, axis=0) > 0)
     if varying.size == 0:
         return "every method's latency is the same in all its requests: nothing anomalous"
-    if m <= 2 * varying.size:  # PCA needs m > n (Section 4.2.1); the MCD, about twice as many
+    if m <= 2 * varying.size:  # PCA needs m > n (Section 4.2.1); the robust fit's half, about twice as many
         keep = (m - 1) // 2
         varying = np.sort(varying[np.argsort(-spread[varying], kind="stable")[:keep]])
     y = np.log1p(values[:, varying] / 1e3) if log else values[:, varying]
@@ -179,29 +184,38 @@ def spe_split(values: np.ndarray, *, variance: float, beta: float, robust: bool 
     principal = varying[principal_methods(pca.components_[:k])]
     centre, eigenvalues, components = pca.mean_, pca.explained_variance_, pca.components_
     if robust:
-        fitted = _robust_subspace(y, random_state, max_fit_requests)
+        fitted = _robust_subspace(y, random_state, max_fit_requests, beta, variance)
         if fitted is None:
-            return (f"the robust covariance of its {m} requests is singular (most of them take the same "
+            return (f"the robust covariance of its {m} requests is zero (most of them take the same "
                     f"latencies): no normal subspace to measure from")
         centre, eigenvalues, components = fitted
-        k = _n_components(eigenvalues, variance)
-    residual = eigenvalues[k:]
-    if residual.sum() <= _TINY * max(eigenvalues.sum(), 1.0) and not combined:
+    k = _n_components(eigenvalues, variance)
+    if eigenvalues[k:].sum() <= _TINY * max(eigenvalues.sum(), 1.0) and not combined:
         return f"{k} components explain all the variance: no request stands out of them"
+    anomalous, spe, threshold = _flags(y, centre, eigenvalues, components, variance=variance, beta=beta,
+                                       combined=combined, details=True)
+    return SpeSplit(spe=spe, threshold=threshold, anomalous=anomalous, n_components=k,
+                    explained=(eigenvalues[:k] / eigenvalues.sum()), principal=principal, n_methods=int(varying.size))
+
+
+def _flags(y, centre, eigenvalues, components, *, variance: float, beta: float, combined: bool,
+           details: bool = False):
+    """Rows whose SPE exceeds the Q-statistic (or, when ``combined``, whose T**2 exceeds the
+    chi-square quantile) in the subspace of the leading components holding ``variance``."""
+    k = _n_components(eigenvalues, variance)
+    residual = eigenvalues[k:]
     centred = y - centre
     p = components[:k].T  # (n, k), orthonormal columns
     scores = centred @ p
     resid = centred - scores @ p.T
     spe = np.einsum("ij,ij->i", resid, resid)
     threshold = q_threshold(residual, beta)
-    anomalous = spe > threshold if residual.sum() > 0 else np.zeros(m, dtype=bool)
+    anomalous = spe > threshold if residual.sum() > _TINY * eigenvalues.sum() else np.zeros(len(y), dtype=bool)
     if combined:
         lam = eigenvalues[:k]
         ok = lam > _TINY * eigenvalues.sum()
-        t2 = (scores[:, ok] ** 2 / lam[ok]).sum(axis=1)
-        anomalous |= t2 > chi2.ppf(1.0 - beta, int(ok.sum()))
-    return SpeSplit(spe=spe, threshold=threshold, anomalous=anomalous, n_components=k,
-                    explained=(eigenvalues[:k] / eigenvalues.sum()), principal=principal, n_methods=int(varying.size))
+        anomalous |= (scores[:, ok] ** 2 / lam[ok]).sum(axis=1) > chi2.ppf(1.0 - beta, int(ok.sum()))
+    return (anomalous, spe, threshold) if details else anomalous
 
 
 def _n_components(eigenvalues: np.ndarray, variance: float) -> int:
@@ -210,19 +224,66 @@ def _n_components(eigenvalues: np.ndarray, variance: float) -> int:
     return int(min(np.searchsorted(ratios, variance - 1e-12) + 1, len(eigenvalues)))
 
 
-def _robust_subspace(y: np.ndarray, random_state, max_fit_requests: int):
-    """``(centre, eigenvalues, components)`` of the MCD of (a sample of) ``y``; None when singular."""
+def outlyingness(y: np.ndarray, rng: np.random.Generator, n_directions: int = 250) -> np.ndarray:
+    """Stahel-Donoho outlyingness of each row: the largest robust z-score of its projections.
+
+    Over ``n_directions`` directions through random pairs of rows and the coordinate axes,
+    ``|x . d - median| / (1.4826 MAD)`` (directions whose MAD is zero are skipped), as the first
+    step of ROBPCA (Hubert, Rousseeuw & Vanden Branden, Technometrics 2005, Section 2).
+
+    Parameters
+    ----------
+    y : numpy.ndarray
+        Shape (m, n).
+    rng : numpy.random.Generator
+    n_directions : int, default=250
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape (m,), >= 0.
+    """
+    i, j = rng.integers(len(y), size=(2, n_directions))
+    d = y[i] - y[j]
+    norms = np.linalg.norm(d, axis=1)
+    d = np.vstack([d[norms > 0] / norms[norms > 0, None], np.eye(y.shape[1])])
+    proj = y @ d.T
+    med = np.median(proj, axis=0)
+    mad = 1.4826 * np.median(np.abs(proj - med), axis=0)
+    ok = mad > 0
+    if not ok.any():
+        return np.zeros(len(y))
+    return (np.abs(proj[:, ok] - med[ok]) / mad[ok]).max(axis=1)
+
+
+def _robust_subspace(y: np.ndarray, random_state, max_fit_requests: int, beta: float, variance: float):
+    """``(centre, eigenvalues, components)`` fitted robustly (ROBPCA's way); None when degenerate.
+
+    The ``h = (m + n + 1) // 2`` requests of least outlyingness (:func:`outlyingness`) give a
+    first centre and covariance; the requests within its SPE and T**2 thresholds at level
+    0.001 then give the next ones, three times (reweighting steps, which make the estimate
+    consistent again after the trimming).
+    """
     rng = np.random.default_rng(random_state)
     sample = y if len(y) <= max_fit_requests else y[np.sort(rng.choice(len(y), max_fit_requests, replace=False))]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # "covariance matrix is singular": handled below
-        try:
-            mcd = MinCovDet(random_state=int(rng.integers(2**31 - 1))).fit(sample)
-        except (ValueError, np.linalg.LinAlgError):
-            return None
-    eigenvalues, vectors = np.linalg.eigh(mcd.covariance_)
+    m, n = sample.shape
+    core = sample[np.argsort(outlyingness(sample, rng), kind="stable")[: (m + n + 1) // 2]]
+    fitted = _eigen(core)
+    if fitted is None:
+        return None
+    for _ in range(_REWEIGHTS):
+        keep = ~_flags(sample, *fitted, variance=variance, beta=_REWEIGHT_LEVEL, combined=True)
+        if keep.sum() <= n:
+            break
+        fitted = _eigen(sample[keep])
+    return fitted
+
+
+def _eigen(y: np.ndarray):
+    """``(mean, eigenvalues descending, components as rows)`` of the rows' covariance; None if zero."""
+    eigenvalues, vectors = np.linalg.eigh(np.atleast_2d(np.cov(y, rowvar=False)))
     order = np.argsort(eigenvalues)[::-1]
     eigenvalues = np.clip(eigenvalues[order], 0.0, None)
     if eigenvalues.sum() <= 0:
         return None
-    return mcd.location_, eigenvalues, vectors[:, order].T
+    return y.mean(axis=0), eigenvalues, vectors[:, order].T
