@@ -11,6 +11,7 @@ start, ``tracesleuth analyze``, ``tracesleuth evaluate``) imports none of them.
 name       analysis                                       paper
 ========== ============================================== ==============================
 compare    :class:`.compare.RequestFlowComparison`        Sambasivan et al., NSDI 2011
+localize   :class:`.localize.RootCauseLocalization`       Mi et al., Sci China Inf Sci 2012
 patterns   :class:`.patterns.LatencyDegradationPatterns`  Cortellessa & Traini, ICPE 2020
 ========== ============================================== ==============================
 
@@ -143,6 +144,18 @@ ANALYSES: tuple[AnalysisSpec, ...] = (
         command="tracesleuth.analyses.patterns.command:register",
         evaluation="tracesleuth.analyses.patterns.evaluation:evaluate",
         planted="tracesleuth.analyses.patterns.synthetic:planted_case",
+    ),
+    AnalysisSpec(
+        name="localize",
+        title="Root-cause localization: anomalous methods and instances",
+        paper="H. Mi, H. Wang, Y. Zhou, M. R. Lyu and H. Cai, Localizing root causes of performance anomalies in "
+              "cloud computing systems by analyzing request trace logs, Sci China Inf Sci 2012, "
+              "doi:10.1007/s11432-012-4747-8",
+        estimator="tracesleuth.analyses.localize:RootCauseLocalization",
+        section="tracesleuth.analyses.localize.section:build_sections",
+        command="tracesleuth.analyses.localize.command:register",
+        evaluation="tracesleuth.analyses.localize.evaluation:evaluate",
+        planted="tracesleuth.analyses.localize.synthetic:planted_case",
     ),
 )
 

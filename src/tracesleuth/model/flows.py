@@ -2,9 +2,10 @@
 
 A request-flow graph (Sambasivan et al., *Diagnosing performance changes by comparing request
 flows*, NSDI 2011, Spectroscope) is a request's spans as nodes ``service:operation`` with their
-caller edges and timings; root-cause localization (Mi et al., *Toward fine-grained,
-unsupervised, scalable performance diagnosis for production cloud computing systems*, IEEE TPDS
-2013, doi:10.1109/TPDS.2013.21) compares the calls of an operation across its instances; and
+caller edges and timings; root-cause localization (Mi et al., *Localizing root causes of
+performance anomalies in cloud computing systems by analyzing request trace logs*, Sci China Inf
+Sci 2012, doi:10.1007/s11432-012-4747-8) compares the calls of a method across requests and
+instances; and
 performance annotations (Rogora et al., *Performance annotations for cloud computing*, HotCloud
 2017) relate a request's attributes to the time spent in each call. They all read the calls of
 the requests of one endpoint, which :func:`call_frame` gives as one frame.

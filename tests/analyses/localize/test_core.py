@@ -137,3 +137,16 @@ def test_tiny_and_constant_inputs_say_nothing_anomalous():
     tiny = build_trace_table(_spans(6, slow_from=3))
     res = RootCauseLocalization().fit(tiny).result_
     assert not res.anomalous_methods and "Nothing could be analysed" in res.describe()
+
+
+def test_report_section_shows_the_answer_and_says_when_there_is_none(planted):
+    from tracesleuth.analyses.localize.section import localization_section
+    from tracesleuth.report.document import Report
+
+    res = RootCauseLocalization(random_state=0).fit(planted).result_
+    page = Report("t").add(localization_section(res)).to_html()
+    assert res.services[0].service in page and res.anomalous_methods[0].operation_key in page
+    assert "Major clusters" in page and "Nothing anomalous" not in page
+    tiny = RootCauseLocalization().fit(build_trace_table(_spans(6, slow_from=3))).result_
+    page = Report("t").add(localization_section(tiny)).to_html()
+    assert "Nothing could be analysed" in page

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,67 +12,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from ...cli._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, SeedOpt, emit_json, out, progress,
-                            read_input)
+                            parse_time_range, read_input, select_period)
 from ...errors import ParameterError
 
-__all__ = ["parse_time_range", "register", "select_period", "show"]
+__all__ = ["register", "show"]
 
-
-
-def parse_time_range(text: str, option: str) -> tuple[int, int]:
-    """``"2023-01-29T08:40/2023-01-29T08:42"`` (ISO 8601, UTC unless an offset is given; or Unix
-    seconds) -> ``(start_ns, end_ns)``, half-open.
-
-    Raises
-    ------
-    ParameterError
-        Naming ``option`` and what was given, when it is not ``START/END`` with START < END.
-    """
-    def instant(part: str) -> int:
-        part = part.strip()
-        try:
-            return int(float(part) * 1e9)
-        except ValueError:
-            pass
-        try:
-            moment = datetime.fromisoformat(part)
-        except ValueError:
-            raise ParameterError(f"{option} {text!r}: {part!r} is neither an ISO 8601 time "
-                                 "(2023-01-29T08:40:00) nor Unix seconds") from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
-        return int(moment.timestamp() * 1e9)
-
-    start, sep, end = text.partition("/")
-    if not sep:
-        raise ParameterError(f"{option} {text!r}: write START/END, e.g. 2023-01-29T08:40/2023-01-29T08:42")
-    low, high = instant(start), instant(end)
-    if low >= high:
-        raise ParameterError(f"{option} {text!r}: the start must come before the end")
-    return low, high
-
-
-def select_period(spans, low_ns: int, high_ns: int):
-    """The spans of the traces that start in ``[low_ns, high_ns)`` (a trace starts at its first span).
-
-    Parameters
-    ----------
-    spans : SpanReadResult or pyarrow.Table
-        Spans in :data:`tracesleuth.schema.SPAN_SCHEMA` (plain or dictionary-encoded strings).
-
-    Returns
-    -------
-    pyarrow.Table
-        The selected spans, every span of a selected trace included.
-    """
-    import polars as pl
-
-    table = getattr(spans, "spans", spans)
-    frame = pl.from_arrow(table.select(["trace_id", "start_ns"]))
-    starts = frame.group_by("trace_id").agg(pl.col("start_ns").min())
-    chosen = starts.filter(pl.col("start_ns").is_between(low_ns, high_ns, closed="left"))["trace_id"]
-    keep = pl.from_arrow(table.column("trace_id")).is_in(chosen.implode() if hasattr(chosen, "implode") else chosen)
-    return table.filter(keep.to_arrow())
 
 
 def show(result) -> None:

@@ -380,15 +380,16 @@ class RootCauseLocalization(Analysis):
         An instance stands out when its dissimilarity ratio is at least this times the median
         ratio of its method's instances (:mod:`.instances`).
     robust : bool, default=True
-        Estimate each cluster's normal subspace from its Minimum Covariance Determinant instead
-        of all its requests (:func:`.spe.spe_split`): a fault that slows many requests does not
-        become "normal". False: the paper's classical PCA.
+        Estimate each cluster's normal subspace robustly, as ROBPCA does (from its least
+        outlying half of requests, then reweighted; :func:`.spe.spe_split`), instead of from all
+        its requests: a fault that slows many requests does not become "normal". False: the
+        paper's classical PCA.
     combined : bool, default=True
         Also call a request anomalous when its Hotelling T**2 in the normal subspace exceeds
         the chi-square quantile at ``1 - spe_level``. False: the SPE alone, as the paper.
     random_state : int, numpy Generator or None, default=None
-        Draws the requests the robust subspace is fitted on (clusters larger than 2,000
-        requests); the same seed gives the same result.
+        Draws the outlyingness directions, and the requests the robust subspace is fitted on in
+        clusters of more than 2,000 requests; the same seed gives the same result.
     log : bool, default=True
         Split on ``log(1 + latency in µs)`` instead of the latency: latencies are right-skewed
         (about lognormal) while the SPE and T**2 thresholds assume Gaussian columns, and a

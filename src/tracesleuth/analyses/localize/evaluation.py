@@ -273,7 +273,8 @@ class LocalizeEvaluation:
 
     def describe(self) -> str:
         """Table 2, the real-fault table and the scores, in words."""
-        with pl.Config(tbl_rows=100, tbl_cols=20, fmt_str_lengths=60, tbl_hide_dataframe_shape=True):
+        with pl.Config(tbl_rows=100, tbl_cols=20, fmt_str_lengths=60, tbl_width_chars=220,
+                       tbl_hide_dataframe_shape=True):
             parts = ["Simulated scenarios (the paper's Table 2; rates in percent, means over seeds)",
                      str(table_2(self.simulated))]
             if self.real.height:

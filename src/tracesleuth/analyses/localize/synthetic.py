@@ -272,11 +272,12 @@ def _table(parts: list, n_requests: int, rng: np.random.Generator) -> pa.Table:
     col = {k: v[order] for k, v in col.items()}
     first = np.r_[0, np.flatnonzero(np.diff(col["rows"])) + 1]  # each request's root row
     root = np.repeat(first, np.diff(np.r_[first, len(order)]))
-    tag = int(rng.integers(2**40))
-    span = pc.cast(pa.array(np.arange(len(order), dtype=np.int64) + (tag << 22)), pa.string())
+    # Ids of at most 16 decimal digits, non-zero: valid hexadecimal ids when written and read back.
+    tag = int(rng.integers(1, 10**6)) * 10**9
+    span = pc.cast(pa.array(np.arange(len(order), dtype=np.int64) + tag), pa.string())
     parent = pc.if_else(pa.array(col["parent"] >= 0), pc.take(span, pa.array(root + np.maximum(col["parent"], 0))),
                         pa.scalar(None, pa.string()))
-    trace = pc.cast(pa.array(col["rows"].astype(np.int64) + (tag << 22)), pa.string())
+    trace = pc.cast(pa.array(col["rows"].astype(np.int64) + tag), pa.string())
     decode = lambda codes, names: pa.DictionaryArray.from_arrays(  # noqa: E731
         pa.array(codes, pa.int32()), pa.array(names, pa.string())).cast(pa.string())
     m = len(order)
@@ -311,7 +312,8 @@ def error_rates(scenario: LocalizeScenario, result) -> tuple[float, float]:
 
 
 def planted_case(random_state: int = 0):
-    """The common test's planted case: the code-bug scenario, 1,500 requests.
+    """The common test's planted case: the code-bug scenario, 1,500 requests, the trace table of
+    its endpoint ``front:ReadFile`` (where the bug is).
 
     The score is 1.0 when the estimator's first method is the slowed one, else 0.0; the floor is 1.0.
 
@@ -327,4 +329,7 @@ def planted_case(random_state: int = 0):
         methods = fitted.result_.methods
         return 1.0 if methods and methods[0].operation_key in scenario.anomalous_methods else 0.0
 
-    return PlantedCase(args=(scenario.tables(),), settings={"random_state": random_state}, score=score, floor=1.0)
+    from ...model import build_trace_table
+
+    table = build_trace_table(scenario.spans, "front:ReadFile")
+    return PlantedCase(args=(table,), settings={"random_state": random_state}, score=score, floor=1.0)

@@ -1,0 +1,67 @@
+"""``tracesleuth localize`` and ``tracesleuth analyze`` on a simulated load imbalance."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from tracesleuth.analyses.localize.synthetic import simulate_scenario
+from tracesleuth.cli import main
+
+
+@pytest.fixture(scope="module")
+def incident(tmp_path_factory):
+    """Lock service calls concentrated on lock-0 for the last 30% of the requests, as Parquet."""
+    s = simulate_scenario("load-imbalance", n_requests=3000, random_state=2)
+    path = tmp_path_factory.mktemp("localize") / "spans.parquet"
+    pq.write_table(s.spans, path)
+    return s, path
+
+
+def test_localize_json_names_the_service_method_and_instance(incident, capsys):
+    s, path = incident
+    assert main(["localize", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["services"][0]["service"] == s.injected_service
+    assert {"service", "score", "evidence"} <= set(doc["services"][0])
+    assert doc["methods"][0]["operation_key"] in s.anomalous_methods
+    assert sorted(doc["endpoints"]) == ["front:ListFile", "front:ReadFile", "front:SaveFile"]
+    top = [i for i in doc["instances"] if i["operation_key"] == doc["methods"][0]["operation_key"]]
+    assert top[0]["instance"] in s.anomalous_instances
+    assert {i["instance"] for i in top if i["stands_out"]} <= s.anomalous_instances
+    assert doc["onset_ns"] is not None and abs(doc["onset_ns"] - s.onset_ns) < 0.05 * (
+        s.spans["start_ns"].to_numpy().max() - s.spans["start_ns"].to_numpy().min())
+
+
+def test_localize_prints_tables_and_takes_one_endpoint(incident, capsys):
+    s, path = incident
+    assert main(["localize", str(path), "-e", "front:SaveFile", "--paper"]) == 0
+    text = capsys.readouterr().out
+    assert "front:SaveFile" in text and "s." in text
+    assert main(["localize", str(path), "-e", "front:SaveFile", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["endpoints"] == ["front:SaveFile"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--alpha", "2"], "'alpha' parameter"),
+    (["--latency", "wall"], "'latency' parameter"),
+    (["--time", "5/1"], "start must come before the end"),
+    (["-e", "nowhere:Nothing"], "nowhere:Nothing"),
+])
+def test_localize_mistakes_are_one_line(incident, capsys, args, message):
+    s, path = incident
+    assert main(["localize", str(path), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_analyze_includes_the_localization_section(incident, tmp_path, capsys):
+    s, path = incident
+    out = tmp_path / "report.html"
+    code = main(["analyze", str(path), "-e", "front:SaveFile", "-o", str(out), "--only", "localize", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and list(doc["analyses"]) == ["localize"]
+    assert doc["analyses"]["localize"]["services"][0]["service"] == s.injected_service
+    assert s.injected_service in out.read_text(encoding="utf-8")
