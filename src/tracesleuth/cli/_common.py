@@ -86,7 +86,8 @@ PathsArg = Annotated[list[Path], typer.Argument(help="Trace files, directories, 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one machine-readable JSON document instead.")]
 FormatOpt = Annotated[Optional[str], typer.Option("--format", metavar="FORMAT", show_default=False,
                                                   help="Force an input format (otlp-json, otlp-proto, jaeger-json, "
-                                                  "zipkin-json, csv, parquet); default: from content.")]
+                                                  "zipkin-json, csv, parquet, mi-log); default: from "
+                                                  "content.")]
 MappingOpt = Annotated[Optional[str], typer.Option("--mapping", metavar="PRESET", show_default=False,
                                                    help="CSV/Parquet column mapping preset (canonical, nezha); "
                                                    "default: the first that fits the header.")]

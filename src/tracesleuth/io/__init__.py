@@ -12,6 +12,7 @@ decompressed transparently; a path may be a file, a directory or a glob pattern,
 ``zipkin-json``  Zipkin v2 JSON span list
 ``csv``          span CSV with a column mapping (:class:`TabularMapping`; presets built in)
 ``parquet``      span Parquet, canonical columns or a column mapping
+``mi-log``       request trace log of Mi et al. 2012 (``T_ID:``, ``FUNC:<method>_start|_end``)
 =============== ==========================================================================
 
 Bad records never stop a read: each is logged in a :class:`RejectLog` with file, record number,
@@ -64,6 +65,8 @@ def _reader(fmt: str) -> Reader:
         from .tabular import read_csv as r
     elif fmt == "parquet":
         from .tabular import read_parquet as r
+    elif fmt == "mi-log":
+        from .mi_log import read_mi_log as r
     else:
         raise TraceFormatError("<format>", f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
     return r

@@ -22,7 +22,7 @@ GZIP_PIECE_BYTES = 1 << 16
 _MAX_OUT = 1 << 20
 _PARQUET_MAGIC = b"PAR1"
 
-FORMATS = ("otlp-json", "otlp-proto", "jaeger-json", "zipkin-json", "csv", "parquet")
+FORMATS = ("otlp-json", "otlp-proto", "jaeger-json", "zipkin-json", "csv", "parquet", "mi-log")
 
 
 def expand_paths(paths: str | os.PathLike | list) -> list[Path]:
@@ -252,6 +252,10 @@ def detect_format(head: bytes, source: str = "<stream>") -> str:
     if not text:
         raise TraceFormatError(source, "empty file")
     first = text[:1]
+    from .mi_log import looks_like_mi_log
+
+    if looks_like_mi_log(text):  # before JSON: its lines open with '[' too
+        return "mi-log"
     # A raw protobuf request starts with tag byte 0x0a, a newline: after stripping it, its length
     # byte may be '{' or '['. So JSON shapes are tried first and protobuf is the fallback.
     if first in (b"{", b"["):
@@ -283,7 +287,7 @@ def detect_format(head: bytes, source: str = "<stream>") -> str:
     if line.count(",") >= 3 and all(ch.isprintable() for ch in line.strip()):
         return "csv"
     raise TraceFormatError(source, "unknown format: not OTLP JSON or protobuf, Jaeger JSON, Zipkin v2 "
-                                   "JSON, CSV with a header line, or Parquet")
+                                   "JSON, CSV with a header line, Parquet, or a Mi et al. trace log")
 
 
 def _looks_like_otlp_proto(head: bytes) -> bool:

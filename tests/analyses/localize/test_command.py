@@ -65,3 +65,28 @@ def test_analyze_includes_the_localization_section(incident, tmp_path, capsys):
     assert code == 0 and list(doc["analyses"]) == ["localize"]
     assert doc["analyses"]["localize"]["services"][0]["service"] == s.injected_service
     assert s.injected_service in out.read_text(encoding="utf-8")
+
+
+def test_localize_reads_the_papers_log_format(incident, tmp_path, capsys):
+    """The same incident written as Mi et al.'s trace log (Figure 2): start/end events only."""
+    from datetime import datetime, timezone
+
+    s, _ = incident
+    spans = s.spans.to_pylist()
+    trace_of = {r["trace_id"]: k for k, r in enumerate({r["trace_id"]: r for r in spans}.values())}
+
+    def stamp(ns):
+        moment = datetime.fromtimestamp(ns // 10**9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        return f"[{moment}.{ns % 10**9 // 1000:06d}]"
+
+    events = []
+    for r in spans:
+        where = f"T_ID:{trace_of[r['trace_id']]} SERVICE:{r['service']} HOST:{r['instance']} FUNC:{r['operation']}"
+        events += [(r["start_ns"], 0, f"{stamp(r['start_ns'])} [DEBUG] {where}_start"),
+                   (r["end_ns"], 1, f"{stamp(r['end_ns'])} [DEBUG] {where}_end")]
+    path = tmp_path / "filesharing.log"
+    path.write_text("\n".join(line for *_, line in sorted(events, key=lambda e: (e[0], -e[1]))) + "\n")
+    assert main(["localize", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["services"][0]["service"] == s.injected_service
+    assert doc["methods"][0]["operation_key"] in s.anomalous_methods
