@@ -19,11 +19,12 @@ Sci 2012, doi:10.1007/s11432-012-4747-8 (../shared/papers/mi-2012-localizing-roo
 No baseline period is needed: the normal requests of each cluster are the reference.
 
 **Departures from the paper, each a setting** (``robust=False, combined=False, log=False,
-min_effect=0.5`` is the paper's method; :func:`.spe.spe_split` gives the reasons): the normal
-subspace estimated robustly (as ROBPCA does) so that a fault slowing a fifth or a third of the
-requests does not become "normal"; a request also anomalous when its Hotelling T**2 inside the
-normal subspace is extreme; log latencies; a least effect size for a method to count as
-anomalous. The evaluation (:mod:`.evaluation`) reports both methods side by side.
+min_effect=0.5, alarm_test=False`` is the paper's method; :func:`.spe.spe_split` gives the
+reasons): the normal subspace estimated robustly (as ROBPCA does) so that a fault slowing a fifth
+or a third of the requests does not become "normal"; a request also anomalous when its Hotelling
+T**2 inside the normal subspace is extreme; log latencies; a least effect size for a method to
+count as anomalous; a cluster tested only when it has more anomalous requests than its thresholds'
+false alarms. The evaluation (:mod:`.evaluation`) reports both methods side by side.
 
 **Method, latency and service.** A method is an operation key ``service:operation``. Its latency
 is the span's exclusive (self) time by default (``latency="exclusive"``): with nested calls, a
@@ -57,7 +58,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import polars as pl
-from scipy.stats import mannwhitneyu
+from scipy.stats import binomtest, mannwhitneyu
 
 from ... import schema as S
 from ...errors import EmptyDataError, ParameterError
@@ -409,6 +410,13 @@ class RootCauseLocalization(Analysis):
         and the requests the PCA split calls anomalous are, for every method, a little slower
         on average, since some of them were picked for that method's own noise. For
         "two-sided", ``|A - 0.5| >= min_effect - 0.5``; 0.5 turns it off (the paper).
+    alarm_test : bool, default=True
+        Test a cluster's methods only when its anomalous share is significantly above the false
+        alarms its thresholds make by design (``spe_level``, or ``1 - (1 - spe_level)**2`` when
+        combined; one-sided binomial test at ``test_level``). Otherwise the anomalous requests of
+        a cluster with no fault are its most extreme normal ones, picked for their latencies, and
+        the methods they are slow in come out "anomalous". False: the paper (every split
+        cluster's methods tested).
     columns : {"call", "operation"}, default="call"
         The columns of a cluster's latency matrix: one per call of its sequence (the paper), or
         one per operation with the calls' latencies summed (:func:`.clusters.per_operation`):
@@ -452,13 +460,14 @@ class RootCauseLocalization(Analysis):
         "columns": [Options(("call", "operation"))],
         "alternative": [Options(("two-sided", "greater"))],
         "min_effect": [Interval(float, 0.5, 1, closed="left")],
+        "alarm_test": [Options((True, False))],
     }
 
     def __init__(self, *, alpha: float = 0.75, variance: float = 0.95, spe_level: float = 0.05,
                  test_level: float = 0.05, adjust_clusters: bool = True, latency: str = "exclusive", top_k: int = 5,
                  n_bins: int = 10, instance_factor: float = 1.5, robust: bool = True, combined: bool = True,
                  random_state=None, log: bool = True, columns: str = "call", alternative: str = "two-sided",
-                 min_effect: float = 0.64):
+                 min_effect: float = 0.64, alarm_test: bool = True):
         self.alpha = alpha
         self.variance = variance
         self.spe_level = spe_level
@@ -475,6 +484,7 @@ class RootCauseLocalization(Analysis):
         self.columns = columns
         self.alternative = alternative
         self.min_effect = min_effect
+        self.alarm_test = alarm_test
 
     def fit(self, tables) -> "RootCauseLocalization":
         """Localize the anomalous methods and instances of one period.
@@ -575,6 +585,13 @@ class RootCauseLocalization(Analysis):
             why = (f"{n_anom} anomalous requests: too few to test (at least {MIN_ANOMALOUS} needed)"
                    if n_anom < MIN_ANOMALOUS else "almost every request is anomalous: no normal set to compare with")
             return ClusterSummary(**summary, note=None if n_anom == 0 else why), []
+        if self.alarm_test:
+            expected = 1 - (1 - self.spe_level) ** 2 if self.combined else self.spe_level
+            p_share = binomtest(n_anom, len(anomalous), expected, alternative="greater").pvalue
+            if p_share >= self.test_level:
+                return ClusterSummary(**summary, note=(
+                    f"{n_anom:,} of {len(anomalous):,} requests anomalous: no more than the thresholds' false "
+                    f"alarms ({expected:.1%} expected, binomial p = {p_share:.2f}); not tested")), []
         y_a, y_n = lm.values[anomalous][:, split.principal], lm.values[~anomalous][:, split.principal]
         u, p = mannwhitneyu(y_a, y_n, alternative=self.alternative, axis=0)
         effect = np.asarray(u) / (y_a.shape[0] * y_n.shape[0])
