@@ -253,13 +253,27 @@ class LocalizationResult:
         """The methods anomalous in at least one cluster, most suspicious first."""
         return tuple(m for m in self.methods if m.anomalous)
 
+    @property
+    def caveats(self) -> tuple[str, ...]:
+        """Why the top answer may mislead (weak evidence, an inverted split), in words."""
+        found = self.anomalous_methods
+        out = []
+        if found and found[0].score == 1 and sum(1 for c in self.clusters if c.n_components) > 1:
+            out.append("Weak evidence: the top method is anomalous in one cluster only.")
+        if found and found[0].anomalous_median_ns < found[0].normal_median_ns:
+            out.append(f"{found[0].operation_key} is faster in the anomalous requests than in the normal ones: the "
+                       "change probably affects most requests of this period (the 'normal' ones). To see it as a "
+                       "slowdown, compare with a period before it (tracesleuth compare).")
+        return tuple(out)
+
     def to_frame(self) -> pl.DataFrame:
         """One row per tested principal method, most suspicious first."""
         rows = [{"rank": i + 1, **{k: v for k, v in m.to_dict().items()}} for i, m in enumerate(self.methods)]
         return pl.DataFrame(rows, schema=_FRAME_SCHEMA)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict; top-level ``services`` (``service``, ``score``, ``evidence``) and ``instances``."""
+        """JSON-safe dict; top-level ``services`` (``service``, ``score``, ``evidence``), ``instances``,
+        ``notes`` and ``caveats``."""
         out = {
             "endpoints": list(self.endpoints), "n_requests": self.n_requests, "n_clusters": self.n_clusters,
             "n_analysed": self.n_analysed, "n_anomalous": self.n_anomalous, "onset_ns": self.onset_ns,
@@ -267,7 +281,7 @@ class LocalizationResult:
             "methods": [m.to_dict() for m in self.methods], "top_k": self.top_k,
             "instances": [i.to_dict() for i in self.instances],
             "clusters": [c.to_dict() for c in self.clusters],
-            "notes": list(self.notes),
+            "notes": list(self.notes), "caveats": list(self.caveats),
         }
         json.dumps(out)  # a failure here is a bug, not bad input
         return out
@@ -289,8 +303,7 @@ class LocalizationResult:
             lines += [f"  {s.service}: {s.evidence[0]}" for s in self.services[:3]]
             if len(found) > 1 and found[0].score == found[1].score:
                 lines.append(f"  (the top methods tie on score {found[0].score}; ordered by effect size)")
-            if found[0].score == 1 and sum(1 for c in self.clusters if c.n_components) > 1:
-                lines.append("  Weak evidence: the top method is anomalous in one cluster only.")
+            lines += [f"  {c}" for c in self.caveats]
             out = [i for i in self.instances if i.stands_out and i.operation_key == found[0].operation_key]
             if out:
                 lines.append(f"  Instances standing out for {found[0].operation_key}: "
@@ -558,6 +571,13 @@ class RootCauseLocalization(Analysis):
         elif skipped:
             notes.append(f"{len(skipped)} of {len(summaries)} major clusters were not split or tested "
                          f"(the clusters table says why).")
+        small = [s for s in summaries if s.n_split_methods is None or s.n_split_methods < s.n_methods]
+        if summaries and 2 * len(small) > len(summaries):
+            notes.append(f"{len(small)} of {len(summaries)} major clusters have too few requests for their methods "
+                         f"(median {int(np.median([s.n_requests for s in small])):,} requests for "
+                         f"{int(np.median([s.n_methods for s in small])):,} methods): they were split on their most "
+                         "variable methods only, or not at all, and a slow method among the others goes unseen. "
+                         "A longer window gives each call sequence more requests.")
         result = LocalizationResult(
             endpoints=tuple(t.endpoint for t in tables), n_requests=offset, n_clusters=len(clusters),
             n_analysed=n_analysed, n_anomalous=sum(s.n_anomalous for s in summaries), methods=tuple(methods),

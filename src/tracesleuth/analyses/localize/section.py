@@ -110,8 +110,8 @@ def localization_section(result: Any) -> Section:
             "of any cluster." if result.n_analysed else
             "Nothing could be analysed: no major cluster had enough requests to split. Try a longer window, more "
             "requests, or another endpoint.")]))
-    elif found[0].score == 1 and sum(1 for c in result.clusters if c.n_components) > 1:
-        section.add(Text([Strong("Weak evidence: "), "the top method is anomalous in one cluster only."]))
+    for caveat in result.caveats:
+        section.add(Text([Strong(caveat)]))
     if result.notes:
         section.add(Bullets([f"Note: {n}" for n in result.notes]))
     if result.services:
