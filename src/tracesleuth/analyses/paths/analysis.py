@@ -1,0 +1,233 @@
+"""Causal paths from black-box message logs (Aguilera et al., SOSP 2003): the estimator and result.
+
+:class:`CausalPaths` runs the nesting algorithm (:mod:`.nesting`) over a message log
+(:mod:`.messages`) and aggregates the recovered paths into *path patterns*: requests with the
+same tree of calls, most frequent first, with per-node latency and per-edge call-delay summaries.
+:func:`recovery_rate` scores recovered patterns against the true ones when the log was made from
+traces (:func:`.messages.messages_from_tables`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from ...errors import EmptyDataError, ParameterError
+from ...units import format_duration_ns
+from .._contract import Analysis, Interval, Options
+from .messages import MESSAGE_SCHEMA, path_key
+from .nesting import find_call_pairs, find_call_paths, find_nested_pairs, score_nestings
+
+__all__ = ["CausalPaths", "PathPattern", "PathsResult", "recovery_rate"]
+
+
+@dataclass(frozen=True)
+class PathPattern:
+    """Requests with one causal path.
+
+    Attributes
+    ----------
+    key : str
+        :func:`~.messages.path_key` of the tree, e.g. ``frontend(cart; catalog(db))``.
+    tree : dict
+        ``{"node": NAME, "calls": [TREE, ...]}``, calls in the order of their CALL messages, a
+        repeated call once per call.
+    count : int
+        Requests (root pairs) with this path.
+    nodes : tuple of dict
+        In the tree's preorder: ``node``, ``latency_median_ns``, ``latency_p95_ns`` (return -
+        call) and ``delay_median_ns`` (the time from the parent's call to this call).
+    """
+
+    key: str
+    tree: dict
+    count: int
+    nodes: tuple
+
+    def to_dict(self) -> dict:
+        return {"key": self.key, "count": self.count, "tree": self.tree, "nodes": list(self.nodes)}
+
+
+@dataclass(frozen=True)
+class PathsResult:
+    """What :class:`CausalPaths` found.
+
+    Attributes
+    ----------
+    algorithm : str
+    n_messages : int
+    n_call_pairs : int
+        Answered calls.
+    patterns : tuple of PathPattern
+        Every pattern, most frequent first (ties by key).
+    top_n : int
+        How many :meth:`describe` and the report show.
+    counts : dict
+        Messages and pairs left out, by reason (:class:`~.nesting.NestingCounts`).
+    """
+
+    algorithm: str
+    n_messages: int
+    n_call_pairs: int
+    patterns: tuple[PathPattern, ...]
+    top_n: int
+    counts: dict
+
+    @property
+    def n_paths(self) -> int:
+        """Causal paths (requests) recovered."""
+        return sum(p.count for p in self.patterns)
+
+    def pattern_counts(self) -> Counter:
+        """``{key: count}`` of every pattern (for :func:`recovery_rate`)."""
+        return Counter({p.key: p.count for p in self.patterns})
+
+    def to_frame(self) -> pl.DataFrame:
+        """One row per pattern: rank, key, count, share of the paths, root latency median."""
+        total = max(self.n_paths, 1)
+        return pl.DataFrame([{"rank": i + 1, "key": p.key, "count": p.count, "share": p.count / total,
+                              "latency_median_ns": p.nodes[0]["latency_median_ns"]}
+                             for i, p in enumerate(self.patterns)],
+                            schema={"rank": pl.Int64, "key": pl.String, "count": pl.Int64, "share": pl.Float64,
+                                    "latency_median_ns": pl.Float64})
+
+    def to_dict(self) -> dict:
+        """JSON-safe: ``patterns`` most frequent first (``count``, ``tree``, ``nodes``), counts."""
+        out = {"algorithm": self.algorithm, "n_messages": self.n_messages, "n_call_pairs": self.n_call_pairs,
+               "n_paths": self.n_paths, "top_n": self.top_n, "counts": dict(self.counts),
+               "patterns": [p.to_dict() for p in self.patterns]}
+        json.dumps(out)
+        return out
+
+    def describe(self) -> str:
+        """The top patterns in words, and what was left out."""
+        lines = [f"{self.n_messages:,} messages, {self.n_call_pairs:,} answered calls, {self.n_paths:,} causal "
+                 f"paths in {len(self.patterns):,} patterns ({self.algorithm})."]
+        for i, p in enumerate(self.patterns[: self.top_n]):
+            lines.append(f"  {i + 1}. {p.key}: {p.count:,} requests, median "
+                         f"{format_duration_ns(p.nodes[0]['latency_median_ns'])}")
+        lost = {k: v for k, v in self.counts.items() if v}
+        if lost:
+            lines.append("Left out: " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in lost.items()) + ".")
+        if not self.patterns:
+            lines.append("No causal path: no answered call without a candidate parent. Check that the log has "
+                         "CALL and RETURN messages with call ids.")
+        return "\n".join(lines)
+
+
+def recovery_rate(truth: Counter, found: Counter) -> float:
+    """The share of the true paths, weighted by requests, whose pattern was recovered as often.
+
+    ``sum over true patterns of min(true count, recovered count) / sum of true counts``, in [0, 1]
+    (1: every request's path recovered; a pattern recovered more often than it occurred does not
+    make up for another).
+
+    Raises
+    ------
+    ParameterError
+        ``truth`` is empty.
+    """
+    total = sum(truth.values())
+    if total == 0:
+        raise ParameterError("recovery_rate needs at least one true path")
+    return sum(min(n, found.get(k, 0)) for k, n in truth.items()) / total
+
+
+def _messages(x: Any) -> pl.DataFrame:
+    frame = pl.from_arrow(x) if isinstance(x, (pa.Table, pa.RecordBatch)) else x
+    if not isinstance(frame, pl.DataFrame):
+        raise ParameterError(f"CausalPaths.fit takes a message log (polars DataFrame or Arrow table); got "
+                             f"{type(x).__name__}.")
+    missing = [c for c in MESSAGE_SCHEMA.names if c not in frame.columns]
+    if missing:
+        raise ParameterError(f"The message log lacks the column(s) {', '.join(missing)}; columns are "
+                             f"{', '.join(MESSAGE_SCHEMA.names)}.")
+    if frame.height == 0:
+        raise EmptyDataError("No message to analyse: the log is empty.")
+    return frame
+
+
+class CausalPaths(Analysis):
+    """Causal paths and where their time goes, from messages without request ids (Aguilera et al. 2003).
+
+    Parameters
+    ----------
+    algorithm : {"nesting"}, default="nesting"
+        The nesting algorithm for RPC-style call/return logs (:mod:`.nesting`).
+    buckets_per_octave : int, default=4
+        Delay buckets per doubling on the scoreboard (:mod:`.nesting`).
+    top_n : int, default=10
+        Patterns :meth:`PathsResult.describe` and the report show.
+
+    Attributes
+    ----------
+    result_ : PathsResult
+
+    Raises
+    ------
+    ParameterError
+        From ``fit``: a setting is not allowed, or the input is not a message log.
+    EmptyDataError
+        From ``fit``: no message.
+    """
+
+    _constraints = {
+        "algorithm": [Options(("nesting",))],
+        "buckets_per_octave": [Interval(int, 1, None)],
+        "top_n": [Interval(int, 1, None)],
+    }
+
+    def __init__(self, *, algorithm: str = "nesting", buckets_per_octave: int = 4, top_n: int = 10):
+        self.algorithm = algorithm
+        self.buckets_per_octave = buckets_per_octave
+        self.top_n = top_n
+
+    def fit(self, messages) -> "CausalPaths":
+        """Recover the causal paths of a message log.
+
+        Parameters
+        ----------
+        messages : polars.DataFrame or pyarrow.Table
+            Columns of :data:`~.messages.MESSAGE_SCHEMA`, shape (n_messages, 5).
+
+        Returns
+        -------
+        self
+        """
+        return super().fit(messages)
+
+    def _fit(self, messages) -> dict[str, Any]:
+        frame = _messages(messages)
+        pairs = find_call_pairs(frame)
+        board = score_nestings(pairs, self.buckets_per_octave)
+        find_nested_pairs(pairs, board, self.buckets_per_octave)
+        groups: dict[str, list] = {}
+        for tree, latencies, delays in find_call_paths(pairs):
+            groups.setdefault(path_key(tree), []).append((tree, latencies, delays))
+        patterns = []
+        for key, members in groups.items():
+            lat = np.asarray([m[1] for m in members], dtype=np.float64)
+            dly = np.asarray([m[2] for m in members], dtype=np.float64)
+            names = _preorder(members[0][0])
+            nodes = tuple({"node": names[j], "latency_median_ns": float(np.median(lat[:, j])),
+                           "latency_p95_ns": float(np.quantile(lat[:, j], 0.95)),
+                           "delay_median_ns": float(np.median(dly[:, j]))} for j in range(len(names)))
+            patterns.append(PathPattern(key=key, tree=members[0][0], count=len(members), nodes=nodes))
+        patterns.sort(key=lambda p: (-p.count, p.key))
+        n_pairs = sum(1 for t in pairs.t_return if t is not None)
+        result = PathsResult(algorithm=self.algorithm, n_messages=frame.height, n_call_pairs=n_pairs,
+                             patterns=tuple(patterns), top_n=self.top_n, counts=pairs.counts.to_dict())
+        return {"result_": result}
+
+
+def _preorder(tree: dict) -> list[str]:
+    out = [tree["node"]]
+    for c in tree["calls"]:
+        out += _preorder(c)
+    return out

@@ -1,0 +1,43 @@
+"""Simulated requests with a chosen parallelism, for the causal-path analyses.
+
+Until MakeTrace (issue 18, item 4) lands, the requests come from the root-cause localization's
+simulator (:func:`tracesleuth.analyses.localize.synthetic.simulate_scenario`, the file-sharing
+service: 3 endpoints, 6 components, 24 methods), each trace moved to start ``gap_s`` after the
+previous one: a gap longer than the requests gives no overlap, shorter gaps more parallelism.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["spaced_requests"]
+
+
+def spaced_requests(n_requests: int, gap_s: float, *, random_state=1) -> list:
+    """The simulator's requests, one starting every ``gap_s`` seconds, as trace tables.
+
+    Parameters
+    ----------
+    n_requests : int
+    gap_s : float
+        Seconds between consecutive request starts (> 0).
+    random_state : int, optional
+
+    Returns
+    -------
+    list of TraceTable
+        One per endpoint (``front:SaveFile``, ``front:ListFile``, ``front:ReadFile``).
+    """
+    from ...model import build_trace_table
+    from ..localize.synthetic import simulate_scenario
+
+    spans = simulate_scenario("code-bug", n_requests=n_requests, random_state=random_state).spans
+    _, trace = np.unique(spans["trace_id"].to_numpy(zero_copy_only=False), return_inverse=True)
+    first = np.full(trace.max() + 1, np.iinfo(np.int64).max)
+    np.minimum.at(first, trace, spans["start_ns"].to_numpy())
+    shift = (np.arange(len(first)) * gap_s * 1e9).astype(np.int64) - first + 1_700_000_000 * 10**9
+    for name in ("start_ns", "end_ns"):
+        spans = spans.set_column(spans.schema.get_field_index(name), name,
+                                 pa.array(spans[name].to_numpy() + shift[trace]))
+    return [build_trace_table(spans, e) for e in ("front:SaveFile", "front:ListFile", "front:ReadFile")]
