@@ -28,7 +28,7 @@ def test_analyze_json(parquet, tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and doc["report"] == str(out) and out.is_file()
     assert doc["endpoint"] == "web-service:gethome" and doc["requests"] == 400
-    assert list(doc["analyses"]) == ["patterns", "localize"]
+    assert list(doc["analyses"]) == ["patterns", "localize", "paths"]
     doc = doc["analyses"]["patterns"]
     assert doc["found"]
     words = [s["words"] for s in doc["sub_intervals"]]

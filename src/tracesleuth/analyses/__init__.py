@@ -12,6 +12,7 @@ name       analysis                                       paper
 ========== ============================================== ==============================
 compare    :class:`.compare.RequestFlowComparison`        Sambasivan et al., NSDI 2011
 localize   :class:`.localize.RootCauseLocalization`       Mi et al., Sci China Inf Sci 2012
+paths      :class:`.paths.CausalPaths`                    Aguilera et al., SOSP 2003
 patterns   :class:`.patterns.LatencyDegradationPatterns`  Cortellessa & Traini, ICPE 2020
 ========== ============================================== ==============================
 
@@ -156,6 +157,17 @@ ANALYSES: tuple[AnalysisSpec, ...] = (
         command="tracesleuth.analyses.localize.command:register",
         evaluation="tracesleuth.analyses.localize.evaluation:evaluate",
         planted="tracesleuth.analyses.localize.synthetic:planted_case",
+    ),
+    AnalysisSpec(
+        name="paths",
+        title="Black-box causal paths",
+        paper="M. K. Aguilera, J. C. Mogul, J. L. Wiener, P. Reynolds and A. Muthitacharoen, Performance debugging "
+              "for distributed systems of black boxes, SOSP 2003, doi:10.1145/945445.945454",
+        estimator="tracesleuth.analyses.paths:CausalPaths",
+        section="tracesleuth.analyses.paths.section:build_sections",
+        command="tracesleuth.analyses.paths.command:register",
+        evaluation="tracesleuth.analyses.paths.evaluation:evaluate",
+        planted="tracesleuth.analyses.paths.synthetic:planted_case",
     ),
 )
 

@@ -21,9 +21,9 @@ from rich.console import Console
 
 from ..errors import ParameterError, TraceSleuthError
 
-__all__ = ["BOOLEAN_WORDS", "Command", "EndpointOpt", "FormatOpt", "Group", "JsonOpt", "MappingOpt", "PATHS",
-           "PathsArg", "SeedOpt", "check_paths", "emit_json", "err", "out", "parse_time_range", "progress", "read_input", "select_period",
-           "write_frame"]
+__all__ = ["BOOLEAN_WORDS", "Command", "EndpointOpt", "FormatOpt", "Group", "JsonOpt", "MappingOpt", "NezhaDataOpt",
+           "PATHS", "PathsArg", "SeedOpt", "check_paths", "emit_json", "err", "out", "parse_time_range", "progress",
+           "read_input", "run_evaluation", "select_period", "write_frame"]
 
 
 class Command(typer.core.TyperCommand):
@@ -96,6 +96,20 @@ EndpointOpt = Annotated[Optional[str], typer.Option("--endpoint", "-e", metavar=
                                                     "name) requests enter by; default: the most frequent root "
                                                     "operation.")]
 SeedOpt = Annotated[int, typer.Option("--seed", metavar="INT", help="Random seed (same seed, same result).")]
+NezhaDataOpt = Annotated[Optional[Path], typer.Option("--data", metavar="DIR", show_default=False,
+                                                      help="The Nezha data (TrainTicket, OnlineBoutique) for the "
+                                                      "real-data part; default: ../shared/data/nezha when present.")]
+
+
+def run_evaluation(evaluate, *, quick: bool, seed: int, data: Path | None, json: bool) -> None:
+    """Run an analysis's evaluation protocol and print its result (``describe()`` or ``--json``)."""
+    with progress("evaluating") as bar:
+        bar.add_task("eval", spans=0)
+        ev = evaluate(quick=quick, random_state=seed, data_dir=data)
+    if json:
+        emit_json(ev.to_dict())
+        return
+    out.print(ev.describe(), markup=False)
 
 
 def emit_json(doc) -> None:

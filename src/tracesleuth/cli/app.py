@@ -519,8 +519,8 @@ def analyze(paths: PathsArg,
     """Every analysis on the same requests, in one HTML report: a section per analysis (latency
     degradation patterns: the latency distribution with the degraded interval, each pattern with
     precision, recall and F-score, example requests as Gantt charts; root-cause localization: the
-    anomalous methods, their services and instances; with --baseline, what changed), then what
-    was read, rejected and repaired."""
+    anomalous methods, their services and instances; black-box causal paths; with --baseline,
+    what changed), then what was read, rejected and repaired."""
     import time
 
     from .. import __version__

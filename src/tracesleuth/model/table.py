@@ -55,6 +55,7 @@ partition. The same functions can run on Dask partitions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 import polars as pl
@@ -662,3 +663,41 @@ def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.nda
             text[x] = f"{operation[x]}({','.join(sorted(text[c] for c in kids))})" if kids else operation[x]
     reps = [text[x] for x in h[entry[first]].tolist()]
     return pl.Series(SIGNATURE, reps, dtype=pl.String).gather(inverse.ravel())
+
+
+def root_tables(spans, endpoints: Sequence[str] | None = None) -> tuple[list, dict[str, str]]:
+    """One trace table per root endpoint (the entry operations of the traces): every request once.
+
+    Only root endpoints: an inner endpoint's requests (a service's API called by the root's
+    service) are parts of the root's requests, and an analysis of both would count the same calls
+    twice. (Root-cause localization and the causal paths read all traffic this way.)
+
+    Parameters
+    ----------
+    spans : SpanReadResult, pyarrow.Table or polars.DataFrame
+    endpoints : sequence of str, optional
+        Operation keys to build instead of every root endpoint.
+
+    Returns
+    -------
+    (list of TraceTable, dict of str to str)
+        The tables, most requests first, and ``{endpoint: why no table}`` for those skipped.
+
+    Raises
+    ------
+    EmptyDataError
+        No trace has a request to analyse.
+    """
+    from ..errors import TraceSleuthError
+
+    first = build_trace_table(spans)
+    wanted = list(endpoints) if endpoints is not None else sorted(first.endpoints, key=lambda e: -first.endpoints[e])
+    tables, skipped = [], {}
+    for endpoint in wanted:
+        try:
+            tables.append(first if endpoint == first.endpoint else build_trace_table(spans, endpoint))
+        except TraceSleuthError as exc:
+            skipped[endpoint] = str(exc)
+    if not tables:
+        raise EmptyDataError("No endpoint has a request to analyse: " + "; ".join(f"{e}: {w}" for e, w in skipped.items()))
+    return tables, skipped

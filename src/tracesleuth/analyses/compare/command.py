@@ -11,8 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ...cli._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, SeedOpt, emit_json, out, progress,
-                            parse_time_range, read_input, select_period)
+from ...cli._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, SeedOpt, emit_json, out,
+                            parse_time_range, read_input, run_evaluation, select_period)
 from ...errors import ParameterError
 
 __all__ = ["register", "show"]
@@ -140,23 +140,13 @@ def _compare_all(problem_spans, baseline_spans, settings: dict, json: bool) -> N
 
 def evaluate_compare(
         quick: Annotated[bool, typer.Option("--quick", help="One seed per scenario, small periods.")] = False,
-        data: Annotated[Optional[Path], typer.Option("--data", metavar="DIR", show_default=False,
-                        help="The Nezha data (TrainTicket, OnlineBoutique) for the real-data part; default: "
-                             "../shared/data/nezha when present.")] = None,
-        seed: Annotated[int, typer.Option("--seed", metavar="INT", help="Random seed.")] = 0,
-        json: JsonOpt = False) -> None:
+        data: NezhaDataOpt = None, seed: SeedOpt = 0, json: JsonOpt = False) -> None:
     """Request-flow comparison: simulated scenarios with a known change (is the injected service ranked
     first?) and recorded faults (TrainTicket, OnlineBoutique: top-1 / top-3 of the injected service
     per fault type, beside the anchor rule)."""
     from .evaluation import evaluate
 
-    with progress("evaluating") as bar:
-        bar.add_task("eval", spans=0)
-        ev = evaluate(quick=quick, random_state=seed, data_dir=data)
-    if json:
-        emit_json(ev.to_dict())
-        return
-    out.print(ev.describe(), markup=False)
+    run_evaluation(evaluate, quick=quick, seed=seed, data=data, json=json)
 
 
 def register(app: typer.Typer, evaluate_app: typer.Typer) -> None:

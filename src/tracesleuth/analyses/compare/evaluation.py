@@ -36,7 +36,6 @@ Real faults (:func:`evaluate_real`, ../shared/data/nezha)
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +44,7 @@ import numpy as np
 import polars as pl
 
 from ...errors import ParameterError, TraceSleuthError
+from ...evaluation.protocol import describe_tables, json_rows
 from ...evaluation.nezha import SYSTEMS, RealFault, default_data_dir, list_faults, read_windows as _spans
 from .synthetic import SCENARIOS, simulate_scenario, top_service_hit
 
@@ -245,22 +245,16 @@ class CompareEvaluation:
 
     def to_dict(self) -> dict:
         """Settings, scores, notes and every row, JSON-safe."""
-        clean = lambda rows: [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)  # noqa: E731
-                               for k, v in r.items()} for r in rows]
         return {"settings": dict(self.settings), "scores": dict(self.scores), "notes": list(self.notes),
-                "simulated": clean(self.simulated.to_dicts()), "real": clean(self.real.to_dicts()),
-                "per_fault_type": clean(per_fault_type(self.real).to_dicts()) if self.real.height else []}
+                "simulated": json_rows(self.simulated), "real": json_rows(self.real),
+                "per_fault_type": json_rows(per_fault_type(self.real)) if self.real.height else []}
 
     def describe(self) -> str:
         """The simulated and real tables and the scores, in words."""
-        with pl.Config(tbl_rows=100, tbl_cols=20, fmt_str_lengths=60, tbl_hide_dataframe_shape=True):
-            parts = ["Simulated scenarios (injected change ranked first)", str(self.simulated_summary())]
-            if self.real.height:
-                parts += ["Real faults (../shared/data/nezha): top-1 / top-3 of the injected service",
-                          str(per_fault_type(self.real))]
-            parts.append("Scores: " + ", ".join(f"{k}={v:.3f}" for k, v in self.scores.items()))
-            parts += [f"Note: {n}" for n in self.notes]
-        return "\n".join(parts)
+        return describe_tables(
+            [("Simulated scenarios (injected change ranked first)", self.simulated_summary()),
+             ("Real faults (../shared/data/nezha): top-1 / top-3 of the injected service",
+              per_fault_type(self.real) if self.real.height else self.real)], self.scores, self.notes)
 
 
 def _share(values) -> float | None:

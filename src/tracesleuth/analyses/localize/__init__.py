@@ -8,11 +8,11 @@ and its frozen :class:`LocalizationResult` of ranked :class:`MethodSuspect`,
 from ..._lazy import lazy_exports
 
 __all__ = ["ClusterSummary", "InstanceSuspect", "LocalizationResult", "MethodSuspect", "RootCauseLocalization",
-           "ServiceSuspect", "root_tables"]
+           "ServiceSuspect"]
 
 # Imported on first use: the CLI registers this analysis's command without importing scipy.
 __getattr__, __dir__ = lazy_exports(__name__, {
     **{name: f".analysis:{name}" for name in ("ClusterSummary", "LocalizationResult", "MethodSuspect",
-                                              "RootCauseLocalization", "ServiceSuspect", "root_tables")},
+                                              "RootCauseLocalization", "ServiceSuspect")},
     "InstanceSuspect": ".instances:InstanceSuspect",
 })

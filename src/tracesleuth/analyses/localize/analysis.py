@@ -70,8 +70,7 @@ from .clusters import adjust_clusters, cluster_requests, latency_matrices, per_o
 from .instances import InstanceSuspect, dissimilarity_ratios
 from .spe import spe_split
 
-__all__ = ["ClusterSummary", "LocalizationResult", "MethodSuspect", "RootCauseLocalization", "ServiceSuspect",
-           "root_tables"]
+__all__ = ["ClusterSummary", "LocalizationResult", "MethodSuspect", "RootCauseLocalization", "ServiceSuspect"]
 
 LATENCIES = {"exclusive": S.EXCLUSIVE_NS, "duration": S.DURATION_NS}
 #: Fewest anomalous requests a cluster needs for its Mann-Whitney tests.
@@ -314,45 +313,6 @@ class LocalizationResult:
                 lines.append(f"  Anomalous requests became frequent from {when}.")
         lines += [f"Note: {n}" for n in self.notes]
         return "\n".join(lines)
-
-
-def root_tables(spans, endpoints: Sequence[str] | None = None) -> tuple[list, dict[str, str]]:
-    """The trace tables to localize on: one per root endpoint (the entry operations of the traces).
-
-    Only root endpoints: an inner endpoint's requests (a service's API called by the root's
-    service) are parts of the root's requests, and analysing both would count the same calls
-    twice. Their call sequences tell the inner APIs apart anyway.
-
-    Parameters
-    ----------
-    spans : SpanReadResult, pyarrow.Table or polars.DataFrame
-    endpoints : sequence of str, optional
-        Operation keys to build instead of every root endpoint.
-
-    Returns
-    -------
-    (list of TraceTable, dict of str to str)
-        The tables, most requests first, and ``{endpoint: why no table}`` for those skipped.
-
-    Raises
-    ------
-    EmptyDataError
-        No trace has a request to analyse.
-    """
-    from ...errors import TraceSleuthError
-    from ...model import build_trace_table
-
-    first = build_trace_table(spans)
-    wanted = list(endpoints) if endpoints is not None else sorted(first.endpoints, key=lambda e: -first.endpoints[e])
-    tables, skipped = [], {}
-    for endpoint in wanted:
-        try:
-            tables.append(first if endpoint == first.endpoint else build_trace_table(spans, endpoint))
-        except TraceSleuthError as exc:
-            skipped[endpoint] = str(exc)
-    if not tables:
-        raise EmptyDataError("No endpoint has a request to analyse: " + "; ".join(f"{e}: {w}" for e, w in skipped.items()))
-    return tables, skipped
 
 
 def _tables(x: Any) -> list:

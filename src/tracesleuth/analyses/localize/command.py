@@ -4,15 +4,14 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ...cli._common import (Command, FormatOpt, JsonOpt, MappingOpt, PathsArg, SeedOpt, emit_json, out, parse_time_range,
-                            progress, read_input, select_period)
+from ...cli._common import (Command, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SeedOpt, emit_json, out,
+                            parse_time_range, read_input, run_evaluation, select_period)
 
 __all__ = ["register", "show"]
 
@@ -84,7 +83,8 @@ def localize(paths: PathsArg,
     baseline: the anomalous methods (PCA split of each call sequence's requests, Mann-Whitney tests),
     the services they point to, the instances where they misbehave (Jensen-Shannon), and since when."""
     from .._contract import check_settings
-    from .analysis import RootCauseLocalization, root_tables
+    from ...model import root_tables
+    from .analysis import RootCauseLocalization
     from .evaluation import PAPER_SETTINGS
 
     spans = read_input(paths, format, mapping)
@@ -112,23 +112,13 @@ def localize(paths: PathsArg,
 def evaluate_localize(
         quick: Annotated[bool, typer.Option("--quick", help="One seed per scenario, small runs, one fault per "
                                             "type.")] = False,
-        data: Annotated[Optional[Path], typer.Option("--data", metavar="DIR", show_default=False,
-                        help="The Nezha data (TrainTicket, OnlineBoutique) for the real-data part; default: "
-                             "../shared/data/nezha when present.")] = None,
-        seed: Annotated[int, typer.Option("--seed", metavar="INT", help="Random seed.")] = 0,
-        json: JsonOpt = False) -> None:
+        data: NezhaDataOpt = None, seed: SeedOpt = 0, json: JsonOpt = False) -> None:
     """Root-cause localization: the paper's four simulated scenarios (false-negative and
     false-positive rates with and without cluster adjustment, as its Table 2) and the recorded faults
     (top-1 / top-3 of the injected service per fault type, from each fault's windows alone)."""
     from .evaluation import evaluate
 
-    with progress("evaluating") as bar:
-        bar.add_task("eval", spans=0)
-        ev = evaluate(quick=quick, random_state=seed, data_dir=data)
-    if json:
-        emit_json(ev.to_dict())
-        return
-    out.print(ev.describe(), markup=False)
+    run_evaluation(evaluate, quick=quick, seed=seed, data=data, json=json)
 
 
 def register(app: typer.Typer, evaluate_app: typer.Typer) -> None:

@@ -16,14 +16,13 @@ Real faults (:func:`evaluate_real`, ../shared/data/nezha)
 ----------------------------------------------------------
 Each recorded fault's windows analysed alone, with no baseline: the inject-minute file (the
 minute before the fault) and the two minutes after it (:mod:`tracesleuth.evaluation.nezha`), every
-root endpoint (:func:`~.analysis.root_tables`). Per fault, the rank of the injected service in
+root endpoint (:func:`tracesleuth.model.root_tables`). Per fault, the rank of the injected service in
 ``services`` and, where that service ran on several instances, whether the injected pod is the
 top instance of its most suspicious method. Per fault type: top-1 and top-3 counts.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ import numpy as np
 import polars as pl
 
 from ...errors import ParameterError, TraceSleuthError
+from ...evaluation.protocol import describe_tables, json_rows
 from ...evaluation.nezha import SYSTEMS, RealFault, default_data_dir, list_faults, read_windows
 
 __all__ = ["LocalizeEvaluation", "PAPER_SETTINGS", "evaluate", "evaluate_real", "evaluate_simulated", "table_2"]
@@ -155,7 +155,8 @@ def table_2(simulated: pl.DataFrame) -> pl.DataFrame:
 
 def evaluate_fault(fault: RealFault, *, estimator_params: dict | None = None) -> dict:
     """Localize one recorded fault from its windows alone; the row of :func:`evaluate_real`."""
-    from .analysis import RootCauseLocalization, root_tables
+    from ...model import root_tables
+    from .analysis import RootCauseLocalization
 
     spans = read_windows((fault.inject_file,) + tuple(fault.problem_files))
     row = {"system": fault.system, "inject_time": fault.inject_time, "fault_type": fault.fault_type,
@@ -266,25 +267,17 @@ class LocalizeEvaluation:
 
     def to_dict(self) -> dict:
         """Settings, scores, notes, Table 2 and every row, JSON-safe."""
-        clean = lambda rows: [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)  # noqa: E731
-                               for k, v in r.items()} for r in rows]
         return {"settings": dict(self.settings), "scores": dict(self.scores), "notes": list(self.notes),
-                "table_2": clean(table_2(self.simulated).to_dicts()), "simulated": clean(self.simulated.to_dicts()),
-                "real": clean(self.real.to_dicts()),
-                "per_fault_type": clean(per_fault_type(self.real).to_dicts()) if self.real.height else []}
+                "table_2": json_rows(table_2(self.simulated)), "simulated": json_rows(self.simulated),
+                "real": json_rows(self.real),
+                "per_fault_type": json_rows(per_fault_type(self.real)) if self.real.height else []}
 
     def describe(self) -> str:
         """Table 2, the real-fault table and the scores, in words."""
-        with pl.Config(tbl_rows=100, tbl_cols=20, fmt_str_lengths=60, tbl_width_chars=220,
-                       tbl_hide_dataframe_shape=True):
-            parts = ["Simulated scenarios (the paper's Table 2; rates in percent, means over seeds)",
-                     str(table_2(self.simulated))]
-            if self.real.height:
-                parts += ["Real faults (../shared/data/nezha, windows alone): rank of the injected service",
-                          str(per_fault_type(self.real))]
-            parts.append("Scores: " + ", ".join(f"{k}={v:.3f}" for k, v in self.scores.items()))
-            parts += [f"Note: {n}" for n in self.notes]
-        return "\n".join(parts)
+        return describe_tables(
+            [("Simulated scenarios (the paper's Table 2; rates in percent, means over seeds)", table_2(self.simulated)),
+             ("Real faults (../shared/data/nezha, windows alone): rank of the injected service",
+              per_fault_type(self.real) if self.real.height else self.real)], self.scores, self.notes)
 
 
 def evaluate(*, quick: bool = False, random_state=0, data_dir=None) -> LocalizeEvaluation:

@@ -20,8 +20,8 @@ import pyarrow as pa
 
 from ...errors import EmptyDataError, ParameterError
 from ...units import format_duration_ns
-from .._contract import Analysis, Interval, Options
-from .messages import MESSAGE_SCHEMA, path_key
+from .._contract import Analysis, Interval, Options, Seed
+from .messages import MESSAGE_SCHEMA, messages_from_tables, path_key
 from .nesting import find_call_pairs, find_call_paths, find_nested_pairs, score_nestings
 
 __all__ = ["CausalPaths", "PathPattern", "PathsResult", "recovery_rate"]
@@ -70,6 +70,11 @@ class PathsResult:
         How many :meth:`describe` and the report show.
     counts : dict
         Messages and pairs left out, by reason (:class:`~.nesting.NestingCounts`).
+    recovery : float or None
+        When fitted on traces: the share of their requests whose true path was recovered
+        (:func:`recovery_rate`), in [0, 1].
+    n_true_paths : int or None
+        When fitted on traces: their requests.
     """
 
     algorithm: str
@@ -78,6 +83,8 @@ class PathsResult:
     patterns: tuple[PathPattern, ...]
     top_n: int
     counts: dict
+    recovery: float | None = None
+    n_true_paths: int | None = None
 
     @property
     def n_paths(self) -> int:
@@ -101,6 +108,7 @@ class PathsResult:
         """JSON-safe: ``patterns`` most frequent first (``count``, ``tree``, ``nodes``), counts."""
         out = {"algorithm": self.algorithm, "n_messages": self.n_messages, "n_call_pairs": self.n_call_pairs,
                "n_paths": self.n_paths, "top_n": self.top_n, "counts": dict(self.counts),
+               "recovery": self.recovery, "n_true_paths": self.n_true_paths,
                "patterns": [p.to_dict() for p in self.patterns]}
         json.dumps(out)
         return out
@@ -112,6 +120,9 @@ class PathsResult:
         for i, p in enumerate(self.patterns[: self.top_n]):
             lines.append(f"  {i + 1}. {p.key}: {p.count:,} requests, median "
                          f"{format_duration_ns(p.nodes[0]['latency_median_ns'])}")
+        if self.recovery is not None:
+            lines.append(f"Against the traces' true paths: {self.recovery:.1%} of {self.n_true_paths:,} requests "
+                         "recovered.")
         lost = {k: v for k, v in self.counts.items() if v}
         if lost:
             lines.append("Left out: " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in lost.items()) + ".")
@@ -139,18 +150,28 @@ def recovery_rate(truth: Counter, found: Counter) -> float:
     return sum(min(n, found.get(k, 0)) for k, n in truth.items()) / total
 
 
-def _messages(x: Any) -> pl.DataFrame:
+def _is_table(x: Any) -> bool:
+    return hasattr(x, "frame") and hasattr(x, "endpoint")
+
+
+def _messages(x: Any) -> tuple[pl.DataFrame, Counter | None]:
+    """The message log to analyse, and the true paths when it was made from trace tables."""
+    if _is_table(x) or (isinstance(x, (list, tuple)) and x and all(_is_table(t) for t in x)):
+        frame, truth = messages_from_tables([x] if _is_table(x) else list(x))
+        if frame.height == 0:
+            raise EmptyDataError("No message to analyse: the trace tables have no calls.")
+        return frame, truth
     frame = pl.from_arrow(x) if isinstance(x, (pa.Table, pa.RecordBatch)) else x
     if not isinstance(frame, pl.DataFrame):
-        raise ParameterError(f"CausalPaths.fit takes a message log (polars DataFrame or Arrow table); got "
-                             f"{type(x).__name__}.")
+        raise ParameterError(f"CausalPaths.fit takes a message log (polars DataFrame or Arrow table) or trace "
+                             f"tables; got {type(x).__name__}.")
     missing = [c for c in MESSAGE_SCHEMA.names if c not in frame.columns]
     if missing:
         raise ParameterError(f"The message log lacks the column(s) {', '.join(missing)}; columns are "
                              f"{', '.join(MESSAGE_SCHEMA.names)}.")
     if frame.height == 0:
         raise EmptyDataError("No message to analyse: the log is empty.")
-    return frame
+    return frame, None
 
 
 class CausalPaths(Analysis):
@@ -164,6 +185,9 @@ class CausalPaths(Analysis):
         Delay buckets per doubling on the scoreboard (:mod:`.nesting`).
     top_n : int, default=10
         Patterns :meth:`PathsResult.describe` and the report show.
+    random_state : int, numpy Generator or None, default=None
+        Taken as every analysis takes it; the nesting algorithm draws nothing (the same input
+        gives the same result whatever the seed).
 
     Attributes
     ----------
@@ -181,20 +205,26 @@ class CausalPaths(Analysis):
         "algorithm": [Options(("nesting",))],
         "buckets_per_octave": [Interval(int, 1, None)],
         "top_n": [Interval(int, 1, None)],
+        "random_state": [Seed()],
     }
 
-    def __init__(self, *, algorithm: str = "nesting", buckets_per_octave: int = 4, top_n: int = 10):
+    def __init__(self, *, algorithm: str = "nesting", buckets_per_octave: int = 4, top_n: int = 10,
+                 random_state=None):
         self.algorithm = algorithm
         self.buckets_per_octave = buckets_per_octave
         self.top_n = top_n
+        self.random_state = random_state
 
     def fit(self, messages) -> "CausalPaths":
         """Recover the causal paths of a message log.
 
         Parameters
         ----------
-        messages : polars.DataFrame or pyarrow.Table
-            Columns of :data:`~.messages.MESSAGE_SCHEMA`, shape (n_messages, 5).
+        messages : polars.DataFrame, pyarrow.Table, TraceTable or sequence of TraceTable
+            A message log, columns of :data:`~.messages.MESSAGE_SCHEMA`, shape (n_messages, 5);
+            or trace tables, whose trace ids are dropped
+            (:func:`~.messages.messages_from_tables`): the result then also has the recovery
+            rate of their true paths.
 
         Returns
         -------
@@ -203,7 +233,7 @@ class CausalPaths(Analysis):
         return super().fit(messages)
 
     def _fit(self, messages) -> dict[str, Any]:
-        frame = _messages(messages)
+        frame, truth = _messages(messages)
         pairs = find_call_pairs(frame)
         board = score_nestings(pairs, self.buckets_per_octave)
         find_nested_pairs(pairs, board, self.buckets_per_octave)
@@ -222,7 +252,10 @@ class CausalPaths(Analysis):
         patterns.sort(key=lambda p: (-p.count, p.key))
         n_pairs = sum(1 for t in pairs.t_return if t is not None)
         result = PathsResult(algorithm=self.algorithm, n_messages=frame.height, n_call_pairs=n_pairs,
-                             patterns=tuple(patterns), top_n=self.top_n, counts=pairs.counts.to_dict())
+                             patterns=tuple(patterns), top_n=self.top_n, counts=pairs.counts.to_dict(),
+                             recovery=None if truth is None else recovery_rate(truth, Counter(
+                                 {p.key: p.count for p in patterns})),
+                             n_true_paths=None if truth is None else sum(truth.values()))
         return {"result_": result}
 
 

@@ -71,6 +71,8 @@ def messages_from_tables(tables: Sequence[Any]) -> tuple[pl.DataFrame, Counter]:
     parts, truth = [], Counter()
     offset = 0
     for table in tables:
+        if table.frame.height == 0:
+            continue
         calls = table.calls()
         if calls.height == 0:
             continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["spaced_requests"]
+__all__ = ["planted_case", "spaced_requests"]
 
 
 def spaced_requests(n_requests: int, gap_s: float, *, random_state=1) -> list:
@@ -41,3 +41,20 @@ def spaced_requests(n_requests: int, gap_s: float, *, random_state=1) -> list:
         spans = spans.set_column(spans.schema.get_field_index(name), name,
                                  pa.array(spans[name].to_numpy() + shift[trace]))
     return [build_trace_table(spans, e) for e in ("front:SaveFile", "front:ListFile", "front:ReadFile")]
+
+
+def planted_case(random_state: int = 0):
+    """The common test's planted case: 300 requests that do not overlap, the trace table of the
+    endpoint ``front:ReadFile``.
+
+    The score is the recovery rate of their true paths; the floor is 1.0 (without overlap every
+    call has one candidate parent).
+
+    Returns
+    -------
+    PlantedCase
+    """
+    from .. import PlantedCase
+
+    table = spaced_requests(300, 1.0, random_state=random_state)[2]
+    return PlantedCase(args=(table,), settings={"random_state": random_state}, score=lambda fitted: fitted.result_.recovery, floor=1.0)
