@@ -21,7 +21,8 @@ import pyarrow as pa
 from ...errors import EmptyDataError, ParameterError
 from ...units import format_duration_ns
 from .._contract import Analysis, Interval, Options, Seed
-from .messages import MESSAGE_SCHEMA, messages_from_tables, path_key
+from .convolution import causal_graph
+from .messages import MESSAGE_SCHEMA, call_pairs, messages_from_tables, parse_path_key, path_key
 from .nesting import find_call_pairs, find_call_paths, find_nested_pairs, score_nestings
 
 __all__ = ["CausalPaths", "PathPattern", "PathsResult", "recovery_rate"]
@@ -75,6 +76,12 @@ class PathsResult:
         (:func:`recovery_rate`), in [0, 1].
     n_true_paths : int or None
         When fitted on traces: their requests.
+    graph : tuple of CausalEdge
+        The convolution algorithm's causal graph (:mod:`.convolution`), exploration order;
+        empty for nesting.
+    graph_recall, graph_precision : float or None
+        Convolution on traces: the share of the true (incoming call, outgoing call) pairs found
+        in ``graph``, and of the graph's pairs between call edges that are true; in [0, 1].
     """
 
     algorithm: str
@@ -85,6 +92,9 @@ class PathsResult:
     counts: dict
     recovery: float | None = None
     n_true_paths: int | None = None
+    graph: tuple = ()
+    graph_recall: float | None = None
+    graph_precision: float | None = None
 
     @property
     def n_paths(self) -> int:
@@ -96,7 +106,14 @@ class PathsResult:
         return Counter({p.key: p.count for p in self.patterns})
 
     def to_frame(self) -> pl.DataFrame:
-        """One row per pattern: rank, key, count, share of the paths, root latency median."""
+        """One row per pattern: rank, key, count, share of the paths, root latency median (nesting);
+        one row per causal edge: cause, effect, delay, height, path delay (convolution)."""
+        if self.algorithm == "convolution":
+            return pl.DataFrame([{"cause": " -> ".join(e.cause), "effect": " -> ".join(e.effect),
+                                  "delay_ns": e.delay_ns, "height": e.height, "path_delay_ns": e.path_delay_ns}
+                                 for e in self.graph],
+                                schema={"cause": pl.String, "effect": pl.String, "delay_ns": pl.Int64,
+                                        "height": pl.Float64, "path_delay_ns": pl.Int64})
         total = max(self.n_paths, 1)
         return pl.DataFrame([{"rank": i + 1, "key": p.key, "count": p.count, "share": p.count / total,
                               "latency_median_ns": p.nodes[0]["latency_median_ns"]}
@@ -109,12 +126,15 @@ class PathsResult:
         out = {"algorithm": self.algorithm, "n_messages": self.n_messages, "n_call_pairs": self.n_call_pairs,
                "n_paths": self.n_paths, "top_n": self.top_n, "counts": dict(self.counts),
                "recovery": self.recovery, "n_true_paths": self.n_true_paths,
-               "patterns": [p.to_dict() for p in self.patterns]}
+               "patterns": [p.to_dict() for p in self.patterns], "graph": [e.to_dict() for e in self.graph],
+               "graph_recall": self.graph_recall, "graph_precision": self.graph_precision}
         json.dumps(out)
         return out
 
     def describe(self) -> str:
-        """The top patterns in words, and what was left out."""
+        """The top patterns (or causal edges) in words, and what was left out."""
+        if self.algorithm == "convolution":
+            return self._describe_graph()
         lines = [f"{self.n_messages:,} messages, {self.n_call_pairs:,} answered calls, {self.n_paths:,} causal "
                  f"paths in {len(self.patterns):,} patterns ({self.algorithm})."]
         for i, p in enumerate(self.patterns[: self.top_n]):
@@ -129,6 +149,20 @@ class PathsResult:
         if not self.patterns:
             lines.append("No causal path: no answered call without a candidate parent. Check that the log has "
                          "CALL and RETURN messages with call ids.")
+        return "\n".join(lines)
+
+
+    def _describe_graph(self) -> str:
+        lines = [f"{self.n_messages:,} messages: {len(self.graph):,} causal edges (convolution)."]
+        for e in sorted(self.graph, key=lambda e: -e.height)[: self.top_n]:
+            lines.append(f"  {' -> '.join(e.cause)} => {' -> '.join(e.effect)} after "
+                         f"{format_duration_ns(e.delay_ns)} ({e.height:.1f} sd)")
+        if self.graph_recall is not None:
+            lines.append(f"Against the traces' true calls: {self.graph_recall:.1%} of the caller/callee call pairs "
+                         f"found, {self.graph_precision:.1%} of those found true.")
+        if not self.graph:
+            lines.append("No causal edge: no cross-correlation spike. Try a finer quantum_ns, a longer "
+                         "max_delay_ns or a longer log.")
         return "\n".join(lines)
 
 
@@ -179,12 +213,22 @@ class CausalPaths(Analysis):
 
     Parameters
     ----------
-    algorithm : {"nesting"}, default="nesting"
-        The nesting algorithm for RPC-style call/return logs (:mod:`.nesting`).
+    algorithm : {"nesting", "convolution"}, default="nesting"
+        The nesting algorithm for RPC-style call/return logs (:mod:`.nesting`: path patterns),
+        or the convolution algorithm for any messages (:mod:`.convolution`: a causal graph).
     buckets_per_octave : int, default=4
         Delay buckets per doubling on the scoreboard (:mod:`.nesting`).
     top_n : int, default=10
         Patterns :meth:`PathsResult.describe` and the report show.
+    quantum_ns : int, default=1_000_000
+        Convolution: the time step of the edge signals, ns (shorter than the delays of interest).
+    max_delay_ns : int, default=1_000_000_000
+        Convolution: the longest delay looked for, ns.
+    n_sigma, s_sigma : float, default=4.0, 3.0
+        Convolution: a spike reaches ``n_sigma`` standard deviations above the mean; spikes are
+        separated by a point below ``s_sigma`` (``s_sigma < n_sigma``).
+    min_messages : int, default=10
+        Convolution: the message pairs a spike must stand for (:func:`.convolution.spikes`).
     random_state : int, numpy Generator or None, default=None
         Taken as every analysis takes it; the nesting algorithm draws nothing (the same input
         gives the same result whatever the seed).
@@ -202,15 +246,26 @@ class CausalPaths(Analysis):
     """
 
     _constraints = {
-        "algorithm": [Options(("nesting",))],
+        "algorithm": [Options(("nesting", "convolution"))],
+        "quantum_ns": [Interval(int, 1, None)],
+        "max_delay_ns": [Interval(int, 1, None)],
+        "n_sigma": [Interval(float, 0, None, closed="neither")],
+        "s_sigma": [Interval(float, 0, None, closed="neither")],
+        "min_messages": [Interval(int, 1, None)],
         "buckets_per_octave": [Interval(int, 1, None)],
         "top_n": [Interval(int, 1, None)],
         "random_state": [Seed()],
     }
 
     def __init__(self, *, algorithm: str = "nesting", buckets_per_octave: int = 4, top_n: int = 10,
-                 random_state=None):
+                 quantum_ns: int = 1_000_000, max_delay_ns: int = 1_000_000_000, n_sigma: float = 4.0,
+                 s_sigma: float = 3.0, min_messages: int = 10, random_state=None):
         self.algorithm = algorithm
+        self.quantum_ns = quantum_ns
+        self.max_delay_ns = max_delay_ns
+        self.n_sigma = n_sigma
+        self.s_sigma = s_sigma
+        self.min_messages = min_messages
         self.buckets_per_octave = buckets_per_octave
         self.top_n = top_n
         self.random_state = random_state
@@ -233,7 +288,11 @@ class CausalPaths(Analysis):
         return super().fit(messages)
 
     def _fit(self, messages) -> dict[str, Any]:
+        if self.s_sigma >= self.n_sigma:
+            raise ParameterError(f"s_sigma ({self.s_sigma}) must be below n_sigma ({self.n_sigma}).")
         frame, truth = _messages(messages)
+        if self.algorithm == "convolution":
+            return {"result_": self._convolution(frame, truth)}
         pairs = find_call_pairs(frame)
         board = score_nestings(pairs, self.buckets_per_octave)
         find_nested_pairs(pairs, board, self.buckets_per_octave)
@@ -257,6 +316,23 @@ class CausalPaths(Analysis):
                                  {p.key: p.count for p in patterns})),
                              n_true_paths=None if truth is None else sum(truth.values()))
         return {"result_": result}
+
+
+    def _convolution(self, frame: pl.DataFrame, truth: Counter | None) -> PathsResult:
+        graph = causal_graph(frame, quantum_ns=self.quantum_ns, max_delay_ns=self.max_delay_ns,
+                             n_sigma=self.n_sigma, s_sigma=self.s_sigma, min_messages=self.min_messages)
+        recall = precision = None
+        if truth:
+            true = set().union(*(call_pairs(parse_path_key(k)) for k in truth))
+            call_edges = {e for pair in true for e in pair}
+            found = {(e.cause, e.effect) for e in graph if e.cause in call_edges and e.effect in call_edges}
+            recall = len(true & found) / len(true) if true else None
+            precision = len(true & found) / len(found) if found else None
+        kinds = frame["kind"]
+        return PathsResult(algorithm=self.algorithm, n_messages=frame.height,
+                           n_call_pairs=int((kinds == "return").sum()), patterns=(), top_n=self.top_n, counts={},
+                           n_true_paths=None if truth is None else sum(truth.values()), graph=tuple(graph),
+                           graph_recall=recall, graph_precision=precision)
 
 
 def _preorder(tree: dict) -> list[str]:

@@ -57,18 +57,28 @@ def paths(paths: PathsArg,
           endpoint: Annotated[Optional[list[str]], typer.Option(
               "--endpoint", "-e", metavar="SERVICE:OPERATION", show_default=False,
               help="Traces only: the requests of this endpoint (repeatable); default: every root endpoint.")] = None,
-          top: Annotated[int, typer.Option("--top", metavar="N", help="Path patterns shown.")] = 10,
-          buckets_per_octave: Annotated[int, typer.Option("--buckets-per-octave", metavar="INT", help="Delay buckets "
-                                        "per doubling on the nesting scoreboard.")] = 4,
+          algorithm: Annotated[str, typer.Option("--algorithm", metavar="nesting|convolution", help="nesting: "
+                               "path patterns from RPC call/return messages; convolution: a causal graph from any "
+                               "messages.")] = "nesting",
+          top: Annotated[int, typer.Option("--top", metavar="N", help="Path patterns (or causal edges) shown.")] = 10,
+          buckets_per_octave: Annotated[int, typer.Option("--buckets-per-octave", metavar="INT", help="Nesting: "
+                                        "delay buckets per doubling on the scoreboard.")] = 4,
+          quantum: Annotated[str, typer.Option("--quantum", metavar="DURATION", help="Convolution: the time step "
+                             "of the edge signals.")] = "1ms",
+          max_delay: Annotated[str, typer.Option("--max-delay", metavar="DURATION", help="Convolution: the longest "
+                               "delay looked for.")] = "1s",
           format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
     """Black-box causal paths (Aguilera et al., SOSP 2003): the call paths of requests and where their
-    time goes, from the messages between services alone (nesting algorithm). Given traces, their
-    trace ids are dropped first, and the share of requests whose true path was recovered is
-    printed."""
+    time goes, from the messages between services alone (nesting algorithm), or the causal graph
+    with its delays (convolution algorithm). Given traces, their trace ids are dropped first, and
+    how much of the truth was recovered is printed."""
     from .._contract import check_settings
     from .analysis import CausalPaths
 
-    est = CausalPaths(buckets_per_octave=buckets_per_octave, top_n=top)
+    from ...units import parse_duration
+
+    est = CausalPaths(algorithm=algorithm, buckets_per_octave=buckets_per_octave, top_n=top,
+                      quantum_ns=parse_duration(quantum), max_delay_ns=parse_duration(max_delay))
     check_settings(est)
     if messages:
         if endpoint:
@@ -79,8 +89,8 @@ def paths(paths: PathsArg,
 
         data, _ = root_tables(read_input(paths, format, mapping), endpoint)
     t0 = time.perf_counter()
-    with progress("nesting") as bar:
-        bar.add_task("nesting", spans=0)
+    with progress(algorithm) as bar:
+        bar.add_task(algorithm, spans=0)
         res = est.fit(data).result_
     seconds = time.perf_counter() - t0
     if json:
@@ -88,7 +98,7 @@ def paths(paths: PathsArg,
         return
     out.print(res.describe(), markup=False)
     t = Table(title="Node latencies of the most frequent path", title_justify="left")
-    if res.patterns:
+    if res.patterns and algorithm == "nesting":
         for c in ("node", "latency (median)", "latency (p95)", "call delay (median)"):
             t.add_column(c, justify="left" if c == "node" else "right")
         from ...units import format_duration_ns as ns

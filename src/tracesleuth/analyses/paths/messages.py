@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from ... import schema as S
 
-__all__ = ["CLIENT", "MESSAGE_SCHEMA", "path_key", "messages_from_tables"]
+__all__ = ["CLIENT", "MESSAGE_SCHEMA", "call_pairs", "messages_from_tables", "parse_path_key", "path_key"]
 
 #: Columns of a message log.
 MESSAGE_SCHEMA = pa.schema([("timestamp_ns", pa.int64()), ("sender", pa.string()), ("receiver", pa.string()),
@@ -49,6 +49,50 @@ def path_key(tree: dict) -> str:
     """
     calls = tree.get("calls") or ()
     return tree["node"] + ("(" + "; ".join(path_key(c) for c in calls) + ")" if calls else "")
+
+
+def parse_path_key(key: str) -> dict:
+    """The tree of a :func:`path_key` (its inverse; node names must not hold ``(``, ``)`` or ``;``).
+
+    Raises
+    ------
+    ParameterError
+        When ``key`` is not a path key.
+    """
+    from ...errors import ParameterError
+
+    def node(i: int) -> tuple[dict, int]:
+        j = i
+        while j < len(key) and key[j] not in "(;)":
+            j += 1
+        tree = {"node": key[i:j].strip(), "calls": []}
+        if j < len(key) and key[j] == "(":
+            j += 1
+            while True:
+                child, j = node(j)
+                tree["calls"].append(child)
+                if j < len(key) and key[j] == ";":
+                    j += 1
+                    continue
+                if j < len(key) and key[j] == ")":
+                    return tree, j + 1
+                raise ParameterError(f"not a path key: {key!r}")
+        return tree, j
+
+    tree, end = node(0)
+    if end != len(key) or not tree["node"]:
+        raise ParameterError(f"not a path key: {key!r}")
+    return tree
+
+
+def call_pairs(tree: dict, caller: str = CLIENT) -> set:
+    """The (incoming call, outgoing call) edge pairs of a causal path: ``((A, B), (B, C))`` for
+    every node ``B`` called by ``A`` that calls ``C``."""
+    out = set()
+    for child in tree["calls"]:
+        out.add(((caller, tree["node"]), (tree["node"], child["node"])))
+        out |= call_pairs(child, tree["node"])
+    return out
 
 
 def messages_from_tables(tables: Sequence[Any]) -> tuple[pl.DataFrame, Counter]:

@@ -45,6 +45,8 @@ def paths_section(result: Any) -> Section:
         patterns, and the node latencies and call delays of the most frequent ones.
     """
     section = Section("Causal paths from messages (black box)", key="paths")
+    if result.algorithm == "convolution":
+        return _graph_section(section, result)
     facts = [("algorithm", result.algorithm), ("messages", result.n_messages), ("answered calls", result.n_call_pairs),
              ("causal paths", result.n_paths), ("path patterns", len(result.patterns))]
     if result.recovery is not None:
@@ -68,6 +70,25 @@ def paths_section(result: Any) -> Section:
                           _rows(p.tree, list(p.nodes)),
                           caption=f"Pattern {i + 1} ({p.count:,} requests): each node's latency, and the time "
                                   "from its caller's call to its own call"))
+    return section
+
+
+def _graph_section(section: Section, result: Any) -> Section:
+    """The convolution algorithm's causal graph: its edges, strongest first."""
+    facts = [("algorithm", result.algorithm), ("messages", result.n_messages), ("causal edges", len(result.graph))]
+    if result.graph_recall is not None:
+        facts.append(("true call pairs found", f"{result.graph_recall:.1%}"))
+    section.add(KeyValues(facts))
+    if not result.graph:
+        section.add(Text([Strong("No causal edge: no cross-correlation spike. Try a finer quantum, a longer maximum "
+                                 "delay or a longer log.")]))
+        return section
+    section.add(Table(["cause", "effect", "delay", "other delays", "height (sd)", "delay from the path's start"],
+                      [[Code(" -> ".join(e.cause)), Code(" -> ".join(e.effect)), format_duration_ns(e.delay_ns),
+                        ", ".join(format_duration_ns(d) for d in e.other_delays_ns) or "—", e.height,
+                        format_duration_ns(e.path_delay_ns)]
+                       for e in sorted(result.graph, key=lambda e: -e.height)[: 3 * result.top_n]],
+                      caption="Causal edges: the effect follows the cause after the delay (cross-correlation spikes)"))
     return section
 
 

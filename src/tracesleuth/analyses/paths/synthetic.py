@@ -14,15 +14,20 @@ import pyarrow as pa
 __all__ = ["planted_case", "spaced_requests"]
 
 
-def spaced_requests(n_requests: int, gap_s: float, *, random_state=1) -> list:
+def spaced_requests(n_requests: int, gap_s: float, *, random_state=1, poisson: bool = False) -> list:
     """The simulator's requests, one starting every ``gap_s`` seconds, as trace tables.
 
     Parameters
     ----------
     n_requests : int
     gap_s : float
-        Seconds between consecutive request starts (> 0).
+        Seconds between consecutive request starts (> 0), or their mean with ``poisson``.
     random_state : int, optional
+        Seeds the simulator and the arrivals.
+    poisson : bool, default=False
+        Exponential gaps (Poisson arrivals, as real traffic) instead of equal ones; equal gaps
+        longer than the requests guarantee that no two overlap, while periodic arrivals make the
+        message signals periodic, which the convolution algorithm would read as causality.
 
     Returns
     -------
@@ -36,7 +41,11 @@ def spaced_requests(n_requests: int, gap_s: float, *, random_state=1) -> list:
     _, trace = np.unique(spans["trace_id"].to_numpy(zero_copy_only=False), return_inverse=True)
     first = np.full(trace.max() + 1, np.iinfo(np.int64).max)
     np.minimum.at(first, trace, spans["start_ns"].to_numpy())
-    shift = (np.arange(len(first)) * gap_s * 1e9).astype(np.int64) - first + 1_700_000_000 * 10**9
+    if poisson:
+        offsets = np.cumsum(np.random.default_rng(random_state).exponential(gap_s, len(first)))
+    else:
+        offsets = np.arange(len(first)) * gap_s
+    shift = (offsets * 1e9).astype(np.int64) - first + 1_700_000_000 * 10**9
     for name in ("start_ns", "end_ns"):
         spans = spans.set_column(spans.schema.get_field_index(name), name,
                                  pa.array(spans[name].to_numpy() + shift[trace]))
