@@ -1,8 +1,9 @@
 """Black-box causal paths (Aguilera et al. 2003): speed and accuracy of the nesting algorithm.
 
 Prints, for the localize simulator's requests turned into a message log
-(:func:`tracesleuth.analyses.paths.messages_from_tables`), with each request starting ``--gap``
-seconds after the previous one (the parallelism): messages, time to convert, time of
+(:func:`tracesleuth.analyses.paths.messages_from_tables`), with requests starting ``--gaps``
+seconds apart (the parallelism; equal gaps of 1 s, Poisson arrivals for shorter mean gaps):
+messages, time to convert, time of
 ``CausalPaths.fit`` (median of ``--runs``), and the request-weighted recovery rate of the true
 path patterns. Then the same on TrainTicket windows of ../shared/data when present.
 
@@ -51,7 +52,7 @@ def main(argv=None) -> int:
     parser.add_argument("--hour-requests", type=int, default=36_000, help="Requests in the convolution's hour.")
     args = parser.parse_args(argv)
     for gap in (float(g) for g in args.gaps.split(",")):
-        r = run(spaced_requests(args.requests, gap), args.runs)
+        r = run(spaced_requests(args.requests, gap, poisson=gap < 1.0), args.runs)
         print(f"simulated, gap {gap * 1000:g} ms: {r['messages']:,} messages ({r['requests']:,} requests), convert "
               f"{r['convert_s']:.1f} s, nesting {r['fit_s']:.1f} s (median of {args.runs}), recovery "
               f"{r['recovery']:.3f}", flush=True)
