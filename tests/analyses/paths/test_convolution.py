@@ -71,3 +71,11 @@ def test_a_quantum_too_fine_for_the_log_is_refused():
         CausalPaths(algorithm="convolution").fit(log)
     with pytest.raises(ParameterError, match="s_sigma"):
         CausalPaths(algorithm="convolution", n_sigma=2.0, s_sigma=3.0).fit(log)
+
+
+def test_200_ms_added_on_one_node_shows_in_both_algorithms():
+    from tracesleuth.analyses.paths.evaluation import _added_delay
+
+    row = _added_delay(100, 0).row(0, named=True)
+    assert abs(row["nesting_after_ms"] - row["nesting_before_ms"] - 200) < 2
+    assert abs(row["convolution_after_ms"] - row["convolution_before_ms"] - 200) <= 2

@@ -14,7 +14,12 @@ simulated requests, and recovery on real TrainTicket traces made black-box.
   recovery rate overall and per entry (the root's first call: the API behind TrainTicket's
   gateway) for the busiest entries.
 
-Not yet here (issue 18): MakeTrace's drop rate and delay variation, the 200 ms added-delay check.
+* **Added delay** (the slides' validation): 200 ms added to every call into one node (``meta``)
+  of requests that do not overlap; the node's latency by the nesting algorithm and the delay of
+  its return after its call by the convolution, without and with the delay: both must rise by
+  200 ms.
+
+Not yet here (issue 18): MakeTrace's drop rate and delay variation.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from ...evaluation.protocol import describe_tables, json_rows
@@ -47,6 +53,30 @@ def _entry(key: str) -> str:
         depth -= ch == ")"
         first.append(ch)
     return f"{root} -> {''.join(first).strip()}"
+
+
+#: The added-delay validation: this many ms on every call into this node.
+ADDED_MS, DELAYED_NODE = 200, "meta"
+
+
+def _added_delay(n_requests: int, random_state) -> pl.DataFrame:
+    """The delayed node's latency (nesting) and return delay (convolution), without and with the delay."""
+    from .analysis import CausalPaths
+    from .synthetic import spaced_requests
+
+    row = {"node": DELAYED_NODE, "added_ms": ADDED_MS}
+    for when, delayed in (("before", None), ("after", DELAYED_NODE)):
+        tables = spaced_requests(n_requests, 1.0, random_state=random_state, delayed=delayed, delay_s=ADDED_MS / 1e3)
+        nesting = CausalPaths().fit(tables).result_
+        lat = [(n["latency_median_ns"], p.count) for p in nesting.patterns for n in p.nodes
+               if n["node"] == DELAYED_NODE]
+        row[f"nesting_{when}_ms"] = sum(v * c for v, c in lat) / max(sum(c for _, c in lat), 1) / 1e6
+        graph = CausalPaths(algorithm="convolution", quantum_ns=1_000_000, max_delay_ns=2 * ADDED_MS * 1_000_000
+                            ).fit(tables).result_.graph
+        back = [e.delay_ns for e in graph if e.effect == (DELAYED_NODE, e.cause[0]) and e.cause[1] == DELAYED_NODE]
+        row[f"convolution_{when}_ms"] = float(np.median(back)) / 1e6 if back else None
+    return pl.DataFrame([row]).select("node", "added_ms", "nesting_before_ms", "nesting_after_ms",
+                                      "convolution_before_ms", "convolution_after_ms")
 
 
 def recovery_by_entry(truth: Counter, found: Counter, top: int = 5) -> pl.DataFrame:
@@ -75,6 +105,9 @@ class PathsEvaluation:
 
     Attributes
     ----------
+    added_delay : polars.DataFrame
+        ``node``, ``added_ms``, ``nesting_before_ms``, ``nesting_after_ms``,
+        ``convolution_before_ms``, ``convolution_after_ms``.
     parallelism : polars.DataFrame
         ``gap_ms``, ``requests``, ``messages``, ``recovery`` and ``fit_s`` (nesting),
         ``convolution_recall``, ``convolution_precision`` and ``convolution_s``.
@@ -82,7 +115,8 @@ class PathsEvaluation:
         :func:`recovery_by_entry` of the TrainTicket traces; empty without the data.
     scores : dict of str to float
         ``simulated_no_overlap_recovery`` (gap 1 s), ``simulated_mean_recovery`` (over the
-        gaps), ``convolution_mean_recall`` (over the gaps), and with the data ``real_recovery`` and ``real_top5_entries_recovery``, in [0, 1].
+        gaps), ``convolution_mean_recall`` (over the gaps), ``added_delay_seen`` (the share of
+        the two algorithms whose rise is within 10% of the delay added), and with the data ``real_recovery`` and ``real_top5_entries_recovery``, in [0, 1].
     notes : tuple of str
     settings : dict
     """
@@ -90,6 +124,7 @@ class PathsEvaluation:
     parallelism: pl.DataFrame
     real: pl.DataFrame
     scores: dict
+    added_delay: pl.DataFrame = field(default_factory=pl.DataFrame)
     notes: tuple = ()
     settings: dict = field(default_factory=dict)
 
@@ -100,12 +135,15 @@ class PathsEvaluation:
     def to_dict(self) -> dict:
         """Settings, scores, notes and both tables, JSON-safe."""
         return {"settings": dict(self.settings), "scores": dict(self.scores), "notes": list(self.notes),
-                "parallelism": json_rows(self.parallelism), "real": json_rows(self.real)}
+                "parallelism": json_rows(self.parallelism), "real": json_rows(self.real),
+                "added_delay": json_rows(self.added_delay)}
 
     def describe(self) -> str:
         """Both tables and the scores, in words."""
         return describe_tables(
             [("Recovery of the true path patterns against parallelism (simulated requests)", self.parallelism),
+             ("200 ms added to every call into one node: its latency (nesting) and its return delay "
+              "(convolution), ms", self.added_delay),
              ("TrainTicket traces made black-box: recovery per entry (busiest first)", self.real)],
             self.scores, self.notes)
 
@@ -151,6 +189,9 @@ def evaluate(*, quick: bool = False, random_state=0, data_dir=None) -> PathsEval
     scores = {"simulated_no_overlap_recovery": rows[0]["recovery"],
               "simulated_mean_recovery": float(parallelism["recovery"].mean()),
               "convolution_mean_recall": float(parallelism["convolution_recall"].fill_null(0.0).mean())}
+    added = _added_delay(100 if quick else 1000, random_state)
+    rise = [added[f"{a}_after_ms"][0] - added[f"{a}_before_ms"][0] for a in ("nesting", "convolution")]
+    scores["added_delay_seen"] = sum(abs(r - ADDED_MS) <= 0.1 * ADDED_MS for r in rise) / 2
     notes, real = [], pl.DataFrame(schema={"entry": pl.String, "requests": pl.Int64, "recovered": pl.Int64,
                                            "recovery": pl.Float64})
     data = Path(data_dir) if data_dir is not None else default_data_dir()
@@ -169,6 +210,6 @@ def evaluate(*, quick: bool = False, random_state=0, data_dir=None) -> PathsEval
         scores["real_top5_entries_recovery"] = float(real["recovered"].sum() / real["requests"].sum())
         notes.append(f"TrainTicket: {len(windows)} one-minute windows, {sum(truth.values()):,} requests, "
                      f"{messages.height:,} messages")
-    return PathsEvaluation(parallelism=parallelism, real=real, scores=scores, notes=tuple(notes),
+    return PathsEvaluation(parallelism=parallelism, real=real, scores=scores, notes=tuple(notes), added_delay=added,
                            settings={"quick": bool(quick), "random_state": random_state,
                                      "data_dir": None if data is None else str(data)})

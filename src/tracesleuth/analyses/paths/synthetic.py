@@ -14,7 +14,8 @@ import pyarrow as pa
 __all__ = ["planted_case", "spaced_requests"]
 
 
-def spaced_requests(n_requests: int, gap_s: float, *, random_state=1, poisson: bool = False) -> list:
+def spaced_requests(n_requests: int, gap_s: float, *, random_state=1, poisson: bool = False,
+                    delayed: str | None = None, delay_s: float = 0.2) -> list:
     """The simulator's requests, one starting every ``gap_s`` seconds, as trace tables.
 
     Parameters
@@ -28,6 +29,11 @@ def spaced_requests(n_requests: int, gap_s: float, *, random_state=1, poisson: b
         Exponential gaps (Poisson arrivals, as real traffic) instead of equal ones; equal gaps
         longer than the requests guarantee that no two overlap, while periodic arrivals make the
         message signals periodic, which the convolution algorithm would read as causality.
+    delayed : str, optional
+        A service whose every call takes ``delay_s`` longer (the slides' validation: 200 ms
+        added on one node): each span that enters it from another service ends later, the spans
+        around it too, and everything after it in the request starts later.
+    delay_s : float, default=0.2
 
     Returns
     -------
@@ -46,10 +52,34 @@ def spaced_requests(n_requests: int, gap_s: float, *, random_state=1, poisson: b
     else:
         offsets = np.arange(len(first)) * gap_s
     shift = (offsets * 1e9).astype(np.int64) - first + 1_700_000_000 * 10**9
-    for name in ("start_ns", "end_ns"):
-        spans = spans.set_column(spans.schema.get_field_index(name), name,
-                                 pa.array(spans[name].to_numpy() + shift[trace]))
+    start, end = spans["start_ns"].to_numpy() + shift[trace], spans["end_ns"].to_numpy() + shift[trace]
+    if delayed is not None:
+        service = spans["service"].to_pylist()
+        owner = dict(zip(zip(trace.tolist(), spans["span_id"].to_pylist()), service))
+        called = np.array([svc == delayed and owner.get((t, parent)) != delayed
+                           for t, parent, svc in zip(trace.tolist(), spans["parent_span_id"].to_pylist(), service)])
+        start, end = _add_delay(trace, start, end, called, int(delay_s * 1e9))
+    for name, values in (("start_ns", start), ("end_ns", end)):
+        spans = spans.set_column(spans.schema.get_field_index(name), name, pa.array(values))
     return [build_trace_table(spans, e) for e in ("front:SaveFile", "front:ListFile", "front:ReadFile")]
+
+
+def _add_delay(trace: np.ndarray, start: np.ndarray, end: np.ndarray, slow: np.ndarray, delay: int):
+    """Each slow span ends ``delay`` later; spans that contain it end later, spans after it in its
+    request start and end later (slow spans of one request taken in time order)."""
+    start, end = start.copy(), end.copy()
+    order = np.argsort(trace, kind="stable")
+    bounds = np.r_[0, np.flatnonzero(np.diff(trace[order])) + 1, len(order)]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        rows = order[lo:hi]
+        for k in sorted(rows[slow[rows]], key=lambda r: start[r]):
+            s0, e0 = start[k], end[k]
+            after = rows[start[rows] >= e0]
+            around = rows[(start[rows] <= s0) & (end[rows] >= e0)]
+            start[after] += delay
+            end[after] += delay
+            end[around] += delay  # the slow span itself among them
+    return start, end
 
 
 def planted_case(random_state: int = 0):
