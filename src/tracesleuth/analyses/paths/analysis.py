@@ -21,8 +21,8 @@ import pyarrow as pa
 from ...errors import EmptyDataError, ParameterError
 from ...units import format_duration_ns
 from .._contract import Analysis, Interval, Options, Seed
-from .convolution import causal_graph
-from .messages import MESSAGE_SCHEMA, call_pairs, messages_from_tables, parse_path_key, path_key
+from .convolution import call_pair_scores, causal_graph
+from .messages import MESSAGE_SCHEMA, messages_from_tables, path_key
 from .nesting import find_call_pairs, find_call_paths, find_nested_pairs, score_nestings
 
 __all__ = ["CausalPaths", "PathPattern", "PathsResult", "recovery_rate"]
@@ -218,6 +218,9 @@ class CausalPaths(Analysis):
         or the convolution algorithm for any messages (:mod:`.convolution`: a causal graph).
     buckets_per_octave : int, default=4
         Delay buckets per doubling on the scoreboard (:mod:`.nesting`).
+    density : bool, default=True
+        Nesting: a candidate parent's score is its credit over its delay bucket's width (the
+        slides' undefined penalty, :mod:`.nesting`); False: the credit alone.
     top_n : int, default=10
         Patterns :meth:`PathsResult.describe` and the report show.
     quantum_ns : int, default=1_000_000
@@ -253,14 +256,17 @@ class CausalPaths(Analysis):
         "s_sigma": [Interval(float, 0, None, closed="neither")],
         "min_messages": [Interval(int, 1, None)],
         "buckets_per_octave": [Interval(int, 1, None)],
+        "density": [Options((True, False))],
         "top_n": [Interval(int, 1, None)],
         "random_state": [Seed()],
     }
 
-    def __init__(self, *, algorithm: str = "nesting", buckets_per_octave: int = 4, top_n: int = 10,
+    def __init__(self, *, algorithm: str = "nesting", buckets_per_octave: int = 4, density: bool = True,
+                 top_n: int = 10,
                  quantum_ns: int = 1_000_000, max_delay_ns: int = 1_000_000_000, n_sigma: float = 4.0,
                  s_sigma: float = 3.0, min_messages: int = 10, random_state=None):
         self.algorithm = algorithm
+        self.density = density
         self.quantum_ns = quantum_ns
         self.max_delay_ns = max_delay_ns
         self.n_sigma = n_sigma
@@ -295,7 +301,7 @@ class CausalPaths(Analysis):
             return {"result_": self._convolution(frame, truth)}
         pairs = find_call_pairs(frame)
         board = score_nestings(pairs, self.buckets_per_octave)
-        find_nested_pairs(pairs, board, self.buckets_per_octave)
+        find_nested_pairs(pairs, board, self.buckets_per_octave, density=self.density)
         groups: dict[str, list] = {}
         for tree, latencies, delays in find_call_paths(pairs):
             groups.setdefault(path_key(tree), []).append((tree, latencies, delays))
@@ -321,13 +327,7 @@ class CausalPaths(Analysis):
     def _convolution(self, frame: pl.DataFrame, truth: Counter | None) -> PathsResult:
         graph = causal_graph(frame, quantum_ns=self.quantum_ns, max_delay_ns=self.max_delay_ns,
                              n_sigma=self.n_sigma, s_sigma=self.s_sigma, min_messages=self.min_messages)
-        recall = precision = None
-        if truth:
-            true = set().union(*(call_pairs(parse_path_key(k)) for k in truth))
-            call_edges = {e for pair in true for e in pair}
-            found = {(e.cause, e.effect) for e in graph if e.cause in call_edges and e.effect in call_edges}
-            recall = len(true & found) / len(true) if true else None
-            precision = len(true & found) / len(found) if found else None
+        recall, precision = call_pair_scores(graph, truth) if truth else (None, None)
         kinds = frame["kind"]
         return PathsResult(algorithm=self.algorithm, n_messages=frame.height,
                            n_call_pairs=int((kinds == "return").sum()), patterns=(), top_n=self.top_n, counts={},

@@ -33,9 +33,9 @@ import polars as pl
 from scipy.signal import correlate
 
 from ...errors import ParameterError
-from .messages import CLIENT
+from .messages import CLIENT, call_pairs, parse_path_key
 
-__all__ = ["CausalEdge", "causal_graph", "spikes"]
+__all__ = ["CausalEdge", "call_pair_scores", "causal_graph", "spikes"]
 
 #: Time steps above which one correlation would not fit in memory reasonably (two signals of 8
 #: bytes per step and their FFTs, about 80 bytes per step in all).
@@ -217,3 +217,25 @@ def _correlation(cause: tuple, effect: tuple, lag: int, steps: int) -> np.ndarra
     start = lag - (mid - max(0, mid - lag))
     out[start: start + len(window)] = window
     return out
+
+
+def call_pair_scores(graph, truth) -> tuple[float, float | None]:
+    """Recall and precision of a causal graph against true paths.
+
+    Parameters
+    ----------
+    graph : sequence of CausalEdge
+    truth : mapping of str to int
+        ``{path_key: count}`` of the true paths.
+
+    Returns
+    -------
+    (float, float or None)
+        The share of the true (incoming call, outgoing call) pairs found in ``graph``, and the
+        share of the graph's pairs between true call edges that are true pairs (None when it has
+        none): returns and other messages are not scored.
+    """
+    true = set().union(*(call_pairs(parse_path_key(k)) for k in truth))
+    edges = {e for pair in true for e in pair}
+    found = {(e.cause, e.effect) for e in graph if e.cause in edges and e.effect in edges}
+    return len(true & found) / max(len(true), 1), (len(true & found) / len(found) if found else None)

@@ -22,9 +22,13 @@ repeat; delays are bucketed on a logarithmic scale, ``buckets_per_octave`` bucke
 width would be too coarse for microsecond delays or too fine for delays of seconds; relative
 buckets keep a recurring cause's delays together at every scale.
 
-**Penalty.** The slides multiply the score by a ``penalty`` they do not define; here it is 1 and
-ties go to the candidate called last (the innermost open call: with equal evidence, the call the
-child is most tightly nested in).
+**Penalty.** The slides multiply the score by a ``penalty`` they do not define. Here it is the
+inverse of the bucket's width (``density=True``): the buckets widen with the delay, so a long
+delay's bucket gathers chance credit from many unrelated children (a call whose return was lost
+stays open, and a candidate, for ever); credit per nanosecond of delay compares buckets fairly.
+Measured on MakeTrace logs with 1% of the messages lost, it raises the paths recovered from 3.7%
+to 87%; without loss it changes little (TrainTicket 89.4% -> 89.7%). ``density=False`` is the
+penalty 1. Ties go to the candidate called last (the innermost open call).
 
 **Bad messages** (counted in :class:`NestingCounts`, never fatal): a RETURN without an open CALL,
 a CALL whose call id is already open (the second is dropped), CALLs never answered (their
@@ -41,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-__all__ = ["CallPairs", "NestingCounts", "bucket", "find_call_pairs", "find_call_paths", "find_nested_pairs",
+__all__ = ["CallPairs", "NestingCounts", "bucket", "bucket_width", "find_call_pairs", "find_call_paths", "find_nested_pairs",
            "score_nestings"]
 
 #: Delays up to this many ns share bucket 0.
@@ -173,7 +177,14 @@ def score_nestings(pairs: CallPairs, buckets_per_octave: int = 4) -> dict:
     return board
 
 
-def find_nested_pairs(pairs: CallPairs, board: dict, buckets_per_octave: int = 4, penalty: float = 1.0) -> None:
+def bucket_width(b: int, buckets_per_octave: int) -> float:
+    """The width of a scoreboard bucket, ns (1 µs for bucket 0)."""
+    if b == 0:
+        return float(_BUCKET_ORIGIN_NS)
+    return _BUCKET_ORIGIN_NS * 2 ** ((b - 1) / buckets_per_octave) * (2 ** (1 / buckets_per_octave) - 1)
+
+
+def find_nested_pairs(pairs: CallPairs, board: dict, buckets_per_octave: int = 4, density: bool = True) -> None:
     """FindNestedPairs: each answered pair with candidates joins the children of its best parent.
 
     Parameters
@@ -182,17 +193,20 @@ def find_nested_pairs(pairs: CallPairs, board: dict, buckets_per_octave: int = 4
         Its ``children`` are filled, in call order.
     board : dict
         From :func:`score_nestings` with the same ``buckets_per_octave``.
-    penalty : float, default=1.0
-        Multiplies every score (module docstring).
+    density : bool, default=True
+        The penalty: score over the bucket's width (module docstring); False: penalty 1.
     """
     for k, parents in enumerate(pairs.parents):
         if not parents:
             continue
         b, c, t2 = pairs.caller[k], pairs.callee[k], pairs.t_call[k]
-        best = max(parents, key=lambda p: (board[(pairs.caller[p], b, c,
-                                                   bucket(t2 - pairs.t_call[p], buckets_per_octave))] * penalty,
-                                           pairs.t_call[p]))
-        pairs.children[best].append(k)
+
+        def score(p: int) -> tuple:
+            slot = bucket(t2 - pairs.t_call[p], buckets_per_octave)
+            credit = board[(pairs.caller[p], b, c, slot)]
+            return (credit / bucket_width(slot, buckets_per_octave) if density else credit, pairs.t_call[p])
+
+        pairs.children[max(parents, key=score)].append(k)
 
 
 def find_call_paths(pairs: CallPairs) -> list[tuple[dict, list, list]]:
