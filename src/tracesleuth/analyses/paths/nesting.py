@@ -196,15 +196,24 @@ def find_nested_pairs(pairs: CallPairs, board: dict, buckets_per_octave: int = 4
     density : bool, default=True
         The penalty: score over the bucket's width (module docstring); False: penalty 1.
     """
+    widths: dict[int, float] = {}
     for k, parents in enumerate(pairs.parents):
         if not parents:
             continue
         b, c, t2 = pairs.caller[k], pairs.callee[k], pairs.t_call[k]
+        if len(parents) == 1:
+            pairs.children[parents[0]].append(k)
+            continue
 
         def score(p: int) -> tuple:
             slot = bucket(t2 - pairs.t_call[p], buckets_per_octave)
             credit = board[(pairs.caller[p], b, c, slot)]
-            return (credit / bucket_width(slot, buckets_per_octave) if density else credit, pairs.t_call[p])
+            if density:
+                width = widths.get(slot)
+                if width is None:
+                    width = widths[slot] = bucket_width(slot, buckets_per_octave)
+                credit /= width
+            return (credit, pairs.t_call[p])
 
         pairs.children[max(parents, key=score)].append(k)
 
