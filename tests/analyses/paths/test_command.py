@@ -58,3 +58,22 @@ def test_a_file_that_is_not_a_message_log_is_named(inputs, tmp_path, capsys):
     assert main(["paths", str(bad), "--messages"]) == 2
     err = capsys.readouterr().err
     assert "bad.csv" in err and "missing" in err and len(err.strip().splitlines()) == 1
+
+
+def test_envoy_access_logs_are_message_logs(tmp_path, capsys):
+    """Two proxies' default-format logs: web calls app, app calls db inside each call."""
+    web, app = [], []
+    for k in range(30):
+        t = 1_000 * k  # one request a second
+        stamp = lambda ms: f"2024-03-01T10:{(t + ms) // 60_000:02d}:{(t + ms) // 1000 % 60:02d}.{(t + ms) % 1000:03d}Z"  # noqa: E731
+        web.append(f'[{stamp(0)}] "GET /page HTTP/1.1" 200 - 0 512 40 39 "-" "curl" "id-{k}" "app:8080" '
+                   f'"10.0.0.2:8080"')
+        app.append(f'[{stamp(5)}] "GET /rows HTTP/1.1" 200 - 0 128 20 19 "-" "app" "id-{k}" "db:5432" '
+                   f'"10.0.0.3:5432"')
+    (tmp_path / "web.log").write_text("\n".join(web) + "\nnot an access log line\n")
+    (tmp_path / "app.log").write_text("\n".join(app) + "\n")
+    assert main(["paths", str(tmp_path / "web.log"), str(tmp_path / "app.log"), "--messages", "--json"]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert doc["patterns"][0]["count"] == 30 and doc["patterns"][0]["key"] == "app(db)"
+    assert "1 lines not in Envoy's access-log format" in captured.err

@@ -11,8 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ...cli._common import (Command, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SeedOpt, emit_json, out,
-                            progress, read_input, run_evaluation)
+from ...cli._common import (Command, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SeedOpt, emit_json, err,
+                            out, progress, read_input, run_evaluation)
 from ...errors import ParameterError, TraceFormatError
 
 __all__ = ["read_messages", "register"]
@@ -21,7 +21,7 @@ __all__ = ["read_messages", "register"]
 def read_messages(paths: list[Path]):
     """A message log from CSV or JSON Lines files with the columns of
     :data:`~.messages.MESSAGE_SCHEMA` (``kind`` and ``call_id`` may be empty for free-form
-    messages).
+    messages), or from Envoy access logs (:mod:`.envoy`, told from their first line).
 
     Raises
     ------
@@ -34,8 +34,21 @@ def read_messages(paths: list[Path]):
 
     schema = {"timestamp_ns": pl.Int64, "sender": pl.String, "receiver": pl.String, "kind": pl.String,
               "call_id": pl.String}
+    from .envoy import looks_like_envoy, read_envoy_log
+
     frames = []
     for path in paths:
+        try:
+            head = path.open(encoding="utf-8", errors="replace").read(4096)
+        except OSError as e:
+            raise TraceFormatError(str(path), f"cannot read: {e.strerror or e}") from None
+        if looks_like_envoy(head):
+            frame, rejected = read_envoy_log(path)
+            if rejected:
+                err.print(f"warning: {path}: {rejected:,} lines not in Envoy's access-log format were left out",
+                          markup=False)
+            frames.append(frame)
+            continue
         try:
             if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
                 frame = pl.read_ndjson(path, schema=schema)
@@ -53,7 +66,8 @@ def read_messages(paths: list[Path]):
 
 def paths(paths: PathsArg,
           messages: Annotated[bool, typer.Option("--messages", help="The input is a message log (CSV or JSON Lines: "
-                              "timestamp_ns, sender, receiver, kind, call_id), not traces.")] = False,
+                              "timestamp_ns, sender, receiver, kind, call_id; or Envoy access logs, one file per "
+                              "proxy, named after its node), not traces.")] = False,
           endpoint: Annotated[Optional[list[str]], typer.Option(
               "--endpoint", "-e", metavar="SERVICE:OPERATION", show_default=False,
               help="Traces only: the requests of this endpoint (repeatable); default: every root endpoint.")] = None,
