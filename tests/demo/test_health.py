@@ -38,9 +38,10 @@ def test_a_run_that_kept_up_is_healthy():
     ({"lost": 30}, "the traces of 30 of 960 answered requests did not reach the store"),
 ])
 def test_a_broken_load_is_named(changes, words):
-    h = _health(**changes)
+    h = _health(**changes, load_average=9.8)
     assert h.broken and not h.ok and words in h.reason()
     assert "Try a lower --rate" in h.reason() and "could not keep up with 8 requests/s" in h.reason()
+    assert "the demo used 0.40 of its" in h.reason() and "load average was 9.8" in h.reason()
 
 
 def test_queueing_beyond_the_modelled_times_is_an_overload():

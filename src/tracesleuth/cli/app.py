@@ -446,8 +446,14 @@ def demo(duration: Annotated[float, typer.Option("--duration", metavar="SECONDS"
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from ..demo import run_demo, run_incident
+    from ..errors import ParameterError
     from ..units import parse_duration
 
+    if incident and (noised or interval != "affected"):
+        raise ParameterError("--noised and --interval set the degradations of the patterns demo; --incident "
+                             "injects one fault instead: give one or the other")
+    if not incident and (fault != "slow-handler" or fault_delay != "20ms"):
+        raise ParameterError("--fault and --fault-delay set the fault of the incident mode: add --incident SERVICE")
     delay_ns = parse_duration(fault_delay) if incident else 0
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                   transient=True, disable=not err.is_terminal) as bar:

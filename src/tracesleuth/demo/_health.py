@@ -67,6 +67,9 @@ class RunHealth:
         None where ``/proc`` is not readable.
     n_cores : int
         Cores of the machine.
+    load_average : float or None
+        The machine's 1-minute load average when the load ended (runnable processes, the demo's
+        and everything else's), None where the system does not tell.
     broken : tuple of str
         Why the load was not what was asked (failures, rate, lost traces); empty when it was.
     overloaded : str or None
@@ -86,6 +89,7 @@ class RunHealth:
     modelled_p90_ns: float | None = None
     cpu_cores: float | None = None
     n_cores: int = 1
+    load_average: float | None = None
     broken: tuple[str, ...] = ()
     overloaded: str | None = None
 
@@ -104,13 +108,18 @@ class RunHealth:
         causes = [*self.broken, *([self.overloaded] if self.overloaded else [])]
         if not causes:
             return None
-        used = "" if self.cpu_cores is None else f" (the demo used {self.cpu_cores:.2f} of its {self.n_cores} cores)"
+        used = [] if self.cpu_cores is None else [f"the demo used {self.cpu_cores:.2f} of its {self.n_cores} cores"]
+        if self.load_average is not None:
+            used.append(f"the machine's load average was {self.load_average:.1f}")
+        used = f" ({'; '.join(used)})" if used else ""
         return ("; ".join(causes) + f": the machine could not keep up with {self.rate_per_s:g} requests/s{used}. "
                 "Try a lower --rate, or a machine with spare CPU.")
 
     def load_words(self) -> str:
         """One line: requests sent, rate asked and achieved, failures, CPU used."""
         cpu = "" if self.cpu_cores is None else f"; the run used {self.cpu_cores:.2f} of {self.n_cores} CPU cores"
+        if self.load_average is not None:
+            cpu += f" (machine load average {self.load_average:.1f})"
         return (f"{self.requests_sent:,} of {self.requests_planned:,} requests sent at {self.achieved_rate_per_s:.2f}/s "
                 f"({self.rate_per_s:g}/s asked; a result needs >= {MIN_RATE_SHARE:.0%} of it), "
                 f"{self.requests_failed:,} failed ({self.failed_share:.1%}; a result allows <= {MAX_FAILED_SHARE:.0%}), "
@@ -181,8 +190,8 @@ def modelled_quantiles_ns(seed: int) -> tuple[float, float]:
 
 
 def assess_run(*, planned: int, sent: int, completed: int, failed: int, analysed: int, lost: int, rate_per_s: float,
-               achieved_rate_per_s: float, undegraded_latency_ns, seed: int, cpu_cores: float | None = None
-               ) -> RunHealth:
+               achieved_rate_per_s: float, undegraded_latency_ns, seed: int, cpu_cores: float | None = None,
+               load_average: float | None = None) -> RunHealth:
     """Check a live run's load and latencies against the thresholds of this module.
 
     Parameters
@@ -199,6 +208,8 @@ def assess_run(*, planned: int, sent: int, completed: int, failed: int, analysed
         Seed of the services' execution times (:func:`modelled_quantiles_ns`).
     cpu_cores : float, optional
         CPU the run used during the load, in cores.
+    load_average : float, optional
+        The machine's 1-minute load average at the end of the load.
 
     Returns
     -------
@@ -230,4 +241,5 @@ def assess_run(*, planned: int, sent: int, completed: int, failed: int, analysed
                      requests_failed=failed, requests_analysed=analysed, rate_per_s=float(rate_per_s),
                      achieved_rate_per_s=float(achieved_rate_per_s), latency_p50_ns=p50, latency_p90_ns=p90,
                      modelled_p50_ns=m50, modelled_p90_ns=m90, cpu_cores=cpu_cores, n_cores=os.cpu_count() or 1,
+                     load_average=load_average,
                      broken=tuple(broken), overloaded=overloaded)

@@ -56,6 +56,9 @@ def live_run_section(health: RunHealth | None, outcome: DemoOutcome, *, tables: 
                           "the median plus one injected delay)"))
         if health.cpu_cores is not None:
             items.append(("CPU used by the run", f"{health.cpu_cores:.2f} of {health.n_cores} cores"))
+        if health.load_average is not None:
+            items.append(("machine load average", f"{health.load_average:.1f} (1 minute, at the end of the load; "
+                                                  f"{health.n_cores} cores)"))
     section.add(KeyValues(items))
     if tables:
         import numpy as np

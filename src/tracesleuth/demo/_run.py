@@ -302,6 +302,7 @@ class _Run:
     loads: dict            # phase name -> (its config, the load generator's "done" event)
     collector_stats: dict
     cpu_cores: float | None
+    load_average: float | None
     fault_start_ns: int | None
     timings: dict
     t_start: float
@@ -400,6 +401,7 @@ def _operate(supervisor: Supervisor, *, workdir: Path, store: Path, seed: int, d
         loads[phase.name] = (phase_config, load)
         sent_before += int(load.get("sent", 0))
     cpu_end = supervisor.cpu_seconds(watched)
+    load_average = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     timings["load_s"] = time.perf_counter() - t
     cpu_cores = None
     if cpu_start is not None and cpu_end is not None and timings["load_s"] > 0:
@@ -424,7 +426,7 @@ def _operate(supervisor: Supervisor, *, workdir: Path, store: Path, seed: int, d
         raise DemoError(f"these demo processes did not stop cleanly: {', '.join(failed)} "
                         f"(logs in {supervisor.logs_dir})")
     return _Run(workdir=workdir, store=store, config=config, loads=loads, collector_stats=stopped.get("stats", {}),
-                cpu_cores=cpu_cores, fault_start_ns=fault_start_ns, timings=timings, t_start=t_start,
+                cpu_cores=cpu_cores, load_average=load_average, fault_start_ns=fault_start_ns, timings=timings, t_start=t_start,
                 progress=progress)
 
 
@@ -532,7 +534,8 @@ def _health(run: _Run, labels, trace_ids, undegraded_latency_ns, *, seed: int):
     planned = sum(cfg.n_requests for cfg, _ in run.loads.values())
     return assess_run(planned=planned, sent=counts["sent"], completed=counts["completed"], failed=counts["failed"],
                       analysed=len(trace_ids), lost=lost, rate_per_s=rate, achieved_rate_per_s=achieved,
-                      undegraded_latency_ns=undegraded_latency_ns, seed=seed, cpu_cores=run.cpu_cores)
+                      undegraded_latency_ns=undegraded_latency_ns, seed=seed, cpu_cores=run.cpu_cores,
+                      load_average=run.load_average)
 
 
 def _all_labels(run: _Run):

@@ -56,8 +56,11 @@ RESOURCE_NAMESPACES = ("service.", "telemetry.", "host.", "process.", "os.", "k8
 def sub_interval_color(index: int, alpha: float | None = None) -> str:
     """Colour of sub-interval ``index`` (``rgba`` with ``alpha`` when given)."""
     color = SUB_INTERVAL_COLORS[index % len(SUB_INTERVAL_COLORS)]
-    if alpha is None:
-        return color
+    return color if alpha is None else _with_alpha(color, alpha)
+
+
+def _with_alpha(color: str, alpha: float) -> str:
+    """``#rrggbb`` as ``rgba(r,g,b,alpha)``."""
     r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
     return f"rgba({r},{g},{b},{alpha})"
 
@@ -460,6 +463,7 @@ def request_gantt_figure(request: pl.DataFrame, *, title: str | None = None, max
     service = rows[S.SERVICE].to_numpy()
     is_async = rows["asynchronous"].to_numpy()
     levels, opened = _depth_levels(depth, max_rows)
+    legend_px = 150 + 21 * (len(colors) + 3)          # room for the whole legend
 
     def positions(level: int) -> np.ndarray:
         """Row of each span with the chart collapsed to ``level`` (-1: hidden)."""
@@ -479,15 +483,11 @@ def request_gantt_figure(request: pl.DataFrame, *, title: str | None = None, max
                 fig.add_trace(go.Bar(
                     orientation="h", y=_rows_shown(positions(opened)[idx]), x=np.maximum(duration[idx], 1e-6),
                     base=offset[idx], name=plot_text(svc), legendgroup=plot_text(svc), showlegend=svc not in in_legend,
-                    marker=dict(color=color, opacity=0.45 if asyn else 0.9,
-                                line=dict(color=HIGHLIGHT_COLOR if mark else color, width=3 if mark else 1),
-                                pattern=dict(shape="/", fgcolor=color, solidity=0.35) if asyn else None),
+                    marker=_bar_marker(color, asyn, HIGHLIGHT_COLOR if mark else None),
                     hovertext=[hover[i] for i in idx], hoverinfo="text", width=0.72))
                 in_legend.add(svc)
     # The encodings, explained once: solid = synchronous, hatched = asynchronous, outlined = named.
-    for name, marker in (("synchronous", dict(color="#9aa0a6", opacity=0.9, line=dict(color="#9aa0a6", width=1))),
-                         ("asynchronous", dict(color="#9aa0a6", opacity=0.45, line=dict(color="#9aa0a6", width=1),
-                                               pattern=dict(shape="/", fgcolor="#5f6368", solidity=0.35))),
+    for name, marker in (("synchronous", _bar_marker("#80868b", False)), ("asynchronous", _bar_marker("#80868b", True)),
                          ("named by the pattern", dict(color="rgba(0,0,0,0)",
                                                        line=dict(color=HIGHLIGHT_COLOR, width=3)))):
         if name == "asynchronous" and not is_async.any() or name == "named by the pattern" and not marked.any():
@@ -506,7 +506,7 @@ def request_gantt_figure(request: pl.DataFrame, *, title: str | None = None, max
         shown = np.flatnonzero(pos >= 0)
         k = shown.size
         return {"yaxis.tickvals": list(range(k)), "yaxis.ticktext": [labels[i] for i in shown],
-                "yaxis.range": [k - 0.5, -0.5], "height": max(240, 110 + 20 * k)}
+                "yaxis.range": [k - 0.5, -0.5], "height": max(240, 110 + 20 * k, legend_px)}
 
     layout = axis(opened)
     menus = []
@@ -529,6 +529,15 @@ def request_gantt_figure(request: pl.DataFrame, *, title: str | None = None, max
                     title=dict(text="service"), groupclick="toggleitem"),
     )
     return fig
+
+
+def _bar_marker(color: str, asynchronous: bool, outline: str | None = None) -> dict:
+    """A Gantt bar's look: solid for synchronous work; pale with stripes of the same colour for
+    asynchronous work; a thick dark outline for a span the pattern names."""
+    line = dict(color=outline, width=3) if outline else dict(color=color, width=1)
+    if not asynchronous:
+        return dict(color=color, opacity=0.9, line=line)
+    return dict(color=_with_alpha(color, 0.25), line=line, pattern=dict(shape="/", fgcolor=color, solidity=0.45))
 
 
 def _rows_shown(pos: np.ndarray) -> list:
