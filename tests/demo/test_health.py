@@ -3,6 +3,8 @@ that turns them and the scores into an outcome and an exit code."""
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import replace
 from pathlib import Path
 
@@ -49,6 +51,9 @@ def test_queueing_beyond_the_modelled_times_is_an_overload():
     assert not slow.broken and slow.overloaded and "queueing" in slow.overloaded
     spread = _health(undegraded_latency_ns=np.r_[np.full(700, 52 * MS), np.full(100, 400 * MS)])
     assert spread.overloaded
+    busy = _health(load_average=os.cpu_count() + 3.5)
+    assert not busy.broken and "the machine was busy: its load average was" in busy.overloaded
+    assert _health(load_average=0.5).ok
 
 
 def test_achieved_rate():

@@ -175,7 +175,7 @@ def test_cli_renders_a_run_and_exits_by_its_outcome(live, monkeypatch, capsys):
 
 
 def test_incident_mode_names_the_service_it_slowed(tmp_path):
-    result = run_incident("account-service", fault="network-delay", duration_s=40, rate_per_s=RATE_PER_S, seed=1,
+    result = run_incident("account-service", fault="network-delay", duration_s=30, rate_per_s=RATE_PER_S, seed=1,
                           workdir=tmp_path / "run")
     _never_silently_wrong(result)
     assert processes_mentioning(str(result.workdir)) == []
@@ -183,7 +183,7 @@ def test_incident_mode_names_the_service_it_slowed(tmp_path):
     if result.outcome().status == "broken":
         assert html.index('id="live-run"') < html.index('id="what-changed"')
         pytest.skip(f"the incident run is no result: {result.outcome().message}")
-    assert result.requests == {"baseline": 160, "problem": 160}
+    assert set(result.requests) == {"baseline", "problem"} and min(result.requests.values()) >= 0.99 * 120
     assert result.top_service == "account-service" and result.injected_rank == 1, result.services
     assert any("account-service" in e for e in result.services[0]["evidence"])
     # The report opens with What changed, naming the service; the live run follows with the fault.

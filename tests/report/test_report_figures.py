@@ -54,7 +54,7 @@ def test_a_deep_gantt_opens_collapsed_and_expands_by_depth():
     fig = request_gantt_figure(req, max_rows=12)
     [menu] = fig.layout.updatemenus
     labels = [b.label for b in menu.buttons]
-    assert labels[0] == "depth ≤ 0" and labels[-1] == "all"
+    assert labels == ["depth ≤ 1", "depth ≤ 2", "all"]
     opened = menu.buttons[menu.active]
     shown = len(fig.layout.yaxis.ticktext)
     assert shown <= 12 and shown == len(opened.args[1]["yaxis.ticktext"])

@@ -231,7 +231,7 @@ def test_every_example_gantt_highlights_what_its_pattern_names_on_one_time_scale
     longest = max(e.latency_ns for e in example_requests(analysed.table, patterns))
     assert gantts[0].layout.xaxis.range[1] >= longest / 1e6
     for s, fig in zip(res.sub_intervals, gantts[1:]):
-        named = operation_keys_named(s.pattern.attributes)
+        named = operation_keys_named(s.pattern.attributes, analysed.table.endpoint)
         assert named
         outlined = [t for t in fig.data if t.legendgroup != "kinds" and t.marker.line.width == 3]
         assert outlined and "named by the pattern" in [t.name for t in fig.data]

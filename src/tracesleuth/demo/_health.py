@@ -13,9 +13,10 @@ Two kinds of trouble are told apart:
   spans of more than :data:`MAX_LOST_SHARE` of the answered requests never reached the store.
   Such a run is never a result, whatever it scored;
 * **overloaded**: the load was delivered, but requests no degradation touched took much longer
-  than the services' modelled times (:data:`DISTURBANCE_FACTOR`): queueing on a busy machine
-  then adds as much as a degradation does. The scores may still be right (the ground truth
-  says); when they are not, the overload is named as the cause.
+  than the services' modelled times (:data:`DISTURBANCE_FACTOR`), or the machine had more
+  runnable processes than cores (its load average above the core count): queueing on a busy
+  machine then adds as much as a degradation does. The scores may still be right (the ground
+  truth says); when they are not, the overload is named as the cause.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class RunHealth:
         if not causes:
             return None
         used = [] if self.cpu_cores is None else [f"the demo used {self.cpu_cores:.2f} of its {self.n_cores} cores"]
-        if self.load_average is not None:
+        if self.load_average is not None and "load average" not in (self.overloaded or ""):
             used.append(f"the machine's load average was {self.load_average:.1f}")
         used = f" ({'; '.join(used)})" if used else ""
         return ("; ".join(causes) + f": the machine could not keep up with {self.rate_per_s:g} requests/s{used}. "
@@ -226,20 +227,23 @@ def assess_run(*, planned: int, sent: int, completed: int, failed: int, analysed
     lat = np.asarray(undegraded_latency_ns, dtype=np.float64)
     lat = lat[np.isfinite(lat)]
     p50 = p90 = m50 = m90 = None
-    overloaded = None
+    overloaded = []
     if lat.size:
         from ..evaluation.eshopper import DELAY_NS
 
         m50, m90 = modelled_quantiles_ns(seed)
         p50, p90 = (float(q) for q in np.quantile(lat, [0.5, 0.9]))
         if p50 > DISTURBANCE_FACTOR * m50 + DELAY_NS or p90 - p50 > m90 - m50 + DELAY_NS:
-            overloaded = (f"requests without a fault took {format_duration_ns(p50)} (median) and "
-                          f"{format_duration_ns(p90)} (90th percentile) where the services' modelled times give "
-                          f"{format_duration_ns(m50)} and {format_duration_ns(m90)}: queueing as long as the injected "
-                          "delays blurs them")
+            overloaded.append(f"requests without a fault took {format_duration_ns(p50)} (median) and "
+                              f"{format_duration_ns(p90)} (90th percentile) where the services' modelled times give "
+                              f"{format_duration_ns(m50)} and {format_duration_ns(m90)}: queueing as long as the "
+                              "injected delays blurs them")
+    n_cores = os.cpu_count() or 1
+    if load_average is not None and load_average > n_cores:
+        overloaded.append(f"the machine was busy: its load average was {load_average:.1f} on {n_cores} cores (more "
+                          "runnable processes than cores, so requests waited for a CPU)")
     return RunHealth(requests_planned=planned, requests_sent=sent, requests_completed=completed,
                      requests_failed=failed, requests_analysed=analysed, rate_per_s=float(rate_per_s),
                      achieved_rate_per_s=float(achieved_rate_per_s), latency_p50_ns=p50, latency_p90_ns=p90,
-                     modelled_p50_ns=m50, modelled_p90_ns=m90, cpu_cores=cpu_cores, n_cores=os.cpu_count() or 1,
-                     load_average=load_average,
-                     broken=tuple(broken), overloaded=overloaded)
+                     modelled_p50_ns=m50, modelled_p90_ns=m90, cpu_cores=cpu_cores, n_cores=n_cores,
+                     load_average=load_average, broken=tuple(broken), overloaded="; ".join(overloaded) or None)

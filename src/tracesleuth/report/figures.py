@@ -43,9 +43,9 @@ HIGHLIGHT_COLOR = "#111111"
 #: Time and latency bins of the latency-over-time heatmap at most.
 HEATMAP_TIME_BINS, HEATMAP_LATENCY_BINS = 60, 40
 #: Attributes listed in a span's hover text at most.
-MAX_HOVER_ATTRIBUTES = 12
+MAX_HOVER_ATTRIBUTES = 8
 #: Characters of an attribute value shown in hover text at most.
-MAX_HOVER_VALUE = 120
+MAX_HOVER_VALUE = 80
 #: Namespaces of OpenTelemetry's resource semantic conventions: attributes of the process that
 #: emitted a span (the same on all its spans; its service and instance are shown already), left
 #: out of the hover text.
@@ -129,7 +129,7 @@ def latency_distribution_figure(latency_ns, result=None, *, title: str | None = 
     fig = go.Figure()
     if counts.size:
         centers = (edges[:-1] + edges[1:]) / 2 / NS_PER_MS
-        widths = np.diff(edges) / NS_PER_MS
+        widths = float(np.diff(edges).mean()) / NS_PER_MS      # equal bins (np.histogram's range)
         hover = [f"[{format_duration_ns(a)}, {format_duration_ns(b)}): {c:,} requests"
                  for a, b, c in zip(edges[:-1], edges[1:], counts)]
         fig.add_trace(go.Bar(x=centers, y=counts, width=widths, name="requests", marker_color="#8fb1d9",
@@ -234,7 +234,7 @@ def latency_by_group_figure(latency_ns, groups, result=None, *, order: Sequence[
     names = list(order) if order is not None else sorted(set(g.tolist()))
     if counts.size:
         centers = (edges[:-1] + edges[1:]) / 2 / NS_PER_MS
-        widths = np.diff(edges) / NS_PER_MS
+        widths = float(np.diff(edges).mean()) / NS_PER_MS      # equal bins (np.histogram's range)
         for k, name in enumerate(names):
             c, _ = np.histogram(x[g == name], bins=edges)
             color = (colors or {}).get(name, SERVICE_COLORS[k % len(SERVICE_COLORS)])
@@ -355,23 +355,28 @@ def request_spans(spans, trace_id: str, span_id: str | None = None) -> pl.DataFr
     )
 
 
-def operation_keys_named(columns) -> frozenset[str]:
+def operation_keys_named(columns, entry: str | None = None) -> frozenset[str]:
     """The operation keys ``"service:operation"`` that trace-table columns name.
 
     Parameters
     ----------
     columns : iterable of str
         Trace-table column names, e.g. the attributes of a pattern's conditions:
-        ``exclusive_ns[K]``, ``calls[K]`` and ``instance[K]`` name operation ``K``; request
-        attributes (``attr[...]``, ``num[...]``) name none.
+        ``exclusive_ns[K]``, ``calls[K]`` and ``instance[K]`` name operation ``K``; a request
+        attribute (``attr[...]``, ``num[...]``) names the request's entry span.
+    entry : str, optional
+        Operation key of the requests' entry span (the table's endpoint).
 
     Examples
     --------
-    >>> sorted(operation_keys_named(["exclusive_ns[cart:get]", "attr[tier]", "instance[web:home]"]))
-    ['cart:get', 'web:home']
+    >>> sorted(operation_keys_named(["exclusive_ns[cart:get]", "attr[tier]", "instance[web:pay]"], entry="web:home"))
+    ['cart:get', 'web:home', 'web:pay']
     """
-    prefixes = (S.EXCLUSIVE_PREFIX, S.CALLS_PREFIX, S.INSTANCE_PREFIX)
-    return frozenset(S.column_key(c) for c in columns if c.startswith(prefixes) and c.endswith("]"))
+    columns = [c for c in columns if c.endswith("]")]
+    keys = {S.column_key(c) for c in columns if c.startswith((S.EXCLUSIVE_PREFIX, S.CALLS_PREFIX, S.INSTANCE_PREFIX))}
+    if entry is not None and any(c.startswith((S.ATTRIBUTE_PREFIX, S.NUMERIC_ATTRIBUTE_PREFIX)) for c in columns):
+        keys.add(entry)
+    return frozenset(keys)
 
 
 def gantt_x_range_ms(requests: Sequence[pl.DataFrame]) -> float:
@@ -387,12 +392,16 @@ def gantt_x_range_ms(requests: Sequence[pl.DataFrame]) -> float:
 
 
 def _depth_levels(depth: np.ndarray, max_rows: int) -> tuple[list[int], int]:
-    """Depths a chart can be collapsed to (each showing more rows than the last), and the one it
-    opens at: the deepest whose rows fit in ``max_rows`` (all when they all fit)."""
+    """Depths a chart can be collapsed to, and the one it opens at.
+
+    The one it opens at is the deepest whose rows fit in ``max_rows`` (all when they all fit);
+    the choices are depths 1 and 2, that one, and everything (each choice repeats the row labels
+    it shows in the page, so there are four at most).
+    """
     deepest = int(depth.max()) if depth.size else 0
-    levels = [d for d in range(deepest + 1) if (depth <= d).sum() > (depth <= d - 1).sum() or d == 0]
-    fitting = [d for d in levels if (depth <= d).sum() <= max_rows]
-    return levels, (fitting[-1] if fitting else levels[0])
+    fitting = [d for d in range(deepest + 1) if (depth <= d).sum() <= max_rows]
+    opened = fitting[-1] if fitting else 0
+    return sorted({d for d in (1, 2, opened, deepest) if d <= deepest}), opened
 
 
 def request_gantt_figure(request: pl.DataFrame, *, title: str | None = None, max_spans: int = MAX_GANTT_SPANS,
@@ -404,8 +413,9 @@ def request_gantt_figure(request: pl.DataFrame, *, title: str | None = None, max
     service (one legend entry per service). Asynchronous spans are hatched and paler; the legend
     shows the two swatches ("synchronous", "asynchronous") once. Spans of the operations in
     ``highlight`` (those a pattern names) get a dark outline and a bold row label, with a legend
-    entry. A call tree deeper than two levels gets buttons that collapse it to a depth; one
-    with more than ``max_rows`` spans opens collapsed to the deepest level that fits.
+    entry. A call tree deeper than two levels gets buttons that collapse it to depth 1 or 2 or
+    expand it; one with more than ``max_rows`` spans opens collapsed to the deepest level that
+    fits (and always has the buttons).
 
     Parameters
     ----------
@@ -510,7 +520,7 @@ def request_gantt_figure(request: pl.DataFrame, *, title: str | None = None, max
 
     layout = axis(opened)
     menus = []
-    if len(levels) > 2:
+    if len(levels) > 1 and (levels[-1] >= 3 or opened < levels[-1]):     # deep, or opened collapsed
         buttons = [dict(label="all" if d == levels[-1] else f"depth ≤ {d}", method="update",
                         args=[{"y": [_rows_shown(positions(d)[idx]) for idx in groups]}, axis(d)]) for d in levels]
         menus = [dict(type="buttons", direction="right", x=0, xanchor="left", y=1.0, yanchor="bottom",

@@ -341,7 +341,7 @@ def example_requests_section(spans, table, patterns: PatternsInput, *, baseline:
         else:
             s = by_index[ex.label]
             heading = [Swatch(sub_interval_color(s.index)), Strong(f"#{s.index} {s.latency_words}"), ": ", s.words]
-            named = operation_keys_named(s.pattern.attributes) if s.pattern is not None else ()
+            named = operation_keys_named(s.pattern.attributes, table.endpoint) if s.pattern is not None else ()
         title = f"trace {ex.trace_id}, latency {format_duration_ns(ex.latency_ns)}"
         section.add(
             Text(heading),
