@@ -43,9 +43,9 @@ HIGHLIGHT_COLOR = "#111111"
 #: Time and latency bins of the latency-over-time heatmap at most.
 HEATMAP_TIME_BINS, HEATMAP_LATENCY_BINS = 60, 40
 #: Attributes listed in a span's hover text at most.
-MAX_HOVER_ATTRIBUTES = 8
+MAX_HOVER_ATTRIBUTES = 6
 #: Characters of an attribute value shown in hover text at most.
-MAX_HOVER_VALUE = 80
+MAX_HOVER_VALUE = 100
 #: Namespaces of OpenTelemetry's resource semantic conventions: attributes of the process that
 #: emitted a span (the same on all its spans; its service and instance are shown already), left
 #: out of the hover text.
@@ -130,10 +130,8 @@ def latency_distribution_figure(latency_ns, result=None, *, title: str | None = 
     if counts.size:
         centers = (edges[:-1] + edges[1:]) / 2 / NS_PER_MS
         widths = float(np.diff(edges).mean()) / NS_PER_MS      # equal bins (np.histogram's range)
-        hover = [f"[{format_duration_ns(a)}, {format_duration_ns(b)}): {c:,} requests"
-                 for a, b, c in zip(edges[:-1], edges[1:], counts)]
         fig.add_trace(go.Bar(x=centers, y=counts, width=widths, name="requests", marker_color="#8fb1d9",
-                             marker_line_width=0, hovertext=hover, hoverinfo="text"))
+                             marker_line_width=0, hovertemplate=_bin_hover(widths)))
         pad = 0.05 * (edges[-1] - edges[0])
         grid = np.linspace(max(edges[0] - pad, 0.0) if edges[0] >= 0 else edges[0] - pad, edges[-1] + pad, 400)
         density = _kde(x, grid)
@@ -144,6 +142,13 @@ def latency_distribution_figure(latency_ns, result=None, *, title: str | None = 
     mark_latency_bands(fig, result)
     _latency_layout(fig, title=title, log_y=log_y)
     return fig
+
+
+def _bin_hover(width_ms: float) -> str:
+    """Hover template of a histogram bar: its trace's name, count and latency bin (one template per
+    trace, instead of a text per bar)."""
+    return (f"%{{fullData.name}}: %{{y:,}} requests<br>latency %{{x:.1f}} ms ± {width_ms / 2:.3g} ms"
+            "<extra></extra>")
 
 
 def mark_latency_bands(fig, result) -> None:
@@ -238,10 +243,8 @@ def latency_by_group_figure(latency_ns, groups, result=None, *, order: Sequence[
         for k, name in enumerate(names):
             c, _ = np.histogram(x[g == name], bins=edges)
             color = (colors or {}).get(name, SERVICE_COLORS[k % len(SERVICE_COLORS)])
-            hover = [f"{plot_text(name)}: {n:,} requests in [{format_duration_ns(a)}, {format_duration_ns(b)})"
-                     for a, b, n in zip(edges[:-1], edges[1:], c)]
             fig.add_trace(go.Bar(x=centers, y=c, width=widths, name=plot_text(name), marker_color=color,
-                                 marker_line_width=0, hovertext=hover, hoverinfo="text"))
+                                 marker_line_width=0, hovertemplate=_bin_hover(widths)))
     mark_latency_bands(fig, result)
     _latency_layout(fig, title=title, log_y=False)
     fig.update_layout(barmode="stack")
