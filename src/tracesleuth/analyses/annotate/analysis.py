@@ -275,7 +275,7 @@ class PerformanceAnnotations(Analysis):
     >>> case = planted_case(0)
     >>> est = PerformanceAnnotations(random_state=0).fit(*case.args)
     >>> print(est.annotations_.get("files:FileStore.delete").text())
-    files:FileStore.delete: time ~ Normal(301.1 µs + 2.001 ms × depth(path), sd 99.53 µs)
+    files:FileStore.delete: time ~ Normal(304.7 µs + 1.998 ms × depth(path), sd 103.2 µs)
     """
 
     _constraints = {
