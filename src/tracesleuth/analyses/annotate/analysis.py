@@ -23,10 +23,10 @@ from ... import schema as S
 from ...errors import EmptyDataError, ParameterError
 from .._contract import NONE, Analysis, InstanceOf, Interval, Seed, Strings
 from .check import AnnotationCheck, check_annotation
-from .derive import DEFAULTS, derive_annotation
+from .derive import DEFAULTS, derive_annotations
 from .fileformat import AnnotationSet, load_annotations
 from .measurements import feature_column, feature_columns, feature_of_column, measurements_from_tables, operation_groups
-from .model import METRICS
+from .model import METRICS, format_metric
 
 __all__ = ["AnnotationsResult", "PerformanceAnnotations"]
 
@@ -190,12 +190,6 @@ class AnnotationsResult:
         return "\n".join(lines)
 
 
-def _value(value: float | None, metric: str) -> str:
-    from .model import format_value
-
-    return "—" if value is None else format_value(value, METRICS[metric].unit if metric in METRICS else "1")
-
-
 _DERIVE_SCHEMA = {"operation": pl.String, "metric": pl.String, "kind": pl.String, "feature": pl.String,
                   "degree": pl.Int64, "samples": pl.Int64, "correlation": pl.Float64, "relative_error": pl.Float64,
                   "clusters": pl.Int64, "text": pl.String}
@@ -355,7 +349,9 @@ class PerformanceAnnotations(Analysis):
         groups = operation_groups(frame)
         rng = np.random.default_rng(self.random_state)
         if given is None:
-            annotations, skipped, notes = self._derive(frame, groups, columns)
+            annotations, skipped, notes = derive_annotations(
+                frame, groups, metrics=self.metrics, feature_columns=columns, random_state=self.random_state,
+                **self._settings())
             result_set = AnnotationSet(annotations=tuple(annotations), settings=self._settings())
             checks: tuple = ()
         else:
@@ -368,42 +364,6 @@ class PerformanceAnnotations(Analysis):
             features=tuple(feature_of_column(c) for c in columns), checks=checks, window=self.window,
             alpha=self.alpha, top_n=self.top_n, points=points)
         return {"annotations_": result_set, "measurements_": frame, "result_": result}
-
-    def _derive(self, frame: pl.DataFrame, groups, columns) -> tuple[list, list, list]:
-        from threadpoolctl import threadpool_limits
-
-        settings = self._settings()
-        seed = np.random.RandomState(self.random_state if not isinstance(self.random_state, np.random.Generator)
-                                     else self.random_state.integers(2**31))
-        annotations, skipped, notes = [], [], []
-        metric_values = {m: frame[m].cast(pl.Float64).to_numpy() for m in self.metrics}
-        feature_values = {feature_of_column(c): frame[c].to_numpy() for c in columns}
-        with threadpool_limits(1):  # many small k-means fits: one thread each is fastest
-            for operation, rows in groups:
-                lo, hi = rows[0], rows[-1] + 1
-                features = {name: x[lo:hi] for name, x in feature_values.items() if not np.isnan(x[lo:hi]).all()}
-                for metric in self.metrics:
-                    y = metric_values[metric][lo:hi]
-                    if metric == "memory":
-                        recorded = frame["memory"][lo:hi].is_not_null().to_numpy()
-                        if not recorded.any():
-                            continue  # not measured here: nothing to say
-                        if not recorded.all():
-                            notes.append(f"{operation} memory: not recorded in {int((~recorded).sum()):,} of "
-                                         f"{len(y):,} calls; derived from the others")
-                            y = y[recorded]
-                            features_m = {k: v[recorded] for k, v in features.items()}
-                        else:
-                            features_m = features
-                    else:
-                        features_m = features
-                    d = derive_annotation(operation, metric, y, features_m, **settings, random_state=seed)
-                    notes += d.notes
-                    if d.annotation is None:
-                        skipped.append((operation, metric, d.reason))
-                    else:
-                        annotations.append(d.annotation)
-        return annotations, skipped, notes
 
     def _check(self, given: AnnotationSet, frame: pl.DataFrame, groups) -> tuple[tuple, list]:
         rows_of = dict(groups)

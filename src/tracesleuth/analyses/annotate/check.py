@@ -33,14 +33,15 @@ the shape or the median of the measurements with the normal model, which timing 
 does not follow: on the SQLite workload they failed clean runs against their own annotations.
 
 Per annotation, over its windows: the share of assertions passed (the values whose
-distribution over annotations is the paper's Figure 2) and whether the annotation **holds**
-on the run: its failed windows are not significantly more than the ``alpha`` share expected by
-chance (one-sided binomial test at ``alpha``), so a long run is not failed by chance alone; an
-exact annotation (``sd = 0``) holds when no window failed.
-The run's **pass rate** is the share of the annotations checked that hold; the share of all
-windows passed is given beside it. An annotation whose operation has no measurement here (or
-fewer than :data:`MIN_WINDOW`, or lacks its feature in every call) is listed as not checked,
-with the reason, and counts in neither rate.
+distribution over annotations is the paper's Figure 2) and whether the annotation **holds** on
+the run: its failed windows are not significantly more than the ``alpha`` share expected by
+chance (one-sided binomial test, p-value above ``alpha``: one failed window of one does not
+hold), so that a long run is not failed by chance alone; an exact annotation (``sd = 0``) holds
+when no window failed. The run's **pass rate** is the share of all assertions that passed
+(:attr:`~.analysis.AnnotationsResult.pass_rate`), its **holding rate** the share of the
+annotations checked that hold. An annotation whose operation has no measurement here (or fewer
+than :data:`MIN_WINDOW`, or lacks its feature in every call) is listed as not checked, with the
+reason, and counts in neither rate.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 from scipy import stats
-from scipy.special import ndtri
+from scipy.special import ndtr, ndtri
 
 from ... import schema as S
 from .measurements import feature_column
@@ -94,8 +95,8 @@ class AnnotationCheck:
     median_window_p : float or None
         The median p-value of the windows.
     expected_median, observed_median : float or None
-        The annotation's mean at the measurements' features, and the measurements, medians
-        over the calls (the metric's unit).
+        The annotation's median at each call's feature and the measurements, medians over the
+        calls (the metric's unit).
     n_unusable : int
         Measurements not tested: NaN or negative, or (correlated) without the feature.
     note : str
@@ -156,16 +157,20 @@ def windows(n: int, window: int) -> list[slice]:
     return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def _test(annotation: Annotation, y: np.ndarray, x: np.ndarray | None) -> tuple[float, float]:
-    """(p-value, distance) of one window (module docstring)."""
+def _tests(annotation: Annotation, y: np.ndarray, x: np.ndarray | None, parts: list[slice]
+           ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(p-values, distances) of the windows ``parts`` of one annotation's calls, and whether it is exact."""
+    starts = np.array([s.start for s in parts])
+    sizes = np.array([s.stop - s.start for s in parts], dtype=np.float64)
     if float(np.max(annotation.variance(x))) == 0:
         mean = annotation.expected(x)
         off = np.abs(y - mean) / np.maximum(np.abs(mean), 1.0)
-        return (0.0 if (off > 1e-6).any() else 1.0), float(off.max())
+        worst = np.maximum.reduceat(off, starts)
+        return np.where(worst > 1e-6, 0.0, 1.0), worst, True
     u = np.clip(annotation.cdf(y, x), 1e-300, 1 - 1e-16)
     scores = np.clip(ndtri(u), -CLIP, CLIP)
-    shift = float(scores.mean())
-    return float(2 * stats.norm.sf(abs(shift) * np.sqrt(len(y) / CLIPPED_VARIANCE))), abs(shift)
+    shift = np.add.reduceat(scores, starts) / sizes
+    return 2 * ndtr(-np.abs(shift) * np.sqrt(sizes / CLIPPED_VARIANCE)), np.abs(shift), False
 
 
 def check_annotation(annotation: Annotation, measurements: pl.DataFrame, *, window: int = 30,
@@ -208,18 +213,18 @@ def check_annotation(annotation: Annotation, measurements: pl.DataFrame, *, wind
     if not parts:
         what = f"{annotation.metric} and {annotation.feature}" if annotation.uses_feature else annotation.metric
         return unchecked(f"{len(y)} usable measurement(s) of {what}; at least {MIN_WINDOW} are needed", n_unusable)
-    results = [_test(annotation, y[s], None if x is None else x[s]) for s in parts]
-    p = np.array([r[0] for r in results])
+    stop = parts[-1].stop
+    p, distances, exact = _tests(annotation, y[:stop], None if x is None else x[:stop], parts)
     failed = int((p < alpha).sum())
     binomial = float(stats.binomtest(failed, len(parts), alpha, alternative="greater").pvalue) if failed else 1.0
-    if float(np.max(annotation.variance(x))) == 0:  # exact: a failed window is no chance event
+    if exact:  # a failed window is no chance event
         binomial = 0.0 if failed else 1.0
-    expected = annotation.expected(x) if x is not None else annotation.expected(None)
+    expected = annotation.ppf(np.full(1 if x is None else len(x), 0.5), x)
     return AnnotationCheck(
         operation=annotation.operation, metric=annotation.metric, kind=annotation.kind, text=annotation.text(),
         n_measurements=len(y), n_windows=len(parts), n_passed=len(parts) - failed,
-        pass_share=(len(parts) - failed) / len(parts), holds=binomial >= alpha, p_value=binomial,
-        distance=float(np.median([r[1] for r in results])), median_window_p=float(np.median(p)),
+        pass_share=(len(parts) - failed) / len(parts), holds=binomial > alpha, p_value=binomial,
+        distance=float(np.median(distances)), median_window_p=float(np.median(p)),
         expected_median=float(np.median(expected)), observed_median=float(np.median(y)), n_unusable=n_unusable,
         note="" if not n_unusable else f"{n_unusable:,} measurement(s) not usable (NaN, negative or without the "
                                        "feature)")

@@ -38,7 +38,7 @@ from scipy.special import ndtr, ndtri
 from ...units import format_duration_ns
 
 __all__ = ["Annotation", "Cluster", "ClusteredAnnotation", "ConstantAnnotation", "CorrelatedAnnotation", "KINDS",
-           "METRICS", "Metric", "annotation_from_dict", "format_value"]
+           "METRICS", "Metric", "annotation_from_dict", "format_metric", "format_value"]
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,19 @@ def format_value(value: float, unit: str) -> str:
                 return f"{value / factor:.4g} {name}"
         return f"{value:.4g} B"
     return f"{value:.4g}"
+
+
+def format_metric(value: float | None, metric: str) -> str:
+    """A value of ``metric`` in words (its unit from :data:`METRICS`); a dash for None.
+
+    Examples
+    --------
+    >>> format_metric(1_500_000, "time"), format_metric(None, "memory")
+    ('1.5 ms', '—')
+    """
+    if value is None:
+        return "—"
+    return format_value(value, METRICS[metric].unit if metric in METRICS else "1")
 
 
 def _term(coefficient: float, unit: str, feature: str, power: int) -> str:
