@@ -6,7 +6,6 @@ import asyncio
 import math
 import threading
 import types
-from pathlib import Path
 
 import numpy as np
 import polars as pl

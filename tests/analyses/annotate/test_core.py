@@ -153,6 +153,7 @@ def test_features_constant_or_missing_in_some_calls_are_not_candidates():
     assert d.annotation.kind == "clustered" or d.annotation.feature != "size(a)"
     assert any("f:op time: feature size(a) is missing in 30 of 200 calls" in n for n in d.notes)
     assert "const" not in d.correlations
+    assert any("f:op time: feature const has the same value in every call (1)" in n for n in d.notes)
     d = derive_annotation("f:op", "time", y, {"size(a)": patchy}, feature_coverage=0.8)
     assert d.annotation.kind == "correlated" and d.annotation.n_samples == 170
 

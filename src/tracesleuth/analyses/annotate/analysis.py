@@ -19,10 +19,9 @@ from typing import Any, Sequence
 import numpy as np
 import polars as pl
 
-from ... import schema as S
 from ...errors import EmptyDataError, ParameterError
 from .._contract import NONE, Analysis, InstanceOf, Interval, Seed, Strings
-from .check import AnnotationCheck, check_annotation
+from .check import check_annotation
 from .derive import DEFAULTS, derive_annotations
 from .fileformat import AnnotationSet, load_annotations
 from .measurements import feature_column, feature_columns, feature_of_column, measurements_from_tables, operation_groups
@@ -164,8 +163,8 @@ class AnnotationsResult:
                                 else "."))
                 for c in failing[:self.top_n]:
                     lines.append(f"  FAILS {c.text}\n        {c.n_passed}/{c.n_windows} windows pass; median "
-                                 f"observed {_value(c.observed_median, c.metric)} vs expected "
-                                 f"{_value(c.expected_median, c.metric)} (distance {c.distance:.2f})")
+                                 f"observed {format_metric(c.observed_median, c.metric)} vs expected "
+                                 f"{format_metric(c.expected_median, c.metric)} (distance {c.distance:.2f})")
         else:
             counts = self.kind_counts()
             lines.append(f"{len(self.annotations)} annotations of {self.n_operations} operations from "
@@ -224,11 +223,15 @@ class PerformanceAnnotations(Analysis):
     elbow_ratio : float, default=4.0
         k-means stops adding clusters when ``SSE(k - 1) / SSE(k)`` falls below it.
     max_clusters : int, default=8
+    elbow_lookahead : int, default=1
+        Clusters tried past a ratio below ``elbow_ratio`` before the elbow is taken (0: the
+        paper's rule; :mod:`.derive`, step 6).
     feature_coverage : float, default=0.95
         Least share of an operation's calls a candidate feature must be present in.
     outlier_fence : float or None, default=3.0
         Calls beyond this many interquartile ranges from the quartiles are set aside from the
-        correlation and the fit (at most 5 % of them; :mod:`.derive`); None: the paper's method.
+        correlation and the fit (at most 5 % of them; :mod:`.derive`); None: the paper's method
+        (``outlier_fence=None, elbow_lookahead=0``: the paper's derivation exactly).
     annotations : AnnotationSet, str, os.PathLike or None, default=None
         Given: ``fit`` checks them against the calls instead of deriving (:mod:`.check`).
     window : int, default=30
@@ -282,6 +285,7 @@ class PerformanceAnnotations(Analysis):
         "constant_tolerance": [Interval(float, 0, None)],
         "elbow_ratio": [Interval(float, 1, None, closed="neither")],
         "max_clusters": [Interval(int, 1, None)],
+        "elbow_lookahead": [Interval(int, 0, None)],
         "feature_coverage": [Interval(float, 0, 1, closed="right")],
         "outlier_fence": [Interval(float, 0, None, closed="neither"), NONE],
         "annotations": [InstanceOf((AnnotationSet, str, os.PathLike, None), "an AnnotationSet, a path or None")],
@@ -294,7 +298,7 @@ class PerformanceAnnotations(Analysis):
     def __init__(self, *, metrics=("time", "memory"), features=None, min_samples: int = 10,
                  min_correlation: float = 0.5, max_relative_error: float = 0.5, max_degree: int = 3,
                  constant_tolerance: float = 0.01, elbow_ratio: float = 4.0, max_clusters: int = 8,
-                 feature_coverage: float = 0.95, outlier_fence: float | None = 3.0, annotations=None,
+                 elbow_lookahead: int = 1, feature_coverage: float = 0.95, outlier_fence: float | None = 3.0, annotations=None,
                  window: int = 30, alpha: float = 0.01, top_n: int = 10, random_state=None):
         self.metrics = metrics
         self.features = features
@@ -305,6 +309,7 @@ class PerformanceAnnotations(Analysis):
         self.constant_tolerance = constant_tolerance
         self.elbow_ratio = elbow_ratio
         self.max_clusters = max_clusters
+        self.elbow_lookahead = elbow_lookahead
         self.feature_coverage = feature_coverage
         self.outlier_fence = outlier_fence
         self.annotations = annotations

@@ -53,7 +53,6 @@ import polars as pl
 from scipy import stats
 from scipy.special import ndtr, ndtri
 
-from ... import schema as S
 from .measurements import feature_column
 from .model import Annotation
 

@@ -50,8 +50,8 @@ def derive(paths: PathsArg,
                                   "while SSE(k-1)/SSE(k) is at least this.")] = 4.0,
            min_samples: Annotated[int, typer.Option("--min-samples", metavar="INT", help="Fewer calls: no "
                                   "annotation.")] = 10,
-           paper: Annotated[bool, typer.Option("--paper", help="The paper's method exactly: no outlier fences.")]
-           = False,
+           paper: Annotated[bool, typer.Option("--paper", help="The paper's method exactly: no outlier fences, the "
+                            "first elbow.")] = False,
            endpoint: EndpointsOpt = None, seed: SeedOpt = 0, format: FormatOpt = None, mapping: MappingOpt = None,
            json: JsonOpt = False) -> None:
     """Derive performance annotations (Rogora et al., HotCloud 2017) from traces: per operation and
@@ -64,7 +64,8 @@ def derive(paths: PathsArg,
     est = PerformanceAnnotations(metrics=tuple(metric or ("time", "memory")), features=feature,
                                  min_correlation=min_correlation, max_relative_error=max_relative_error,
                                  elbow_ratio=elbow_ratio, min_samples=min_samples,
-                                 outlier_fence=None if paper else 3.0, random_state=seed)
+                                 outlier_fence=None if paper else 3.0, elbow_lookahead=0 if paper else 1,
+                                 random_state=seed)
     check_settings(est)
     tables, skipped = _tables(paths, endpoint, format, mapping)
     t0 = time.perf_counter()

@@ -54,6 +54,7 @@ _FIELDS = {
     "clustered": (_COMMON | {"clusters"}, set()),
 }
 _OPTIONAL_COMMON = {"samples"}
+assert set(_FIELDS) == set(KINDS), "every kind of annotation has its fields"
 
 
 class AnnotationFileError(TraceSleuthError):
