@@ -43,11 +43,12 @@ def test_check_passes_a_clean_run_and_fails_a_slow_one(runs, capsys):
     base, clean, again, slow, annotations = runs
     assert main(["annotate", "check", str(annotations), str(again), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["pass_rate"] >= 0.9 and doc["annotations"]
-    assert all({"operation", "passed"} <= set(a) for a in doc["annotations"])
+    assert doc["annotations"] and all({"operation", "passed"} <= set(a) for a in doc["annotations"])
     assert main(["annotate", "check", str(annotations), str(slow), "--json"]) == 0
     slow_doc = json.loads(capsys.readouterr().out)
-    assert slow_doc["pass_rate"] < 0.5
+    # Timing on a shared machine drifts between runs (a clean rerun passed 82-98% here); the delay is
+    # far beyond it: 2 ms before statements of a few microseconds.
+    assert doc["pass_rate"] >= 0.6 and slow_doc["pass_rate"] < 0.3
     failing = {a["operation"] for a in slow_doc["annotations"] if a["passed"] is False}
     assert "filehost:Database.query" in failing and ENDPOINT in failing
     assert main(["annotate", "check", str(annotations), str(slow), "--fail-under", "0.9"]) == 1
