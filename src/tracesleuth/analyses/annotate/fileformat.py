@@ -91,6 +91,10 @@ class AnnotationSet:
     annotations: tuple = ()
     source: str = ""
     settings: dict = field(default_factory=dict)
+    _by_key: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._by_key.update((a.key, a) for a in self.annotations)
 
     def __len__(self) -> int:
         return len(self.annotations)
@@ -100,10 +104,7 @@ class AnnotationSet:
 
     def get(self, operation: str, metric: str = "time") -> Annotation | None:
         """The annotation of ``operation`` and ``metric``, or None."""
-        for a in self.annotations:
-            if a.operation == operation and a.metric == metric:
-                return a
-        return None
+        return self._by_key.get((operation, metric))
 
     def to_dict(self) -> dict[str, Any]:
         """The file's document (JSON-safe)."""

@@ -35,7 +35,7 @@ from ...instrument import MEMORY_ATTRIBUTE, feature_of_attribute
 from ...model.attributes import is_identifier
 
 __all__ = ["FEATURE_PREFIX", "feature_column", "feature_columns", "feature_of_column", "is_feature_key",
-           "measurements_from_tables"]
+           "measurements_from_tables", "operation_groups"]
 
 #: Prefix of the feature columns: ``feature[depth(path)]``.
 FEATURE_PREFIX = "feature["

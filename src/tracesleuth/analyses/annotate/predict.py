@@ -14,7 +14,8 @@ matching a pattern (``fnmatch``: ``sqlite:*``):
   one's centroids, a constant's value);
 * ``OP*0.5``: its mean and standard deviation scale;
 * ``OP<=50ms``: it runs under 50 ms (each call's time capped);
-* a replacement annotation (``--with FILE``): the operation's annotation becomes that one.
+* a replacement annotation (:func:`replacements`; ``--replace PATTERN=FILE``): the operation's
+  annotation becomes that one.
 
 **Composition**. Each request (trace) of the run is replayed with the changed operations' calls
 taking their new times; every other call keeps its recorded time and the time between calls
