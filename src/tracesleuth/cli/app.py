@@ -567,6 +567,9 @@ def analyze(paths: PathsArg,
             baseline: Annotated[Optional[list[Path]], typer.Option("--baseline", "-b", metavar="PATH",
                                 show_default=False, help="A baseline (non-problem) period's input (repeatable): "
                                 "adds the analyses that compare two periods ('What changed' first).")] = None,
+            annotations: Annotated[Optional[Path], typer.Option("--annotations", metavar="FILE", show_default=False,
+                                   help="Performance annotations ('tracesleuth annotate derive'): adds their "
+                                   "assertions on these requests.")] = None,
             seed: SeedOpt = 0,
             only: Annotated[Optional[list[str]], typer.Option("--only", metavar="ANALYSIS", show_default=False,
                             help="Run only this analysis (repeatable); default: every registered one.")] = None,
@@ -590,9 +593,12 @@ def analyze(paths: PathsArg,
     from ..report import Report, input_section
 
     specs = [get_analysis(name) for name in only] if only else list(ANALYSES)
-    skipped = [s.name for s in specs if s.needs_baseline and not baseline]
+    needs = {s.name: "it compares two periods; give --baseline PATH" if s.needs_baseline and not baseline
+             else "it checks annotations; give --annotations FILE" for s in specs
+             if (s.needs_baseline and not baseline) or (s.needs_annotations and annotations is None)}
+    skipped = list(needs)
     if only and skipped:
-        raise ParameterError(f"--only {skipped[0]}: it compares two periods; give --baseline PATH")
+        raise ParameterError(f"--only {skipped[0]}: {needs[skipped[0]]}")
     specs = [s for s in specs if s.name not in skipped]
     settings = _settings(set_ or [], [s.name for s in ANALYSES])
     spans = read_input(paths, format, mapping)
@@ -609,7 +615,7 @@ def analyze(paths: PathsArg,
         if unknown:
             raise ParameterError(f"--set {spec.name}.{unknown[0]}: {spec.name} has no such setting; its settings "
                                  f"are: {', '.join(sorted(est.get_params()))}")
-        est.set_params(**given)
+        est.set_params(**given, **({"annotations": str(annotations)} if spec.needs_annotations else {}))
         t0 = time.perf_counter()
         est.fit(tt, baseline_table) if spec.needs_baseline else est.fit(tt)
         seconds = time.perf_counter() - t0
@@ -624,10 +630,10 @@ def analyze(paths: PathsArg,
     path = report.write(output)
     if json:
         emit_json({"report": str(path), "endpoint": tt.endpoint, "requests": tt.n_requests, "analyses": done,
-                   "skipped": {name: "needs --baseline" for name in skipped}})
+                   "skipped": {name: "needs " + why.split("give ")[1].split()[0] for name, why in needs.items()}})
         return
-    for name in skipped:
-        out.print(f"{name}: not run (it compares two periods; give --baseline PATH)", markup=False)
+    for name, why in needs.items():
+        out.print(f"{name}: not run ({why})", markup=False)
     out.print(f"Report: {path}", markup=False)
 
 
