@@ -70,6 +70,8 @@ SOLVER_NAMES = {"ga": "Genetic", "bnb": "Branch and bound", "kmeans": "Kmeans",
 #: categorical columns (the instance that served each call) are left out.
 ESTIMATOR_PARAMS = {"categorical": False}
 _INTERVALS = ("affected", "auto")
+#: The simulators: the paper's E-Shopper sessions and the harder bookshop sessions.
+SIMULATORS = ("eshopper", "bookshop")
 _K_SELECT = ("truth", "silhouette")
 _METRICS = ("f_score", "precision", "recall", "time_s")
 
@@ -104,6 +106,7 @@ class PatternsEvaluation:
     solvers : tuple of str
     interval : {"affected", "auto"}
     k_select : {"truth", "silhouette"}
+    simulator : {"eshopper", "bookshop"}
     """
 
     rows: pl.DataFrame
@@ -114,6 +117,7 @@ class PatternsEvaluation:
     solvers: tuple
     interval: str = "affected"
     k_select: str = "truth"
+    simulator: str = "eshopper"
 
     def to_frame(self) -> pl.DataFrame:
         """The per-session rows (a copy)."""
@@ -151,7 +155,7 @@ class PatternsEvaluation:
         return {
             "settings": {"noised": self.noised, "sessions": self.sessions, "n_requests": self.n_requests,
                          "random_state": self.random_state, "solvers": list(self.solvers),
-                         "interval": self.interval, "k_select": self.k_select},
+                         "interval": self.interval, "k_select": self.k_select, "simulator": self.simulator},
             "summary": [_json_row(r) for r in self.summary().iter_rows(named=True)],
             "sessions": [_json_row(r) for r in self.rows.iter_rows(named=True)],
         }
@@ -159,7 +163,8 @@ class PatternsEvaluation:
 
 def evaluate_patterns(*, sessions: int = 30, noised: bool = False, solvers: Sequence[str] = SOLVERS,
                       random_state: int | None = 0, n_requests: int = 1000, interval: str = "affected",
-                      k_select: str = "truth", estimator_params: dict | None = None) -> PatternsEvaluation:
+                      k_select: str = "truth", estimator_params: dict | None = None,
+                      simulator: str = "eshopper") -> PatternsEvaluation:
     """Run the evaluation of Section 4 of [1]_ on simulated E-Shopper sessions.
 
     Parameters
@@ -182,7 +187,13 @@ def evaluate_patterns(*, sessions: int = 30, noised: bool = False, solvers: Sequ
         injected degradations (the paper) or the silhouette (no ground truth).
     estimator_params : dict, optional
         Settings for :class:`~tracesleuth.analyses.patterns.analysis.LatencyDegradationPatterns` (pattern
-        solvers only), over :data:`ESTIMATOR_PARAMS`; e.g. ``{"generations": 100}``.
+        solvers only), over :data:`ESTIMATOR_PARAMS`; e.g. ``{"generations": 100}``, or
+        :data:`~tracesleuth.analyses.patterns.analysis.PAPER_SETTINGS` for the paper's method exactly.
+    simulator : {"eshopper", "bookshop"}, default="eshopper"
+        ``"eshopper"``: the paper's sessions (:func:`~tracesleuth.evaluation.eshopper.simulate_eshopper`).
+        ``"bookshop"``: the harder sessions of :func:`~tracesleuth.evaluation.bookshop.simulate_bookshop`
+        (long-tailed normal latencies, varied costs and fan-out, several endpoints); about
+        ``n_requests`` requests of its degraded endpoint are analysed.
 
     Returns
     -------
@@ -209,19 +220,29 @@ def evaluate_patterns(*, sessions: int = 30, noised: bool = False, solvers: Sequ
                              f"[1, inf). Got {sessions!r} instead.")
     _check_choice("interval", interval, _INTERVALS)
     _check_choice("k_select", k_select, _K_SELECT)
+    _check_choice("simulator", simulator, SIMULATORS)
     if any(s in PATTERN_SOLVERS for s in solvers):
         _estimator_class()          # fail early, before simulating anything
 
     rows = []
     for i, seq in enumerate(np.random.SeedSequence(random_state).spawn(int(sessions))):
-        session = simulate_eshopper(n_requests=n_requests, noised=noised, random_state=seq)
+        session = _simulate(simulator, n_requests, noised, seq)
         solver_seed = int(seq.generate_state(1)[0])
         for r in evaluate_session(session, solvers=solvers, interval=interval, k_select=k_select,
                                   random_state=solver_seed, estimator_params=estimator_params):
             rows.append({"session": i, **r})
     frame = pl.DataFrame(rows, schema=_ROW_SCHEMA)
     return PatternsEvaluation(rows=frame, noised=bool(noised), sessions=int(sessions), n_requests=int(n_requests),
-                              random_state=random_state, solvers=solvers, interval=interval, k_select=k_select)
+                              random_state=random_state, solvers=solvers, interval=interval, k_select=k_select,
+                              simulator=simulator)
+
+
+def _simulate(simulator: str, n_requests: int, noised: bool, seq: np.random.SeedSequence):
+    if simulator == "eshopper":
+        return simulate_eshopper(n_requests=n_requests, noised=noised, random_state=seq)
+    from ...evaluation.bookshop import ENDPOINT_SHARES, simulate_bookshop
+
+    return simulate_bookshop(n_requests=round(n_requests / ENDPOINT_SHARES[0]), noised=noised, random_state=seq)
 
 
 def evaluate(*, quick: bool = False, random_state: int | None = 0, noised: bool = False) -> PatternsEvaluation:
@@ -270,7 +291,7 @@ def evaluate_session(session: EShopperSession, *, solvers: Sequence[str] = SOLVE
     _check_choice("interval", interval, _INTERVALS)
     _check_choice("k_select", k_select, _K_SELECT)
     params = {**ESTIMATOR_PARAMS, **(estimator_params or {})}
-    table = build_trace_table(session.spans)
+    table = build_trace_table(session.spans, getattr(session, "endpoint", None))
     frame = table.frame
     truth = session.labels_for(frame["trace_id"].to_list())
     latency = frame["latency_ns"].to_numpy()
@@ -388,7 +409,7 @@ def render(*evaluations: PatternsEvaluation, table: str = "summary", digits: int
 
 
 def _title(ev: PatternsEvaluation) -> str:
-    return (f"{'Noised' if ev.noised else 'Normal'} sessions ({ev.sessions} x {ev.n_requests} requests, "
+    return (f"{ev.simulator}: {'noised' if ev.noised else 'normal'} sessions ({ev.sessions} x {ev.n_requests} requests, "
             f"interval={ev.interval}, k by {ev.k_select}, random_state={ev.random_state})")
 
 
