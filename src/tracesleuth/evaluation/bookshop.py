@@ -8,9 +8,11 @@ apart from the analysis and with other names, laws and costs, keeps the paper's 
 ground truth kept apart from the spans) and makes it harder:
 
 * **long-tailed normal latencies** that overlap the degraded bands: a database query with a
-  lognormal sigma of 0.9, a review service that misses its cache in 8% of the requests, a
-  variable number of sequential price look-ups; the type-1 band of a session usually lies in the
-  normal tail, so a rule that starts the degraded interval after the first density gap misses it;
+  lognormal sigma of 0.7, a variable number of sequential price look-ups, and a slow normal mode
+  (a review service that misses its cache in 8% of the requests, +110 ms); the type-1 band of a
+  session usually lies in the normal tail, so a rule that starts the degraded interval after the
+  first density gap misses it, and the paper's interval ``[L_min, L_max]`` holds more normal
+  requests than degraded ones;
 * **varied base costs and fan-out**: every session scales each operation's median cost by its
   own factor (0.6-1.6), the stock check fans out to 1-4 warehouses in parallel and the price
   look-up to 1-3 sequential calls, the personalised shelf is only called for signed-in users;
@@ -18,8 +20,12 @@ ground truth kept apart from the spans) and makes it harder:
   (producer/consumer) run beside the request; the second noise delays one of them;
 * **several endpoints**: product pages (60%), searches (25%) and basket updates (15%) share
   services and operations; only product pages are degraded, the other endpoints are background;
-* **per-session delays**: the delay of one operation is drawn per session between 25 and 60 ms
-  (the paper: always 50 ms), so that the distance between bands and modes varies;
+* **per-session delays**: the delay of one operation is drawn per session between 30 and 60 ms
+  (the paper: always 50 ms), so that the distance between bands and modes varies. The lower end
+  is what keeps a degradation identifiable at all: a delay within an operation's own normal
+  spread (the first version drew from 25 ms with a query sigma of 0.9 and a 60 ms cache miss on a
+  degradable operation) makes degraded and normal calls the same values, which no pattern on
+  that operation can tell apart;
 * **request attributes**: ``customer.tier`` and ``http.request.method`` (categories), an
   ephemeral ``client.port`` and a ``session.id`` UUID (identifiers, never categories).
 
@@ -34,7 +40,7 @@ catalog               GetBook                           sync          calls ``SE
 catalog               SELECT book                       sync          client span only; long tail
 pricing               Quote                             sync, 1-3x    one per edition shown
 stock                 Availability                      parallel 1-4  one per warehouse, in parallel
-reviews               TopReviews                        sync          8% cache misses (+40-80 ms)
+reviews               TopReviews                        sync          8% cache misses (+110 ms)
 shelf                 Personalised                      sync, 65%     signed-in users only
 recommender           Similar                           async         ``FOLLOWS_FROM``, not waited for
 analytics             record view                       async         producer/consumer message
@@ -76,7 +82,7 @@ DEGRADABLE = ("identity:ValidateToken", "catalog:GetBook", "catalog:SELECT book"
               "reviews:TopReviews")
 #: Operations the second noise may delay (asynchronous: they cannot delay the request).
 ASYNC_TARGETS = ("recommender:Similar", "analytics:record view")
-DELAY_RANGE_MS = (25.0, 60.0)
+DELAY_RANGE_MS = (30.0, 60.0)
 DEVIATION_FACTOR = 1.2
 ASYNC_NOISE_FACTOR = 2.0
 NOISE_SHARE = 0.5
@@ -96,11 +102,11 @@ BASE_EXCLUSIVE_MS: dict[str, ExecutionTime] = {
     "storefront:POST /basket": _lognormal(2.5, 0.3),
     "identity:ValidateToken": _lognormal(1.2, 0.5),
     "catalog:GetBook": _lognormal(2.5, 0.4),
-    "catalog:SELECT book": _lognormal(4.0, 0.9),
+    "catalog:SELECT book": _lognormal(4.0, 0.7),
     "catalog:SELECT books": _lognormal(9.0, 0.8),
     "pricing:Quote": ExecutionTime(((1.0, "gamma", 3.0, 1.0),)),
     "stock:Availability": _lognormal(5.0, 0.6),
-    "reviews:TopReviews": ExecutionTime(((0.92, "lognormal", 6.0, 0.45), (0.08, "lognormal", 60.0, 0.25))),
+    "reviews:TopReviews": ExecutionTime(((0.92, "lognormal", 6.0, 0.45), (0.08, "lognormal", 110.0, 0.2))),
     "shelf:Personalised": _lognormal(7.0, 0.5),
     "recommender:Similar": _lognormal(25.0, 0.6),
     "analytics:record view": _lognormal(3.0, 0.5),

@@ -23,37 +23,97 @@ import polars as pl
 from ...errors import EmptyDataError, ParameterError
 from ...units import format_duration_ns, parse_duration
 from .._contract import NONE, Analysis, Constraint, InstanceOf, Interval, Options, Seed, Strings
-from ._bitsets import AttributeEncoding, PatternEvaluator, SearchResult, simplify
+from ._bitsets import AttributeEncoding, PatternEvaluator, SearchResult, min_precision, prune
 from ._model import (
     ATTR_PREFIX,
     CONTINUOUS_PREFIX,
     INSTANCE_PREFIX,
+    Condition,
     LatencyInterval,
     Pattern,
+    attribute_words,
     pattern_quality,
 )
 from .bnb import branch_and_bound
+from .candidates import ASYNCHRONOUS, asynchronous_operations, identifier_columns, operation_of, pass_through_columns
 from .dp import optimal_partition
 from .ga import GASettings, genetic_search
 from .split_points import (
+    IntervalChoice,
     attribute_thresholds,
+    automatic_interval,
     degraded_interval,
     interval_split_points,
+    merge_small,
     parse_interval,
 )
 
-__all__ = ["DegradationPatternsResult", "LatencyDegradationPatterns", "SubIntervalPattern"]
+__all__ = ["ConditionEffect", "DegradationPatternsResult", "LatencyDegradationPatterns", "PAPER_SETTINGS",
+           "SubIntervalPattern"]
 
 LATENCY_COLUMN = "latency_ns"
 PATTERN_SOLVERS = ("ga", "bnb")
 CLUSTERING_SOLVERS = ("kmeans", "hierarchical", "meanshift")
 SOLVERS = PATTERN_SOLVERS + CLUSTERING_SOLVERS
 PARTITION_OBJECTIVES = ("sum", "weighted")
+INTERVAL_RULES = ("robust", "paper")
+#: The paper's method exactly (Cortellessa & Traini 2020): its automatic interval rule, every
+#: pattern admissible, every sub-interval of the split points, only redundant conditions dropped,
+#: every operation offered. The defaults add what is documented as beyond the paper.
+PAPER_SETTINGS = {"interval_rule": "paper", "split_bandwidth_quantile": None, "split_penalty": 0.0, "min_support": 1, "min_lift": None,
+                  "prune_tolerance": 0.0, "exclude_async": False, "pass_through_share": None}
+_SUGGESTION = ("Give the degraded interval (--interval A:B, e.g. the latencies you consider slow) or another "
+               "endpoint (--endpoint).")
 
 
 # ============================================================================================
 # Results
 # ============================================================================================
+
+
+@dataclass(frozen=True)
+class ConditionEffect:
+    """What one condition of a pattern means in time: the attribute inside vs outside the pattern.
+
+    Attributes
+    ----------
+    condition : Condition
+    inside_ns, outside_ns : float or None
+        Continuous: median of the attribute (exclusive time, ns) over the requests satisfying the
+        pattern, and over the other requests that have a value. None when there is none.
+    added_ns : float or None
+        ``inside_ns - outside_ns``: the time the condition's operation adds in the pattern's
+        requests (negative: it is faster there).
+    inside_share, outside_share : float or None
+        Categorical: share of the requests satisfying the pattern, and of the others, that have
+        the condition's value.
+    """
+
+    condition: Condition
+    inside_ns: float | None = None
+    outside_ns: float | None = None
+    added_ns: float | None = None
+    inside_share: float | None = None
+    outside_share: float | None = None
+
+    def describe(self) -> str:
+        """The condition and its effect, e.g. ``"... (median 31 ms vs 3.1 ms outside: +28 ms)"``."""
+        c = self.condition
+        text = attribute_words(c.attribute) if c.kind == "continuous" and c.low_ns is None and c.high_ns is None \
+            else c.describe()
+        if self.added_ns is not None:
+            sign = "+" if self.added_ns >= 0 else "-"
+            text += (f" (median {format_duration_ns(self.inside_ns)} vs {format_duration_ns(self.outside_ns)} "
+                     f"outside: {sign}{format_duration_ns(abs(self.added_ns))})")
+        elif self.inside_share is not None:
+            text += f" ({self.inside_share:.0%} of the pattern's requests vs {self.outside_share:.0%} of the others)"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict: the condition's fields and the effect."""
+        return {**self.condition.to_dict(), "inside_ns": self.inside_ns, "outside_ns": self.outside_ns,
+                "added_ns": self.added_ns, "inside_share": self.inside_share, "outside_share": self.outside_share,
+                "words": self.describe()}
 
 
 @dataclass(frozen=True)
@@ -86,6 +146,15 @@ class SubIntervalPattern:
     exhaustive : bool or None
         Branch and bound: whether the search finished within its budget (the pattern is then
         optimal over single-bin conditions). None for the other solvers.
+    effects : tuple of ConditionEffect
+        One per condition of ``pattern``: the median exclusive time inside vs outside the
+        pattern (time added), or the category's share (beyond the paper).
+    context : tuple of ConditionEffect
+        What else sets the pattern's requests apart, beyond its conditions: the operations that
+        take most time more inside than outside the pattern (at least 1 ms and a tenth of the
+        latency difference, at most 3) and the categories at least 50 points more frequent
+        inside (at most 3). A pattern ``customer.tier = gold`` names here the operation its
+        requests are slow in; ``op exclusive >= 20 ms`` the category they share. Beyond the paper.
     """
 
     index: int
@@ -101,6 +170,8 @@ class SubIntervalPattern:
     n_positives: int
     support: int
     exhaustive: bool | None = None
+    effects: tuple[ConditionEffect, ...] = ()
+    context: tuple[ConditionEffect, ...] = ()
 
     @property
     def latency_words(self) -> str:
@@ -123,6 +194,8 @@ class SubIntervalPattern:
             "n_positives": self.n_positives,
             "support": self.support,
             "exhaustive": self.exhaustive,
+            "effects": [e.to_dict() for e in self.effects],
+            "context": [e.to_dict() for e in self.context],
         }
 
 
@@ -159,6 +232,9 @@ class DegradationPatternsResult:
     interval : LatencyInterval or None
         The degraded latency interval ``I``.
     interval_source : {"given", "automatic"} or None
+    interval_reason : str or None
+        How the interval was chosen, with the numbers (the automatic rule's reference mode,
+        spread and cut; or "given").
     split_points : tuple of int
         Candidate split points ``s_0 < ... < s_k`` in ns (``s_0``, ``s_k``: the ends of ``I``).
     sub_intervals : tuple of SubIntervalPattern
@@ -183,6 +259,7 @@ class DegradationPatternsResult:
     reason: str | None = None
     interval: LatencyInterval | None = None
     interval_source: str | None = None
+    interval_reason: str | None = None
     split_points: tuple[int, ...] = ()
     sub_intervals: tuple[SubIntervalPattern, ...] = ()
     score: float | None = None
@@ -222,6 +299,7 @@ class DegradationPatternsResult:
             "n_requests": self.n_requests,
             "interval": None if self.interval is None else self.interval.to_dict(),
             "interval_source": self.interval_source,
+            "interval_reason": self.interval_reason,
             "split_points": list(self.split_points),
             "sub_intervals": [s.to_dict() for s in self.sub_intervals],
             "score": self.score,
@@ -236,11 +314,17 @@ class DegradationPatternsResult:
     def describe(self) -> str:
         """A few lines in words."""
         if not self.found:
-            return f"No degradation found: {self.reason}"
+            return f"No degradation found, because {self.reason}"
         lines = [f"Latency interval {self.interval.describe()} ({self.n_positives} of {self.n_requests} requests):"]
+        if self.interval_reason and self.interval_source == "automatic":
+            lines.append(f"  chosen automatically: {self.interval_reason}")
         for s in self.sub_intervals:
             score = "" if s.f_score is None else f" (F={s.f_score:.3f}, precision={s.precision:.3f}, recall={s.recall:.3f})"
             lines.append(f"  {s.latency_words}: {s.words}{score}")
+            lines.extend(f"      {e.describe()}" for e in s.effects if e.added_ns is not None or e.inside_share is not None)
+            if s.context:
+                lines.append("      its requests also: " + "; ".join(e.describe() for e in s.context))
+        lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
 
 
@@ -354,9 +438,17 @@ class LatencyDegradationPatterns(Analysis):
         :func:`tracesleuth.analyses.patterns.clustering.cluster_degraded` and give no pattern.
     interval : str, (int, int), LatencyInterval or None, default=None
         The degraded interval ``I``, e.g. ``"350ms:700ms"`` (half-open, units ns/us/ms/s; an open
-        side means the data's min or max) or ``(low_ns, high_ns)``. None: from the first split
-        point above the main latency mode to the maximum latency
-        (:func:`~tracesleuth.analyses.patterns.split_points.degraded_interval`).
+        side means the data's min or max) or ``(low_ns, high_ns)``. None: chosen by
+        ``interval_rule`` and explained in ``result_.interval_reason``.
+    interval_rule : {"robust", "paper"}, default="robust"
+        The automatic interval. ``"paper"``: from the first split point above the most populous
+        latency mode (:func:`~tracesleuth.analyses.patterns.split_points.degraded_interval`).
+        ``"robust"`` (beyond the paper): on a log scale, from the fastest large mode's tail cut or
+        the density gap above it, whichever is lower; a slow tail without a mode is explained too,
+        and a tail no heavier than chance is not
+        (:func:`~tracesleuth.analyses.patterns.split_points.automatic_interval`).
+    tail_z : float, default=2.0
+        ``"robust"`` rule: the tail cut in standard deviations of the reference mode.
     split_points : sequence of int or str, or None, default=None
         Inner split points of ``I`` (ns, or strings such as ``"420ms"``). None: the density minima
         of the latencies in ``I`` (mean shift).
@@ -368,6 +460,27 @@ class LatencyDegradationPatterns(Analysis):
         Use the categorical columns (instances and root attributes, Section 5).
     max_split_points : int, default=6
         At most this many inner split points (least populated sub-intervals are merged).
+    min_support : int, default=10
+        Least requests of a sub-interval: split points leaving fewer between them are merged away,
+        and an interval holding fewer is no degradation to explain (beyond the paper; 1: the
+        paper, where a sub-interval of one request scores F = 1).
+    min_lift : float or None, default=2.0
+        A pattern must lift its sub-interval's share of the requests: precision at least
+        ``min(min_lift * b, 1 - (1 - b) / min_lift)`` for a sub-interval holding a share ``b``
+        (:func:`~tracesleuth.analyses.patterns._bitsets.min_precision`), else it scores 0. Beyond
+        the paper, whose F-score rewards describing the normal requests of a band; None: off.
+    prune_tolerance : float, default=0.01
+        Conditions are dropped from a found pattern while its F-score stays within this much of
+        the pattern's (the shortest pattern within the tolerance,
+        :func:`~tracesleuth.analyses.patterns._bitsets.prune`). 0: only conditions that change
+        nothing go (the paper's patterns as found).
+    exclude_async : bool, default=True
+        Leave out the operations the request never waits for (every call below a producer/consumer
+        or ``FOLLOWS_FROM`` link; needs a TraceTable with spans). Beyond the paper.
+    pass_through_share : float or None, default=0.95
+        Leave out the operations whose exclusive time is at least this share of the request latency
+        (median, over the requests calling them; at least half do): a gateway span with no traced
+        child restates the latency. Beyond the paper; None: off.
     partition_objective : {"sum", "weighted"}, default="sum"
         What the dynamic program maximises. ``"sum"``: the sum of the sub-intervals' F-scores,
         eq. (7) of the paper. ``"weighted"``: each F-score weighted by its sub-interval's share of
@@ -378,6 +491,13 @@ class LatencyDegradationPatterns(Analysis):
         weighted objective splits only where different patterns explain the parts better.
     bandwidth_quantile : float, default=0.3
         Quantile of the mean-shift bandwidth estimate (as ``sklearn.cluster.estimate_bandwidth``).
+    split_bandwidth_quantile : float or None, default=0.1
+        The same for the split points of ``I`` (density minima of the latencies inside it). A
+        finer bandwidth than the attributes' offers the dynamic program the minima between
+        degraded bands that overlap (two degradations a few tens of ms apart); the least
+        populated are merged (``max_split_points``, ``min_support``) and the dynamic program
+        keeps only the splits that better patterns justify. Beyond the paper; None: as
+        ``bandwidth_quantile`` (the paper's one mean-shift setting).
     min_bin_fraction : float, default=0.01
         Mean-shift seed bins need this fraction of the values.
     max_categories : int, default=100
@@ -414,7 +534,15 @@ class LatencyDegradationPatterns(Analysis):
         A setting out of range, an unknown attribute, a malformed interval or split point,
         ``k_range`` with no feasible number of clusters.
     EmptyDataError
-        An empty table, a given interval holding no request, no usable attribute.
+        An empty table or no usable attribute. No degradation to explain (one latency mode, a
+        given interval holding no request or too few) is not an error: ``result_.found`` is
+        False and ``result_.reason`` says why, with the numbers and what to try.
+
+    Notes
+    -----
+    :data:`PAPER_SETTINGS` gives the paper's method exactly; the defaults add the robust
+    interval, least support and lift, pruning and the left-out columns of
+    :mod:`~tracesleuth.analyses.patterns.candidates`, each documented as beyond the paper.
 
     See Also
     --------
@@ -445,12 +573,21 @@ class LatencyDegradationPatterns(Analysis):
         *,
         solver: str = "ga",
         interval: Any = None,
+        interval_rule: str = "robust",
+        tail_z: float = 2.0,
         split_points: Sequence[int | str] | None = None,
         attributes: Sequence[str] | None = None,
         categorical: bool = True,
         max_split_points: int = 6,
+        min_support: int = 10,
+        min_lift: float | None = 2.0,
+        prune_tolerance: float = 0.01,
+        exclude_async: bool = True,
+        pass_through_share: float | None = 0.95,
         partition_objective: str = "sum",
+        split_penalty: float = 0.5,
         bandwidth_quantile: float = 0.3,
+        split_bandwidth_quantile: float | None = 0.1,
         min_bin_fraction: float = 0.01,
         max_categories: int = 100,
         population_size: int = 100,
@@ -466,12 +603,21 @@ class LatencyDegradationPatterns(Analysis):
     ):
         self.solver = solver
         self.interval = interval
+        self.interval_rule = interval_rule
+        self.tail_z = tail_z
         self.split_points = split_points
         self.attributes = attributes
         self.categorical = categorical
         self.max_split_points = max_split_points
+        self.min_support = min_support
+        self.min_lift = min_lift
+        self.prune_tolerance = prune_tolerance
+        self.exclude_async = exclude_async
+        self.pass_through_share = pass_through_share
         self.partition_objective = partition_objective
+        self.split_penalty = split_penalty
         self.bandwidth_quantile = bandwidth_quantile
+        self.split_bandwidth_quantile = split_bandwidth_quantile
         self.min_bin_fraction = min_bin_fraction
         self.max_categories = max_categories
         self.population_size = population_size
@@ -494,9 +640,18 @@ class LatencyDegradationPatterns(Analysis):
         "split_points": [NONE, InstanceOf((list, tuple, np.ndarray), "a sequence of ints (ns) or duration strings")],
         "attributes": [NONE, Strings()],
         "categorical": [Options((True, False))],
+        "interval_rule": [Options(INTERVAL_RULES)],
+        "tail_z": [Interval(float, 0.0, None, closed="neither")],
         "max_split_points": [Interval(int, 0, None)],
+        "min_support": [Interval(int, 1, None)],
+        "min_lift": [NONE, Interval(float, 1.0, None)],
+        "prune_tolerance": [Interval(float, 0.0, 1.0)],
+        "exclude_async": [Options((True, False))],
+        "pass_through_share": [NONE, Interval(float, 0.0, 1.0, closed="right")],
         "partition_objective": [Options(PARTITION_OBJECTIVES)],
+        "split_penalty": [Interval(float, 0.0, 1.0)],
         "bandwidth_quantile": [Interval(float, 0.0, 1.0, closed="right")],
+        "split_bandwidth_quantile": [NONE, Interval(float, 0.0, 1.0, closed="right")],
         "min_bin_fraction": [Interval(float, 0.0, 1.0)],
         "max_categories": [Interval(int, 1, None)],
         "population_size": [Interval(int, 2, None)],
@@ -550,99 +705,95 @@ class LatencyDegradationPatterns(Analysis):
         notes = data.notes
 
         # ---- the latency interval I ---------------------------------------------------------
-        if self.interval is None:
-            source = "automatic"
-            if latency.size < 2:
-                return self._nothing(out, data, "a single request: there is no latency distribution to find a degradation in.")
-            if latency.min() == latency.max():
-                return self._nothing(out, data, f"every request has the same latency ({format_duration_ns(latency[0])}).")
-            interval, clusters = degraded_interval(latency, **ms)
-            if interval is None:
-                return self._nothing(
-                    out, data,
-                    f"the most populous latency mode (around {format_duration_ns(clusters.centers[-1])}) is also the "
-                    f"slowest of the {clusters.n_clusters} mode(s) found by mean shift: no slower mode to explain.",
-                )
-        else:
-            source = "given"
-            interval = parse_interval(self.interval, latency_ns=latency)
+        chosen = self._interval(latency, ms)
+        if isinstance(chosen, str):
+            return self._nothing(out, data, chosen)
+        interval, source, why = chosen.interval, ("given" if self.interval is not None else "automatic"), chosen.reason
+        notes.extend(chosen.notes)
         positives = interval.contains(latency)
         n_pos = int(positives.sum())
         out["interval_"] = interval
+        span = f"latencies span [{format_duration_ns(latency.min())}, {format_duration_ns(latency.max())}]"
         if n_pos == 0:
-            raise EmptyDataError(
-                f"The latency interval {interval.describe()} holds no request (latencies span "
-                f"[{format_duration_ns(latency.min())}, {format_duration_ns(latency.max())}])."
-            )
+            return self._nothing(out, data, f"the latency interval {interval.describe()} holds no request of the "
+                                 f"{latency.size:,} ({span}). {_SUGGESTION}", interval=interval, source=source)
         if n_pos == latency.size:
             return self._nothing(
-                out, data,
-                f"every request lies in the latency interval {interval.describe()}: no faster request to contrast with.",
-                interval=interval,
-                source=source,
-            )
+                out, data, f"every one of the {n_pos:,} requests lies in the latency interval {interval.describe()}: "
+                "no faster request to contrast with. Give an interval above the normal latencies (--interval A:B).",
+                interval=interval, source=source)
+        if n_pos < self.min_support:
+            return self._nothing(
+                out, data, f"the latency interval {interval.describe()} holds {n_pos} request(s), fewer than "
+                f"min_support={self.min_support}: too few to tell a pattern from chance. {_SUGGESTION}",
+                interval=interval, source=source)
 
         # ---- split points -------------------------------------------------------------------
         if self.split_points is None:
-            bounds = interval_split_points(latency, interval, max_split_points=int(self.max_split_points), **ms)
+            split_ms = dict(ms)
+            if self.split_bandwidth_quantile is not None:
+                split_ms["quantile"] = float(self.split_bandwidth_quantile)
+            bounds = interval_split_points(latency, interval, max_split_points=int(self.max_split_points), **split_ms)
         else:
             bounds = self._given_split_points(interval)
+        merged = merge_small(bounds, latency, int(self.min_support))
+        if merged.size < bounds.size:
+            notes.append(f"{bounds.size - merged.size} split point(s) removed: they left fewer than "
+                         f"min_support={self.min_support} requests in a sub-interval.")
+        bounds = merged
         out["split_points_"] = bounds
 
         if self.solver in CLUSTERING_SOLVERS:
-            return self._fit_clustering(out, data, interval, source, bounds, positives)
+            return self._fit_clustering(out, data, interval, source, bounds, positives, why)
 
-        # ---- encoding, bit strings ------------------------------------------------------------
-        encodings, codes, skipped = _encode(data, ms, int(self.max_categories))
+        # ---- encoding, bit strings, search ----------------------------------------------------
+        excluded = self._excluded_columns(table, data)
+        encodings, codes, skipped = _encode(data, ms, int(self.max_categories), excluded)
         out["encodings_"] = tuple(encodings)
         if not encodings:
             detail = "; ".join(f"{a}: {r}" for a, r in skipped) or "the table has no exclusive_ns/instance/attr column"
             raise EmptyDataError(f"No attribute to build conditions from ({detail}).")
         latency_class = np.searchsorted(bounds, latency, side="right")
-        n_classes = bounds.size + 1
-        evaluator = PatternEvaluator(codes, np.array([e.n_bins for e in encodings]), latency_class, n_classes)
-        categorical = np.array([e.categorical for e in encodings])
+        evaluator = PatternEvaluator(codes, np.array([e.n_bins for e in encodings]), latency_class, bounds.size + 1)
         k = bounds.size - 1
         pairs = [(j, i) for i in range(1, k + 1) for j in range(i)]
-        if self.solver == "ga":
-            settings = GASettings(
-                population_size=int(self.population_size), offspring_size=int(self.offspring_size),
-                generations=int(self.generations), crossover_probability=float(self.crossover_probability),
-                mutation_probability=float(self.mutation_probability), tournament_size=int(self.tournament_size),
-            )
-            found = genetic_search(evaluator, categorical, pairs, settings=settings, random_state=self.random_state)
-        else:
-            found = branch_and_bound(evaluator, pairs, max_nodes=self.max_nodes, time_budget_s=self.time_budget_s)
+        class_cum = np.concatenate(([0], np.cumsum(evaluator.class_sizes)))
+        least = min_precision([class_cum[i + 1] - class_cum[j + 1] for j, i in pairs], latency.size, self.min_lift)
+        found = self._search(evaluator, np.array([e.categorical for e in encodings]), pairs, least)
         by_pair: dict[tuple[int, int], SearchResult] = {(r.first, r.last): r for r in found}
+        least_of = dict(zip(pairs, least))
         weight = (lambda r: r.n_positives / n_pos) if self.partition_objective == "weighted" else (lambda r: 1.0)
-        partition = optimal_partition(bounds.size, {p: r.f_score * weight(r) for p, r in by_pair.items()})
+        penalty = float(self.split_penalty)
+        partition = optimal_partition(bounds.size, {p: r.f_score * weight(r) - penalty for p, r in by_pair.items()})
 
+        # each sub-interval's pattern, pruned; neighbours left with the same pattern become one
+        runs: list[list] = []
+        for j, i in partition.sub_intervals:
+            r = by_pair[(j, i)]
+            if r.tp > 0 and r.f_score > 0:
+                lo, hi = prune(evaluator, r.lo, r.hi, j, i, tolerance=float(self.prune_tolerance),
+                               least_precision=least_of[(j, i)])
+            else:
+                lo = hi = None
+            same = runs and ((lo is None and runs[-1][2] is None) or (
+                lo is not None and runs[-1][2] is not None and np.array_equal(lo, runs[-1][2])
+                and np.array_equal(hi, runs[-1][3])))
+            if same:
+                runs[-1][1] = i
+                runs[-1][4] = runs[-1][4] and r.exhaustive
+            else:
+                runs.append([j, i, lo, hi, r.exhaustive])
+        if len(runs) < len(partition.sub_intervals):
+            notes.append(f"{len(partition.sub_intervals) - len(runs)} pair(s) of neighbouring sub-intervals had the "
+                         "same pattern and were merged.")
         subs: list[SubIntervalPattern] = []
         satisfied: list[np.ndarray] = []
-        for index, (j, i) in enumerate(partition.sub_intervals):
-            r = by_pair[(j, i)]
-            low, high = int(bounds[j]), int(bounds[i])
-            n_sub = r.n_positives
-            if r.tp == 0:
-                why = "no request in this sub-interval" if n_sub == 0 else "no condition holds for its requests"
-                subs.append(SubIntervalPattern(index, low, high, None, f"no pattern: {why}", 0.0, 0.0, 0.0, 0, 0, n_sub, 0,
-                                               r.exhaustive if self.solver == "bnb" else None))
-                satisfied.append(np.zeros(latency.size, dtype=bool))
-                continue
-            lo, hi = simplify(evaluator, r.lo, r.hi)
-            counts = evaluator.class_counts(lo[None], hi[None])[0]
-            tp = int(counts[j + 1 : i + 1].sum())
-            quality = pattern_quality(tp, int(counts.sum()) - tp, n_sub)
-            attrs = np.flatnonzero(lo >= 0)
-            pattern = Pattern(encodings[a].condition(lo[a], hi[a]) for a in attrs)
-            mask = np.ones(latency.size, dtype=bool)
-            for a in attrs:
-                mask &= (codes[:, a] >= lo[a]) & (codes[:, a] < hi[a])
+        for index, (j, i, lo, hi, exhaustive) in enumerate(runs):
+            sub, mask = self._sub_interval(index, j, i, lo, hi, exhaustive, bounds, evaluator, encodings, codes, data,
+                                           float(min_precision([class_cum[i + 1] - class_cum[j + 1]], latency.size,
+                                                               self.min_lift)[0]))
+            subs.append(sub)
             satisfied.append(mask)
-            subs.append(SubIntervalPattern(
-                index, low, high, pattern, pattern.describe(), quality.precision, quality.recall, quality.f_score,
-                quality.tp, quality.fp, n_sub, quality.support, r.exhaustive if self.solver == "bnb" else None,
-            ))
         if self.solver == "bnb":
             unfinished = [s.index for s in subs if s.exhaustive is False]
             if unfinished:
@@ -650,14 +801,87 @@ class LatencyDegradationPatterns(Analysis):
                     f"branch and bound stopped at its budget (max_nodes={self.max_nodes}, time_budget_s={self.time_budget_s}) "
                     f"for sub-interval(s) {unfinished}: their patterns are the best found, not proven optimal."
                 )
+        if all(s.pattern is None for s in subs):
+            notes.append("No sub-interval has a pattern that explains its requests better than chance"
+                         + (f" (min_lift={self.min_lift:g})" if self.min_lift is not None else "")
+                         + ": the slow requests share no condition the others lack. " + _SUGGESTION)
         out["labels_"][data.rows] = _assign_labels(satisfied, latency, [(s.low_ns, s.high_ns) for s in subs])
         out["result_"] = DegradationPatternsResult(
             found=True, solver=self.solver, n_requests=int(latency.size), interval=interval, interval_source=source,
-            split_points=tuple(int(b) for b in bounds), sub_intervals=tuple(subs), score=float(partition.score),
-            n_positives=n_pos, attributes=tuple(e.name for e in encodings), skipped_attributes=tuple(skipped),
-            notes=tuple(notes),
+            interval_reason=why, split_points=tuple(int(b) for b in bounds), sub_intervals=tuple(subs),
+            score=float(partition.score), n_positives=n_pos, attributes=tuple(e.name for e in encodings),
+            skipped_attributes=tuple(skipped), notes=tuple(notes),
         )
         return out
+
+    # ----------------------------------------------------------------------------------------
+
+    def _interval(self, latency: np.ndarray, ms: dict) -> IntervalChoice | str:
+        """The interval I with how it was chosen, or why there is none (a str)."""
+        if self.interval is not None:
+            return IntervalChoice(parse_interval(self.interval, latency_ns=latency), "given", "given", 0)
+        return choose_interval(latency, rule=self.interval_rule, tail_z=float(self.tail_z), **ms)
+
+    def _excluded_columns(self, table: Any, data: _Inputs) -> dict[str, str]:
+        """Columns left out of the conditions (identifiers, pass-through, asynchronous) and why."""
+        excluded = dict(identifier_columns(data.frame, data.categorical, data.rows))
+        if self.pass_through_share is not None:
+            excluded.update(pass_through_columns(data.frame, data.continuous, data.rows, data.latency,
+                                                 float(self.pass_through_share)))
+        if self.exclude_async:
+            asynchronous = asynchronous_operations(table)
+            for name in data.continuous + data.categorical:
+                key = operation_of(name)
+                if key in asynchronous:
+                    excluded[name] = (f"{ASYNCHRONOUS}: none of its {asynchronous[key]:,} calls is waited for by the "
+                                      "request (producer/consumer or FOLLOWS_FROM), so it cannot delay it")
+        return excluded
+
+    def _search(self, evaluator: PatternEvaluator, categorical: np.ndarray, pairs: list, least: np.ndarray
+                ) -> list[SearchResult]:
+        if self.solver == "ga":
+            settings = GASettings(
+                population_size=int(self.population_size), offspring_size=int(self.offspring_size),
+                generations=int(self.generations), crossover_probability=float(self.crossover_probability),
+                mutation_probability=float(self.mutation_probability), tournament_size=int(self.tournament_size),
+            )
+            return genetic_search(evaluator, categorical, pairs, settings=settings, random_state=self.random_state,
+                                  least_precision=least)
+        return branch_and_bound(evaluator, pairs, max_nodes=self.max_nodes, time_budget_s=self.time_budget_s,
+                                least_precision=least)
+
+    def _sub_interval(self, index: int, j: int, i: int, lo: np.ndarray | None, hi: np.ndarray | None,
+                      exhaustive: bool, bounds: np.ndarray, evaluator: PatternEvaluator, encodings: list,
+                      codes: np.ndarray, data: _Inputs, least: float) -> tuple[SubIntervalPattern, np.ndarray]:
+        """Sub-interval ``[s_j, s_i)`` with its pattern (code ranges ``lo, hi``; None: none), scores and
+        effects; and who satisfies the pattern."""
+        low, high = int(bounds[j]), int(bounds[i])
+        n_sub = int(evaluator.class_sizes[j + 1 : i + 1].sum())
+        exhaustive = bool(exhaustive) if self.solver == "bnb" else None
+        if lo is None:
+            if n_sub == 0:
+                why = "no request in this sub-interval"
+            elif self.min_lift is not None:
+                why = (f"no condition explains its {n_sub:,} requests better than chance (a pattern needs precision "
+                       f">= {least:.2f} here, min_lift={self.min_lift:g})")
+            else:
+                why = "no condition holds for its requests"
+            return (SubIntervalPattern(index, low, high, None, f"no pattern: {why}", 0.0, 0.0, 0.0, 0, 0, n_sub, 0,
+                                       exhaustive), np.zeros(data.latency.size, dtype=bool))
+        counts = evaluator.class_counts(lo[None], hi[None])[0]
+        tp = int(counts[j + 1 : i + 1].sum())
+        quality = pattern_quality(tp, int(counts.sum()) - tp, n_sub)
+        attrs = np.flatnonzero(lo >= 0)
+        pattern = Pattern(encodings[a].condition(lo[a], hi[a]) for a in attrs)
+        mask = np.ones(data.latency.size, dtype=bool)
+        for a in attrs:
+            mask &= (codes[:, a] >= lo[a]) & (codes[:, a] < hi[a])
+        effects = tuple(_effect(encodings[a].condition(lo[a], hi[a]), data, mask) for a in attrs)
+        others = [e for a, e in enumerate(encodings) if lo[a] < 0]
+        return SubIntervalPattern(
+            index, low, high, pattern, pattern.describe(), quality.precision, quality.recall, quality.f_score,
+            quality.tp, quality.fp, n_sub, quality.support, exhaustive, effects, _context(others, data, mask),
+        ), mask
 
     # ----------------------------------------------------------------------------------------
 
@@ -689,7 +913,7 @@ class LatencyDegradationPatterns(Analysis):
             points.append(value)
         return np.array(sorted({interval.low_ns, interval.high_ns, *points}), dtype=np.int64)
 
-    def _fit_clustering(self, out, data, interval, source, bounds, positives) -> dict:
+    def _fit_clustering(self, out, data, interval, source, bounds, positives, why) -> dict:
         from . import clustering  # written separately; imported on use
 
         X, names = _exclusive_matrix(data, positives)
@@ -733,7 +957,7 @@ class LatencyDegradationPatterns(Analysis):
         out["labels_"][data.rows] = all_labels
         out["result_"] = DegradationPatternsResult(
             found=True, solver=self.solver, n_requests=int(data.latency.size), interval=interval, interval_source=source,
-            split_points=tuple(int(b) for b in bounds), sub_intervals=tuple(subs), score=None,
+            interval_reason=why, split_points=tuple(int(b) for b in bounds), sub_intervals=tuple(subs), score=None,
             n_positives=int(positives.sum()), attributes=tuple(names), notes=tuple(data.notes),
         )
         return out
@@ -744,15 +968,56 @@ class LatencyDegradationPatterns(Analysis):
 # ============================================================================================
 
 
-def _encode(data: _Inputs, ms: dict, max_categories: int):
-    """Bin codes of every usable attribute over the analysed rows."""
+def choose_interval(latency_ns: np.ndarray, *, rule: str = "robust", tail_z: float = 2.0, **mean_shift: float
+                    ) -> IntervalChoice | str:
+    """The automatic degraded interval of :class:`LatencyDegradationPatterns`, or why there is none.
+
+    Parameters
+    ----------
+    latency_ns : ndarray of int64, shape (n_requests,)
+    rule : {"robust", "paper"}, default="robust"
+        :func:`~.split_points.automatic_interval` or the paper's :func:`~.split_points.degraded_interval`.
+    tail_z : float, default=2.0
+    **mean_shift
+        ``quantile`` and ``min_bin_fraction``.
+
+    Returns
+    -------
+    IntervalChoice or str
+        The choice with its reason, or the reason there is no degradation (with a suggestion).
+    """
+    latency = np.asarray(latency_ns)
+    if latency.size < 2:
+        return "there is a single request: no latency distribution to find a degradation in."
+    if latency.min() == latency.max():
+        return f"every request has the same latency ({format_duration_ns(latency[0])})."
+    if rule == "robust":
+        choice = automatic_interval(latency, tail_z=tail_z, **mean_shift)
+        return choice if choice.interval is not None else f"{choice.reason} {_SUGGESTION}"
+    interval, clusters = degraded_interval(latency, **mean_shift)
+    main = int(np.argmax(clusters.counts))
+    if interval is None:
+        return (f"the most populous latency mode (around {format_duration_ns(clusters.centers[main])}) is also the "
+                f"slowest of the {clusters.n_clusters} mode(s) found by mean shift: no slower mode to explain. "
+                + _SUGGESTION)
+    return IntervalChoice(interval, "gap", (
+        f"the first density split point above the most populous latency mode (around "
+        f"{format_duration_ns(clusters.centers[main])}), the paper's rule"), int(clusters.centers[main]))
+
+
+def _encode(data: _Inputs, ms: dict, max_categories: int, excluded: dict[str, str] | None = None):
+    """Bin codes of every usable attribute over the analysed rows (``excluded``: left out, with the reason)."""
     frame = data.frame
     rows = data.rows
     full = rows.size == frame.height
     encodings: list[AttributeEncoding] = []
     columns: list[np.ndarray] = []
-    skipped: list[tuple[str, str]] = []
+    excluded = excluded or {}
+    skipped: list[tuple[str, str]] = [(name, excluded[name]) for name in data.continuous + data.categorical
+                                      if name in excluded]
     for name in data.continuous:
+        if name in excluded:
+            continue
         series = frame.get_column(name)
         if not full:
             series = series.gather(rows)
@@ -775,6 +1040,8 @@ def _encode(data: _Inputs, ms: dict, max_categories: int):
                                            n_missing=int((~present).sum())))
         columns.append(code.astype(np.int32))
     for name in data.categorical:
+        if name in excluded:
+            continue
         series = frame.get_column(name)
         if not full:
             series = series.gather(rows)
@@ -793,6 +1060,48 @@ def _encode(data: _Inputs, ms: dict, max_categories: int):
         columns.append(code.astype(np.int32))
     codes = np.column_stack(columns) if columns else np.empty((rows.size, 0), dtype=np.int32)
     return encodings, codes, skipped
+
+
+def _effect(condition: Condition, data: _Inputs, inside: np.ndarray) -> ConditionEffect:
+    """The condition's attribute inside vs outside the pattern (``inside``: who satisfies it)."""
+    series = data.frame.get_column(condition.attribute)
+    if series.len() != data.rows.size:
+        series = series.gather(data.rows)
+    if condition.kind == "categorical":
+        values = series.cast(pl.Utf8).to_numpy()
+        has = values == condition.value
+        share = lambda m: float(has[m].mean()) if m.any() else None  # noqa: E731
+        return ConditionEffect(condition, inside_share=share(inside), outside_share=share(~inside))
+    values = series.cast(pl.Float64).to_numpy()
+    present = np.isfinite(values)
+    med = lambda m: float(np.median(values[m & present])) if (m & present).any() else None  # noqa: E731
+    a, b = med(inside), med(~inside)
+    return ConditionEffect(condition, inside_ns=a, outside_ns=b, added_ns=None if a is None or b is None else a - b)
+
+
+def _context(encodings: list[AttributeEncoding], data: _Inputs, inside: np.ndarray, *, most: int = 3
+             ) -> tuple[ConditionEffect, ...]:
+    """Operations slower and categories more frequent inside the pattern (see ``SubIntervalPattern.context``)."""
+    if inside.all() or not inside.any():
+        return ()
+    latency_gap = float(np.median(data.latency[inside]) - np.median(data.latency[~inside]))
+    slower, frequent = [], []
+    for e in encodings:
+        if e.categorical:
+            values = data.frame.get_column(e.name)
+            values = (values if values.len() == data.rows.size else values.gather(data.rows)).cast(pl.Utf8).to_numpy()
+            for value in e.categories:
+                has = values == value
+                a, b = float(has[inside].mean()), float(has[~inside].mean())
+                if a - b >= 0.5:
+                    frequent.append((a - b, ConditionEffect(Condition.categorical(e.name, value), inside_share=a,
+                                                            outside_share=b)))
+            continue
+        effect = _effect(Condition.continuous(e.name), data, inside)
+        if effect.added_ns is not None and effect.added_ns >= max(1e6, 0.1 * latency_gap):
+            slower.append((effect.added_ns, effect))
+    pick = lambda found: [x for _, x in sorted(found, key=lambda t: -t[0])[:most]]  # noqa: E731
+    return tuple(pick(slower) + pick(frequent))
 
 
 def _exclusive_matrix(data: _Inputs, positives: np.ndarray) -> tuple[np.ndarray, list[str]]:

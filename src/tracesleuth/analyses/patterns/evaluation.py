@@ -51,7 +51,6 @@ import polars as pl
 from ...errors import EmptyDataError, ParameterError
 from ...model import build_trace_table
 from .clustering import CLUSTERING_METHODS, DEFAULT_K_RANGE, cluster_degraded
-from .split_points import degraded_interval
 from ...evaluation.eshopper import EShopperSession, simulate_eshopper
 from ...evaluation.metrics import match_clusters
 
@@ -301,8 +300,8 @@ def evaluate_session(session: EShopperSession, *, solvers: Sequence[str] = SOLVE
             raise EmptyDataError("evaluate_session: no affected request, so no interval [L_min, L_max].")
         low, high = int(latency[affected].min()), int(latency[affected].max()) + 1
     else:
-        auto, _ = degraded_interval(latency)
-        low, high = (auto.low_ns, auto.high_ns) if auto is not None else (None, None)
+        auto = _estimator_module().choose_interval(latency, **_interval_settings(params))
+        low, high = (auto.interval.low_ns, auto.interval.high_ns) if not isinstance(auto, str) else (None, None)
     inside = (latency >= low) & (latency < high) if low is not None else np.zeros(len(latency), bool)
     X = frame.select(table.continuous_columns).to_numpy().astype(np.float64)
 
@@ -346,15 +345,27 @@ def _cluster(X: np.ndarray, inside: np.ndarray, truth: np.ndarray, names: list, 
     return full
 
 
-def _estimator_class():
+def _estimator_module():
     try:
-        from .analysis import LatencyDegradationPatterns
+        from . import analysis
     except ImportError as exc:
         raise ParameterError(f"The pattern solvers {', '.join(PATTERN_SOLVERS)} need "
                              f"tracesleuth.analyses.patterns.analysis.LatencyDegradationPatterns, which cannot be "
                              f"imported ({exc}). Run the clustering solvers only: "
                              f"solvers={CLUSTERING_METHODS!r}.") from None
-    return LatencyDegradationPatterns
+    return analysis
+
+
+def _estimator_class():
+    return _estimator_module().LatencyDegradationPatterns
+
+
+def _interval_settings(params: dict) -> dict:
+    """The automatic interval's settings among the estimator's (its defaults for the others)."""
+    defaults = _estimator_class()().get_params()
+    get = lambda k: params.get(k, defaults[k])  # noqa: E731
+    return {"rule": get("interval_rule"), "tail_z": float(get("tail_z")),
+            "quantile": float(get("bandwidth_quantile")), "min_bin_fraction": float(get("min_bin_fraction"))}
 
 
 def _pattern_clusters(solver: str, table, low: int, high: int, random_state, estimator_params: dict) -> np.ndarray:

@@ -42,8 +42,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ...evaluation.metrics import f_score_from_counts
-from ._bitsets import PatternEvaluator, SearchResult
+from ._bitsets import PatternEvaluator, SearchResult, admissible_f_score
 
 __all__ = ["GASettings", "genetic_search"]
 
@@ -191,15 +190,17 @@ class _Counter:
         return np.stack([self.cache[key] for key in keys])
 
 
-def _fitness(counts: np.ndarray, n_conditions: np.ndarray, first: np.ndarray, last: np.ndarray, n_pos: np.ndarray):
-    """F-score and tp of patterns ``(Q, N)`` for the sub-interval of their population ``q``."""
+def _fitness(counts: np.ndarray, n_conditions: np.ndarray, first: np.ndarray, last: np.ndarray, n_pos: np.ndarray,
+             least_precision: np.ndarray):
+    """F-score and tp of patterns ``(Q, N)`` for the sub-interval of their population ``q`` (0 when the
+    pattern is empty or below the sub-interval's least precision)."""
     cum = np.concatenate([np.zeros(counts.shape[:-1] + (1,), np.int64), np.cumsum(counts, axis=-1)], axis=-1)
     shape = counts.shape[:2] + (1,)
     upper = np.take_along_axis(cum, np.broadcast_to((last + 1)[:, None, None], shape), axis=-1)[..., 0]
     lower = np.take_along_axis(cum, np.broadcast_to((first + 1)[:, None, None], shape), axis=-1)[..., 0]
     tp = upper - lower
     support = cum[..., -1]
-    f = np.where(n_conditions > 0, f_score_from_counts(tp, support - tp, n_pos[:, None]), 0.0)
+    f = np.where(n_conditions > 0, admissible_f_score(tp, support, n_pos[:, None], least_precision[:, None]), 0.0)
     return f, tp, support
 
 
@@ -210,6 +211,7 @@ def genetic_search(
     *,
     settings: GASettings = GASettings(),
     random_state: int | np.random.Generator | None = None,
+    least_precision: np.ndarray | None = None,
 ) -> list[SearchResult]:
     """Run the GA for several sub-intervals at once, one population each.
 
@@ -224,6 +226,9 @@ def genetic_search(
     settings : GASettings
     random_state : int, Generator or None
         Seed of the numpy random stream; equal seeds give equal results.
+    least_precision : ndarray of float, shape (n_sub_intervals,), optional
+        A pattern below this precision scores 0 in its sub-interval
+        (:func:`~._bitsets.min_precision`; beyond the paper). Default: 0 (the paper).
 
     Returns
     -------
@@ -240,13 +245,14 @@ def genetic_search(
     counter = _Counter(evaluator)
     class_cum = np.concatenate(([0], np.cumsum(evaluator.class_sizes)))
     n_pos = class_cum[last + 1] - class_cum[first + 1]
+    least = np.zeros(Q) if least_precision is None else np.asarray(least_precision, dtype=np.float64)
     mu, lam = s.population_size, s.offspring_size
 
     def evaluate(lo: np.ndarray, hi: np.ndarray):
         n = lo.shape[1]
         counts = counter(lo.reshape(Q * n, m), hi.reshape(Q * n, m)).reshape(Q, n, -1)
         ncond = (lo >= 0).sum(axis=-1)
-        f, tp, support = _fitness(counts, ncond, first, last, n_pos)
+        f, tp, support = _fitness(counts, ncond, first, last, n_pos, least)
         return f, counts, ncond
 
     pop_lo, pop_hi = space.initial((Q, mu), s.initial_conditions)
