@@ -61,7 +61,7 @@ def test_to_dict_is_json_and_complete(small):
     assert json.loads(text)["settings"] == {
         "noised": False, "sessions": 3, "n_requests": 400, "random_state": 1,
         "solvers": list(CLUSTERING_METHODS), "interval": "affected", "k_select": "truth",
-        "simulator": "eshopper"}
+        "simulator": "eshopper", "estimator_params": {}}
     assert len(d["sessions"]) == 9 and len(d["summary"]) == 3
 
 
@@ -81,7 +81,7 @@ def test_render_tables_like_the_paper(small):
     assert lines[2].split() == ["ID"] + ["F-score", "Prec", "Recall"] * 3
     assert [ln.split()[0] for ln in lines[4:]] == ["0", "1", "2", "mean", "std"]
     time_table = render(small, small, table="time")
-    assert "time mean (s)" in time_table and time_table.count("Normal") == 2
+    assert "time mean (s)" in time_table and time_table.count("eshopper, affected, normal") == 2
     summary = render(small)
     assert "±" in summary and "F-score" in summary
     with pytest.raises(ParameterError, match="'table'"):

@@ -144,3 +144,56 @@ def test_every_condition_has_its_effect(single_cause):
             assert "outside" in e.describe() or "others" in e.describe()
     d = model.result_.to_dict()
     assert all("effects" in s and "context" in s for s in d["sub_intervals"])
+
+
+# --------------------------------------------------------------------------------------------
+# No degradation: said so, with the numbers and what to try
+# --------------------------------------------------------------------------------------------
+
+
+def _frame(latency_ms, seed=0):
+    import polars as pl
+    rng = np.random.default_rng(seed)
+    lat = np.round(np.asarray(latency_ms) * 1e6).astype(np.int64)
+    return pl.DataFrame({"latency_ns": lat, "exclusive_ns[s:a]": lat // 3,
+                         "exclusive_ns[s:b]": np.round(rng.lognormal(np.log(5), 0.3, lat.size) * 1e6).astype(np.int64)})
+
+
+def test_one_mode_is_no_degradation():
+    rng = np.random.default_rng(0)
+    res = LatencyDegradationPatterns().fit(_frame(rng.lognormal(np.log(50), 0.2, 2000))).result_
+    assert not res.found
+    assert "tail of chance" in res.reason and "%" in res.reason and "--interval" in res.reason
+    assert res.describe().startswith("No degradation found, because")
+
+
+def test_heavy_tail_without_a_mode_is_explained():
+    """A slow tail with no density gap (as TrainTicket's gateway) is still something to explain."""
+    rng = np.random.default_rng(1)
+    lat = np.concatenate([rng.lognormal(np.log(50), 0.2, 1700), rng.pareto(1.5, 300) * 40 + 60])
+    res = LatencyDegradationPatterns(random_state=0, generations=50).fit(_frame(lat)).result_
+    assert res.found and res.interval_source == "automatic"
+    assert "tail cut" in res.interval_reason and "standard deviations" in res.interval_reason
+    assert res.interval.low_ns > np.median(lat) * 1e6
+
+
+def test_too_few_requests_in_the_interval():
+    rng = np.random.default_rng(2)
+    lat = np.concatenate([rng.lognormal(np.log(50), 0.1, 500), [200, 210, 220]])
+    res = LatencyDegradationPatterns().fit(_frame(lat)).result_
+    assert not res.found and "tail of chance" in res.reason        # 3 outliers are no degradation mode
+    res = LatencyDegradationPatterns(interval="150ms:").fit(_frame(lat)).result_
+    assert not res.found and "fewer than min_support=10" in res.reason and "3 request(s)" in res.reason
+    assert "--interval" in res.reason
+    assert LatencyDegradationPatterns(interval="150ms:", min_support=3, random_state=0,
+                                      generations=30).fit(_frame(lat)).result_.found
+
+
+def test_slow_mode_larger_than_the_fast_one_is_said():
+    """More slow requests than fast ones (TrainTicket's trips/left): the fast mode is the reference and
+    the start below the median is said."""
+    rng = np.random.default_rng(3)
+    lat = np.concatenate([rng.lognormal(np.log(100), 0.15, 400), rng.lognormal(np.log(400), 0.15, 600)])
+    res = LatencyDegradationPatterns(random_state=0, generations=30).fit(_frame(lat)).result_
+    assert res.found and 150e6 < res.interval.low_ns < 300e6
+    assert any("median" in n and "--interval" in n for n in res.notes)

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -106,6 +106,8 @@ class PatternsEvaluation:
     interval : {"affected", "auto"}
     k_select : {"truth", "silhouette"}
     simulator : {"eshopper", "bookshop"}
+    estimator_params : dict
+        Settings given to the estimator over :data:`ESTIMATOR_PARAMS` (e.g. the paper's).
     """
 
     rows: pl.DataFrame
@@ -117,6 +119,7 @@ class PatternsEvaluation:
     interval: str = "affected"
     k_select: str = "truth"
     simulator: str = "eshopper"
+    estimator_params: dict = field(default_factory=dict)
 
     def to_frame(self) -> pl.DataFrame:
         """The per-session rows (a copy)."""
@@ -154,7 +157,8 @@ class PatternsEvaluation:
         return {
             "settings": {"noised": self.noised, "sessions": self.sessions, "n_requests": self.n_requests,
                          "random_state": self.random_state, "solvers": list(self.solvers),
-                         "interval": self.interval, "k_select": self.k_select, "simulator": self.simulator},
+                         "interval": self.interval, "k_select": self.k_select, "simulator": self.simulator,
+                         "estimator_params": {k: v for k, v in self.estimator_params.items()}},
             "summary": [_json_row(r) for r in self.summary().iter_rows(named=True)],
             "sessions": [_json_row(r) for r in self.rows.iter_rows(named=True)],
         }
@@ -233,7 +237,7 @@ def evaluate_patterns(*, sessions: int = 30, noised: bool = False, solvers: Sequ
     frame = pl.DataFrame(rows, schema=_ROW_SCHEMA)
     return PatternsEvaluation(rows=frame, noised=bool(noised), sessions=int(sessions), n_requests=int(n_requests),
                               random_state=random_state, solvers=solvers, interval=interval, k_select=k_select,
-                              simulator=simulator)
+                              simulator=simulator, estimator_params=dict(estimator_params or {}))
 
 
 def _simulate(simulator: str, n_requests: int, noised: bool, seq: np.random.SeedSequence):
@@ -464,7 +468,7 @@ def _render_time(evaluations, digits: int) -> str:
     solvers = list(dict.fromkeys(s for ev in evaluations for s in ev.solvers))
     top, sub = ["Approach"], [""]
     for ev in evaluations:
-        top += ["Normal" if not ev.noised else "Noised", ""]
+        top += [f"{ev.simulator}, {ev.interval}, {'noised' if ev.noised else 'normal'}", ""]
         sub += ["time mean (s)", "time std (s)"]
     body = []
     for s in solvers:

@@ -422,7 +422,7 @@ def _normal_tail(z: float) -> float:
 
 
 def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_share: float = 0.5,
-                       min_excess: float = 2.0, **mean_shift: float) -> IntervalChoice:
+                       min_excess: float = 3.0, **mean_shift: float) -> IntervalChoice:
     """The robust automatic degraded interval (module notes; beyond the paper).
 
     Parameters
@@ -434,7 +434,7 @@ def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_
     min_mode_share : float, default=0.5
         A cluster is a candidate reference mode when it holds at least this share of the most
         populous cluster's requests.
-    min_excess : float, default=2.0
+    min_excess : float, default=3.0
         Found only when the requests at or above the start are at least ``min_excess`` times what
         a symmetric reference mode would leave beyond the tail cut.
     **mean_shift
@@ -525,8 +525,9 @@ def interval_split_points(
 
     ``s_0`` and ``s_k`` are the interval's bounds; the inner points are the density split points
     of the latencies in ``I`` (mean shift re-run on those latencies only). When there are more
-    than ``max_split_points`` inner points, the least populated sub-interval is merged with its
-    less populated neighbour until there are at most that many (the DP costs ``O(k^2)`` searches).
+    than ``max_split_points`` inner points, the least populated sub-interval is merged with a
+    neighbour, across whichever of its two bounds lies in the narrower gap between latencies,
+    until there are at most that many (the DP costs ``O(k^2)`` searches).
 
     Returns
     -------
@@ -546,8 +547,7 @@ def merge_small(bounds: np.ndarray, latency_ns: np.ndarray, min_support: int) ->
     """Split points ``bounds`` with the inner points removed until every elementary sub-interval
     holds at least ``min_support`` of the latencies (or none is left to remove).
 
-    The least populated sub-interval is merged with its less populated neighbour first, as in
-    :func:`interval_split_points`. Beyond the paper (``min_support=1`` changes nothing).
+    The least populated sub-interval is merged first, as in :func:`interval_split_points`. Beyond the paper (``min_support=1`` changes nothing).
 
     Returns
     -------
@@ -557,7 +557,17 @@ def merge_small(bounds: np.ndarray, latency_ns: np.ndarray, min_support: int) ->
     return _merge_to(bounds, inside, None, min_support)
 
 
+def _gap_width(sorted_values: np.ndarray, edge: int) -> float:
+    """Width of the empty gap around a split point whose first value at or above it is ``sorted_values[edge]``."""
+    if edge <= 0 or edge >= sorted_values.size:
+        return float("inf")
+    return float(sorted_values[edge] - sorted_values[edge - 1])
+
+
 def _merge_to(bounds: np.ndarray, sorted_inside: np.ndarray, max_inner: int | None, min_size: int = 0) -> np.ndarray:
+    """Remove inner bounds until at most ``max_inner`` remain and every sub-interval holds
+    ``min_size`` values: the least populated sub-interval goes first, merged across the bound that
+    sits in the narrower gap between values (the shallower density minimum)."""
     bounds = list(bounds)
     while len(bounds) > 2:
         edges = np.searchsorted(sorted_inside, np.asarray(bounds), side="left")
@@ -569,8 +579,8 @@ def _merge_to(bounds: np.ndarray, sorted_inside: np.ndarray, max_inner: int | No
             drop = 1
         elif i == len(sizes) - 1:
             drop = i
-        else:
-            drop = i if sizes[i - 1] <= sizes[i + 1] else i + 1
+        else:  # keep the bound in the wider empty gap between latencies: the deeper density minimum
+            drop = i if _gap_width(sorted_inside, edges[i]) <= _gap_width(sorted_inside, edges[i + 1]) else i + 1
         del bounds[drop]
     return np.asarray(bounds, dtype=np.int64)
 
