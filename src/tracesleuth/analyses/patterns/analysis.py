@@ -23,7 +23,7 @@ import polars as pl
 from ...errors import EmptyDataError, ParameterError
 from ...units import format_duration_ns, parse_duration
 from .._contract import NONE, Analysis, Constraint, InstanceOf, Interval, Options, Seed, Strings
-from ._bitsets import AttributeEncoding, PatternEvaluator, SearchResult, min_precision, prune
+from ._bitsets import AttributeEncoding, PatternEvaluator, SearchResult, admissible_f_score, min_precision, prune
 from ._model import (
     ATTR_PREFIX,
     CONTINUOUS_PREFIX,
@@ -489,17 +489,18 @@ class LatencyDegradationPatterns(Analysis):
         mode is cut in halves (F = 2/3 each), so latency modes that have no distinct cause (an
         optional call, a cache miss) become separate sub-intervals with weak patterns; the
         weighted objective splits only where different patterns explain the parts better.
-    split_penalty : float, default=2/3
+    split_penalty : float, default=0.5
         Subtracted from each sub-interval's score in the dynamic program, so that a partition
         into ``p`` sub-intervals pays ``p * split_penalty``: a split is kept only when the two
         parts' scores exceed the whole's by more than the penalty. The paper's sum of F-scores
         (eq. 7, ``split_penalty=0``) rewards splitting itself: one cause explained perfectly
-        (F = 1) scores 1.6 once its band is cut in two halves explained at F = 0.8 by the cause
-        and a normal bimodality; with 2/3 the halves need F > 0.83 each, while two causes in
-        overlapping bands (F 0.85 each apart, 0.94 as one pattern) stay apart. With a penalty,
-        neighbouring sub-intervals whose patterns condition the same attributes with touching
-        ranges (one cause: a delay of 50 or 60 ms) are merged into one with the ranges' hull.
-        Beyond the paper; 0: the paper's objective, no merging.
+        (F = 1) scores 1.5 once its band is cut in two halves explained at F = 0.75 by the cause
+        and an unrelated bimodality. With 0.5, a sub-interval adds to the partition only when its
+        pattern explains more of it than it misses (F > 0.5), and the halves need F > 0.75 each.
+        Neighbouring sub-intervals whose patterns condition the same attributes with touching
+        ranges are merged when the ranges' hull explains their union at least as well as each
+        pattern explains its part (one cause: a delay of 50 or 60 ms). Beyond the paper; 0: the
+        paper's objective, no merging.
     bandwidth_quantile : float, default=0.3
         Quantile of the mean-shift bandwidth estimate (as ``sklearn.cluster.estimate_bandwidth``).
     split_bandwidth_quantile : float or None, default=0.1
@@ -596,7 +597,7 @@ class LatencyDegradationPatterns(Analysis):
         exclude_async: bool = True,
         pass_through_share: float | None = 0.95,
         partition_objective: str = "sum",
-        split_penalty: float = 2 / 3,
+        split_penalty: float = 0.5,
         bandwidth_quantile: float = 0.3,
         split_bandwidth_quantile: float | None = 0.1,
         min_bin_fraction: float = 0.01,
@@ -779,29 +780,39 @@ class LatencyDegradationPatterns(Analysis):
 
         # each sub-interval's pattern, pruned; neighbours whose patterns are one cause become one
         categorical = np.array([e.categorical for e in encodings])
-        runs: list[list] = []
+
+        def score(j: int, i: int, lo, hi) -> float:
+            counts = evaluator.class_counts(lo[None], hi[None])[0]
+            tp = int(counts[j + 1 : i + 1].sum())
+            n_sub = int(class_cum[i + 1] - class_cum[j + 1])
+            least_ji = least_of.get((j, i), min_precision([n_sub], latency.size, self.min_lift)[0])
+            return float(admissible_f_score(tp, int(counts.sum()), n_sub, least_ji))
+
+        runs: list[list] = []  # [first, last, lo, hi, exhaustive, f]
         for j, i in partition.sub_intervals:
             r = by_pair[(j, i)]
+            lo = hi = None
             if r.tp > 0 and r.f_score > 0:
                 lo, hi = prune(evaluator, r.lo, r.hi, j, i, tolerance=float(self.prune_tolerance),
                                least_precision=least_of[(j, i)])
-            else:
-                lo = hi = None
-            merged = _same_cause(runs[-1][2], runs[-1][3], lo, hi, categorical) \
-                if runs and self.split_penalty > 0 else False
-            if merged is not False:
+            f = 0.0 if lo is None else score(j, i, lo, hi)
+            hull = _same_cause(runs[-1][2], runs[-1][3], lo, hi, categorical) if runs and self.split_penalty > 0 \
+                else False
+            if hull is True or (hull is not False and score(runs[-1][0], i, *hull) >= max(runs[-1][5], f)):
                 runs[-1][1] = i
-                runs[-1][2], runs[-1][3] = (None, None) if merged is True else merged
+                if hull is not True:
+                    runs[-1][2], runs[-1][3] = hull
+                    runs[-1][5] = score(runs[-1][0], i, *hull)
                 runs[-1][4] = runs[-1][4] and r.exhaustive
             else:
-                runs.append([j, i, lo, hi, r.exhaustive])
+                runs.append([j, i, lo, hi, r.exhaustive, f])
         if len(runs) < len(partition.sub_intervals):
-            notes.append(f"{len(partition.sub_intervals) - len(runs)} pair(s) of neighbouring sub-intervals had "
-                         "patterns on the same attributes with touching ranges (one cause, e.g. a delay of varying "
-                         "size) and were merged.")
+            notes.append(f"{len(partition.sub_intervals) - len(runs)} pair(s) of neighbouring sub-intervals were "
+                         "merged: their patterns were on the same attributes with touching ranges, and one pattern "
+                         "spanning both explains the union as well (one cause, e.g. a delay of varying size).")
         subs: list[SubIntervalPattern] = []
         satisfied: list[np.ndarray] = []
-        for index, (j, i, lo, hi, exhaustive) in enumerate(runs):
+        for index, (j, i, lo, hi, exhaustive, _) in enumerate(runs):
             sub, mask = self._sub_interval(index, j, i, lo, hi, exhaustive, bounds, evaluator, encodings, codes, data,
                                            float(min_precision([class_cum[i + 1] - class_cum[j + 1]], latency.size,
                                                                self.min_lift)[0]))
@@ -1078,9 +1089,10 @@ def _encode(data: _Inputs, ms: dict, max_categories: int, excluded: dict[str, st
 
 
 def _same_cause(lo1, hi1, lo2, hi2, categorical: np.ndarray):
-    """Whether two neighbouring sub-intervals' patterns are one cause: both none (True), or the same
-    attributes with equal categories and touching or overlapping ranges (their hull ``(lo, hi)``);
-    else False. Beyond the paper, whose sum of F-scores would keep a delay of 50 or 60 ms apart."""
+    """Whether two neighbouring sub-intervals' patterns may be one cause: both none (True), or the same
+    attributes with equal categories and touching or overlapping ranges (their hull ``(lo, hi)``,
+    which the caller keeps when it explains the union at least as well as either part explains its
+    own); else False. Beyond the paper, whose sum of F-scores keeps a delay of 50 or 60 ms apart."""
     if lo1 is None or lo2 is None:
         return lo1 is None and lo2 is None
     a1, a2 = lo1 >= 0, lo2 >= 0
