@@ -60,8 +60,9 @@ INTERVAL_RULES = ("robust", "paper")
 #: The paper's method exactly (Cortellessa & Traini 2020): its automatic interval rule, every
 #: pattern admissible, every sub-interval of the split points, only redundant conditions dropped,
 #: every operation offered. The defaults add what is documented as beyond the paper.
-PAPER_SETTINGS = {"interval_rule": "paper", "split_bandwidth_quantile": None, "split_penalty": 0.0, "min_support": 1, "min_lift": None,
-                  "prune_tolerance": 0.0, "exclude_async": False, "pass_through_share": None}
+PAPER_SETTINGS = {"interval_rule": "paper", "split_bandwidth_quantile": None, "max_split_points": 6,
+                  "split_penalty": 0.0, "min_support": 1, "min_lift": None,
+                  "prune_tolerance": 0.0, "exclude_async": False, "pass_through_share": None, "patience": None}
 _SUGGESTION = ("Give the degraded interval (--interval A:B, e.g. the latencies you consider slow) or another "
                "endpoint (--endpoint).")
 
@@ -458,8 +459,10 @@ class LatencyDegradationPatterns(Analysis):
         ``attr[version]``). None: every exclusive-time, instance and attribute column.
     categorical : bool, default=True
         Use the categorical columns (instances and root attributes, Section 5).
-    max_split_points : int, default=6
-        At most this many inner split points (least populated sub-intervals are merged).
+    max_split_points : int, default=4
+        At most this many inner split points (least populated sub-intervals are merged): the
+        search runs once per pair of split points, ``(k + 1)(k + 2) / 2`` times for ``k`` inner
+        points (15 for 4). The paper sets no limit; :data:`PAPER_SETTINGS` keeps 6.
     min_support : int, default=10
         Least requests of a sub-interval: split points leaving fewer between them are merged away,
         and an interval holding fewer is no degradation to explain (beyond the paper; 1: the
@@ -518,6 +521,10 @@ class LatencyDegradationPatterns(Analysis):
         GA ``mu``, ``lambda`` and generations.
     crossover_probability, mutation_probability : float, default=0.8, 0.2
     tournament_size : int, default=20
+    patience : int or None, default=100
+        GA: stop when no sub-interval's best pattern improved for this many generations
+        (:class:`~tracesleuth.analyses.patterns.ga.GASettings`). Beyond the paper; None: every
+        generation.
     max_nodes : int or None, default=2000
         Branch and bound: nodes expanded per sub-interval at most.
     time_budget_s : float or None, default=None
@@ -590,7 +597,7 @@ class LatencyDegradationPatterns(Analysis):
         split_points: Sequence[int | str] | None = None,
         attributes: Sequence[str] | None = None,
         categorical: bool = True,
-        max_split_points: int = 6,
+        max_split_points: int = 4,
         min_support: int = 10,
         min_lift: float | None = 2.0,
         prune_tolerance: float = 0.01,
@@ -608,6 +615,7 @@ class LatencyDegradationPatterns(Analysis):
         crossover_probability: float = 0.8,
         mutation_probability: float = 0.2,
         tournament_size: int = 20,
+        patience: int | None = 100,
         max_nodes: int | None = 2000,
         time_budget_s: float | None = None,
         k_range: range = range(2, 7),
@@ -638,6 +646,7 @@ class LatencyDegradationPatterns(Analysis):
         self.crossover_probability = crossover_probability
         self.mutation_probability = mutation_probability
         self.tournament_size = tournament_size
+        self.patience = patience
         self.max_nodes = max_nodes
         self.time_budget_s = time_budget_s
         self.k_range = k_range
@@ -672,6 +681,7 @@ class LatencyDegradationPatterns(Analysis):
         "crossover_probability": [Interval(float, 0.0, 1.0)],
         "mutation_probability": [Interval(float, 0.0, 1.0)],
         "tournament_size": [Interval(int, 1, None)],
+        "patience": [NONE, Interval(int, 1, None)],
         "max_nodes": [NONE, Interval(int, 1, None)],
         "time_budget_s": [NONE, Interval(float, 0.0, None, closed="right")],
         "k_range": [_KRange()],
@@ -868,6 +878,7 @@ class LatencyDegradationPatterns(Analysis):
                 population_size=int(self.population_size), offspring_size=int(self.offspring_size),
                 generations=int(self.generations), crossover_probability=float(self.crossover_probability),
                 mutation_probability=float(self.mutation_probability), tournament_size=int(self.tournament_size),
+                patience=None if self.patience is None else int(self.patience),
             )
             return genetic_search(evaluator, categorical, pairs, settings=settings, random_state=self.random_state,
                                   least_precision=least)
