@@ -183,7 +183,7 @@ def test_too_few_requests_in_the_interval():
     res = LatencyDegradationPatterns().fit(_frame(lat)).result_
     assert not res.found and "tail of chance" in res.reason        # 3 outliers are no degradation mode
     res = LatencyDegradationPatterns(interval="150ms:").fit(_frame(lat)).result_
-    assert not res.found and "fewer than min_support=10" in res.reason and "3 request(s)" in res.reason
+    assert not res.found and "fewer than min_support=15" in res.reason and "3 request(s)" in res.reason
     assert "--interval" in res.reason
     assert LatencyDegradationPatterns(interval="150ms:", min_support=3, random_state=0,
                                       generations=30).fit(_frame(lat)).result_.found

@@ -463,7 +463,7 @@ class LatencyDegradationPatterns(Analysis):
         At most this many inner split points (least populated sub-intervals are merged): the
         search runs once per pair of split points, ``(k + 1)(k + 2) / 2`` times for ``k`` inner
         points (15 for 4). The paper sets no limit; :data:`PAPER_SETTINGS` keeps 6.
-    min_support : int, default=10
+    min_support : int, default=15
         Least requests of a sub-interval: split points leaving fewer between them are merged away,
         and an interval holding fewer is no degradation to explain (beyond the paper; 1: the
         paper, where a sub-interval of one request scores F = 1).
@@ -598,7 +598,7 @@ class LatencyDegradationPatterns(Analysis):
         attributes: Sequence[str] | None = None,
         categorical: bool = True,
         max_split_points: int = 4,
-        min_support: int = 10,
+        min_support: int = 15,
         min_lift: float | None = 2.0,
         prune_tolerance: float = 0.01,
         exclude_async: bool = True,

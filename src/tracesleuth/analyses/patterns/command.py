@@ -29,7 +29,7 @@ PaperOpt = Annotated[bool, typer.Option("--paper", help="The paper's method exac
                                                          "and sub-interval admissible, no pruning, every operation "
                                                          "offered (the defaults add what is beyond the paper).")]
 MinSupportOpt = Annotated[Optional[int], typer.Option("--min-support", metavar="INT", show_default=False,
-                                                      help="Least requests of a sub-interval (default 10).")]
+                                                      help="Least requests of a sub-interval (default 15).")]
 
 
 def show(result) -> None:
