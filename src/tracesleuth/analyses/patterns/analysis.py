@@ -500,10 +500,11 @@ class LatencyDegradationPatterns(Analysis):
         (F = 1) scores 1.5 once its band is cut in two halves explained at F = 0.75 by the cause
         and an unrelated bimodality. With 0.5, a sub-interval adds to the partition only when its
         pattern explains more of it than it misses (F > 0.5), and the halves need F > 0.75 each.
-        Neighbouring sub-intervals whose patterns condition the same attributes with touching
-        ranges are merged when the ranges' hull explains their union at least as well as each
-        pattern explains its part (one cause: a delay of 50 or 60 ms). Beyond the paper; 0: the
-        paper's objective, no merging.
+        Neighbouring sub-intervals are then merged when one pattern explains their union at least
+        as well as each part's pattern explains its part: the hull of the parts' ranges when they
+        condition the same attributes (a delay of 50 ms in one, 60 ms in the next), or the best
+        pattern of the union when what tells the parts apart adds little time (a cache hit or
+        miss). Beyond the paper; 0: the paper's objective, no merging.
     bandwidth_quantile : float, default=0.3
         Quantile of the mean-shift bandwidth estimate (as ``sklearn.cluster.estimate_bandwidth``).
     split_bandwidth_quantile : float or None, default=0.1
@@ -794,32 +795,45 @@ class LatencyDegradationPatterns(Analysis):
         def score(j: int, i: int, lo, hi) -> float:
             counts = evaluator.class_counts(lo[None], hi[None])[0]
             tp = int(counts[j + 1 : i + 1].sum())
-            n_sub = int(class_cum[i + 1] - class_cum[j + 1])
-            least_ji = least_of.get((j, i), min_precision([n_sub], latency.size, self.min_lift)[0])
-            return float(admissible_f_score(tp, int(counts.sum()), n_sub, least_ji))
+            return float(admissible_f_score(tp, int(counts.sum()), int(class_cum[i + 1] - class_cum[j + 1]),
+                                            least_of[(j, i)]))
+
+        def pruned(j: int, i: int):
+            r = by_pair[(j, i)]
+            if r.tp == 0 or r.f_score <= 0:
+                return None, None, 0.0
+            lo, hi = prune(evaluator, r.lo, r.hi, j, i, tolerance=float(self.prune_tolerance),
+                           least_precision=least_of[(j, i)])
+            return lo, hi, score(j, i, lo, hi)
 
         runs: list[list] = []  # [first, last, lo, hi, exhaustive, f]
         for j, i in partition.sub_intervals:
-            r = by_pair[(j, i)]
-            lo = hi = None
-            if r.tp > 0 and r.f_score > 0:
-                lo, hi = prune(evaluator, r.lo, r.hi, j, i, tolerance=float(self.prune_tolerance),
-                               least_precision=least_of[(j, i)])
-            f = 0.0 if lo is None else score(j, i, lo, hi)
-            hull = _same_cause(runs[-1][2], runs[-1][3], lo, hi, categorical) if runs and self.split_penalty > 0 \
-                else False
-            if hull is True or (hull is not False and score(runs[-1][0], i, *hull) >= max(runs[-1][5], f)):
-                runs[-1][1] = i
-                if hull is not True:
-                    runs[-1][2], runs[-1][3] = hull
-                    runs[-1][5] = score(runs[-1][0], i, *hull)
-                runs[-1][4] = runs[-1][4] and r.exhaustive
-            else:
-                runs.append([j, i, lo, hi, r.exhaustive, f])
+            lo, hi, f = pruned(j, i)
+            exhaustive = by_pair[(j, i)].exhaustive
+            if runs and self.split_penalty > 0:
+                first, _, plo, phi, pex, pf = runs[-1]
+                if lo is None and plo is None:
+                    runs[-1][1] = i
+                    continue
+                if lo is not None and plo is not None:
+                    union = []
+                    hull = _hull(plo, phi, lo, hi, categorical)
+                    if hull is not None and _close_ranges((plo, phi), (lo, hi), hull, encodings, codes, data):
+                        hlo, hhi = prune(evaluator, *hull, first, i, tolerance=float(self.prune_tolerance),
+                                         least_precision=least_of[(first, i)])
+                        union.append((score(first, i, hlo, hhi), hlo, hhi))
+                    ulo, uhi, uf = pruned(first, i)
+                    if ulo is not None and _one_cause((plo, phi), (lo, hi), (ulo, uhi), encodings, codes, data):
+                        union.append((uf, ulo, uhi))
+                    best = max(union, key=lambda u: u[0], default=None)
+                    if best is not None and best[0] >= max(pf, f):
+                        runs[-1] = [first, i, best[1], best[2], pex and exhaustive, best[0]]
+                        continue
+            runs.append([j, i, lo, hi, exhaustive, f])
         if len(runs) < len(partition.sub_intervals):
             notes.append(f"{len(partition.sub_intervals) - len(runs)} pair(s) of neighbouring sub-intervals were "
-                         "merged: their patterns were on the same attributes with touching ranges, and one pattern "
-                         "spanning both explains the union as well (one cause, e.g. a delay of varying size).")
+                         "merged: one pattern explains their union as well as each part's, and what told the parts "
+                         "apart adds little time (one cause, e.g. a delay of varying size or a normal bimodality).")
         subs: list[SubIntervalPattern] = []
         satisfied: list[np.ndarray] = []
         for index, (j, i, lo, hi, exhaustive, _) in enumerate(runs):
@@ -893,8 +907,6 @@ class LatencyDegradationPatterns(Analysis):
         low, high = int(bounds[j]), int(bounds[i])
         n_sub = int(evaluator.class_sizes[j + 1 : i + 1].sum())
         exhaustive = bool(exhaustive) if self.solver == "bnb" else None
-        if lo is not None:  # a merged pattern may hold a condition its hull made void
-            lo, hi = prune(evaluator, lo, hi, j, i, tolerance=float(self.prune_tolerance), least_precision=least)
         if lo is None:
             if n_sub == 0:
                 why = "no request in this sub-interval"
@@ -1099,23 +1111,72 @@ def _encode(data: _Inputs, ms: dict, max_categories: int, excluded: dict[str, st
     return encodings, codes, skipped
 
 
-def _same_cause(lo1, hi1, lo2, hi2, categorical: np.ndarray):
-    """Whether two neighbouring sub-intervals' patterns may be one cause: both none (True), or the same
-    attributes with equal categories and touching or overlapping ranges (their hull ``(lo, hi)``,
-    which the caller keeps when it explains the union at least as well as either part explains its
-    own); else False. Beyond the paper, whose sum of F-scores keeps a delay of 50 or 60 ms apart."""
-    if lo1 is None or lo2 is None:
-        return lo1 is None and lo2 is None
-    a1, a2 = lo1 >= 0, lo2 >= 0
-    if not np.array_equal(a1, a2):
-        return False
+def _hull(lo1, hi1, lo2, hi2, categorical: np.ndarray):
+    """The hull ``(lo, hi)`` of two patterns on the same attributes with equal categories and touching
+    or overlapping ranges (a delay of 50 in one sub-interval, 60 ms in the next); else None."""
+    a1 = lo1 >= 0
+    if not np.array_equal(a1, lo2 >= 0):
+        return None
     same_cat = np.all(~categorical[a1] | ((lo1[a1] == lo2[a1]) & (hi1[a1] == hi2[a1])))
-    touching = np.all((lo2[a1] <= hi1[a1]) & (lo1[a1] <= hi2[a1]))
-    if not (same_cat and touching):
-        return False
+    if not (same_cat and np.all((lo2[a1] <= hi1[a1]) & (lo1[a1] <= hi2[a1]))):
+        return None
     lo, hi = lo1.copy(), hi1.copy()
     lo[a1], hi[a1] = np.minimum(lo1[a1], lo2[a1]), np.maximum(hi1[a1], hi2[a1])
     return lo, hi
+
+
+def _pattern_mask(lo: np.ndarray, hi: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Requests satisfying the pattern of code ranges ``(lo, hi)``."""
+    m = np.ones(codes.shape[0], dtype=bool)
+    for a in np.flatnonzero(lo >= 0):
+        m &= (codes[:, a] >= lo[a]) & (codes[:, a] < hi[a])
+    return m
+
+
+def _close_ranges(part1, part2, hull, encodings: list, codes: np.ndarray, data: _Inputs) -> bool:
+    """Whether the parts' ranges of each attribute are one delay of varying size: the attribute's
+    medians in the two parts' requests differ by less than a quarter of the time the hull's
+    condition adds (50 vs 60 ms, not a 50 ms delay vs a 110 ms cache miss of the same operation)."""
+    m1, m2, mh = (_pattern_mask(lo, hi, codes) for lo, hi in (part1, part2, hull))
+    for a in np.flatnonzero((part1[0] != part2[0]) | (part1[1] != part2[1])):
+        condition = encodings[a].condition(hull[0][a], hull[1][a])
+        whole = _effect(condition, data, mh).added_ns
+        a1 = _effect(condition, data, m1).inside_ns
+        a2 = _effect(condition, data, m2).inside_ns
+        if None in (whole, a1, a2) or abs(a1 - a2) >= 0.25 * abs(whole):
+            return False
+    return True
+
+
+def _one_cause(part1, part2, union, encodings: list, codes: np.ndarray, data: _Inputs) -> bool:
+    """Whether two neighbouring sub-intervals are one cause, given their patterns and the best
+    pattern of their union (each a pair of code-range arrays ``(lo, hi)``).
+
+    They are when what tells the parts apart adds less time than the cause: every condition of
+    either part on an attribute the union's pattern does not use is continuous and changes its
+    operation's median exclusive time (inside vs outside that part's pattern) by less than three
+    quarters of the smallest time the union's conditions add. A normal bimodality (a cache hit or miss) or a delay of 50
+    or 60 ms then joins its halves; two causes that share an operation but differ by another stay
+    apart. Beyond the paper (its sum of F-scores keeps such halves apart).
+    """
+    ulo, uhi = union
+    in_union = ulo >= 0
+    umask = _pattern_mask(ulo, uhi, codes)
+    added = [_effect(encodings[a].condition(ulo[a], uhi[a]), data, umask).added_ns
+             for a in np.flatnonzero(in_union) if not encodings[a].categorical]
+    added = [abs(x) for x in added if x is not None]
+    if not added:
+        return False
+    limit = 0.75 * min(added)
+    for lo, hi in (part1, part2):
+        pmask = _pattern_mask(lo, hi, codes)
+        for a in np.flatnonzero((lo >= 0) & ~in_union):
+            if encodings[a].categorical:
+                return False
+            effect = _effect(encodings[a].condition(lo[a], hi[a]), data, pmask).added_ns
+            if effect is None or abs(effect) >= limit:
+                return False
+    return True
 
 
 def _effect(condition: Condition, data: _Inputs, inside: np.ndarray) -> ConditionEffect:
