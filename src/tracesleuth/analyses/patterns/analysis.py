@@ -926,10 +926,10 @@ class LatencyDegradationPatterns(Analysis):
         for a in attrs:
             mask &= (codes[:, a] >= lo[a]) & (codes[:, a] < hi[a])
         effects = tuple(_effect(encodings[a].condition(lo[a], hi[a]), data, mask) for a in attrs)
-        others = [e for a, e in enumerate(encodings) if lo[a] < 0]
         return SubIntervalPattern(
             index, low, high, pattern, pattern.describe(), quality.precision, quality.recall, quality.f_score,
-            quality.tp, quality.fp, n_sub, quality.support, exhaustive, effects, _context(others, data, mask),
+            quality.tp, quality.fp, n_sub, quality.support, exhaustive, effects,
+            _context(np.flatnonzero(lo < 0), encodings, codes, data, mask),
         ), mask
 
     # ----------------------------------------------------------------------------------------
@@ -1196,23 +1196,25 @@ def _effect(condition: Condition, data: _Inputs, inside: np.ndarray) -> Conditio
     return ConditionEffect(condition, inside_ns=a, outside_ns=b, added_ns=None if a is None or b is None else a - b)
 
 
-def _context(encodings: list[AttributeEncoding], data: _Inputs, inside: np.ndarray, *, most: int = 3
-             ) -> tuple[ConditionEffect, ...]:
-    """Operations slower and categories more frequent inside the pattern (see ``SubIntervalPattern.context``)."""
+def _context(attributes: np.ndarray, encodings: list[AttributeEncoding], codes: np.ndarray, data: _Inputs,
+             inside: np.ndarray, *, most: int = 3) -> tuple[ConditionEffect, ...]:
+    """Operations slower and categories more frequent inside the pattern (see ``SubIntervalPattern.context``),
+    among the ``attributes`` (indices into ``encodings`` and the columns of ``codes``)."""
     if inside.all() or not inside.any():
         return ()
     latency_gap = float(np.median(data.latency[inside]) - np.median(data.latency[~inside]))
+    n_in, n_out = int(inside.sum()), int((~inside).sum())
     slower, frequent = [], []
-    for e in encodings:
-        if e.categorical:
-            values = data.frame.get_column(e.name)
-            values = (values if values.len() == data.rows.size else values.gather(data.rows)).cast(pl.Utf8).to_numpy()
-            for value in e.categories:
-                has = values == value
-                a, b = float(has[inside].mean()), float(has[~inside].mean())
-                if a - b >= 0.5:
-                    frequent.append((a - b, ConditionEffect(Condition.categorical(e.name, value), inside_share=a,
-                                                            outside_share=b)))
+    for a in attributes:
+        e = encodings[a]
+        if e.categorical:  # shares of every category at once, from the codes
+            col = codes[:, a]
+            share_in = np.bincount(col[inside & (col >= 0)], minlength=e.n_bins) / n_in
+            share_out = np.bincount(col[~inside & (col >= 0)], minlength=e.n_bins) / n_out
+            for c in np.flatnonzero(share_in - share_out >= 0.5):
+                frequent.append((share_in[c] - share_out[c], ConditionEffect(
+                    Condition.categorical(e.name, e.categories[c]), inside_share=float(share_in[c]),
+                    outside_share=float(share_out[c]))))
             continue
         effect = _effect(Condition.continuous(e.name), data, inside)
         if effect.added_ns is not None and effect.added_ns >= max(1e6, 0.1 * latency_gap):
