@@ -319,6 +319,16 @@ class SearchResult:
         return int(np.count_nonzero(self.lo >= 0))
 
 
+def _without_each(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pattern's conditions (attribute indices) and, row ``r``, the pattern without condition ``r``."""
+    active = np.flatnonzero(lo >= 0)
+    trial_lo = np.repeat(lo[None], active.size, axis=0)
+    trial_hi = np.repeat(hi[None], active.size, axis=0)
+    trial_lo[np.arange(active.size), active] = -1
+    trial_hi[np.arange(active.size), active] = -1
+    return active, trial_lo, trial_hi
+
+
 def simplify(evaluator: PatternEvaluator, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Drop conditions that do not change which requests satisfy the pattern.
 
@@ -331,13 +341,9 @@ def simplify(evaluator: PatternEvaluator, lo: np.ndarray, hi: np.ndarray) -> tup
     hi = np.array(hi, copy=True)
     target = evaluator.class_counts(lo[None], hi[None])[0]
     while True:
-        active = np.flatnonzero(lo >= 0)
+        active, trial_lo, trial_hi = _without_each(lo, hi)
         if active.size <= 1:
             return lo, hi
-        trial_lo = np.repeat(lo[None], active.size, axis=0)
-        trial_hi = np.repeat(hi[None], active.size, axis=0)
-        trial_lo[np.arange(active.size), active] = -1
-        trial_hi[np.arange(active.size), active] = -1
         same = np.flatnonzero((evaluator.class_counts(trial_lo, trial_hi) == target).all(axis=1))
         if same.size == 0:
             return lo, hi
@@ -397,8 +403,8 @@ def prune(evaluator: PatternEvaluator, lo: np.ndarray, hi: np.ndarray, first: in
     Repeatedly removes the condition whose removal lowers the F-score of the sub-interval
     ``[s_first, s_last)`` the least, while the F-score stays within ``tolerance`` of the
     original's and the pattern stays admissible (:func:`admissible_f_score`). With
-    ``tolerance=0`` only conditions that change nothing go (as :func:`simplify`, which compares
-    every class count). A pattern keeps at least one condition. Beyond the paper: the GA keeps
+    ``tolerance=0`` this is :func:`simplify`: only conditions that change nothing go (every class
+    count compared), as the paper's patterns were reported. A pattern keeps at least one condition. Beyond the paper: the GA keeps
     conditions that happen to hold for its sub-interval's requests (``x exclusive < 861 us``);
     they make patterns long without explaining anything.
 
@@ -406,6 +412,8 @@ def prune(evaluator: PatternEvaluator, lo: np.ndarray, hi: np.ndarray, first: in
     -------
     lo, hi : ndarray of int, shape (n_attributes,)
     """
+    if tolerance <= 0:
+        return simplify(evaluator, lo, hi)
     lo = np.array(lo, copy=True)
     hi = np.array(hi, copy=True)
     n_pos = int(evaluator.class_sizes[first + 1 : last + 1].sum())
@@ -416,13 +424,9 @@ def prune(evaluator: PatternEvaluator, lo: np.ndarray, hi: np.ndarray, first: in
 
     target = float(scores(evaluator.class_counts(lo[None], hi[None]))[0])
     while True:
-        active = np.flatnonzero(lo >= 0)
+        active, trial_lo, trial_hi = _without_each(lo, hi)
         if active.size <= 1:
             return lo, hi
-        trial_lo = np.repeat(lo[None], active.size, axis=0)
-        trial_hi = np.repeat(hi[None], active.size, axis=0)
-        trial_lo[np.arange(active.size), active] = -1
-        trial_hi[np.arange(active.size), active] = -1
         f = scores(evaluator.class_counts(trial_lo, trial_hi))
         best = int(np.argmax(f))
         if f[best] < target - tolerance or f[best] <= 0:
