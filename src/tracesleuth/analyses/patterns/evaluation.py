@@ -1,7 +1,9 @@
 """Section 4 of Cortellessa & Traini (ICPE 2020), re-run: latency degradation patterns vs baselines.
 
 :func:`evaluate_patterns` repeats the paper's experiment on simulated E-Shopper sessions
-(:mod:`tracesleuth.evaluation.eshopper`): for each session, the spans go through the normal path
+(:mod:`tracesleuth.evaluation.eshopper`), or on the harder bookshop sessions of
+:mod:`tracesleuth.evaluation.bookshop` (long-tailed normal latencies overlapping the degraded
+bands, varied costs and fan-out, asynchronous work, several endpoints): for each session, the spans go through the normal path
 (:func:`tracesleuth.model.build_trace_table`), each solver clusters the requests, and its clusters
 are scored against the injected degradations with the metrics of Section 4.3
 (:func:`tracesleuth.evaluation.metrics.match_clusters`).
@@ -10,13 +12,15 @@ Protocol (Section 4.3 of [1]_)
 ------------------------------
 * **Interval.** The degraded interval of a session is ``[L_min, L_max]``, the smallest and largest
   latency of an affected request (as a half-open interval, ``[L_min, L_max + 1 ns)``). With
-  ``interval="auto"`` the tool's automatic interval is used instead
-  (:func:`tracesleuth.analyses.patterns.split_points.degraded_interval`), as a user without ground truth
-  would.
+  ``interval="auto"`` the estimator's automatic interval is used instead
+  (:func:`tracesleuth.analyses.patterns.analysis.choose_interval` with its ``interval_rule``: the
+  robust rule by default, the paper's with its settings), as a user without ground truth would.
 * **Pattern solvers** (``"ga"``, ``"bnb"``): the estimator
   :class:`tracesleuth.analyses.patterns.analysis.LatencyDegradationPatterns` is fitted on the whole trace
   table with that interval and its default split points, on the exclusive-time columns only
-  (:data:`ESTIMATOR_PARAMS`: the paper's patterns are on RPC execution times); cluster ``k`` is
+  (:data:`ESTIMATOR_PARAMS`: the paper's patterns are on RPC execution times), with its default
+  settings or those given (``estimator_params``; the paper's method exactly:
+  :data:`~tracesleuth.analyses.patterns.analysis.PAPER_SETTINGS`); cluster ``k`` is
   the requests with ``labels_ == k``, those satisfying the pattern of sub-interval ``k``.
 * **Clustering baselines** (``"kmeans"``, ``"hierarchical"``, ``"meanshift"``): only the requests
   in the interval are clustered (:func:`tracesleuth.analyses.patterns.clustering.cluster_degraded`), on
