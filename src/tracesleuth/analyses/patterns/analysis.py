@@ -501,7 +501,8 @@ class LatencyDegradationPatterns(Analysis):
         and an unrelated bimodality. With 0.5, a sub-interval adds to the partition only when its
         pattern explains more of it than it misses (F > 0.5), and the halves need F > 0.75 each.
         Neighbouring sub-intervals are then merged when one pattern explains their union at least
-        as well as each part's pattern explains its part: the hull of the parts' ranges when they
+        as well as the parts' patterns explain their parts (F-score against their mean weighted by
+        the parts' requests): the hull of the parts' ranges when they
         condition the same attributes (a delay of 50 ms in one, 60 ms in the next), or the best
         pattern of the union when what tells the parts apart adds little time (a cache hit or
         miss). Beyond the paper; 0: the paper's objective, no merging.
@@ -826,7 +827,8 @@ class LatencyDegradationPatterns(Analysis):
                     if ulo is not None and _one_cause((plo, phi), (lo, hi), (ulo, uhi), encodings, codes, data):
                         union.append((uf, ulo, uhi))
                     best = max(union, key=lambda u: u[0], default=None)
-                    if best is not None and best[0] >= max(pf, f):
+                    n_prev, n_this = class_cum[j + 1] - class_cum[first + 1], class_cum[i + 1] - class_cum[j + 1]
+                    if best is not None and best[0] >= (n_prev * pf + n_this * f) / max(n_prev + n_this, 1):
                         runs[-1] = [first, i, best[1], best[2], pex and exhaustive, best[0]]
                         continue
             runs.append([j, i, lo, hi, exhaustive, f])
@@ -1153,7 +1155,8 @@ def _one_cause(part1, part2, union, encodings: list, codes: np.ndarray, data: _I
     pattern of their union (each a pair of code-range arrays ``(lo, hi)``).
 
     They are when what tells the parts apart adds less time than the cause: every condition of
-    either part on an attribute the union's pattern does not use is continuous and changes its
+    either part that the other part does not share and that is on an attribute the union's
+    pattern does not use is continuous and changes its
     operation's median exclusive time (inside vs outside that part's pattern) by less than three
     quarters of the smallest time the union's conditions add. A normal bimodality (a cache hit or miss) or a delay of 50
     or 60 ms then joins its halves; two causes that share an operation but differ by another stay
@@ -1168,9 +1171,10 @@ def _one_cause(part1, part2, union, encodings: list, codes: np.ndarray, data: _I
     if not added:
         return False
     limit = 0.75 * min(added)
+    shared = (part1[0] >= 0) & (part1[0] == part2[0]) & (part1[1] == part2[1])
     for lo, hi in (part1, part2):
         pmask = _pattern_mask(lo, hi, codes)
-        for a in np.flatnonzero((lo >= 0) & ~in_union):
+        for a in np.flatnonzero((lo >= 0) & ~in_union & ~shared):
             if encodings[a].categorical:
                 return False
             effect = _effect(encodings[a].condition(lo[a], hi[a]), data, pmask).added_ns
