@@ -122,7 +122,12 @@ def evaluate_patterns(
     from .analysis import PAPER_SETTINGS
     from .evaluation import SIMULATORS, evaluate_patterns as run_eval, render
 
+    from ...errors import ParameterError
+
     names = tuple(x.strip() for x in solvers.split(",") if x.strip())
+    for option, value, allowed in (("--simulator", simulator, SIMULATORS), ("--interval", interval, ("affected", "auto"))):
+        if value not in (*allowed, "both"):
+            raise ParameterError(f"The {option!r} option must be one of {', '.join(allowed)} or both. Got {value!r} instead.")
     sims = SIMULATORS if simulator == "both" else (simulator,)
     intervals = ("affected", "auto") if interval == "both" else (interval,)
     params = dict(PAPER_SETTINGS) if paper else None
