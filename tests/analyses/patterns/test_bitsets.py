@@ -125,3 +125,27 @@ def test_memory_is_bounded_by_chunks():
     lo = rng.integers(0, 2, size=(300, m))
     hi = lo + rng.integers(1, 3, size=(300, m))
     np.testing.assert_array_equal(ev.class_counts(lo, hi), _naive_counts(codes, latency_class, 4, lo, hi))
+
+
+def test_min_precision_lifts_the_share_or_cuts_the_rest():
+    from tracesleuth.analyses.patterns._bitsets import min_precision
+
+    assert min_precision([100, 600, 0], 1000, 2.0).tolist() == pytest.approx([0.2, 0.8, 0.0])
+    assert min_precision([100], 1000, None).tolist() == [0.0]
+
+
+def test_prune_drops_a_condition_that_barely_changes_the_score():
+    from tracesleuth.analyses.patterns._bitsets import prune
+
+    rng = np.random.default_rng(0)
+    n = 400
+    degraded = rng.random(n) < 0.25
+    codes = np.column_stack([degraded.astype(int), rng.integers(0, 2, n)])
+    ev = PatternEvaluator(codes, np.array([2, 2]), degraded.astype(int) + 1, 3)
+    # attribute 0 = 1 explains class 2 alone; attribute 1 is noise
+    lo, hi = np.array([1, 0]), np.array([2, 2])
+    assert prune(ev, lo, hi, 1, 2, tolerance=0.0)[0].tolist() == [1, -1]  # all of attribute 1: no change
+    # attribute 1 < 1 halves the recall: pruned at once (the F-score rises without it)
+    assert prune(ev, np.array([1, 0]), np.array([2, 1]), 1, 2, tolerance=0.01)[0].tolist() == [1, -1]
+    # attribute 0 is the cause: never pruned, even with a generous tolerance
+    assert prune(ev, np.array([1, -1]), np.array([2, -1]), 1, 2, tolerance=0.5)[0].tolist() == [1, -1]

@@ -60,7 +60,8 @@ def test_to_dict_is_json_and_complete(small):
     text = json.dumps(d, allow_nan=False)
     assert json.loads(text)["settings"] == {
         "noised": False, "sessions": 3, "n_requests": 400, "random_state": 1,
-        "solvers": list(CLUSTERING_METHODS), "interval": "affected", "k_select": "truth"}
+        "solvers": list(CLUSTERING_METHODS), "interval": "affected", "k_select": "truth",
+        "simulator": "eshopper", "estimator_params": {}}
     assert len(d["sessions"]) == 9 and len(d["summary"]) == 3
 
 
@@ -75,12 +76,12 @@ def test_result_is_frozen_and_to_frame_is_a_copy(small):
 def test_render_tables_like_the_paper(small):
     sessions = render(small, table="sessions")
     lines = sessions.splitlines()
-    assert lines[0].startswith("Normal sessions (3 x 400 requests")
+    assert lines[0].startswith("eshopper: normal sessions (3 x 400 requests")
     assert "Kmeans" in lines[1] and "Hierarchical" in lines[1] and "Mean shift" in lines[1]
     assert lines[2].split() == ["ID"] + ["F-score", "Prec", "Recall"] * 3
     assert [ln.split()[0] for ln in lines[4:]] == ["0", "1", "2", "mean", "std"]
     time_table = render(small, small, table="time")
-    assert "time mean (s)" in time_table and time_table.count("Normal") == 2
+    assert "time mean (s)" in time_table and time_table.count("eshopper, affected, normal") == 2
     summary = render(small)
     assert "±" in summary and "F-score" in summary
     with pytest.raises(ParameterError, match="'table'"):

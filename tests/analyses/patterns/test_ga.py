@@ -99,3 +99,19 @@ def test_mutation_kinds_all_happen():
     assert (n_after == n_before - 1).any()  # remove
     modified = (n_after == n_before) & ((mlo != lo) | (mhi != hi)).any(axis=1)
     assert modified.any()  # modify
+
+
+def test_patience_freezes_settled_populations():
+    ev, planted_f, _ = planted_problem(5, planted_lo=PLANTED_LO, planted_hi=PLANTED_HI)
+    pairs = [(0, 1), (0, 2), (1, 2)]
+    full = genetic_search(ev, CATEGORICAL, pairs, settings=GASettings(generations=300), random_state=3)
+    quick = genetic_search(ev, CATEGORICAL, pairs, settings=GASettings(generations=300, patience=30),
+                           random_state=3)
+    assert quick[0].f_score >= planted_f - 1e-12
+    for q, f in zip(quick, full):
+        assert q.history.shape == f.history.shape and np.all(np.diff(q.history) >= 0)
+        assert q.history[-1] == q.f_score and q.f_score >= f.f_score - 0.05
+        stalled = np.flatnonzero(np.diff(q.history) > 0)
+        assert stalled.size == 0 or 300 - stalled[-1] >= 30  # it ran at least `patience` past its last gain
+    # no patience: the paper's search, every generation (the default)
+    assert GASettings().patience is None

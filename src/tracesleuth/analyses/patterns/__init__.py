@@ -6,7 +6,11 @@ requests whose latency falls in a degraded interval:
 * :class:`LatencyDegradationPatterns` - the analysis (``fit(table) -> self``, ``result_``,
   ``labels_``);
 * :class:`Condition`, :class:`Pattern`, :class:`LatencyInterval` - the paper's vocabulary;
-* :mod:`.split_points` - mean-shift split points, the automatic interval, ``"350ms:700ms"``;
+* :mod:`.split_points` - mean-shift split points, the automatic interval (the paper's rule and
+  the robust one), ``"350ms:700ms"``;
+* :mod:`.candidates` - the columns a pattern may use (identifiers, pass-through and asynchronous
+  operations left out, with the reason);
+* :data:`PAPER_SETTINGS` - the paper's method exactly (the defaults add what is beyond it);
 * :mod:`.ga`, :mod:`.bnb`, :mod:`.dp` - the genetic algorithm, branch and bound and the dynamic
   program; :mod:`._bitsets` - the bit-string fitness evaluation.
 
@@ -22,16 +26,18 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "format_duration_ns": "...units:format_duration_ns", "parse_duration": "...units:parse_duration",
     **{name: f"._model:{name}" for name in ("Condition", "LatencyInterval", "Pattern", "PatternQuality",
                                             "pattern_quality")},
-    **{name: f".analysis:{name}" for name in ("DegradationPatternsResult", "LatencyDegradationPatterns",
-                                              "SubIntervalPattern")},
+    **{name: f".analysis:{name}" for name in ("ConditionEffect", "DegradationPatternsResult",
+                                              "LatencyDegradationPatterns", "PAPER_SETTINGS", "SubIntervalPattern")},
     "degraded_interval": ".split_points:degraded_interval", "parse_interval": ".split_points:parse_interval",
 })
 
 __all__ = [
     "Condition",
+    "ConditionEffect",
     "DegradationPatternsResult",
     "LatencyDegradationPatterns",
     "LatencyInterval",
+    "PAPER_SETTINGS",
     "Pattern",
     "PatternQuality",
     "SubIntervalPattern",

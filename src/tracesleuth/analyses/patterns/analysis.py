@@ -23,37 +23,98 @@ import polars as pl
 from ...errors import EmptyDataError, ParameterError
 from ...units import format_duration_ns, parse_duration
 from .._contract import NONE, Analysis, Constraint, InstanceOf, Interval, Options, Seed, Strings
-from ._bitsets import AttributeEncoding, PatternEvaluator, SearchResult, simplify
+from ._bitsets import AttributeEncoding, PatternEvaluator, SearchResult, admissible_f_score, min_precision, prune
 from ._model import (
     ATTR_PREFIX,
     CONTINUOUS_PREFIX,
     INSTANCE_PREFIX,
+    Condition,
     LatencyInterval,
     Pattern,
+    attribute_words,
     pattern_quality,
 )
 from .bnb import branch_and_bound
+from .candidates import ASYNCHRONOUS, asynchronous_operations, identifier_columns, operation_of, pass_through_columns
 from .dp import optimal_partition
 from .ga import GASettings, genetic_search
 from .split_points import (
+    IntervalChoice,
     attribute_thresholds,
+    automatic_interval,
     degraded_interval,
     interval_split_points,
+    merge_small,
     parse_interval,
 )
 
-__all__ = ["DegradationPatternsResult", "LatencyDegradationPatterns", "SubIntervalPattern"]
+__all__ = ["ConditionEffect", "DegradationPatternsResult", "LatencyDegradationPatterns", "PAPER_SETTINGS",
+           "SubIntervalPattern"]
 
 LATENCY_COLUMN = "latency_ns"
 PATTERN_SOLVERS = ("ga", "bnb")
 CLUSTERING_SOLVERS = ("kmeans", "hierarchical", "meanshift")
 SOLVERS = PATTERN_SOLVERS + CLUSTERING_SOLVERS
 PARTITION_OBJECTIVES = ("sum", "weighted")
+INTERVAL_RULES = ("robust", "paper")
+#: The paper's method exactly (Cortellessa & Traini 2020): its automatic interval rule, every
+#: pattern admissible, every sub-interval of the split points, only redundant conditions dropped,
+#: every operation offered. The defaults add what is documented as beyond the paper.
+PAPER_SETTINGS = {"interval_rule": "paper", "split_bandwidth_quantile": None, "max_split_points": 6,
+                  "split_penalty": 0.0, "min_support": 1, "min_lift": None,
+                  "prune_tolerance": 0.0, "exclude_async": False, "pass_through_share": None, "patience": None}
+_SUGGESTION = ("Give the degraded interval (--interval A:B, e.g. the latencies you consider slow) or another "
+               "endpoint (--endpoint).")
 
 
 # ============================================================================================
 # Results
 # ============================================================================================
+
+
+@dataclass(frozen=True)
+class ConditionEffect:
+    """What one condition of a pattern means in time: the attribute inside vs outside the pattern.
+
+    Attributes
+    ----------
+    condition : Condition
+    inside_ns, outside_ns : float or None
+        Continuous: median of the attribute (exclusive time, ns) over the requests satisfying the
+        pattern, and over the other requests that have a value. None when there is none.
+    added_ns : float or None
+        ``inside_ns - outside_ns``: the time the condition's operation adds in the pattern's
+        requests (negative: it is faster there).
+    inside_share, outside_share : float or None
+        Categorical: share of the requests satisfying the pattern, and of the others, that have
+        the condition's value.
+    """
+
+    condition: Condition
+    inside_ns: float | None = None
+    outside_ns: float | None = None
+    added_ns: float | None = None
+    inside_share: float | None = None
+    outside_share: float | None = None
+
+    def describe(self) -> str:
+        """The condition and its effect, e.g. ``"... (median 31 ms vs 3.1 ms outside: +28 ms)"``."""
+        c = self.condition
+        text = attribute_words(c.attribute) if c.kind == "continuous" and c.low_ns is None and c.high_ns is None \
+            else c.describe()
+        if self.added_ns is not None:
+            sign = "+" if self.added_ns >= 0 else "-"
+            text += (f" (median {format_duration_ns(self.inside_ns)} vs {format_duration_ns(self.outside_ns)} "
+                     f"outside: {sign}{format_duration_ns(abs(self.added_ns))})")
+        elif self.inside_share is not None:
+            text += f" ({self.inside_share:.0%} of the pattern's requests vs {self.outside_share:.0%} of the others)"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict: the condition's fields and the effect."""
+        return {**self.condition.to_dict(), "inside_ns": self.inside_ns, "outside_ns": self.outside_ns,
+                "added_ns": self.added_ns, "inside_share": self.inside_share, "outside_share": self.outside_share,
+                "words": self.describe()}
 
 
 @dataclass(frozen=True)
@@ -86,6 +147,15 @@ class SubIntervalPattern:
     exhaustive : bool or None
         Branch and bound: whether the search finished within its budget (the pattern is then
         optimal over single-bin conditions). None for the other solvers.
+    effects : tuple of ConditionEffect
+        One per condition of ``pattern``: the median exclusive time inside vs outside the
+        pattern (time added), or the category's share (beyond the paper).
+    context : tuple of ConditionEffect
+        What else sets the pattern's requests apart, beyond its conditions: the operations that
+        take most time more inside than outside the pattern (at least 1 ms and a tenth of the
+        latency difference, at most 3) and the categories at least 50 points more frequent
+        inside (at most 3). A pattern ``customer.tier = gold`` names here the operation its
+        requests are slow in; ``op exclusive >= 20 ms`` the category they share. Beyond the paper.
     """
 
     index: int
@@ -101,6 +171,8 @@ class SubIntervalPattern:
     n_positives: int
     support: int
     exhaustive: bool | None = None
+    effects: tuple[ConditionEffect, ...] = ()
+    context: tuple[ConditionEffect, ...] = ()
 
     @property
     def latency_words(self) -> str:
@@ -123,6 +195,8 @@ class SubIntervalPattern:
             "n_positives": self.n_positives,
             "support": self.support,
             "exhaustive": self.exhaustive,
+            "effects": [e.to_dict() for e in self.effects],
+            "context": [e.to_dict() for e in self.context],
         }
 
 
@@ -159,6 +233,9 @@ class DegradationPatternsResult:
     interval : LatencyInterval or None
         The degraded latency interval ``I``.
     interval_source : {"given", "automatic"} or None
+    interval_reason : str or None
+        How the interval was chosen, with the numbers (the automatic rule's reference mode,
+        spread and cut; or "given").
     split_points : tuple of int
         Candidate split points ``s_0 < ... < s_k`` in ns (``s_0``, ``s_k``: the ends of ``I``).
     sub_intervals : tuple of SubIntervalPattern
@@ -183,6 +260,7 @@ class DegradationPatternsResult:
     reason: str | None = None
     interval: LatencyInterval | None = None
     interval_source: str | None = None
+    interval_reason: str | None = None
     split_points: tuple[int, ...] = ()
     sub_intervals: tuple[SubIntervalPattern, ...] = ()
     score: float | None = None
@@ -222,6 +300,7 @@ class DegradationPatternsResult:
             "n_requests": self.n_requests,
             "interval": None if self.interval is None else self.interval.to_dict(),
             "interval_source": self.interval_source,
+            "interval_reason": self.interval_reason,
             "split_points": list(self.split_points),
             "sub_intervals": [s.to_dict() for s in self.sub_intervals],
             "score": self.score,
@@ -236,11 +315,17 @@ class DegradationPatternsResult:
     def describe(self) -> str:
         """A few lines in words."""
         if not self.found:
-            return f"No degradation found: {self.reason}"
+            return f"No degradation found, because {self.reason}"
         lines = [f"Latency interval {self.interval.describe()} ({self.n_positives} of {self.n_requests} requests):"]
+        if self.interval_reason and self.interval_source == "automatic":
+            lines.append(f"  chosen automatically: {self.interval_reason}")
         for s in self.sub_intervals:
             score = "" if s.f_score is None else f" (F={s.f_score:.3f}, precision={s.precision:.3f}, recall={s.recall:.3f})"
             lines.append(f"  {s.latency_words}: {s.words}{score}")
+            lines.extend(f"      {e.describe()}" for e in s.effects if e.added_ns is not None or e.inside_share is not None)
+            if s.context:
+                lines.append("      its requests also: " + "; ".join(e.describe() for e in s.context))
+        lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
 
 
@@ -354,9 +439,17 @@ class LatencyDegradationPatterns(Analysis):
         :func:`tracesleuth.analyses.patterns.clustering.cluster_degraded` and give no pattern.
     interval : str, (int, int), LatencyInterval or None, default=None
         The degraded interval ``I``, e.g. ``"350ms:700ms"`` (half-open, units ns/us/ms/s; an open
-        side means the data's min or max) or ``(low_ns, high_ns)``. None: from the first split
-        point above the main latency mode to the maximum latency
-        (:func:`~tracesleuth.analyses.patterns.split_points.degraded_interval`).
+        side means the data's min or max) or ``(low_ns, high_ns)``. None: chosen by
+        ``interval_rule`` and explained in ``result_.interval_reason``.
+    interval_rule : {"robust", "paper"}, default="robust"
+        The automatic interval. ``"paper"``: from the first split point above the most populous
+        latency mode (:func:`~tracesleuth.analyses.patterns.split_points.degraded_interval`).
+        ``"robust"`` (beyond the paper): on a log scale, from the fastest large mode's tail cut or
+        the density gap above it, whichever is lower; a slow tail without a mode is explained too,
+        and a tail no heavier than chance is not
+        (:func:`~tracesleuth.analyses.patterns.split_points.automatic_interval`).
+    tail_z : float, default=2.0
+        ``"robust"`` rule: the tail cut in standard deviations of the reference mode.
     split_points : sequence of int or str, or None, default=None
         Inner split points of ``I`` (ns, or strings such as ``"420ms"``). None: the density minima
         of the latencies in ``I`` (mean shift).
@@ -366,8 +459,31 @@ class LatencyDegradationPatterns(Analysis):
         ``attr[version]``). None: every exclusive-time, instance and attribute column.
     categorical : bool, default=True
         Use the categorical columns (instances and root attributes, Section 5).
-    max_split_points : int, default=6
-        At most this many inner split points (least populated sub-intervals are merged).
+    max_split_points : int, default=4
+        At most this many inner split points (least populated sub-intervals are merged): the
+        search runs once per pair of split points, ``(k + 1)(k + 2) / 2`` times for ``k`` inner
+        points (15 for 4). The paper sets no limit; :data:`PAPER_SETTINGS` keeps 6.
+    min_support : int, default=15
+        Least requests of a sub-interval: split points leaving fewer between them are merged away,
+        and an interval holding fewer is no degradation to explain (beyond the paper; 1: the
+        paper, where a sub-interval of one request scores F = 1).
+    min_lift : float or None, default=2.0
+        A pattern must lift its sub-interval's share of the requests: precision at least
+        ``min(min_lift * b, 1 - (1 - b) / min_lift)`` for a sub-interval holding a share ``b``
+        (:func:`~tracesleuth.analyses.patterns._bitsets.min_precision`), else it scores 0. Beyond
+        the paper, whose F-score rewards describing the normal requests of a band; None: off.
+    prune_tolerance : float, default=0.01
+        Conditions are dropped from a found pattern while its F-score stays within this much of
+        the pattern's (the shortest pattern within the tolerance,
+        :func:`~tracesleuth.analyses.patterns._bitsets.prune`). 0: only conditions that change
+        nothing go (the paper's patterns as found).
+    exclude_async : bool, default=True
+        Leave out the operations the request never waits for (every call below a producer/consumer
+        or ``FOLLOWS_FROM`` link; needs a TraceTable with spans). Beyond the paper.
+    pass_through_share : float or None, default=0.95
+        Leave out the operations whose exclusive time is at least this share of the request latency
+        (median, over the requests calling them; at least half do): a gateway span with no traced
+        child restates the latency. Beyond the paper; None: off.
     partition_objective : {"sum", "weighted"}, default="sum"
         What the dynamic program maximises. ``"sum"``: the sum of the sub-intervals' F-scores,
         eq. (7) of the paper. ``"weighted"``: each F-score weighted by its sub-interval's share of
@@ -376,8 +492,29 @@ class LatencyDegradationPatterns(Analysis):
         mode is cut in halves (F = 2/3 each), so latency modes that have no distinct cause (an
         optional call, a cache miss) become separate sub-intervals with weak patterns; the
         weighted objective splits only where different patterns explain the parts better.
+    split_penalty : float, default=0.5
+        Subtracted from each sub-interval's score in the dynamic program, so that a partition
+        into ``p`` sub-intervals pays ``p * split_penalty``: a split is kept only when the two
+        parts' scores exceed the whole's by more than the penalty. The paper's sum of F-scores
+        (eq. 7, ``split_penalty=0``) rewards splitting itself: one cause explained perfectly
+        (F = 1) scores 1.5 once its band is cut in two halves explained at F = 0.75 by the cause
+        and an unrelated bimodality. With 0.5, a sub-interval adds to the partition only when its
+        pattern explains more of it than it misses (F > 0.5), and the halves need F > 0.75 each.
+        Neighbouring sub-intervals are then merged when one pattern explains their union at least
+        as well as the parts' patterns explain their parts (F-score against their mean weighted by
+        the parts' requests): the hull of the parts' ranges when they
+        condition the same attributes (a delay of 50 ms in one, 60 ms in the next), or the best
+        pattern of the union when what tells the parts apart adds little time (a cache hit or
+        miss). Beyond the paper; 0: the paper's objective, no merging.
     bandwidth_quantile : float, default=0.3
         Quantile of the mean-shift bandwidth estimate (as ``sklearn.cluster.estimate_bandwidth``).
+    split_bandwidth_quantile : float or None, default=0.1
+        The same for the split points of ``I`` (density minima of the latencies inside it). A
+        finer bandwidth than the attributes' offers the dynamic program the minima between
+        degraded bands that overlap (two degradations a few tens of ms apart); the least
+        populated are merged (``max_split_points``, ``min_support``) and the dynamic program
+        keeps only the splits that better patterns justify. Beyond the paper; None: as
+        ``bandwidth_quantile`` (the paper's one mean-shift setting).
     min_bin_fraction : float, default=0.01
         Mean-shift seed bins need this fraction of the values.
     max_categories : int, default=100
@@ -386,6 +523,10 @@ class LatencyDegradationPatterns(Analysis):
         GA ``mu``, ``lambda`` and generations.
     crossover_probability, mutation_probability : float, default=0.8, 0.2
     tournament_size : int, default=20
+    patience : int or None, default=100
+        GA: stop when no sub-interval's best pattern improved for this many generations
+        (:class:`~tracesleuth.analyses.patterns.ga.GASettings`). Beyond the paper; None: every
+        generation.
     max_nodes : int or None, default=2000
         Branch and bound: nodes expanded per sub-interval at most.
     time_budget_s : float or None, default=None
@@ -414,7 +555,15 @@ class LatencyDegradationPatterns(Analysis):
         A setting out of range, an unknown attribute, a malformed interval or split point,
         ``k_range`` with no feasible number of clusters.
     EmptyDataError
-        An empty table, a given interval holding no request, no usable attribute.
+        An empty table or no usable attribute. No degradation to explain (one latency mode, a
+        given interval holding no request or too few) is not an error: ``result_.found`` is
+        False and ``result_.reason`` says why, with the numbers and what to try.
+
+    Notes
+    -----
+    :data:`PAPER_SETTINGS` gives the paper's method exactly; the defaults add the robust
+    interval, least support and lift, pruning and the left-out columns of
+    :mod:`~tracesleuth.analyses.patterns.candidates`, each documented as beyond the paper.
 
     See Also
     --------
@@ -445,12 +594,21 @@ class LatencyDegradationPatterns(Analysis):
         *,
         solver: str = "ga",
         interval: Any = None,
+        interval_rule: str = "robust",
+        tail_z: float = 2.0,
         split_points: Sequence[int | str] | None = None,
         attributes: Sequence[str] | None = None,
         categorical: bool = True,
-        max_split_points: int = 6,
+        max_split_points: int = 4,
+        min_support: int = 15,
+        min_lift: float | None = 2.0,
+        prune_tolerance: float = 0.01,
+        exclude_async: bool = True,
+        pass_through_share: float | None = 0.95,
         partition_objective: str = "sum",
+        split_penalty: float = 0.5,
         bandwidth_quantile: float = 0.3,
+        split_bandwidth_quantile: float | None = 0.1,
         min_bin_fraction: float = 0.01,
         max_categories: int = 100,
         population_size: int = 100,
@@ -459,6 +617,7 @@ class LatencyDegradationPatterns(Analysis):
         crossover_probability: float = 0.8,
         mutation_probability: float = 0.2,
         tournament_size: int = 20,
+        patience: int | None = 100,
         max_nodes: int | None = 2000,
         time_budget_s: float | None = None,
         k_range: range = range(2, 7),
@@ -466,12 +625,21 @@ class LatencyDegradationPatterns(Analysis):
     ):
         self.solver = solver
         self.interval = interval
+        self.interval_rule = interval_rule
+        self.tail_z = tail_z
         self.split_points = split_points
         self.attributes = attributes
         self.categorical = categorical
         self.max_split_points = max_split_points
+        self.min_support = min_support
+        self.min_lift = min_lift
+        self.prune_tolerance = prune_tolerance
+        self.exclude_async = exclude_async
+        self.pass_through_share = pass_through_share
         self.partition_objective = partition_objective
+        self.split_penalty = split_penalty
         self.bandwidth_quantile = bandwidth_quantile
+        self.split_bandwidth_quantile = split_bandwidth_quantile
         self.min_bin_fraction = min_bin_fraction
         self.max_categories = max_categories
         self.population_size = population_size
@@ -480,6 +648,7 @@ class LatencyDegradationPatterns(Analysis):
         self.crossover_probability = crossover_probability
         self.mutation_probability = mutation_probability
         self.tournament_size = tournament_size
+        self.patience = patience
         self.max_nodes = max_nodes
         self.time_budget_s = time_budget_s
         self.k_range = k_range
@@ -494,9 +663,18 @@ class LatencyDegradationPatterns(Analysis):
         "split_points": [NONE, InstanceOf((list, tuple, np.ndarray), "a sequence of ints (ns) or duration strings")],
         "attributes": [NONE, Strings()],
         "categorical": [Options((True, False))],
+        "interval_rule": [Options(INTERVAL_RULES)],
+        "tail_z": [Interval(float, 0.0, None, closed="neither")],
         "max_split_points": [Interval(int, 0, None)],
+        "min_support": [Interval(int, 1, None)],
+        "min_lift": [NONE, Interval(float, 1.0, None)],
+        "prune_tolerance": [Interval(float, 0.0, 1.0)],
+        "exclude_async": [Options((True, False))],
+        "pass_through_share": [NONE, Interval(float, 0.0, 1.0, closed="right")],
         "partition_objective": [Options(PARTITION_OBJECTIVES)],
+        "split_penalty": [Interval(float, 0.0, 1.0)],
         "bandwidth_quantile": [Interval(float, 0.0, 1.0, closed="right")],
+        "split_bandwidth_quantile": [NONE, Interval(float, 0.0, 1.0, closed="right")],
         "min_bin_fraction": [Interval(float, 0.0, 1.0)],
         "max_categories": [Interval(int, 1, None)],
         "population_size": [Interval(int, 2, None)],
@@ -505,6 +683,7 @@ class LatencyDegradationPatterns(Analysis):
         "crossover_probability": [Interval(float, 0.0, 1.0)],
         "mutation_probability": [Interval(float, 0.0, 1.0)],
         "tournament_size": [Interval(int, 1, None)],
+        "patience": [NONE, Interval(int, 1, None)],
         "max_nodes": [NONE, Interval(int, 1, None)],
         "time_budget_s": [NONE, Interval(float, 0.0, None, closed="right")],
         "k_range": [_KRange()],
@@ -550,99 +729,121 @@ class LatencyDegradationPatterns(Analysis):
         notes = data.notes
 
         # ---- the latency interval I ---------------------------------------------------------
-        if self.interval is None:
-            source = "automatic"
-            if latency.size < 2:
-                return self._nothing(out, data, "a single request: there is no latency distribution to find a degradation in.")
-            if latency.min() == latency.max():
-                return self._nothing(out, data, f"every request has the same latency ({format_duration_ns(latency[0])}).")
-            interval, clusters = degraded_interval(latency, **ms)
-            if interval is None:
-                return self._nothing(
-                    out, data,
-                    f"the most populous latency mode (around {format_duration_ns(clusters.centers[-1])}) is also the "
-                    f"slowest of the {clusters.n_clusters} mode(s) found by mean shift: no slower mode to explain.",
-                )
-        else:
-            source = "given"
-            interval = parse_interval(self.interval, latency_ns=latency)
+        chosen = self._interval(latency, ms)
+        if isinstance(chosen, str):
+            return self._nothing(out, data, chosen)
+        interval, source, why = chosen.interval, ("given" if self.interval is not None else "automatic"), chosen.reason
+        notes.extend(chosen.notes)
         positives = interval.contains(latency)
         n_pos = int(positives.sum())
         out["interval_"] = interval
+        span = f"latencies span [{format_duration_ns(latency.min())}, {format_duration_ns(latency.max())}]"
         if n_pos == 0:
-            raise EmptyDataError(
-                f"The latency interval {interval.describe()} holds no request (latencies span "
-                f"[{format_duration_ns(latency.min())}, {format_duration_ns(latency.max())}])."
-            )
+            return self._nothing(out, data, f"the latency interval {interval.describe()} holds no request of the "
+                                 f"{latency.size:,} ({span}). {_SUGGESTION}", interval=interval, source=source)
         if n_pos == latency.size:
             return self._nothing(
-                out, data,
-                f"every request lies in the latency interval {interval.describe()}: no faster request to contrast with.",
-                interval=interval,
-                source=source,
-            )
+                out, data, f"every request ({n_pos:,}) lies in the latency interval {interval.describe()}: "
+                "no faster request to contrast with. Give an interval above the normal latencies (--interval A:B).",
+                interval=interval, source=source)
+        if n_pos < self.min_support:
+            return self._nothing(
+                out, data, f"the latency interval {interval.describe()} holds {n_pos} request(s), fewer than "
+                f"min_support={self.min_support}: too few to tell a pattern from chance. {_SUGGESTION}",
+                interval=interval, source=source)
 
         # ---- split points -------------------------------------------------------------------
         if self.split_points is None:
-            bounds = interval_split_points(latency, interval, max_split_points=int(self.max_split_points), **ms)
+            split_ms = dict(ms)
+            if self.split_bandwidth_quantile is not None:
+                split_ms["quantile"] = float(self.split_bandwidth_quantile)
+            bounds = interval_split_points(latency, interval, max_split_points=int(self.max_split_points), **split_ms)
         else:
             bounds = self._given_split_points(interval)
+        merged = merge_small(bounds, latency, int(self.min_support))
+        if merged.size < bounds.size:
+            notes.append(f"{bounds.size - merged.size} split point(s) removed: they left fewer than "
+                         f"min_support={self.min_support} requests in a sub-interval.")
+        bounds = merged
         out["split_points_"] = bounds
 
         if self.solver in CLUSTERING_SOLVERS:
-            return self._fit_clustering(out, data, interval, source, bounds, positives)
+            return self._fit_clustering(out, data, interval, source, bounds, positives, why)
 
-        # ---- encoding, bit strings ------------------------------------------------------------
-        encodings, codes, skipped = _encode(data, ms, int(self.max_categories))
+        # ---- encoding, bit strings, search ----------------------------------------------------
+        excluded = self._excluded_columns(table, data)
+        encodings, codes, skipped = _encode(data, ms, int(self.max_categories), excluded)
         out["encodings_"] = tuple(encodings)
         if not encodings:
             detail = "; ".join(f"{a}: {r}" for a, r in skipped) or "the table has no exclusive_ns/instance/attr column"
             raise EmptyDataError(f"No attribute to build conditions from ({detail}).")
         latency_class = np.searchsorted(bounds, latency, side="right")
-        n_classes = bounds.size + 1
-        evaluator = PatternEvaluator(codes, np.array([e.n_bins for e in encodings]), latency_class, n_classes)
-        categorical = np.array([e.categorical for e in encodings])
+        evaluator = PatternEvaluator(codes, np.array([e.n_bins for e in encodings]), latency_class, bounds.size + 1)
         k = bounds.size - 1
         pairs = [(j, i) for i in range(1, k + 1) for j in range(i)]
-        if self.solver == "ga":
-            settings = GASettings(
-                population_size=int(self.population_size), offspring_size=int(self.offspring_size),
-                generations=int(self.generations), crossover_probability=float(self.crossover_probability),
-                mutation_probability=float(self.mutation_probability), tournament_size=int(self.tournament_size),
-            )
-            found = genetic_search(evaluator, categorical, pairs, settings=settings, random_state=self.random_state)
-        else:
-            found = branch_and_bound(evaluator, pairs, max_nodes=self.max_nodes, time_budget_s=self.time_budget_s)
+        class_cum = np.concatenate(([0], np.cumsum(evaluator.class_sizes)))
+        least = min_precision([class_cum[i + 1] - class_cum[j + 1] for j, i in pairs], latency.size, self.min_lift)
+        found = self._search(evaluator, np.array([e.categorical for e in encodings]), pairs, least)
         by_pair: dict[tuple[int, int], SearchResult] = {(r.first, r.last): r for r in found}
+        least_of = dict(zip(pairs, least))
         weight = (lambda r: r.n_positives / n_pos) if self.partition_objective == "weighted" else (lambda r: 1.0)
-        partition = optimal_partition(bounds.size, {p: r.f_score * weight(r) for p, r in by_pair.items()})
+        penalty = float(self.split_penalty)
+        partition = optimal_partition(bounds.size, {p: r.f_score * weight(r) - penalty for p, r in by_pair.items()})
 
-        subs: list[SubIntervalPattern] = []
-        satisfied: list[np.ndarray] = []
-        for index, (j, i) in enumerate(partition.sub_intervals):
-            r = by_pair[(j, i)]
-            low, high = int(bounds[j]), int(bounds[i])
-            n_sub = r.n_positives
-            if r.tp == 0:
-                why = "no request in this sub-interval" if n_sub == 0 else "no condition holds for its requests"
-                subs.append(SubIntervalPattern(index, low, high, None, f"no pattern: {why}", 0.0, 0.0, 0.0, 0, 0, n_sub, 0,
-                                               r.exhaustive if self.solver == "bnb" else None))
-                satisfied.append(np.zeros(latency.size, dtype=bool))
-                continue
-            lo, hi = simplify(evaluator, r.lo, r.hi)
+        # each sub-interval's pattern, pruned; neighbours whose patterns are one cause become one
+        categorical = np.array([e.categorical for e in encodings])
+
+        def score(j: int, i: int, lo, hi) -> float:
             counts = evaluator.class_counts(lo[None], hi[None])[0]
             tp = int(counts[j + 1 : i + 1].sum())
-            quality = pattern_quality(tp, int(counts.sum()) - tp, n_sub)
-            attrs = np.flatnonzero(lo >= 0)
-            pattern = Pattern(encodings[a].condition(lo[a], hi[a]) for a in attrs)
-            mask = np.ones(latency.size, dtype=bool)
-            for a in attrs:
-                mask &= (codes[:, a] >= lo[a]) & (codes[:, a] < hi[a])
+            return float(admissible_f_score(tp, int(counts.sum()), int(class_cum[i + 1] - class_cum[j + 1]),
+                                            least_of[(j, i)]))
+
+        def pruned(j: int, i: int):
+            r = by_pair[(j, i)]
+            if r.tp == 0 or r.f_score <= 0:
+                return None, None, 0.0
+            lo, hi = prune(evaluator, r.lo, r.hi, j, i, tolerance=float(self.prune_tolerance),
+                           least_precision=least_of[(j, i)])
+            return lo, hi, score(j, i, lo, hi)
+
+        runs: list[list] = []  # [first, last, lo, hi, exhaustive, f]
+        for j, i in partition.sub_intervals:
+            lo, hi, f = pruned(j, i)
+            exhaustive = by_pair[(j, i)].exhaustive
+            if runs and self.split_penalty > 0:
+                first, _, plo, phi, pex, pf = runs[-1]
+                if lo is None and plo is None:
+                    runs[-1][1] = i
+                    continue
+                if lo is not None and plo is not None:
+                    union = []
+                    hull = _hull(plo, phi, lo, hi, categorical)
+                    if hull is not None and _close_ranges((plo, phi), (lo, hi), hull, encodings, codes, data):
+                        hlo, hhi = prune(evaluator, *hull, first, i, tolerance=float(self.prune_tolerance),
+                                         least_precision=least_of[(first, i)])
+                        union.append((score(first, i, hlo, hhi), hlo, hhi))
+                    ulo, uhi, uf = pruned(first, i)
+                    if ulo is not None and _one_cause((plo, phi), (lo, hi), (ulo, uhi), encodings, codes, data):
+                        union.append((uf, ulo, uhi))
+                    best = max(union, key=lambda u: u[0], default=None)
+                    n_prev, n_this = class_cum[j + 1] - class_cum[first + 1], class_cum[i + 1] - class_cum[j + 1]
+                    if best is not None and best[0] >= (n_prev * pf + n_this * f) / max(n_prev + n_this, 1):
+                        runs[-1] = [first, i, best[1], best[2], pex and exhaustive, best[0]]
+                        continue
+            runs.append([j, i, lo, hi, exhaustive, f])
+        if len(runs) < len(partition.sub_intervals):
+            notes.append(f"{len(partition.sub_intervals) - len(runs)} pair(s) of neighbouring sub-intervals were "
+                         "merged: one pattern explains their union as well as each part's, and what told the parts "
+                         "apart adds little time (one cause, e.g. a delay of varying size or a normal bimodality).")
+        subs: list[SubIntervalPattern] = []
+        satisfied: list[np.ndarray] = []
+        for index, (j, i, lo, hi, exhaustive, _) in enumerate(runs):
+            sub, mask = self._sub_interval(index, j, i, lo, hi, exhaustive, bounds, evaluator, encodings, codes, data,
+                                           float(min_precision([class_cum[i + 1] - class_cum[j + 1]], latency.size,
+                                                               self.min_lift)[0]))
+            subs.append(sub)
             satisfied.append(mask)
-            subs.append(SubIntervalPattern(
-                index, low, high, pattern, pattern.describe(), quality.precision, quality.recall, quality.f_score,
-                quality.tp, quality.fp, n_sub, quality.support, r.exhaustive if self.solver == "bnb" else None,
-            ))
         if self.solver == "bnb":
             unfinished = [s.index for s in subs if s.exhaustive is False]
             if unfinished:
@@ -650,14 +851,88 @@ class LatencyDegradationPatterns(Analysis):
                     f"branch and bound stopped at its budget (max_nodes={self.max_nodes}, time_budget_s={self.time_budget_s}) "
                     f"for sub-interval(s) {unfinished}: their patterns are the best found, not proven optimal."
                 )
+        if all(s.pattern is None for s in subs):
+            notes.append("No sub-interval has a pattern that explains its requests better than chance"
+                         + (f" (min_lift={self.min_lift:g})" if self.min_lift is not None else "")
+                         + ": the slow requests share no condition the others lack. " + _SUGGESTION)
         out["labels_"][data.rows] = _assign_labels(satisfied, latency, [(s.low_ns, s.high_ns) for s in subs])
         out["result_"] = DegradationPatternsResult(
             found=True, solver=self.solver, n_requests=int(latency.size), interval=interval, interval_source=source,
-            split_points=tuple(int(b) for b in bounds), sub_intervals=tuple(subs), score=float(partition.score),
-            n_positives=n_pos, attributes=tuple(e.name for e in encodings), skipped_attributes=tuple(skipped),
-            notes=tuple(notes),
+            interval_reason=why, split_points=tuple(int(b) for b in bounds), sub_intervals=tuple(subs),
+            score=float(partition.score), n_positives=n_pos, attributes=tuple(e.name for e in encodings),
+            skipped_attributes=tuple(skipped), notes=tuple(notes),
         )
         return out
+
+    # ----------------------------------------------------------------------------------------
+
+    def _interval(self, latency: np.ndarray, ms: dict) -> IntervalChoice | str:
+        """The interval I with how it was chosen, or why there is none (a str)."""
+        if self.interval is not None:
+            return IntervalChoice(parse_interval(self.interval, latency_ns=latency), "given", "given", 0)
+        return choose_interval(latency, rule=self.interval_rule, tail_z=float(self.tail_z), **ms)
+
+    def _excluded_columns(self, table: Any, data: _Inputs) -> dict[str, str]:
+        """Columns left out of the conditions (identifiers, pass-through, asynchronous) and why."""
+        excluded = dict(identifier_columns(data.frame, data.categorical, data.rows))
+        if self.pass_through_share is not None:
+            excluded.update(pass_through_columns(data.frame, data.continuous, data.rows, data.latency,
+                                                 float(self.pass_through_share)))
+        if self.exclude_async:
+            asynchronous = asynchronous_operations(table)
+            for name in data.continuous + data.categorical:
+                key = operation_of(name)
+                if key in asynchronous:
+                    excluded[name] = (f"{ASYNCHRONOUS}: none of its {asynchronous[key]:,} calls is waited for by the "
+                                      "request (producer/consumer or FOLLOWS_FROM), so it cannot delay it")
+        return excluded
+
+    def _search(self, evaluator: PatternEvaluator, categorical: np.ndarray, pairs: list, least: np.ndarray
+                ) -> list[SearchResult]:
+        if self.solver == "ga":
+            settings = GASettings(
+                population_size=int(self.population_size), offspring_size=int(self.offspring_size),
+                generations=int(self.generations), crossover_probability=float(self.crossover_probability),
+                mutation_probability=float(self.mutation_probability), tournament_size=int(self.tournament_size),
+                patience=None if self.patience is None else int(self.patience),
+            )
+            return genetic_search(evaluator, categorical, pairs, settings=settings, random_state=self.random_state,
+                                  least_precision=least)
+        return branch_and_bound(evaluator, pairs, max_nodes=self.max_nodes, time_budget_s=self.time_budget_s,
+                                least_precision=least)
+
+    def _sub_interval(self, index: int, j: int, i: int, lo: np.ndarray | None, hi: np.ndarray | None,
+                      exhaustive: bool, bounds: np.ndarray, evaluator: PatternEvaluator, encodings: list,
+                      codes: np.ndarray, data: _Inputs, least: float) -> tuple[SubIntervalPattern, np.ndarray]:
+        """Sub-interval ``[s_j, s_i)`` with its pattern (code ranges ``lo, hi``; None: none), scores and
+        effects; and who satisfies the pattern."""
+        low, high = int(bounds[j]), int(bounds[i])
+        n_sub = int(evaluator.class_sizes[j + 1 : i + 1].sum())
+        exhaustive = bool(exhaustive) if self.solver == "bnb" else None
+        if lo is None:
+            if n_sub == 0:
+                why = "no request in this sub-interval"
+            elif self.min_lift is not None:
+                why = (f"no condition explains its {n_sub:,} requests better than chance (a pattern needs precision "
+                       f">= {least:.2f} here, min_lift={self.min_lift:g})")
+            else:
+                why = "no condition holds for its requests"
+            return (SubIntervalPattern(index, low, high, None, f"no pattern: {why}", 0.0, 0.0, 0.0, 0, 0, n_sub, 0,
+                                       exhaustive), np.zeros(data.latency.size, dtype=bool))
+        counts = evaluator.class_counts(lo[None], hi[None])[0]
+        tp = int(counts[j + 1 : i + 1].sum())
+        quality = pattern_quality(tp, int(counts.sum()) - tp, n_sub)
+        attrs = np.flatnonzero(lo >= 0)
+        pattern = Pattern(encodings[a].condition(lo[a], hi[a]) for a in attrs)
+        mask = np.ones(data.latency.size, dtype=bool)
+        for a in attrs:
+            mask &= (codes[:, a] >= lo[a]) & (codes[:, a] < hi[a])
+        effects = tuple(_effect(encodings[a].condition(lo[a], hi[a]), data, mask) for a in attrs)
+        return SubIntervalPattern(
+            index, low, high, pattern, pattern.describe(), quality.precision, quality.recall, quality.f_score,
+            quality.tp, quality.fp, n_sub, quality.support, exhaustive, effects,
+            _context(np.flatnonzero(lo < 0), encodings, codes, data, mask),
+        ), mask
 
     # ----------------------------------------------------------------------------------------
 
@@ -689,7 +964,7 @@ class LatencyDegradationPatterns(Analysis):
             points.append(value)
         return np.array(sorted({interval.low_ns, interval.high_ns, *points}), dtype=np.int64)
 
-    def _fit_clustering(self, out, data, interval, source, bounds, positives) -> dict:
+    def _fit_clustering(self, out, data, interval, source, bounds, positives, why) -> dict:
         from . import clustering  # written separately; imported on use
 
         X, names = _exclusive_matrix(data, positives)
@@ -733,7 +1008,7 @@ class LatencyDegradationPatterns(Analysis):
         out["labels_"][data.rows] = all_labels
         out["result_"] = DegradationPatternsResult(
             found=True, solver=self.solver, n_requests=int(data.latency.size), interval=interval, interval_source=source,
-            split_points=tuple(int(b) for b in bounds), sub_intervals=tuple(subs), score=None,
+            interval_reason=why, split_points=tuple(int(b) for b in bounds), sub_intervals=tuple(subs), score=None,
             n_positives=int(positives.sum()), attributes=tuple(names), notes=tuple(data.notes),
         )
         return out
@@ -744,15 +1019,56 @@ class LatencyDegradationPatterns(Analysis):
 # ============================================================================================
 
 
-def _encode(data: _Inputs, ms: dict, max_categories: int):
-    """Bin codes of every usable attribute over the analysed rows."""
+def choose_interval(latency_ns: np.ndarray, *, rule: str = "robust", tail_z: float = 2.0, **mean_shift: float
+                    ) -> IntervalChoice | str:
+    """The automatic degraded interval of :class:`LatencyDegradationPatterns`, or why there is none.
+
+    Parameters
+    ----------
+    latency_ns : ndarray of int64, shape (n_requests,)
+    rule : {"robust", "paper"}, default="robust"
+        :func:`~.split_points.automatic_interval` or the paper's :func:`~.split_points.degraded_interval`.
+    tail_z : float, default=2.0
+    **mean_shift
+        ``quantile`` and ``min_bin_fraction``.
+
+    Returns
+    -------
+    IntervalChoice or str
+        The choice with its reason, or the reason there is no degradation (with a suggestion).
+    """
+    latency = np.asarray(latency_ns)
+    if latency.size < 2:
+        return "there is a single request: no latency distribution to find a degradation in."
+    if latency.min() == latency.max():
+        return f"every request has the same latency ({format_duration_ns(latency[0])})."
+    if rule == "robust":
+        choice = automatic_interval(latency, tail_z=tail_z, **mean_shift)
+        return choice if choice.interval is not None else f"{choice.reason} {_SUGGESTION}"
+    interval, clusters = degraded_interval(latency, **mean_shift)
+    main = int(np.argmax(clusters.counts))
+    if interval is None:
+        return (f"the most populous latency mode (around {format_duration_ns(clusters.centers[main])}) is also the "
+                f"slowest of the {clusters.n_clusters} mode(s) found by mean shift: no slower mode to explain. "
+                + _SUGGESTION)
+    return IntervalChoice(interval, "gap", (
+        f"the first density split point above the most populous latency mode (around "
+        f"{format_duration_ns(clusters.centers[main])}), the paper's rule"), int(clusters.centers[main]))
+
+
+def _encode(data: _Inputs, ms: dict, max_categories: int, excluded: dict[str, str] | None = None):
+    """Bin codes of every usable attribute over the analysed rows (``excluded``: left out, with the reason)."""
     frame = data.frame
     rows = data.rows
     full = rows.size == frame.height
     encodings: list[AttributeEncoding] = []
     columns: list[np.ndarray] = []
-    skipped: list[tuple[str, str]] = []
+    excluded = excluded or {}
+    skipped: list[tuple[str, str]] = [(name, excluded[name]) for name in data.continuous + data.categorical
+                                      if name in excluded]
     for name in data.continuous:
+        if name in excluded:
+            continue
         series = frame.get_column(name)
         if not full:
             series = series.gather(rows)
@@ -775,6 +1091,8 @@ def _encode(data: _Inputs, ms: dict, max_categories: int):
                                            n_missing=int((~present).sum())))
         columns.append(code.astype(np.int32))
     for name in data.categorical:
+        if name in excluded:
+            continue
         series = frame.get_column(name)
         if not full:
             series = series.gather(rows)
@@ -793,6 +1111,120 @@ def _encode(data: _Inputs, ms: dict, max_categories: int):
         columns.append(code.astype(np.int32))
     codes = np.column_stack(columns) if columns else np.empty((rows.size, 0), dtype=np.int32)
     return encodings, codes, skipped
+
+
+def _hull(lo1, hi1, lo2, hi2, categorical: np.ndarray):
+    """The hull ``(lo, hi)`` of two patterns on the same attributes with equal categories and touching
+    or overlapping ranges (a delay of 50 in one sub-interval, 60 ms in the next); else None."""
+    a1 = lo1 >= 0
+    if not np.array_equal(a1, lo2 >= 0):
+        return None
+    same_cat = np.all(~categorical[a1] | ((lo1[a1] == lo2[a1]) & (hi1[a1] == hi2[a1])))
+    if not (same_cat and np.all((lo2[a1] <= hi1[a1]) & (lo1[a1] <= hi2[a1]))):
+        return None
+    lo, hi = lo1.copy(), hi1.copy()
+    lo[a1], hi[a1] = np.minimum(lo1[a1], lo2[a1]), np.maximum(hi1[a1], hi2[a1])
+    return lo, hi
+
+
+def _pattern_mask(lo: np.ndarray, hi: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Requests satisfying the pattern of code ranges ``(lo, hi)``."""
+    m = np.ones(codes.shape[0], dtype=bool)
+    for a in np.flatnonzero(lo >= 0):
+        m &= (codes[:, a] >= lo[a]) & (codes[:, a] < hi[a])
+    return m
+
+
+def _close_ranges(part1, part2, hull, encodings: list, codes: np.ndarray, data: _Inputs) -> bool:
+    """Whether the parts' ranges of each attribute are one delay of varying size: the attribute's
+    medians in the two parts' requests differ by less than a quarter of the time the hull's
+    condition adds (50 vs 60 ms, not a 50 ms delay vs a 110 ms cache miss of the same operation)."""
+    m1, m2, mh = (_pattern_mask(lo, hi, codes) for lo, hi in (part1, part2, hull))
+    for a in np.flatnonzero((part1[0] != part2[0]) | (part1[1] != part2[1])):
+        condition = encodings[a].condition(hull[0][a], hull[1][a])
+        whole = _effect(condition, data, mh).added_ns
+        a1 = _effect(condition, data, m1).inside_ns
+        a2 = _effect(condition, data, m2).inside_ns
+        if None in (whole, a1, a2) or abs(a1 - a2) >= 0.25 * abs(whole):
+            return False
+    return True
+
+
+def _one_cause(part1, part2, union, encodings: list, codes: np.ndarray, data: _Inputs) -> bool:
+    """Whether two neighbouring sub-intervals are one cause, given their patterns and the best
+    pattern of their union (each a pair of code-range arrays ``(lo, hi)``).
+
+    They are when what tells the parts apart adds less time than the cause: every condition of
+    either part that the other part does not share and that is on an attribute the union's
+    pattern does not use is continuous and changes its
+    operation's median exclusive time (inside vs outside that part's pattern) by less than three
+    quarters of the smallest time the union's conditions add. A normal bimodality (a cache hit or miss) or a delay of 50
+    or 60 ms then joins its halves; two causes that share an operation but differ by another stay
+    apart. Beyond the paper (its sum of F-scores keeps such halves apart).
+    """
+    ulo, uhi = union
+    in_union = ulo >= 0
+    umask = _pattern_mask(ulo, uhi, codes)
+    added = [_effect(encodings[a].condition(ulo[a], uhi[a]), data, umask).added_ns
+             for a in np.flatnonzero(in_union) if not encodings[a].categorical]
+    added = [abs(x) for x in added if x is not None]
+    if not added:
+        return False
+    limit = 0.75 * min(added)
+    shared = (part1[0] >= 0) & (part1[0] == part2[0]) & (part1[1] == part2[1])
+    for lo, hi in (part1, part2):
+        pmask = _pattern_mask(lo, hi, codes)
+        for a in np.flatnonzero((lo >= 0) & ~in_union & ~shared):
+            if encodings[a].categorical:
+                return False
+            effect = _effect(encodings[a].condition(lo[a], hi[a]), data, pmask).added_ns
+            if effect is None or abs(effect) >= limit:
+                return False
+    return True
+
+
+def _effect(condition: Condition, data: _Inputs, inside: np.ndarray) -> ConditionEffect:
+    """The condition's attribute inside vs outside the pattern (``inside``: who satisfies it)."""
+    series = data.frame.get_column(condition.attribute)
+    if series.len() != data.rows.size:
+        series = series.gather(data.rows)
+    if condition.kind == "categorical":
+        values = series.cast(pl.Utf8).to_numpy()
+        has = values == condition.value
+        share = lambda m: float(has[m].mean()) if m.any() else None  # noqa: E731
+        return ConditionEffect(condition, inside_share=share(inside), outside_share=share(~inside))
+    values = series.cast(pl.Float64).to_numpy()
+    present = np.isfinite(values)
+    med = lambda m: float(np.median(values[m & present])) if (m & present).any() else None  # noqa: E731
+    a, b = med(inside), med(~inside)
+    return ConditionEffect(condition, inside_ns=a, outside_ns=b, added_ns=None if a is None or b is None else a - b)
+
+
+def _context(attributes: np.ndarray, encodings: list[AttributeEncoding], codes: np.ndarray, data: _Inputs,
+             inside: np.ndarray, *, most: int = 3) -> tuple[ConditionEffect, ...]:
+    """Operations slower and categories more frequent inside the pattern (see ``SubIntervalPattern.context``),
+    among the ``attributes`` (indices into ``encodings`` and the columns of ``codes``)."""
+    if inside.all() or not inside.any():
+        return ()
+    latency_gap = float(np.median(data.latency[inside]) - np.median(data.latency[~inside]))
+    n_in, n_out = int(inside.sum()), int((~inside).sum())
+    slower, frequent = [], []
+    for a in attributes:
+        e = encodings[a]
+        if e.categorical:  # shares of every category at once, from the codes
+            col = codes[:, a]
+            share_in = np.bincount(col[inside & (col >= 0)], minlength=e.n_bins) / n_in
+            share_out = np.bincount(col[~inside & (col >= 0)], minlength=e.n_bins) / n_out
+            for c in np.flatnonzero(share_in - share_out >= 0.5):
+                frequent.append((share_in[c] - share_out[c], ConditionEffect(
+                    Condition.categorical(e.name, e.categories[c]), inside_share=float(share_in[c]),
+                    outside_share=float(share_out[c]))))
+            continue
+        effect = _effect(Condition.continuous(e.name), data, inside)
+        if effect.added_ns is not None and effect.added_ns >= max(1e6, 0.1 * latency_gap):
+            slower.append((effect.added_ns, effect))
+    pick = lambda found: [x for _, x in sorted(found, key=lambda t: -t[0])[:most]]  # noqa: E731
+    return tuple(pick(slower) + pick(frequent))
 
 
 def _exclusive_matrix(data: _Inputs, positives: np.ndarray) -> tuple[np.ndarray, list[str]]:

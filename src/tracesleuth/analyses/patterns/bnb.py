@@ -32,7 +32,7 @@ from typing import Sequence
 import numpy as np
 
 from ...evaluation.metrics import f_score_from_counts
-from ._bitsets import PatternEvaluator, SearchResult
+from ._bitsets import admissible_f_score, PatternEvaluator, SearchResult
 
 __all__ = ["branch_and_bound"]
 
@@ -43,6 +43,7 @@ def branch_and_bound(
     *,
     max_nodes: int | None = 2000,
     time_budget_s: float | None = None,
+    least_precision: Sequence[float] | None = None,
 ) -> list[SearchResult]:
     """Best pattern of single-bin conditions for each sub-interval, by branch and bound.
 
@@ -55,6 +56,9 @@ def branch_and_bound(
         Nodes expanded per sub-interval at most (``None``: no limit).
     time_budget_s : float or None, default=None
         Wall-clock seconds per sub-interval at most (``None``: no limit).
+    least_precision : sequence of float, optional
+        Per sub-interval, patterns below this precision score 0
+        (:func:`~._bitsets.min_precision`; beyond the paper). Default: 0 (the paper).
 
     Returns
     -------
@@ -62,13 +66,17 @@ def branch_and_bound(
         ``exhaustive`` tells whether the search finished (the pattern is then optimal among
         conjunctions of binary attributes).
     """
+    pairs = list(sub_intervals)
+    least = [0.0] * len(pairs) if least_precision is None else list(least_precision)
     return [
-        _search(evaluator, int(first), int(last), max_nodes=max_nodes, time_budget_s=time_budget_s)
-        for first, last in sub_intervals
+        _search(evaluator, int(first), int(last), max_nodes=max_nodes, time_budget_s=time_budget_s,
+                least_precision=float(lp))
+        for (first, last), lp in zip(pairs, least)
     ]
 
 
-def _search(evaluator: PatternEvaluator, first: int, last: int, *, max_nodes, time_budget_s) -> SearchResult:
+def _search(evaluator: PatternEvaluator, first: int, last: int, *, max_nodes, time_budget_s,
+            least_precision: float = 0.0) -> SearchResult:
     m = evaluator.n_attributes
     n_bins = evaluator.n_bins
     feat_attr = np.repeat(np.arange(m), n_bins)
@@ -111,7 +119,7 @@ def _search(evaluator: PatternEvaluator, first: int, last: int, *, max_nodes, ti
         n_evaluated += cand.size
         tp = counts[:, first + 1 : last + 1].sum(axis=1)
         sup = counts.sum(axis=1)
-        f = f_score_from_counts(tp, sup - tp, n_pos)
+        f = admissible_f_score(tp, sup, n_pos, least_precision)
         ncond = int(np.count_nonzero(lo >= 0)) + 1
         i = int(np.argmax(f))
         if f[i] > best_f or (f[i] == best_f and f[i] > 0 and ncond < best_ncond):

@@ -25,14 +25,23 @@ IntervalOpt = Annotated[Optional[str], typer.Option(
          "main latency mode) and printed.")]
 
 
+PaperOpt = Annotated[bool, typer.Option("--paper", help="The paper's method exactly: its interval rule, every pattern "
+                                                         "and sub-interval admissible, no pruning, every operation "
+                                                         "offered (the defaults add what is beyond the paper).")]
+MinSupportOpt = Annotated[Optional[int], typer.Option("--min-support", metavar="INT", show_default=False,
+                                                      help="Least requests of a sub-interval (default 15).")]
+
+
 def show(result) -> None:
     """Print a :class:`DegradationPatternsResult` as a table (the command line's view of it)."""
     if not result.found:
-        out.print(f"No degradation found: {result.reason}", markup=False)
+        out.print(f"No degradation found, because {result.reason}", markup=False)
         return
     iv = result.interval
     out.print(f"Degraded interval ({result.interval_source}): {iv.describe()}, {result.n_positives:,} requests; "
               f"split points: {', '.join(f'{p / 1e6:.1f}' for p in result.split_points)} ms", markup=False)
+    if result.interval_source == "automatic" and result.interval_reason:
+        out.print(f"Chosen because {result.interval_reason}", markup=False)
     t = Table(title="Latency degradation patterns", title_justify="left", show_lines=True)
     for c in ("#", "latency", "pattern", "precision", "recall", "F-score", "support"):
         t.add_column(c, overflow="fold", justify="left" if c in ("latency", "pattern") else "right")
@@ -41,15 +50,23 @@ def show(result) -> None:
         return "—" if v is None else f"{v:.3f}"
 
     for s in result.sub_intervals:
-        t.add_row(str(s.index), escape(s.latency_words), escape(s.words), fmt(s.precision), fmt(s.recall),
+        words = "\n".join(e.describe() for e in s.effects) if s.effects else s.words
+        if s.context:
+            words += "\nits requests also: " + "; ".join(e.describe() for e in s.context)
+        t.add_row(str(s.index), escape(s.latency_words), escape(words), fmt(s.precision), fmt(s.recall),
                   fmt(s.f_score), f"{s.support:,}")
     out.print(t)
+    skipped = [f"{a} ({r.split(':')[0]})" for a, r in result.skipped_attributes]
+    if skipped:
+        out.print(f"left out of the conditions: {', '.join(skipped[:8])}{' ...' if len(skipped) > 8 else ''}",
+                  markup=False)
     for note in result.notes:
         out.print(f"note: {note}", markup=False)
 
 
 def patterns(paths: PathsArg, endpoint: EndpointOpt = None, interval: IntervalOpt = None, solver: SolverOpt = "ga",
-             seed: SeedOpt = 0, generations: GenerationsOpt = 400,
+             seed: SeedOpt = 0, generations: GenerationsOpt = 400, paper: PaperOpt = False,
+             min_support: MinSupportOpt = None,
              output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", show_default=False,
                                help="Also write request -> cluster labels (.parquet or .csv).")] = None,
              format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
@@ -58,12 +75,13 @@ def patterns(paths: PathsArg, endpoint: EndpointOpt = None, interval: IntervalOp
     import polars as pl
 
     from ...model import build_trace_table
-    from .analysis import LatencyDegradationPatterns
+    from .analysis import PAPER_SETTINGS, LatencyDegradationPatterns
 
     tt = build_trace_table(read_input(paths, format, mapping), endpoint)
     t0 = time.perf_counter()
+    settings = {**(PAPER_SETTINGS if paper else {}), **({} if min_support is None else {"min_support": min_support})}
     est = LatencyDegradationPatterns(solver=solver, interval=interval, random_state=seed,
-                                     generations=generations).fit(tt)
+                                     generations=generations, **settings).fit(tt)
     seconds = time.perf_counter() - t0
     res = est.result_
     if output is not None:
@@ -86,30 +104,47 @@ def evaluate_patterns(
                                               help="Homepage requests per session.")] = 1000,
         solvers: Annotated[str, typer.Option("--solvers", metavar="SOLVER,...", help="Comma-separated solvers.")] =
         "ga,bnb,kmeans,hierarchical,meanshift",
-        interval: Annotated[str, typer.Option("--interval", metavar="affected|auto", help="'affected' (the paper: "
-                                              "from Lmin to Lmax of the affected requests) or 'auto' (the tool's own "
-                                              "rule).")] = "affected",
+        interval: Annotated[str, typer.Option("--interval", metavar="affected|auto|both", help="'affected' (the paper: "
+                                              "from Lmin to Lmax of the affected requests), 'auto' (the tool's own "
+                                              "rule) or both.")] = "both",
+        simulator: Annotated[str, typer.Option("--simulator", metavar="eshopper|bookshop|both", help="The paper's "
+                                               "E-Shopper sessions, the harder bookshop sessions, or both.")] = "both",
+        paper: PaperOpt = False,
         k_select: Annotated[str, typer.Option("--k-select", metavar="truth|silhouette",
                                               help="How K-means/hierarchical pick k: 'truth' (the paper: best "
                                               "against ground truth) or 'silhouette'.")] = "truth",
         seed: Annotated[int, typer.Option("--seed", metavar="INT", help="Random seed.")] = 0,
         sessions_table: Annotated[bool, typer.Option("--per-session", help="Also print Table 2 (every session).")] = False,
         json: JsonOpt = False) -> None:
-    """Latency degradation patterns, Cortellessa & Traini Section 4: simulated E-Shopper sessions with
-    injected degradations A1/A2; F-score, precision, recall and time per solver (Tables 2 and 3)."""
-    from .evaluation import evaluate_patterns as run_eval, render
+    """Latency degradation patterns, Cortellessa & Traini Section 4: simulated sessions with injected
+    degradations A1/A2 (the paper's E-Shopper, or the harder bookshop); F-score, precision, recall and
+    time per solver (Tables 2 and 3)."""
+    from .analysis import PAPER_SETTINGS
+    from .evaluation import SIMULATORS, evaluate_patterns as run_eval, render
+
+    from ...errors import ParameterError
 
     names = tuple(x.strip() for x in solvers.split(",") if x.strip())
-    with progress(f"evaluating {sessions} sessions") as bar:
+    for option, value, allowed in (("--simulator", simulator, SIMULATORS), ("--interval", interval, ("affected", "auto"))):
+        if value not in (*allowed, "both"):
+            raise ParameterError(f"The {option!r} option must be one of {', '.join(allowed)} or both. Got {value!r} instead.")
+    sims = SIMULATORS if simulator == "both" else (simulator,)
+    intervals = ("affected", "auto") if interval == "both" else (interval,)
+    params = dict(PAPER_SETTINGS) if paper else None
+    evaluations = []
+    with progress(f"evaluating {sessions} sessions x {len(sims) * len(intervals)}") as bar:
         bar.add_task("eval", spans=0)
-        ev = run_eval(sessions=sessions, noised=noised, solvers=names, random_state=seed, n_requests=requests,
-                      interval=interval, k_select=k_select)
+        for sim in sims:
+            for iv in intervals:
+                evaluations.append(run_eval(sessions=sessions, noised=noised, solvers=names, random_state=seed,
+                                            n_requests=requests, interval=iv, k_select=k_select, simulator=sim,
+                                            estimator_params=params))
     if json:
-        emit_json(ev.to_dict())
+        emit_json(evaluations[0].to_dict() if len(evaluations) == 1 else [ev.to_dict() for ev in evaluations])
         return
-    out.print(ev.describe(), markup=False)
+    out.print(render(*evaluations, table="summary") + "\n" + render(*evaluations, table="time"), markup=False)
     if sessions_table:
-        out.print(render(ev, table="sessions"), markup=False)
+        out.print(render(*evaluations, table="sessions"), markup=False)
 
 
 def register(app: typer.Typer, evaluate_app: typer.Typer) -> None:

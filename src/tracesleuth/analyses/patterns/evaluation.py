@@ -1,7 +1,9 @@
 """Section 4 of Cortellessa & Traini (ICPE 2020), re-run: latency degradation patterns vs baselines.
 
 :func:`evaluate_patterns` repeats the paper's experiment on simulated E-Shopper sessions
-(:mod:`tracesleuth.evaluation.eshopper`): for each session, the spans go through the normal path
+(:mod:`tracesleuth.evaluation.eshopper`), or on the harder bookshop sessions of
+:mod:`tracesleuth.evaluation.bookshop` (long-tailed normal latencies overlapping the degraded
+bands, varied costs and fan-out, asynchronous work, several endpoints): for each session, the spans go through the normal path
 (:func:`tracesleuth.model.build_trace_table`), each solver clusters the requests, and its clusters
 are scored against the injected degradations with the metrics of Section 4.3
 (:func:`tracesleuth.evaluation.metrics.match_clusters`).
@@ -10,13 +12,15 @@ Protocol (Section 4.3 of [1]_)
 ------------------------------
 * **Interval.** The degraded interval of a session is ``[L_min, L_max]``, the smallest and largest
   latency of an affected request (as a half-open interval, ``[L_min, L_max + 1 ns)``). With
-  ``interval="auto"`` the tool's automatic interval is used instead
-  (:func:`tracesleuth.analyses.patterns.split_points.degraded_interval`), as a user without ground truth
-  would.
+  ``interval="auto"`` the estimator's automatic interval is used instead
+  (:func:`tracesleuth.analyses.patterns.analysis.choose_interval` with its ``interval_rule``: the
+  robust rule by default, the paper's with its settings), as a user without ground truth would.
 * **Pattern solvers** (``"ga"``, ``"bnb"``): the estimator
   :class:`tracesleuth.analyses.patterns.analysis.LatencyDegradationPatterns` is fitted on the whole trace
   table with that interval and its default split points, on the exclusive-time columns only
-  (:data:`ESTIMATOR_PARAMS`: the paper's patterns are on RPC execution times); cluster ``k`` is
+  (:data:`ESTIMATOR_PARAMS`: the paper's patterns are on RPC execution times), with its default
+  settings or those given (``estimator_params``; the paper's method exactly:
+  :data:`~tracesleuth.analyses.patterns.analysis.PAPER_SETTINGS`); cluster ``k`` is
   the requests with ``labels_ == k``, those satisfying the pattern of sub-interval ``k``.
 * **Clustering baselines** (``"kmeans"``, ``"hierarchical"``, ``"meanshift"``): only the requests
   in the interval are clustered (:func:`tracesleuth.analyses.patterns.clustering.cluster_degraded`), on
@@ -42,7 +46,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -51,7 +55,6 @@ import polars as pl
 from ...errors import EmptyDataError, ParameterError
 from ...model import build_trace_table
 from .clustering import CLUSTERING_METHODS, DEFAULT_K_RANGE, cluster_degraded
-from .split_points import degraded_interval
 from ...evaluation.eshopper import EShopperSession, simulate_eshopper
 from ...evaluation.metrics import match_clusters
 
@@ -70,6 +73,8 @@ SOLVER_NAMES = {"ga": "Genetic", "bnb": "Branch and bound", "kmeans": "Kmeans",
 #: categorical columns (the instance that served each call) are left out.
 ESTIMATOR_PARAMS = {"categorical": False}
 _INTERVALS = ("affected", "auto")
+#: The simulators: the paper's E-Shopper sessions and the harder bookshop sessions.
+SIMULATORS = ("eshopper", "bookshop")
 _K_SELECT = ("truth", "silhouette")
 _METRICS = ("f_score", "precision", "recall", "time_s")
 
@@ -104,6 +109,9 @@ class PatternsEvaluation:
     solvers : tuple of str
     interval : {"affected", "auto"}
     k_select : {"truth", "silhouette"}
+    simulator : {"eshopper", "bookshop"}
+    estimator_params : dict
+        Settings given to the estimator over :data:`ESTIMATOR_PARAMS` (e.g. the paper's).
     """
 
     rows: pl.DataFrame
@@ -114,6 +122,8 @@ class PatternsEvaluation:
     solvers: tuple
     interval: str = "affected"
     k_select: str = "truth"
+    simulator: str = "eshopper"
+    estimator_params: dict = field(default_factory=dict)
 
     def to_frame(self) -> pl.DataFrame:
         """The per-session rows (a copy)."""
@@ -151,7 +161,8 @@ class PatternsEvaluation:
         return {
             "settings": {"noised": self.noised, "sessions": self.sessions, "n_requests": self.n_requests,
                          "random_state": self.random_state, "solvers": list(self.solvers),
-                         "interval": self.interval, "k_select": self.k_select},
+                         "interval": self.interval, "k_select": self.k_select, "simulator": self.simulator,
+                         "estimator_params": {k: v for k, v in self.estimator_params.items()}},
             "summary": [_json_row(r) for r in self.summary().iter_rows(named=True)],
             "sessions": [_json_row(r) for r in self.rows.iter_rows(named=True)],
         }
@@ -159,7 +170,8 @@ class PatternsEvaluation:
 
 def evaluate_patterns(*, sessions: int = 30, noised: bool = False, solvers: Sequence[str] = SOLVERS,
                       random_state: int | None = 0, n_requests: int = 1000, interval: str = "affected",
-                      k_select: str = "truth", estimator_params: dict | None = None) -> PatternsEvaluation:
+                      k_select: str = "truth", estimator_params: dict | None = None,
+                      simulator: str = "eshopper") -> PatternsEvaluation:
     """Run the evaluation of Section 4 of [1]_ on simulated E-Shopper sessions.
 
     Parameters
@@ -182,7 +194,13 @@ def evaluate_patterns(*, sessions: int = 30, noised: bool = False, solvers: Sequ
         injected degradations (the paper) or the silhouette (no ground truth).
     estimator_params : dict, optional
         Settings for :class:`~tracesleuth.analyses.patterns.analysis.LatencyDegradationPatterns` (pattern
-        solvers only), over :data:`ESTIMATOR_PARAMS`; e.g. ``{"generations": 100}``.
+        solvers only), over :data:`ESTIMATOR_PARAMS`; e.g. ``{"generations": 100}``, or
+        :data:`~tracesleuth.analyses.patterns.analysis.PAPER_SETTINGS` for the paper's method exactly.
+    simulator : {"eshopper", "bookshop"}, default="eshopper"
+        ``"eshopper"``: the paper's sessions (:func:`~tracesleuth.evaluation.eshopper.simulate_eshopper`).
+        ``"bookshop"``: the harder sessions of :func:`~tracesleuth.evaluation.bookshop.simulate_bookshop`
+        (long-tailed normal latencies, varied costs and fan-out, several endpoints); about
+        ``n_requests`` requests of its degraded endpoint are analysed.
 
     Returns
     -------
@@ -209,19 +227,29 @@ def evaluate_patterns(*, sessions: int = 30, noised: bool = False, solvers: Sequ
                              f"[1, inf). Got {sessions!r} instead.")
     _check_choice("interval", interval, _INTERVALS)
     _check_choice("k_select", k_select, _K_SELECT)
+    _check_choice("simulator", simulator, SIMULATORS)
     if any(s in PATTERN_SOLVERS for s in solvers):
         _estimator_class()          # fail early, before simulating anything
 
     rows = []
     for i, seq in enumerate(np.random.SeedSequence(random_state).spawn(int(sessions))):
-        session = simulate_eshopper(n_requests=n_requests, noised=noised, random_state=seq)
+        session = _simulate(simulator, n_requests, noised, seq)
         solver_seed = int(seq.generate_state(1)[0])
         for r in evaluate_session(session, solvers=solvers, interval=interval, k_select=k_select,
                                   random_state=solver_seed, estimator_params=estimator_params):
             rows.append({"session": i, **r})
     frame = pl.DataFrame(rows, schema=_ROW_SCHEMA)
     return PatternsEvaluation(rows=frame, noised=bool(noised), sessions=int(sessions), n_requests=int(n_requests),
-                              random_state=random_state, solvers=solvers, interval=interval, k_select=k_select)
+                              random_state=random_state, solvers=solvers, interval=interval, k_select=k_select,
+                              simulator=simulator, estimator_params=dict(estimator_params or {}))
+
+
+def _simulate(simulator: str, n_requests: int, noised: bool, seq: np.random.SeedSequence):
+    if simulator == "eshopper":
+        return simulate_eshopper(n_requests=n_requests, noised=noised, random_state=seq)
+    from ...evaluation.bookshop import ENDPOINT_SHARES, simulate_bookshop
+
+    return simulate_bookshop(n_requests=round(n_requests / ENDPOINT_SHARES[0]), noised=noised, random_state=seq)
 
 
 def evaluate(*, quick: bool = False, random_state: int | None = 0, noised: bool = False) -> PatternsEvaluation:
@@ -270,7 +298,7 @@ def evaluate_session(session: EShopperSession, *, solvers: Sequence[str] = SOLVE
     _check_choice("interval", interval, _INTERVALS)
     _check_choice("k_select", k_select, _K_SELECT)
     params = {**ESTIMATOR_PARAMS, **(estimator_params or {})}
-    table = build_trace_table(session.spans)
+    table = build_trace_table(session.spans, getattr(session, "endpoint", None))
     frame = table.frame
     truth = session.labels_for(frame["trace_id"].to_list())
     latency = frame["latency_ns"].to_numpy()
@@ -280,8 +308,8 @@ def evaluate_session(session: EShopperSession, *, solvers: Sequence[str] = SOLVE
             raise EmptyDataError("evaluate_session: no affected request, so no interval [L_min, L_max].")
         low, high = int(latency[affected].min()), int(latency[affected].max()) + 1
     else:
-        auto, _ = degraded_interval(latency)
-        low, high = (auto.low_ns, auto.high_ns) if auto is not None else (None, None)
+        auto = _estimator_module().choose_interval(latency, **_interval_settings(params))
+        low, high = (auto.interval.low_ns, auto.interval.high_ns) if not isinstance(auto, str) else (None, None)
     inside = (latency >= low) & (latency < high) if low is not None else np.zeros(len(latency), bool)
     X = frame.select(table.continuous_columns).to_numpy().astype(np.float64)
 
@@ -325,15 +353,27 @@ def _cluster(X: np.ndarray, inside: np.ndarray, truth: np.ndarray, names: list, 
     return full
 
 
-def _estimator_class():
+def _estimator_module():
     try:
-        from .analysis import LatencyDegradationPatterns
+        from . import analysis
     except ImportError as exc:
         raise ParameterError(f"The pattern solvers {', '.join(PATTERN_SOLVERS)} need "
                              f"tracesleuth.analyses.patterns.analysis.LatencyDegradationPatterns, which cannot be "
                              f"imported ({exc}). Run the clustering solvers only: "
                              f"solvers={CLUSTERING_METHODS!r}.") from None
-    return LatencyDegradationPatterns
+    return analysis
+
+
+def _estimator_class():
+    return _estimator_module().LatencyDegradationPatterns
+
+
+def _interval_settings(params: dict) -> dict:
+    """The automatic interval's settings among the estimator's (its defaults for the others)."""
+    defaults = _estimator_class()().get_params()
+    get = lambda k: params.get(k, defaults[k])  # noqa: E731
+    return {"rule": get("interval_rule"), "tail_z": float(get("tail_z")),
+            "quantile": float(get("bandwidth_quantile")), "min_bin_fraction": float(get("min_bin_fraction"))}
 
 
 def _pattern_clusters(solver: str, table, low: int, high: int, random_state, estimator_params: dict) -> np.ndarray:
@@ -388,7 +428,7 @@ def render(*evaluations: PatternsEvaluation, table: str = "summary", digits: int
 
 
 def _title(ev: PatternsEvaluation) -> str:
-    return (f"{'Noised' if ev.noised else 'Normal'} sessions ({ev.sessions} x {ev.n_requests} requests, "
+    return (f"{ev.simulator}: {'noised' if ev.noised else 'normal'} sessions ({ev.sessions} x {ev.n_requests} requests, "
             f"interval={ev.interval}, k by {ev.k_select}, random_state={ev.random_state})")
 
 
@@ -432,7 +472,7 @@ def _render_time(evaluations, digits: int) -> str:
     solvers = list(dict.fromkeys(s for ev in evaluations for s in ev.solvers))
     top, sub = ["Approach"], [""]
     for ev in evaluations:
-        top += ["Normal" if not ev.noised else "Noised", ""]
+        top += [f"{ev.simulator}, {ev.interval}, {'noised' if ev.noised else 'normal'}", ""]
         sub += ["time mean (s)", "time std (s)"]
     body = []
     for s in solvers:

@@ -42,8 +42,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ...evaluation.metrics import f_score_from_counts
-from ._bitsets import PatternEvaluator, SearchResult
+from ._bitsets import PatternEvaluator, SearchResult, admissible_f_score
 
 __all__ = ["GASettings", "genetic_search"]
 
@@ -68,6 +67,11 @@ class GASettings:
     tournament_size : int, default=20
     initial_conditions : int, default=2
         Conditions of each initial individual (fewer when there are fewer attributes).
+    patience : int or None, default=None
+        Stop evolving a sub-interval's population when its best pattern has not improved for this
+        many generations (its ``history`` then repeats its last value). None: all ``generations``
+        for every population, as the paper. Beyond the paper: the best patterns usually settle
+        long before 400 generations, and the search runs once per pair of split points.
     """
 
     population_size: int = 100
@@ -77,6 +81,7 @@ class GASettings:
     mutation_probability: float = 0.2
     tournament_size: int = 20
     initial_conditions: int = 2
+    patience: int | None = None
 
 
 class _Space:
@@ -191,15 +196,17 @@ class _Counter:
         return np.stack([self.cache[key] for key in keys])
 
 
-def _fitness(counts: np.ndarray, n_conditions: np.ndarray, first: np.ndarray, last: np.ndarray, n_pos: np.ndarray):
-    """F-score and tp of patterns ``(Q, N)`` for the sub-interval of their population ``q``."""
+def _fitness(counts: np.ndarray, n_conditions: np.ndarray, first: np.ndarray, last: np.ndarray, n_pos: np.ndarray,
+             least_precision: np.ndarray):
+    """F-score and tp of patterns ``(Q, N)`` for the sub-interval of their population ``q`` (0 when the
+    pattern is empty or below the sub-interval's least precision)."""
     cum = np.concatenate([np.zeros(counts.shape[:-1] + (1,), np.int64), np.cumsum(counts, axis=-1)], axis=-1)
     shape = counts.shape[:2] + (1,)
     upper = np.take_along_axis(cum, np.broadcast_to((last + 1)[:, None, None], shape), axis=-1)[..., 0]
     lower = np.take_along_axis(cum, np.broadcast_to((first + 1)[:, None, None], shape), axis=-1)[..., 0]
     tp = upper - lower
     support = cum[..., -1]
-    f = np.where(n_conditions > 0, f_score_from_counts(tp, support - tp, n_pos[:, None]), 0.0)
+    f = np.where(n_conditions > 0, admissible_f_score(tp, support, n_pos[:, None], least_precision[:, None]), 0.0)
     return f, tp, support
 
 
@@ -210,6 +217,7 @@ def genetic_search(
     *,
     settings: GASettings = GASettings(),
     random_state: int | np.random.Generator | None = None,
+    least_precision: np.ndarray | None = None,
 ) -> list[SearchResult]:
     """Run the GA for several sub-intervals at once, one population each.
 
@@ -224,6 +232,9 @@ def genetic_search(
     settings : GASettings
     random_state : int, Generator or None
         Seed of the numpy random stream; equal seeds give equal results.
+    least_precision : ndarray of float, shape (n_sub_intervals,), optional
+        A pattern below this precision scores 0 in its sub-interval
+        (:func:`~._bitsets.min_precision`; beyond the paper). Default: 0 (the paper).
 
     Returns
     -------
@@ -240,13 +251,16 @@ def genetic_search(
     counter = _Counter(evaluator)
     class_cum = np.concatenate(([0], np.cumsum(evaluator.class_sizes)))
     n_pos = class_cum[last + 1] - class_cum[first + 1]
+    least = np.zeros(Q) if least_precision is None else np.asarray(least_precision, dtype=np.float64)
     mu, lam = s.population_size, s.offspring_size
 
+    act = np.arange(Q)  # populations still searching (all, unless ``patience`` freezes some)
+
     def evaluate(lo: np.ndarray, hi: np.ndarray):
-        n = lo.shape[1]
-        counts = counter(lo.reshape(Q * n, m), hi.reshape(Q * n, m)).reshape(Q, n, -1)
+        n_pop, n = lo.shape[:2]
+        counts = counter(lo.reshape(n_pop * n, m), hi.reshape(n_pop * n, m)).reshape(n_pop, n, -1)
         ncond = (lo >= 0).sum(axis=-1)
-        f, tp, support = _fitness(counts, ncond, first, last, n_pos)
+        f, tp, support = _fitness(counts, ncond, first[act], last[act], n_pos[act], least[act])
         return f, counts, ncond
 
     pop_lo, pop_hi = space.initial((Q, mu), s.initial_conditions)
@@ -258,28 +272,33 @@ def genetic_search(
     best_hi = np.full((Q, m), -1, dtype=np.int64)
     best_counts = np.zeros((Q, evaluator.n_classes), dtype=np.int64)
     history = np.zeros((Q, s.generations + 1))
-    q_idx = np.arange(Q)
+    stall = np.zeros(Q, dtype=np.int64)
 
-    def update_best(f, ncond, lo, hi, counts):
+    def update_best(f, ncond, lo, hi, counts) -> np.ndarray:
+        """Keep each active population's best ever; returns which improved."""
+        rows = np.arange(act.size)
         order = np.lexsort((ncond, -f), axis=-1)[:, 0]
-        cf, cn = f[q_idx, order], ncond[q_idx, order]
-        better = (cf > best_f) | ((cf == best_f) & (cn < best_ncond))
-        best_f[better] = cf[better]
-        best_ncond[better] = cn[better]
-        best_lo[better] = lo[q_idx, order][better]
-        best_hi[better] = hi[q_idx, order][better]
-        best_counts[better] = counts[q_idx, order][better]
+        cf, cn = f[rows, order], ncond[rows, order]
+        better = (cf > best_f[act]) | ((cf == best_f[act]) & (cn < best_ncond[act]))
+        g = act[better]
+        best_f[g] = cf[better]
+        best_ncond[g] = cn[better]
+        best_lo[g] = lo[rows, order][better]
+        best_hi[g] = hi[rows, order][better]
+        best_counts[g] = counts[rows, order][better]
+        return better
 
     update_best(pop_f, pop_ncond, pop_lo, pop_hi, pop_counts)
     history[:, 0] = best_f
     cx_p, mut_p = s.crossover_probability, s.mutation_probability
     for gen in range(1, s.generations + 1):
+        n_act = act.size
         # varOr: each offspring comes from crossover, mutation or reproduction
-        u = rng.random((Q, lam))
-        p1 = rng.integers(0, mu, size=(Q, lam))
-        p2 = rng.integers(0, max(mu - 1, 1), size=(Q, lam))
+        u = rng.random((n_act, lam))
+        p1 = rng.integers(0, mu, size=(n_act, lam))
+        p2 = rng.integers(0, max(mu - 1, 1), size=(n_act, lam))
         p2 = np.where(mu > 1, p2 + (p2 >= p1), p1)
-        qq = q_idx[:, None]
+        qq = np.arange(n_act)[:, None]
         a_lo, a_hi = pop_lo[qq, p1], pop_hi[qq, p1]
         b_lo, b_hi = pop_lo[qq, p2], pop_hi[qq, p2]
         x_lo, x_hi = space.crossover(a_lo, a_hi, b_lo, b_hi)
@@ -290,8 +309,9 @@ def genetic_search(
         if mut_q.size:
             off_lo[mut_q, mut_i], off_hi[mut_q, mut_i] = space.mutate(a_lo[mut_q, mut_i], a_hi[mut_q, mut_i])
         off_f, off_counts, off_ncond = evaluate(off_lo, off_hi)
-        update_best(off_f, off_ncond, off_lo, off_hi, off_counts)
+        improved = update_best(off_f, off_ncond, off_lo, off_hi, off_counts)
         history[:, gen] = best_f
+        stall[act] = np.where(improved, 0, stall[act] + 1)
 
         # (mu + lambda): tournaments over parents and offspring
         pool_lo = np.concatenate([pop_lo, off_lo], axis=1)
@@ -299,11 +319,20 @@ def genetic_search(
         pool_f = np.concatenate([pop_f, off_f], axis=1)
         pool_counts = np.concatenate([pop_counts, off_counts], axis=1)
         pool_ncond = np.concatenate([pop_ncond, off_ncond], axis=1)
-        aspirants = rng.integers(0, mu + lam, size=(Q, mu, s.tournament_size))
-        winner_pos = pool_f[q_idx[:, None, None], aspirants].argmax(axis=2)  # first best aspirant
+        aspirants = rng.integers(0, mu + lam, size=(n_act, mu, s.tournament_size))
+        winner_pos = pool_f[np.arange(n_act)[:, None, None], aspirants].argmax(axis=2)  # first best aspirant
         winners = np.take_along_axis(aspirants, winner_pos[..., None], axis=2)[..., 0]
         pop_lo, pop_hi = pool_lo[qq, winners], pool_hi[qq, winners]
         pop_f, pop_counts, pop_ncond = pool_f[qq, winners], pool_counts[qq, winners], pool_ncond[qq, winners]
+        if s.patience is not None:  # freeze the populations whose best settled
+            keep = stall[act] < s.patience
+            if not keep.all():
+                act = act[keep]
+                pop_lo, pop_hi, pop_f = pop_lo[keep], pop_hi[keep], pop_f[keep]
+                pop_counts, pop_ncond = pop_counts[keep], pop_ncond[keep]
+                if act.size == 0:
+                    history[:, gen + 1:] = best_f[:, None]
+                    break
 
     results = []
     for q in range(Q):

@@ -152,6 +152,8 @@ def summary_section(table, patterns: PatternsInput, *, solver_settings: Mapping[
         return section
     items += [
         (f"degraded interval ({res.interval_source})", res.interval.describe()),
+        *([("why this interval", res.interval_reason)] if res.interval_source == "automatic" and res.interval_reason
+          else []),
         ("requests in the interval", f"{res.n_positives:,} of {res.n_requests:,} "
                                      f"({100 * res.n_positives / max(res.n_requests, 1):.1f}%)"),
         ("sub-intervals", len(res.sub_intervals)),
@@ -211,6 +213,17 @@ def patterns_section(patterns: PatternsInput) -> Section:
         Table(["sub-interval", "pattern", "conditions", "precision", "recall", "F-score", "support",
                "true positives", "requests in sub-interval"], rows),
     )
+    effects = [[_pattern_label(s), "; ".join(e.describe() for e in s.effects),
+                "; ".join(e.describe() for e in s.context) or None]
+               for s in res.sub_intervals if s.effects]
+    if effects:
+        section.add(
+            Text("What each condition means in time: the median exclusive time of its operation in the requests "
+                 "satisfying the pattern against the other requests (the time it adds), or the share of a "
+                 "category; and what else sets the pattern's requests apart (operations slower by at least 1 ms "
+                 "and a tenth of the latency difference, categories at least 50 points more frequent)."),
+            Table(["sub-interval", "conditions and their effect", "its requests also"], effects),
+        )
     section.add(Text(f"The analysis could build conditions on {len(res.attributes)} column(s) of the trace table "
                      "(exclusive times, instances, request attributes).", muted=True))
     if res.skipped_attributes:

@@ -1,0 +1,145 @@
+"""Which trace-table columns a pattern may use: conditions that can explain a slow request.
+
+The paper builds conditions on every RPC's execution time (Cortellessa & Traini 2020, Section 3).
+On recorded traces three kinds of column give patterns that are true and useless; each is left
+out here and reported with its reason (``skipped_attributes``). All three are beyond the paper
+and switchable.
+
+* **Identifiers** (``client.port = 43154``, ``session.id``): a value per request or nearly, never
+  a category. The trace table already leaves out what :func:`tracesleuth.model.attributes.is_identifier`
+  names; a plain DataFrame's ``attr[...]`` columns get the same test here, and any category with
+  more distinct values than half its requests is left out too.
+* **Pass-through operations**: an operation whose exclusive time *is* the request latency, e.g. a
+  gateway's ``FilteringWebHandler.handle`` whose downstream call is not traced, so it has no
+  child and its exclusive time is the whole request. "``handle`` exclusive >= 1 s" then explains
+  every slow request by restating it. Flagged when, in the requests that call it (at least half
+  of them), its exclusive time is at least ``pass_through_share`` of the latency (median).
+* **Asynchronous operations** that cannot delay the request: every span of the operation hangs
+  below an asynchronous link (producer/consumer, ``FOLLOWS_FROM``; the rule of
+  :func:`tracesleuth.model._calls.synchronous_children`) on its way to the request's entry span,
+  so its time is never waited for. Its exclusive time may still differ in slow requests (the
+  paper's second noise delays one in half of the degraded requests), which makes a condition on
+  it a coincidence that costs recall.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ... import schema as S
+from ...model._calls import synchronous_children
+from ...model.attributes import IDENTIFIER, is_identifier
+from ._model import ATTR_PREFIX, CONTINUOUS_PREFIX, INSTANCE_PREFIX
+
+__all__ = ["ASYNCHRONOUS", "PASS_THROUGH", "asynchronous_operations", "identifier_columns", "pass_through_columns"]
+
+PASS_THROUGH = "pass-through"
+ASYNCHRONOUS = "asynchronous"
+#: Deepest call chain followed from the entry span (a cycle of bad parent ids stops here).
+_MAX_DEPTH = 256
+
+
+def identifier_columns(frame: pl.DataFrame, columns: list[str], rows: np.ndarray) -> list[tuple[str, str]]:
+    """``attr[KEY]`` columns that are identifiers, with the reason, among ``columns``."""
+    out = []
+    for name in columns:
+        if not name.startswith(ATTR_PREFIX):
+            continue
+        series = frame.get_column(name)
+        if series.len() != rows.size:
+            series = series.gather(rows)
+        series = series.cast(pl.Utf8).drop_nulls()
+        key = name[len(ATTR_PREFIX):-1]
+        if is_identifier(key, series):
+            out.append((name, IDENTIFIER))
+        elif series.len() >= 20 and series.n_unique() > series.len() / 2:
+            out.append((name, f"{IDENTIFIER}: {series.n_unique():,} distinct values in {series.len():,} requests"))
+    return out
+
+
+def pass_through_columns(frame: pl.DataFrame, columns: list[str], rows: np.ndarray, latency: np.ndarray,
+                         share: float) -> list[tuple[str, str]]:
+    """``exclusive_ns[K]`` columns whose exclusive time is the request latency, with the reason.
+
+    Parameters
+    ----------
+    frame : polars.DataFrame
+    columns : list of str
+    rows : ndarray of int, shape (n_analysed,)
+        Rows of ``frame`` analysed, aligned with ``latency``.
+    latency : ndarray of int64, shape (n_analysed,)
+    share : float
+        Least median ratio of exclusive time to latency.
+    """
+    out = []
+    full = rows.size == frame.height
+    for name in columns:
+        if not name.startswith(CONTINUOUS_PREFIX):
+            continue
+        series = frame.get_column(name)
+        if not series.dtype.is_numeric():
+            continue
+        if not full:
+            series = series.gather(rows)
+        values = series.cast(pl.Float64).to_numpy()
+        present = np.isfinite(values) & (latency > 0)
+        if present.sum() < max(1, rows.size / 2):
+            continue
+        ratio = float(np.median(values[present] / latency[present]))
+        if ratio >= share:
+            out.append((name, f"{PASS_THROUGH}: its exclusive time is {ratio:.0%} of the request latency (median), "
+                              "so a condition on it restates the latency"))
+    return out
+
+
+def asynchronous_operations(table: Any) -> dict[str, int]:
+    """Operations of a trace table none of whose calls the request waits for.
+
+    Parameters
+    ----------
+    table : TraceTable
+        With its spans (``table.spans``); anything else gives an empty dict.
+
+    Returns
+    -------
+    dict of str to int
+        Operation key -> its calls in the table's requests, for the operations every call of
+        which is below an asynchronous link (declared: producer/consumer kind or
+        ``FOLLOWS_FROM``) on the way to the entry span.
+    """
+    spans = getattr(table, "spans", None)
+    frame = getattr(table, "frame", None)
+    if spans is None or frame is None or S.SPAN_ID not in frame.columns:
+        return {}
+    spans = S.plain_spans(spans).select([S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.SERVICE, S.OPERATION, S.KIND,
+                                         S.FOLLOWS_FROM])
+    sp = pl.from_arrow(spans)
+    entries = frame.select(S.TRACE_ID, S.SPAN_ID).drop_nulls()
+    sp = sp.join(entries.select(S.TRACE_ID).unique(), on=S.TRACE_ID, how="semi")
+    link = synchronous_children(sp[S.KIND].to_numpy(), sp[S.FOLLOWS_FROM].fill_null(False).to_numpy())
+    sp = sp.with_columns(pl.Series("_link", link), pl.concat_str(S.SERVICE, pl.lit(":"), S.OPERATION).alias("_key"))
+    children = sp.select(S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, "_link", "_key")
+    frontier = entries.with_columns(pl.lit(True).alias("_sync"))
+    reached = []
+    for _ in range(_MAX_DEPTH):
+        step = children.join(frontier.rename({S.SPAN_ID: S.PARENT_SPAN_ID}), on=[S.TRACE_ID, S.PARENT_SPAN_ID])
+        if step.height == 0:
+            break
+        step = step.with_columns((pl.col("_sync") & pl.col("_link")).alias("_sync"))
+        reached.append(step.select("_key", "_sync"))
+        frontier = step.select(S.TRACE_ID, S.SPAN_ID, "_sync")
+    if not reached:
+        return {}
+    per_key = pl.concat(reached).group_by("_key").agg(pl.col("_sync").any().alias("sync"), pl.len().alias("calls"))
+    return {k: int(n) for k, sync, n in per_key.iter_rows() if not sync}
+
+
+def operation_of(column: str) -> str | None:
+    """The operation key of an ``exclusive_ns[K]`` or ``instance[K]`` column, else None."""
+    for prefix in (CONTINUOUS_PREFIX, INSTANCE_PREFIX):
+        if column.startswith(prefix) and column.endswith("]"):
+            return column[len(prefix):-1]
+    return None
