@@ -27,7 +27,7 @@ from .categories import category_stats, divergence_sides, edit_distance, key_pat
 from .mutations import (Mutation, Precursor, adjust_p_values, localize,
                         low_level_differences, response_time_contribution,
                         structural_contribution)
-from .pooled import PooledChange, pooled_changes
+from .pooled import PooledChange, ServiceTime, pooled_changes
 from .services import ServiceSuspect, error_origins, rank_services
 
 __all__ = ["ComparisonResult", "RequestFlowComparison"]
@@ -79,6 +79,7 @@ class ComparisonResult:
     mutations: tuple[Mutation, ...] = ()
     notes: tuple[str, ...] = ()
     pooled: tuple[PooledChange, ...] = ()
+    service_times: tuple[ServiceTime, ...] = ()
 
     def to_frame(self) -> pl.DataFrame:
         """One row per mutation (empty, same columns, when there is none)."""
@@ -103,6 +104,7 @@ class ComparisonResult:
             "mutations": [m.to_dict() for m in self.mutations],
             "notes": list(self.notes),
             "pooled": [c.to_dict() for c in self.pooled],
+            "service_times": [t.to_dict() for t in self.service_times],
         }
         json.dumps(out)  # a failure here is a bug, not bad input
         return out
@@ -180,6 +182,11 @@ class RequestFlowComparison(Analysis):
         share is that count over the period's volume. One point keeps rare paths (below 1% of
         requests) from counting unless they grow; the change must also be significant (pooled
         two-proportion z-test, ``alpha`` and ``correction``), so sampling noise is no mutation.
+    min_rise : float, default=1.0
+        Relative rise of a service's time (its severity, :class:`~.pooled.ServiceTime`) from
+        which the rise counts for the service ranking even when it is not significant (1.0: the
+        time doubled; the fold-change convention; :mod:`.services` says why). ``inf`` keeps
+        significant rises only.
     max_precursors : int, default=3
         Precursors kept per structural mutation, most similar first.
     tree_depth : int, default=3
@@ -236,6 +243,7 @@ class RequestFlowComparison(Analysis):
         "min_requests": [Interval(int, 2, None)],
         "min_calls": [Interval(int, 2, None)],
         "sm_threshold": [Interval(float, 0, 1, closed="left")],
+        "min_rise": [Interval(float, 0, None, closed="neither")],
         "max_precursors": [Interval(int, 1, None)],
         "tree_depth": [Interval(int, 1, None)],
         "top_k": [Interval(int, 1, None)],
@@ -243,13 +251,14 @@ class RequestFlowComparison(Analysis):
     }
 
     def __init__(self, *, alpha: float = 0.05, correction: str = "holm", min_requests: int = 10,
-                 min_calls: int = 5, sm_threshold: float = 0.01, max_precursors: int = 3, tree_depth: int = 3, top_k: int = 10,
-                 random_state=None):
+                 min_calls: int = 5, sm_threshold: float = 0.01, min_rise: float = 1.0, max_precursors: int = 3,
+                 tree_depth: int = 3, top_k: int = 10, random_state=None):
         self.alpha = alpha
         self.correction = correction
         self.min_requests = min_requests
         self.min_calls = min_calls
         self.sm_threshold = sm_threshold
+        self.min_rise = min_rise
         self.max_precursors = max_precursors
         self.tree_depth = tree_depth
         self.top_k = top_k
@@ -324,7 +333,7 @@ class RequestFlowComparison(Analysis):
                                                                             r["problem_mean_ns"])))
         # --- edges and operations pooled over categories (:mod:`.pooled`) --------------------
         cb, cp = _calls(baseline, notes, "baseline"), _calls(problem, notes, "problem")
-        pooled, n_pooled = ((), 0) if cb is None or cp is None else pooled_changes(
+        pooled, n_pooled, service_times = ((), 0, ()) if cb is None or cp is None else pooled_changes(
             cb, cp, alpha=self.alpha, correction=self.correction,
             min_calls=self.min_calls)
         if not entries and not pooled:
@@ -387,12 +396,13 @@ class RequestFlowComparison(Analysis):
         services = rank_services(mutations[:self.top_k], endpoint=endpoint,
                                  errors_baseline=None if cb is None else error_origins(cb),
                                  errors_problem=None if cp is None else error_origins(cp),
-                                 n_baseline=nb, n_problem=np_, alpha=self.alpha, pooled=pooled)
+                                 n_baseline=nb, n_problem=np_, alpha=self.alpha, pooled=pooled,
+                                 service_times=service_times, min_rise=self.min_rise)
         if mutations and not pooled and not any(m.contribution_ns > 0 and not m.workload_mix for m in mutations):
             notes.append("Every mutation made requests faster or is a workload-mix change: nothing got slower.")
         result = ComparisonResult(significant=True, reason=None, endpoint=endpoint, n_baseline=nb, n_problem=np_,
                                   services=services, mutations=tuple(mutations), notes=tuple(notes),
-                                  pooled=pooled)
+                                  pooled=pooled, service_times=service_times)
         return {"result_": result, "categories_": cats, "endpoint_": endpoint}
 
     # ----------------------------------------------------------------------------------------
@@ -479,9 +489,11 @@ class RequestFlowComparison(Analysis):
 
         * **added or replaced subtrees** (the mutation has children there that the precursor
           lacks: a new call, a call rerouted to another service): the service the new subtree
-          enters, the first node in its preorder whose service is not ``s`` (the callee of a new
-          client span), else ``s`` (new work inside ``s``); with several new subtrees, the
-          largest;
+          enters, the first node in its preorder whose service is neither ``s`` nor one of the
+          services of the subtrees it replaces (a call rerouted below an unchanged caller names
+          the new callee, not the caller), else the first whose service is not ``s`` (the
+          callee of a new client span), else ``s`` (new work inside ``s``); with several new
+          subtrees, the largest;
         * **removed subtrees only** (``N`` returned early or threw before calling): ``s``; but for
           a client span whose missing children are server spans of one other service, that
           service (the call into it did not answer);
@@ -497,14 +509,19 @@ class RequestFlowComparison(Analysis):
             ka, kr = {mine.root}, {other.root}
         changed = tuple(sorted(ka ^ kr) or sorted(ka | kr))
         if added:
+            def subtree(structure, c: int) -> range:
+                n = structure.nodes
+                return range(c, c + sum(1 for j in range(c, len(n)) if n[j].start >= n[c].start and n[j].end <= n[c].end))
+
+            before = {service(other.nodes[j].key) for c in removed for j in subtree(other, c)}
             best = None
             for c in added:
-                size = sum(1 for j in range(c, len(mine.nodes))
-                           if mine.nodes[j].start >= mine.nodes[c].start and mine.nodes[j].end <= mine.nodes[c].end)
-                entered = next((service(mine.nodes[j].key) for j in range(c, c + size)
-                                if service(mine.nodes[j].key) != own), own)
-                if best is None or size > best[0]:
-                    best = (size, entered)
+                span = subtree(mine, c)
+                services = [service(mine.nodes[j].key) for j in span]
+                entered = next((x for x in services if x != own and x not in before),
+                               next((x for x in services if x != own), own))
+                if best is None or len(span) > best[0]:
+                    best = (len(span), entered)
             return node.key, best[1], changed
         kind = kinds.get(node.key, (None, None))[1]
         if kind == "client" and removed:

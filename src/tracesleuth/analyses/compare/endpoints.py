@@ -4,10 +4,8 @@ A slowdown of one service shows in the endpoints whose requests pass through it,
 single root operation (TrainTicket's ``/*``) hides the APIs behind it. :func:`compare_endpoints`
 compares the root endpoint and every *inner endpoint* — the operation of a server span of
 another service called directly by the root's service (the API a gateway forwards to) — that
-has requests in both periods, and merges the endpoints' rankings: a service's merged score is
-the sum of its scores over the endpoints (each in [0, 2], :mod:`.services`), so a service
-suspected on many endpoints ranks above one suspected on a single one. Nothing about the fault
-is used to choose the endpoints.
+has requests in both periods, and merges the endpoints' rankings (:func:`merge_services`).
+Nothing about the fault is used to choose the endpoints.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ import polars as pl
 
 from ...errors import EmptyDataError, TraceSleuthError
 
-__all__ = ["EndpointsComparison", "compare_endpoints", "endpoints_of", "merge_rankings"]
+__all__ = ["EndpointsComparison", "compare_endpoints", "endpoints_of", "merge_rankings", "merge_services"]
 
 
 def endpoints_of(*spans) -> list[str]:
@@ -65,6 +63,36 @@ def merge_rankings(rankings: list[list[tuple[str, float]]]) -> list[tuple[str, f
     return sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def merge_services(results) -> list[tuple[str, float]]:
+    """One ranking from the endpoints' :class:`~.services.ServiceSuspect` lists, most suspicious first.
+
+    The endpoints overlap (an inner endpoint's requests are parts of the root's), so scores are
+    not added up, which would favour a service seen from many endpoints over one seen once, nor
+    is their largest taken, which would favour the noisiest estimate of a small endpoint. A
+    service's merged score is its score on its *home* endpoint: the one where its time
+    (:class:`~.pooled.ServiceTime`) rests on the most problem calls, the best-supported view of
+    it (the root, when the root's requests hold all its calls); for a service without a time,
+    the endpoint where it scores highest. Ties: the larger contribution, then the name.
+
+    Parameters
+    ----------
+    results : iterable of ComparisonResult
+
+    Returns
+    -------
+    list of (str, float)
+        ``(service, merged score)``.
+    """
+    home: dict[str, tuple[int, float, float]] = {}
+    for result in results:
+        for x in result.services:
+            support = (x.calls, x.score, x.contribution_ns)
+            if support > home.get(x.service, (-1, 0.0, 0.0)):
+                home[x.service] = support
+    ranked = sorted(home.items(), key=lambda kv: (-kv[1][1], -kv[1][2], kv[0]))
+    return [(s, v[1]) for s, v in ranked]
+
+
 @dataclass(frozen=True)
 class EndpointsComparison:
     """The comparisons of :func:`compare_endpoints`.
@@ -74,7 +102,7 @@ class EndpointsComparison:
     results : dict of str to ComparisonResult
         Per endpoint compared, in :func:`endpoints_of` order.
     services : tuple of (str, float)
-        The merged ranking, most suspicious first (:func:`merge_rankings`).
+        The merged ranking, most suspicious first (:func:`merge_services`).
     skipped : dict of str to str
         Endpoints not compared, with the reason (no request in one period, one request...).
     """
@@ -155,5 +183,4 @@ def _compare_tables(tables: dict, **settings) -> EndpointsComparison:
     if not results:
         raise EmptyDataError("No endpoint has requests in both periods to compare"
                              + (f" ({len(skipped)} skipped)" if skipped else "") + ".")
-    merged = merge_rankings([[(s.service, s.score) for s in r.services] for r in results.values()])
-    return EndpointsComparison(results=results, services=tuple(merged), skipped=skipped)
+    return EndpointsComparison(results=results, services=tuple(merge_services(results.values())), skipped=skipped)

@@ -63,7 +63,7 @@ from ... import schema as S
 from ...units import format_duration_ns
 from .mutations import adjust_p_values
 
-__all__ = ["PooledChange", "pooled_changes"]
+__all__ = ["PooledChange", "ServiceTime", "pooled_changes"]
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,57 @@ class PooledChange:
                 f"{self.problem_calls} calls, pooled over categories)")
 
 
+@dataclass(frozen=True)
+class ServiceTime:
+    """A service's time in the problem period against its baseline speed, pooled over categories.
+
+    A service's time is the exclusive (self) time of its spans that are not client calls plus the
+    gaps of the calls into it (network and queueing on the way in): what its callers wait for
+    that is not spent further down. Per stratum (operation or edge key, and what the span calls),
+    the problem calls are compared with the baseline calls of the same stratum.
+
+    Attributes
+    ----------
+    service : str
+    added_ns : float
+        Time added in the problem period, ``sum_k m_k (problem mean_k - baseline mean_k)``, ns.
+    expected_ns : float
+        The same calls at their stratum's baseline mean, ``sum_k m_k baseline mean_k``, ns.
+    baseline_calls, problem_calls : int
+        Calls in the strata common to both periods.
+    exceedances : int
+        Problem calls slower than every baseline call of their stratum.
+    p_value : float
+        One-sided (a rise) van Elteren and tail test of all its strata together, after the
+        multiple-test control over the services.
+    auc : float
+        Probability that a problem call is slower than a baseline call of its stratum.
+    """
+
+    service: str
+    added_ns: float
+    expected_ns: float
+    baseline_calls: int
+    problem_calls: int
+    exceedances: int
+    p_value: float
+    auc: float
+
+    @property
+    def severity(self) -> float:
+        """Relative rise of the service's time, ``added_ns / expected_ns`` (0.5: 50% slower; scale-free;
+        ``expected_ns`` counted at least 1 ns, the clock's resolution)."""
+        return self.added_ns / max(self.expected_ns, 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**{k: getattr(self, k) for k in self.__dataclass_fields__}, "severity": self.severity}
+
+    def describe(self) -> str:
+        return (f"time of {self.service} x{1 + self.severity:.2g} its baseline speed "
+                f"(+{format_duration_ns(self.added_ns)} over {self.problem_calls} calls, "
+                f"{self.exceedances} slower than any baseline call of theirs, p={self.p_value:.2g})")
+
+
 #: Seed of the hashes that name a stratum (any fixed value: only equality matters).
 _SEED = 0x5EC7
 
@@ -128,7 +179,8 @@ def _exceedance_p(x: np.ndarray, mean: np.ndarray, var: np.ndarray) -> np.ndarra
 
 
 def _series(calls: pl.DataFrame) -> pl.DataFrame:
-    """One row per call and series: ``kind``, ``service``, ``key``, ``stratum`` and ``value``.
+    """One row per call and series: ``kind``, ``service``, ``caller`` (the client span's service, for a
+    gap; null for a self time), ``key``, ``stratum`` and ``value``.
 
     A span's stratum is the set of operation keys its children call, as the sum of their
     distinct keys' 64-bit hashes (order-free, and a collision of two sets needs a 64-bit
@@ -141,39 +193,21 @@ def _series(calls: pl.DataFrame) -> pl.DataFrame:
         pl.col("stratum").fill_null(0))
     client = pl.col(S.SERVER_SERVICE).is_not_null()
     own = calls.filter(~client & pl.col(S.EXCLUSIVE_NS).is_not_null()).select(
-        pl.lit("self").alias("kind"), S.SERVICE, pl.col(S.OPERATION_KEY).alias("key"), "stratum",
-        pl.col(S.EXCLUSIVE_NS).cast(pl.Int64).alias("value"))
+        pl.lit("self").alias("kind"), S.SERVICE, pl.lit(None, pl.String).alias("caller"),
+        pl.col(S.OPERATION_KEY).alias("key"), "stratum", pl.col(S.EXCLUSIVE_NS).cast(pl.Int64).alias("value"))
     gap = calls.filter(client & pl.col(S.GAP_NS).is_not_null()).select(
-        pl.lit("gap").alias("kind"), pl.col(S.SERVER_SERVICE).alias(S.SERVICE),
+        pl.lit("gap").alias("kind"), pl.col(S.SERVER_SERVICE).alias(S.SERVICE), pl.col(S.SERVICE).alias("caller"),
         (pl.col(S.CALLER_KEY).fill_null("(entry)") + " -> " + pl.col(S.OPERATION_KEY)).alias("key"), "stratum",
         pl.col(S.GAP_NS).cast(pl.Int64).alias("value"))
     return pl.concat([own, gap])
 
 
-def pooled_changes(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, *, alpha: float, correction: str,
-                   min_calls: int) -> tuple[tuple[PooledChange, ...], int]:
-    """Operations and edges whose time rose significantly, pooled over categories (module docstring).
-
-    Parameters
-    ----------
-    base_calls, prob_calls : polars.DataFrame
-        Call views (:meth:`TraceTable.calls`) of the baseline and of the problem period.
-    alpha : float
-    correction : {"holm", "bonferroni", "none"}
-    min_calls : int
-        Calls a series needs in each period, in the strata common to both, to be tested.
-
-    Returns
-    -------
-    changes : tuple of PooledChange
-        Significant rises, most added time first.
-    n_tests : int
-        Series tested (the size of the family).
-    """
-    if base_calls.height == 0 or prob_calls.height == 0:
-        return (), 0
-    series = ["kind", S.SERVICE]
-    strat = [*series, "key", "stratum"]
+def _per_stratum(base_calls: pl.DataFrame, prob_calls: pl.DataFrame) -> pl.DataFrame:
+    """One row per stratum (``kind``, ``service``, ``key``, ``stratum``) present in both periods:
+    calls ``n`` (baseline), ``m`` (problem), ``N``, the problem rank sum ``W`` and its expectation
+    ``E`` and tie-corrected variance ``V``, ``U``, the means, the exceedances ``x`` over the
+    baseline maximum, and the van Elteren weight ``w``; sorted (same input, same bits out)."""
+    strat = ["kind", S.SERVICE, "caller", "key", "stratum"]
     both = pl.concat([_series(base_calls).with_columns(pl.lit(False).alias("problem")),
                       _series(prob_calls).with_columns(pl.lit(True).alias("problem"))])
     both = both.with_columns(pl.col("value").rank("average").over(strat).alias("rank"))
@@ -192,18 +226,21 @@ def pooled_changes(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, *, alpha:
     # strata are put in one order before their float sums below: same input, same bits out.
     per = per.with_columns((pl.col("sum_p") / pl.col("m")).alias("mean_p"),
                            (pl.col("sum_b") / pl.col("n")).alias("mean_b"))
-    if per.height == 0:
-        return (), 0
-    per = per.join(ties, on=strat, how="left").sort(strat).with_columns(
+    return per.join(ties, on=strat, how="left").sort(strat).with_columns(
         (1.0 / (pl.col("N") + 1)).alias("w"),
         (pl.col("m") * (pl.col("N") + 1) / 2).alias("E"),
         (pl.col("n") * pl.col("m") / 12 * ((pl.col("N") + 1) - pl.col("ties").fill_null(0.0)
                                            / pl.max_horizontal(pl.col("N") * (pl.col("N") - 1), 1.0))).alias("V"),
         (pl.col("W") - pl.col("m") * (pl.col("m") + 1) / 2).alias("U"),
     )
-    top = (per.group_by([*series, "key"], maintain_order=True).agg((pl.col("m") * (pl.col("mean_p") - pl.col("mean_b"))).sum().alias("a"))
-           .sort("a", "key", descending=[True, False]).group_by(series, maintain_order=True).agg(pl.col("key").first()))
-    agg = per.group_by(series).agg(
+
+
+def _combined(per: pl.DataFrame, by: list[str], min_calls: int) -> pl.DataFrame:
+    """The strata of each group ``by`` combined: calls, van Elteren ``z``, the tail test's inputs,
+    ``auc``, ``added_ns``, ``expected_ns`` and the pooled means; groups with at least
+    ``min_calls`` calls in each period, a variance and a rise (``added_ns > 0``), sorted by ``by``;
+    ``p_raw`` is the one-sided p-value before the multiple-test control."""
+    agg = per.group_by(by).agg(
         pl.col("n").sum().alias("calls_b"), pl.col("m").sum().alias("calls_p"),
         (pl.col("w") * (pl.col("W") - pl.col("E"))).sum().alias("num"),
         (pl.col("w") ** 2 * pl.col("V")).sum().alias("den"),
@@ -212,23 +249,110 @@ def pooled_changes(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, *, alpha:
         .alias("var_x"),
         (pl.col("U").sum() / (pl.col("n") * pl.col("m")).sum()).alias("auc"),
         (pl.col("m") * (pl.col("mean_p") - pl.col("mean_b"))).sum().alias("added_ns"),
+        (pl.col("m") * pl.col("mean_b")).sum().alias("expected_ns"),
         (pl.col("sum_b").sum() / pl.col("n").sum()).alias("mean_b"),
         (pl.col("sum_p").sum() / pl.col("m").sum()).alias("mean_p"),
         maintain_order=True,
     ).filter((pl.col("calls_b") >= min_calls) & (pl.col("calls_p") >= min_calls) & (pl.col("added_ns") > 0)
-             & (pl.col("den") > 0)).sort(series).join(top, on=series, how="left")
+             & (pl.col("den") > 0)).sort(by)
     if agg.height == 0:
-        return (), 0
+        return agg.with_columns(pl.lit(None, pl.Float64).alias("p_raw"))
     z = (agg["num"] / agg["den"].sqrt()).to_numpy()
     tail = _exceedance_p(agg["x"].to_numpy(), agg["lam"].to_numpy(), agg["var_x"].to_numpy())
-    pv = adjust_p_values(np.minimum(1.0, 2 * np.minimum(stats.norm.sf(z), tail)), correction)
+    return agg.with_columns(pl.Series("p_raw", np.minimum(1.0, 2 * np.minimum(stats.norm.sf(z), tail))))
+
+
+def pooled_changes(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, *, alpha: float, correction: str,
+                   min_calls: int) -> tuple[tuple[PooledChange, ...], int, tuple[ServiceTime, ...]]:
+    """Operations and edges whose time rose significantly, and every service's time, pooled over
+    categories (module docstring).
+
+    Parameters
+    ----------
+    base_calls, prob_calls : polars.DataFrame
+        Call views (:meth:`TraceTable.calls`) of the baseline and of the problem period.
+    alpha : float
+    correction : {"holm", "bonferroni", "none"}
+    min_calls : int
+        Calls a series needs in each period, in the strata common to both, to be tested.
+
+    Returns
+    -------
+    changes : tuple of PooledChange
+        Significant rises of a service's self time or of the gap into it, most added time first.
+    n_tests : int
+        Series tested (the size of the family).
+    service_times : tuple of ServiceTime
+        Every service whose time (self and gaps into it together) rose, significant or not,
+        most severe first (:class:`ServiceTime`); its p-values form a family of their own.
+    """
+    if base_calls.height == 0 or prob_calls.height == 0:
+        return (), 0, ()
+    per = _per_stratum(base_calls, prob_calls)
+    if per.height == 0:
+        return (), 0, ()
+    series = ["kind", S.SERVICE]
+    top = (per.group_by([*series, "key"], maintain_order=True)
+           .agg((pl.col("m") * (pl.col("mean_p") - pl.col("mean_b"))).sum().alias("a"))
+           .sort("a", "key", descending=[True, False]).group_by(series, maintain_order=True).agg(pl.col("key").first()))
+    agg = _combined(per, series, min_calls).join(top, on=series, how="left")
     out = []
-    for row, pval in zip(agg.iter_rows(named=True), pv.tolist()):
-        if pval >= alpha:
-            continue
-        out.append(PooledChange(kind=row["kind"], service=row[S.SERVICE], key=row["key"],
-                                baseline_mean_ns=float(row["mean_b"]), problem_mean_ns=float(row["mean_p"]),
-                                baseline_calls=int(row["calls_b"]), problem_calls=int(row["calls_p"]),
-                                p_value=float(pval), auc=float(row["auc"]), added_ns=float(row["added_ns"])))
+    if agg.height:
+        pv = adjust_p_values(agg["p_raw"].to_numpy(), correction)
+        for row, pval in zip(agg.iter_rows(named=True), pv.tolist()):
+            if pval >= alpha:
+                continue
+            out.append(PooledChange(kind=row["kind"], service=row[S.SERVICE], key=row["key"],
+                                    baseline_mean_ns=float(row["mean_b"]), problem_mean_ns=float(row["mean_p"]),
+                                    baseline_calls=int(row["calls_b"]), problem_calls=int(row["calls_p"]),
+                                    p_value=float(pval), auc=float(row["auc"]), added_ns=float(row["added_ns"])))
     out.sort(key=lambda c: (-c.added_ns, c.kind, c.key))
-    return tuple(out), agg.height
+    return tuple(out), agg.height, _service_times(per, correction)
+
+
+def _attributed(per: pl.DataFrame) -> pl.DataFrame:
+    """The strata of :func:`_per_stratum` with each gap stratum's time split between the service
+    called and the caller (module docstring, *A service's time*): columns ``owner``, ``share``
+    (of the stratum's time that goes to ``owner``) and ``test`` (the owner that takes the
+    stratum in the significance test: the side with the larger share, the callee on a tie)."""
+    rise = (pl.col("m") * (pl.col("mean_p") - pl.col("mean_b"))).sum()
+    expected = (pl.col("m") * pl.col("mean_b")).sum()
+    edges = per.filter(pl.col("kind") == "gap").group_by("caller", S.SERVICE).agg(
+        (rise / expected).alias("r")).sort("caller", S.SERVICE)
+    # The median rise of each caller's *other* edges: every edge of the caller against every other.
+    others = (edges.join(edges.select("caller", pl.col(S.SERVICE).alias("other"), pl.col("r").alias("r_other")),
+                         on="caller").filter(pl.col("other") != pl.col(S.SERVICE))
+              .group_by("caller", S.SERVICE).agg(pl.col("r_other").median().alias("others")))
+    edges = edges.join(others, on=["caller", S.SERVICE], how="left").with_columns(
+        pl.when((pl.col("others") > 0) & (pl.col("r") > 0))
+        .then(pl.min_horizontal(pl.col("others") / pl.col("r"), 1.0)).otherwise(0.0).alias("f"))
+    per = per.join(edges.select("caller", S.SERVICE, "f"), on=["caller", S.SERVICE], how="left").with_columns(
+        pl.col("f").fill_null(0.0))
+    callee = per.with_columns(pl.col(S.SERVICE).alias("owner"), pl.lit("own").alias("part"),
+                              (1.0 - pl.col("f")).alias("share"), (pl.col("f") <= 0.5).alias("test"))
+    caller = per.filter(pl.col("f") > 0).with_columns(pl.col("caller").alias("owner"), pl.lit("client").alias("part"),
+                                                      pl.col("f").alias("share"), (pl.col("f") > 0.5).alias("test"))
+    return pl.concat([callee, caller]).drop("f")
+
+
+def _service_times(per: pl.DataFrame, correction: str) -> tuple[ServiceTime, ...]:
+    """:class:`ServiceTime` of every service whose time rose (``pooled_changes``' third result)."""
+    parts = _attributed(per)
+    size = parts.group_by("owner", "part").agg(
+        (pl.col("share") * pl.col("m") * (pl.col("mean_p") - pl.col("mean_b"))).sum().alias("added"),
+        (pl.col("share") * pl.col("m") * pl.col("mean_b")).sum().alias("expected"),
+    ).with_columns((pl.col("added") / pl.max_horizontal("expected", 1.0)).alias("sev")).sort(
+        "owner", "sev", "part", descending=[False, True, False]).group_by("owner", maintain_order=True).first()
+    tested = parts.filter(pl.col("test")).drop(S.SERVICE).rename({"owner": S.SERVICE})
+    agg = _combined(tested, [S.SERVICE], 1).drop("added_ns", "expected_ns").join(
+        size.rename({"owner": S.SERVICE}), on=S.SERVICE, how="inner").filter(pl.col("added") > 0)
+    if agg.height == 0:
+        return ()
+    pv = adjust_p_values(agg["p_raw"].to_numpy(), correction)
+    out = [ServiceTime(service=row[S.SERVICE], added_ns=float(row["added"]),
+                       expected_ns=float(row["expected"]), baseline_calls=int(row["calls_b"]),
+                       problem_calls=int(row["calls_p"]), exceedances=int(row["x"]), p_value=float(p),
+                       auc=float(row["auc"]))
+           for row, p in zip(agg.iter_rows(named=True), pv.tolist())]
+    out.sort(key=lambda t: (-t.severity, t.service))
+    return tuple(out)
