@@ -27,7 +27,7 @@ from .categories import category_stats, divergence_sides, edit_distance, key_pat
 from .mutations import (Mutation, Precursor, adjust_p_values, localize,
                         low_level_differences, response_time_contribution,
                         structural_contribution)
-from .pooled import PooledChange, ServiceTime, pooled_changes
+from .pooled import CallDrop, Pooled, PooledChange, ServiceTime, pooled_changes
 from .services import ServiceSuspect, error_origins, rank_services
 
 __all__ = ["ComparisonResult", "RequestFlowComparison"]
@@ -80,6 +80,8 @@ class ComparisonResult:
     notes: tuple[str, ...] = ()
     pooled: tuple[PooledChange, ...] = ()
     service_times: tuple[ServiceTime, ...] = ()
+    call_drops: tuple[CallDrop, ...] = ()
+    service_calls: tuple[tuple[str, int], ...] = ()
 
     def to_frame(self) -> pl.DataFrame:
         """One row per mutation (empty, same columns, when there is none)."""
@@ -105,6 +107,8 @@ class ComparisonResult:
             "notes": list(self.notes),
             "pooled": [c.to_dict() for c in self.pooled],
             "service_times": [t.to_dict() for t in self.service_times],
+            "call_drops": [d.to_dict() for d in self.call_drops],
+            "service_calls": dict(self.service_calls),
         }
         json.dumps(out)  # a failure here is a bug, not bad input
         return out
@@ -141,6 +145,13 @@ def _table(x: Any, name: str):
     if x.frame.height < 2:
         raise EmptyDataError(f"The {name} period has one request only; comparing distributions needs at least 2.")
     return x
+
+
+def _service_calls(calls: pl.DataFrame | None) -> tuple[tuple[str, int], ...]:
+    """``(service, spans)`` of a call view, by name (empty without one)."""
+    if calls is None:
+        return ()
+    return tuple(calls.group_by(S.SERVICE).len().sort(S.SERVICE).rows())
 
 
 def _calls(table, notes: list, name: str) -> pl.DataFrame | None:
@@ -333,14 +344,15 @@ class RequestFlowComparison(Analysis):
                                                                             r["problem_mean_ns"])))
         # --- edges and operations pooled over categories (:mod:`.pooled`) --------------------
         cb, cp = _calls(baseline, notes, "baseline"), _calls(problem, notes, "problem")
-        pooled, n_pooled, service_times = ((), 0, ()) if cb is None or cp is None else pooled_changes(
-            cb, cp, alpha=self.alpha, correction=self.correction,
-            min_calls=self.min_calls)
-        if not entries and not pooled:
+        found = Pooled() if cb is None or cp is None else pooled_changes(
+            cb, cp, alpha=self.alpha, correction=self.correction, min_calls=self.min_calls)
+        pooled = found.changes
+        if not entries and not pooled and not found.call_drops:
             reason = ("no significant change: no category's response time changed (KS test, alpha "
                       f"{self.alpha:g}, {self.correction} correction, {len(testable)} categories tested), no "
                       f"category's share of requests changed by {self.sm_threshold:g} or more significantly, and "
-                      f"no operation's self time or edge's gap rose (pooled over categories, {n_pooled} tested)")
+                      f"no operation's self time or edge's gap rose and no operation makes fewer calls (pooled over "
+                      f"categories, {found.n_tests} tested)")
             result = ComparisonResult(significant=False, reason=reason, endpoint=endpoint, n_baseline=nb,
                                       n_problem=np_, notes=tuple(notes))
             return {"result_": result, "categories_": cats, "endpoint_": endpoint}
@@ -397,12 +409,14 @@ class RequestFlowComparison(Analysis):
                                  errors_baseline=None if cb is None else error_origins(cb),
                                  errors_problem=None if cp is None else error_origins(cp),
                                  n_baseline=nb, n_problem=np_, alpha=self.alpha, pooled=pooled,
-                                 service_times=service_times, min_rise=self.min_rise)
+                                 service_times=found.service_times, call_drops=found.call_drops,
+                                 min_rise=self.min_rise)
         if mutations and not pooled and not any(m.contribution_ns > 0 and not m.workload_mix for m in mutations):
             notes.append("Every mutation made requests faster or is a workload-mix change: nothing got slower.")
         result = ComparisonResult(significant=True, reason=None, endpoint=endpoint, n_baseline=nb, n_problem=np_,
                                   services=services, mutations=tuple(mutations), notes=tuple(notes),
-                                  pooled=pooled, service_times=service_times)
+                                  pooled=pooled, service_times=found.service_times,
+                                  call_drops=found.call_drops, service_calls=_service_calls(cp))
         return {"result_": result, "categories_": cats, "endpoint_": endpoint}
 
     # ----------------------------------------------------------------------------------------

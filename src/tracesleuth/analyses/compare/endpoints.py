@@ -69,10 +69,12 @@ def merge_services(results) -> list[tuple[str, float]]:
     The endpoints overlap (an inner endpoint's requests are parts of the root's), so scores are
     not added up, which would favour a service seen from many endpoints over one seen once, nor
     is their largest taken, which would favour the noisiest estimate of a small endpoint. A
-    service's merged score is its score on its *home* endpoint: the one where its time
-    (:class:`~.pooled.ServiceTime`) rests on the most problem calls, the best-supported view of
-    it (the root, when the root's requests hold all its calls); for a service without a time,
-    the endpoint where it scores highest. Ties: the larger contribution, then the name.
+    service's merged score is its score on its *home* endpoint: the one whose problem requests
+    hold the most of its spans (``ComparisonResult.service_calls``), the best-supported view of
+    it (the root, when the root's requests hold all its calls), whether it is suspected there or
+    not; for a service with no span in any problem period (suspected for calls it no longer
+    receives), the endpoint where it scores highest. Services with neither score nor
+    contribution at home are left out. Ties: the larger contribution, then the name.
 
     Parameters
     ----------
@@ -85,11 +87,14 @@ def merge_services(results) -> list[tuple[str, float]]:
     """
     home: dict[str, tuple[int, float, float]] = {}
     for result in results:
-        for x in result.services:
-            support = (x.calls, x.score, x.contribution_ns)
-            if support > home.get(x.service, (-1, 0.0, 0.0)):
-                home[x.service] = support
-    ranked = sorted(home.items(), key=lambda kv: (-kv[1][1], -kv[1][2], kv[0]))
+        calls = dict(result.service_calls)
+        scored = {x.service: x for x in result.services}
+        for service in set(calls) | set(scored):
+            x = scored.get(service)
+            support = (calls.get(service, 0), 0.0 if x is None else x.score, 0.0 if x is None else x.contribution_ns)
+            if support > home.get(service, (-1, 0.0, 0.0)):
+                home[service] = support
+    ranked = sorted(((s, v) for s, v in home.items() if v[1] > 0 or v[2] > 0), key=lambda kv: (-kv[1][1], -kv[1][2], kv[0]))
     return [(s, v[1]) for s, v in ranked]
 
 

@@ -45,6 +45,38 @@ Effect sizes, both reported:
 * ``auc``: the common-language effect size ``sum U_k / sum n_k m_k``, the probability that a
   problem call is slower than a baseline call of the same stratum (0.5: no shift).
 
+A service's time (:class:`ServiceTime`, what :mod:`.services` ranks by)
+------------------------------------------------------------------------
+All strata of one service tested together (same test, its own family of p-values, one per
+service) and summed into one scale-free severity, the relative rise of the service's time
+against its own baseline speed, ``sum_k m_k (problem mean_k - baseline mean_k) /
+sum_k m_k baseline mean_k``. The service's time is its spans' self time and the gaps of the
+calls into it, with one correction: a gap is the client span's time outside the server span,
+so it holds the caller's own client-side work (serialising, a CPU-starved caller's pauses) as
+well as the network and the callee's queue. A rise that a caller's gaps show on every service
+it calls is the caller's, not each callee's: for the gaps of caller ``C`` into service ``S``
+with relative rise ``r``, and ``o`` the median relative rise of ``C``'s gaps into its other
+services, the share ``f = min(1, o / r)`` (0 when ``o <= 0``, or ``C`` calls no other service)
+of the stratum's time goes to ``C`` (its *client* time) and ``1 - f`` to ``S``. A service's
+severity is the larger of the relative rises of its own time (self time and its share of the
+gaps into it) and of its client time. In the tests, a gap stratum goes with the side that
+takes most of it.
+
+Calls made (:class:`CallDrop`)
+------------------------------
+A code fault that returns early or throws makes its service stop calling downstream. Per
+operation key of a span that is not itself a client call, the number of calls into other
+services among its children, per span; the evidence is the problem spans that make **fewer
+calls than every baseline span** of the operation, tested with the tail test above (one stratum,
+on the negated counts; one family) and measured by their share of the operation's problem
+spans, in [0, 1]. Below the baseline's least, not a lower mean: a change of the workload mix
+reweights the call counts the operation already had (a ``GET /`` that renders more product
+pages than checkouts makes fewer calls on average) but makes no span call less than any did
+before, while a truncated call is new. This is Spectroscope's structural mutation asked of one
+operation pooled over categories, with the volume a small period's categories lack. Calls that
+vary with the data (a search that returns no trip makes no call per trip) can fall below the
+baseline's least too: the evidence says which operation, how often and by how much.
+
 Why not :func:`scipy.stats.mannwhitneyu` per series: it has no strata; and scipy has no van
 Elteren test. Here all strata of all series are ranked in one polars pass
 (``rank().over(...)``), which keeps 100,000 requests per period fast.
@@ -63,7 +95,7 @@ from ... import schema as S
 from ...units import format_duration_ns
 from .mutations import adjust_p_values
 
-__all__ = ["PooledChange", "ServiceTime", "pooled_changes"]
+__all__ = ["CallDrop", "Pooled", "PooledChange", "ServiceTime", "pooled_changes"]
 
 
 @dataclass(frozen=True)
@@ -160,6 +192,67 @@ class ServiceTime:
                 f"{self.exceedances} slower than any baseline call of theirs, p={self.p_value:.2g})")
 
 
+@dataclass(frozen=True)
+class CallDrop:
+    """An operation whose spans make significantly fewer calls into other services, pooled over categories.
+
+    Attributes
+    ----------
+    service, key : str
+        The operation's service and key.
+    baseline_calls_per_span, problem_calls_per_span : float
+        Mean calls into other services among a span's children.
+    baseline_spans, problem_spans : int
+    p_value : float
+        Tail test of ``fewer`` (module docstring), after the multiple-test control.
+    fewer : int
+        Problem spans that make fewer calls than every baseline span of the operation.
+    drop : float
+        ``fewer / problem_spans``: the share of the operation's problem spans that call less
+        than it ever did in the baseline, in (0, 1].
+    """
+
+    service: str
+    key: str
+    baseline_calls_per_span: float
+    problem_calls_per_span: float
+    baseline_spans: int
+    problem_spans: int
+    p_value: float
+    fewer: int
+    drop: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    def describe(self) -> str:
+        return (f"{self.fewer} of {self.problem_spans} calls of {self.key} ({self.drop:.0%}) make fewer calls into "
+                f"other services than any of its {self.baseline_spans} baseline calls ({self.problem_calls_per_span:.2g} "
+                f"per call, {self.baseline_calls_per_span:.2g} before; p={self.p_value:.2g}, pooled over categories)")
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """What :func:`pooled_changes` found.
+
+    Attributes
+    ----------
+    changes : tuple of PooledChange
+        Significant rises of a service's self time or of the gap into it, most added time first.
+    n_tests : int
+        Series tested for ``changes`` (the size of that family).
+    service_times : tuple of ServiceTime
+        Every service whose time rose, significant or not, most severe first.
+    call_drops : tuple of CallDrop
+        Operations that make significantly fewer calls, largest drop first.
+    """
+
+    changes: tuple[PooledChange, ...] = ()
+    n_tests: int = 0
+    service_times: tuple[ServiceTime, ...] = ()
+    call_drops: tuple[CallDrop, ...] = ()
+
+
 #: Seed of the hashes that name a stratum (any fixed value: only equality matters).
 _SEED = 0x5EC7
 
@@ -178,19 +271,23 @@ def _exceedance_p(x: np.ndarray, mean: np.ndarray, var: np.ndarray) -> np.ndarra
     return np.where(x > 0, stats.nbinom.sf(x - 1, r, mean / var), 1.0)
 
 
-def _series(calls: pl.DataFrame) -> pl.DataFrame:
-    """One row per call and series: ``kind``, ``service``, ``caller`` (the client span's service, for a
-    gap; null for a self time), ``key``, ``stratum`` and ``value``.
+def _children(calls: pl.DataFrame) -> pl.DataFrame:
+    """Per span with children (``request``, ``span_id``): ``stratum``, the set of operation keys
+    its children call, as the sum of their distinct keys' 64-bit hashes (order-free, and a
+    collision of two sets needs a 64-bit coincidence: grouping on it is much faster than on the
+    joined key strings, 100,000 requests per period: 4.6 s -> well under 1 s); ``calls_out``,
+    its children that call another service's server span."""
+    return (calls.filter(pl.col(S.PARENT_SPAN_ID).is_not_null())
+            .group_by(S.REQUEST, pl.col(S.PARENT_SPAN_ID).alias(S.SPAN_ID))
+            .agg(pl.col(S.OPERATION_KEY).unique().hash(seed=_SEED).sum().alias("stratum"),
+                 pl.col(S.SERVER_SERVICE).is_not_null().sum().cast(pl.Int64).alias("calls_out")))
 
-    A span's stratum is the set of operation keys its children call, as the sum of their
-    distinct keys' 64-bit hashes (order-free, and a collision of two sets needs a 64-bit
-    coincidence): grouping on it is much faster than on the joined key strings (100,000
-    requests per period: 4.6 s -> well under 1 s)."""
-    children = (calls.filter(pl.col(S.PARENT_SPAN_ID).is_not_null())
-                .group_by(S.REQUEST, pl.col(S.PARENT_SPAN_ID).alias(S.SPAN_ID))
-                .agg(pl.col(S.OPERATION_KEY).unique().hash(seed=_SEED).sum().alias("stratum")))
-    calls = calls.join(children, on=[S.REQUEST, S.SPAN_ID], how="left").with_columns(
-        pl.col("stratum").fill_null(0))
+
+def _series(calls: pl.DataFrame, children: pl.DataFrame) -> pl.DataFrame:
+    """One row per call and series: ``kind``, ``service``, ``caller`` (the client span's service, for a
+    gap; null for a self time), ``key``, ``stratum`` (:func:`_children`) and ``value``."""
+    calls = calls.join(children.select(S.REQUEST, S.SPAN_ID, "stratum"), on=[S.REQUEST, S.SPAN_ID],
+                       how="left").with_columns(pl.col("stratum").fill_null(0))
     client = pl.col(S.SERVER_SERVICE).is_not_null()
     own = calls.filter(~client & pl.col(S.EXCLUSIVE_NS).is_not_null()).select(
         pl.lit("self").alias("kind"), S.SERVICE, pl.lit(None, pl.String).alias("caller"),
@@ -202,14 +299,25 @@ def _series(calls: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([own, gap])
 
 
-def _per_stratum(base_calls: pl.DataFrame, prob_calls: pl.DataFrame) -> pl.DataFrame:
-    """One row per stratum (``kind``, ``service``, ``key``, ``stratum``) present in both periods:
+def _call_series(calls: pl.DataFrame, children: pl.DataFrame) -> pl.DataFrame:
+    """The calls-made series (module docstring): per span that is no client call, ``value`` = minus
+    its children's calls into other services (a rise of the value is a drop of the calls)."""
+    return calls.filter(pl.col(S.SERVER_SERVICE).is_null()).join(
+        children.select(S.REQUEST, S.SPAN_ID, "calls_out"), on=[S.REQUEST, S.SPAN_ID], how="left").select(
+        pl.lit("calls").alias("kind"), S.SERVICE, pl.lit(None, pl.String).alias("caller"),
+        pl.col(S.OPERATION_KEY).alias("key"), pl.lit(0, pl.UInt64).alias("stratum"),
+        (-pl.col("calls_out").fill_null(0)).alias("value"))
+
+
+def _per_stratum(base: pl.DataFrame, prob: pl.DataFrame) -> pl.DataFrame:
+    """One row per stratum (``kind``, ``service``, ``caller``, ``key``, ``stratum``) of two periods'
+    series (:func:`_series`) present in both periods:
     calls ``n`` (baseline), ``m`` (problem), ``N``, the problem rank sum ``W`` and its expectation
     ``E`` and tie-corrected variance ``V``, ``U``, the means, the exceedances ``x`` over the
     baseline maximum, and the van Elteren weight ``w``; sorted (same input, same bits out)."""
     strat = ["kind", S.SERVICE, "caller", "key", "stratum"]
-    both = pl.concat([_series(base_calls).with_columns(pl.lit(False).alias("problem")),
-                      _series(prob_calls).with_columns(pl.lit(True).alias("problem"))])
+    both = pl.concat([base.with_columns(pl.lit(False).alias("problem")),
+                      prob.with_columns(pl.lit(True).alias("problem"))])
     both = both.with_columns(pl.col("value").rank("average").over(strat).alias("rank"))
     ties = (both.group_by([*strat, "value"]).agg(pl.len().cast(pl.Float64).alias("t"))
             .group_by(strat).agg((pl.col("t") ** 3 - pl.col("t")).sum().alias("ties")))
@@ -239,7 +347,8 @@ def _combined(per: pl.DataFrame, by: list[str], min_calls: int) -> pl.DataFrame:
     """The strata of each group ``by`` combined: calls, van Elteren ``z``, the tail test's inputs,
     ``auc``, ``added_ns``, ``expected_ns`` and the pooled means; groups with at least
     ``min_calls`` calls in each period, a variance and a rise (``added_ns > 0``), sorted by ``by``;
-    ``p_raw`` is the one-sided p-value before the multiple-test control."""
+    ``p_raw`` is the one-sided p-value of the rank and tail tests together (the smaller,
+    doubled), ``p_tail`` the tail test's alone, both before the multiple-test control."""
     agg = per.group_by(by).agg(
         pl.col("n").sum().alias("calls_b"), pl.col("m").sum().alias("calls_p"),
         (pl.col("w") * (pl.col("W") - pl.col("E"))).sum().alias("num"),
@@ -256,16 +365,16 @@ def _combined(per: pl.DataFrame, by: list[str], min_calls: int) -> pl.DataFrame:
     ).filter((pl.col("calls_b") >= min_calls) & (pl.col("calls_p") >= min_calls) & (pl.col("added_ns") > 0)
              & (pl.col("den") > 0)).sort(by)
     if agg.height == 0:
-        return agg.with_columns(pl.lit(None, pl.Float64).alias("p_raw"))
+        return agg.with_columns(pl.lit(None, pl.Float64).alias("p_raw"), pl.lit(None, pl.Float64).alias("p_tail"))
     z = (agg["num"] / agg["den"].sqrt()).to_numpy()
     tail = _exceedance_p(agg["x"].to_numpy(), agg["lam"].to_numpy(), agg["var_x"].to_numpy())
-    return agg.with_columns(pl.Series("p_raw", np.minimum(1.0, 2 * np.minimum(stats.norm.sf(z), tail))))
+    return agg.with_columns(pl.Series("p_raw", np.minimum(1.0, 2 * np.minimum(stats.norm.sf(z), tail))),
+                            pl.Series("p_tail", tail))
 
 
 def pooled_changes(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, *, alpha: float, correction: str,
-                   min_calls: int) -> tuple[tuple[PooledChange, ...], int, tuple[ServiceTime, ...]]:
-    """Operations and edges whose time rose significantly, and every service's time, pooled over
-    categories (module docstring).
+                   min_calls: int) -> Pooled:
+    """Self times, gaps, services' times and calls made, pooled over categories (module docstring).
 
     Parameters
     ----------
@@ -278,36 +387,45 @@ def pooled_changes(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, *, alpha:
 
     Returns
     -------
-    changes : tuple of PooledChange
-        Significant rises of a service's self time or of the gap into it, most added time first.
-    n_tests : int
-        Series tested (the size of the family).
-    service_times : tuple of ServiceTime
-        Every service whose time (self and gaps into it together) rose, significant or not,
-        most severe first (:class:`ServiceTime`); its p-values form a family of their own.
+    Pooled
     """
     if base_calls.height == 0 or prob_calls.height == 0:
-        return (), 0, ()
-    per = _per_stratum(base_calls, prob_calls)
+        return Pooled()
+    kids_b, kids_p = _children(base_calls), _children(prob_calls)
+    per = _per_stratum(_series(base_calls, kids_b), _series(prob_calls, kids_p))
     if per.height == 0:
-        return (), 0, ()
+        return Pooled()
     series = ["kind", S.SERVICE]
     top = (per.group_by([*series, "key"], maintain_order=True)
            .agg((pl.col("m") * (pl.col("mean_p") - pl.col("mean_b"))).sum().alias("a"))
            .sort("a", "key", descending=[True, False]).group_by(series, maintain_order=True).agg(pl.col("key").first()))
     agg = _combined(per, series, min_calls).join(top, on=series, how="left")
     out = []
-    if agg.height:
-        pv = adjust_p_values(agg["p_raw"].to_numpy(), correction)
-        for row, pval in zip(agg.iter_rows(named=True), pv.tolist()):
-            if pval >= alpha:
-                continue
-            out.append(PooledChange(kind=row["kind"], service=row[S.SERVICE], key=row["key"],
-                                    baseline_mean_ns=float(row["mean_b"]), problem_mean_ns=float(row["mean_p"]),
-                                    baseline_calls=int(row["calls_b"]), problem_calls=int(row["calls_p"]),
-                                    p_value=float(pval), auc=float(row["auc"]), added_ns=float(row["added_ns"])))
+    for row, pval in _significant(agg, alpha, correction):
+        out.append(PooledChange(kind=row["kind"], service=row[S.SERVICE], key=row["key"],
+                                baseline_mean_ns=float(row["mean_b"]), problem_mean_ns=float(row["mean_p"]),
+                                baseline_calls=int(row["calls_b"]), problem_calls=int(row["calls_p"]),
+                                p_value=pval, auc=float(row["auc"]), added_ns=float(row["added_ns"])))
     out.sort(key=lambda c: (-c.added_ns, c.kind, c.key))
-    return tuple(out), agg.height, _service_times(per, correction)
+    calls = _combined(_per_stratum(_call_series(base_calls, kids_b), _call_series(prob_calls, kids_p)),
+                      [S.SERVICE, "key"], min_calls)
+    drops = [CallDrop(service=row[S.SERVICE], key=row["key"], baseline_calls_per_span=-float(row["mean_b"]),
+                      problem_calls_per_span=-float(row["mean_p"]), baseline_spans=int(row["calls_b"]),
+                      problem_spans=int(row["calls_p"]), p_value=pval, fewer=int(row["x"]),
+                      drop=float(row["x"] / row["calls_p"]))
+             for row, pval in _significant(calls, alpha, correction, "p_tail")]
+    drops.sort(key=lambda d: (-d.drop, d.key))
+    return Pooled(changes=tuple(out), n_tests=agg.height, service_times=_service_times(per, correction),
+                  call_drops=tuple(drops))
+
+
+def _significant(agg: pl.DataFrame, alpha: float, correction: str, column: str = "p_raw"):
+    """``(row, p-value)`` of the rows of :func:`_combined` significant under the multiple-test
+    control, by the p-values of ``column``."""
+    if agg.height == 0:
+        return []
+    pv = adjust_p_values(agg[column].to_numpy(), correction)
+    return [(row, float(p)) for row, p in zip(agg.iter_rows(named=True), pv.tolist()) if p < alpha]
 
 
 def _attributed(per: pl.DataFrame) -> pl.DataFrame:

@@ -6,8 +6,9 @@ issue this analysis answers asks for services, so :func:`rank_services` orders t
 documented rule, and keeps the paper's currency beside it.
 
 **Score** (higher = more suspicious, the package's orientation rule): how far the service's own
-behaviour in the problem period departs from the baseline, the sum of three shares, each in
-[0, 1] and scale-free, so that a service of microseconds and one of seconds compare:
+behaviour in the problem period departs from the baseline, the largest of three shares, each in
+[0, 1] and scale-free, so that a service of microseconds and one of seconds compare (the largest,
+not the sum: each is a share of something else, so they do not add up):
 
 1. **latency**, ``d = s / (1 + s)`` where ``s`` is the service's severity
    (:class:`~.pooled.ServiceTime`: the relative rise of its time, self time and the gaps of the
@@ -30,12 +31,17 @@ behaviour in the problem period departs from the baseline, the sum of three shar
    requests, given to its divergence service (the service to blame where its structure first
    differs from its top precursor's: the service a new or rerouted subtree enters, the node's
    own service when a subtree went missing; see ``RequestFlowComparison._divergence_service``),
-   or to the endpoint's service when it has no precursor; capped at 1.
+   or to the endpoint's service when it has no precursor; capped at 1; or, when larger, the
+   drop of the calls its operations make into other services (:class:`~.pooled.CallDrop`:
+   ``1 - problem / baseline`` calls per span, significant, pooled over categories: a service
+   that returns early or throws stops calling downstream, which small periods' categories are
+   too thin to show).
 3. **errors**: the rise of the share of problem requests in which the service's spans are the
    *origin* of an error (an error span without an error child), when that rise is significant
    (two-proportion test at ``alpha``).
 
-Ties are broken by the contribution, then by name.
+Only services with a positive score are listed; ties are broken by the contribution, then by
+name.
 
 **Contribution** (:attr:`ServiceSuspect.contribution_ns`, the paper's currency, shown beside the
 score): the slowdown the service accounts for, in ns of the problem period's total response time:
@@ -84,8 +90,8 @@ class ServiceSuspect:
     ----------
     service : str
     score : float
-        Higher = more suspicious: ``latency + structure + errors`` (:mod:`.services` gives the
-        rule), in [0, 3].
+        Higher = more suspicious: ``max(latency, structure, errors)`` (:mod:`.services` gives the
+        rule), in [0, 1].
     evidence : tuple of str
         What points to it, most weighty first ("time of S x11 its baseline speed (...)",
         "structure diverges at S:op", "errors originate in S in 4% of requests (0% before)",
@@ -150,7 +156,7 @@ def _service_of(key: str) -> str:
 def rank_services(mutations: Sequence[Mutation], *, endpoint: str, errors_baseline: pl.DataFrame | None,
                   errors_problem: pl.DataFrame | None, n_baseline: int, n_problem: int,
                   alpha: float, pooled: Sequence = (), service_times: Sequence = (),
-                  min_rise: float = 1.0) -> tuple[ServiceSuspect, ...]:
+                  call_drops: Sequence = (), min_rise: float = 1.0) -> tuple[ServiceSuspect, ...]:
     """The services ranked by the rule of the module docstring, most suspicious first.
 
     Parameters
@@ -166,6 +172,8 @@ def rank_services(mutations: Sequence[Mutation], *, endpoint: str, errors_baseli
         Significant rises pooled over categories (:func:`~.pooled.pooled_changes`).
     service_times : sequence of ServiceTime, default=()
         Every service whose time rose (:func:`~.pooled.pooled_changes`).
+    call_drops : sequence of CallDrop, default=()
+        Operations that make significantly fewer calls (:func:`~.pooled.pooled_changes`).
     min_rise : float, default=1.0
         Severity from which a rise that is not significant still counts (1.0: the time doubled).
 
@@ -187,12 +195,17 @@ def rank_services(mutations: Sequence[Mutation], *, endpoint: str, errors_baseli
         if m.kind == "structural" and m.contribution_ns != 0 and not m.workload_mix:
             s = (m.divergence_service if m.divergence is not None else None) or _service_of(endpoint)
             structure[s] = min(1.0, structure.get(s, 0.0) + max(0.0, m.problem_share - m.baseline_share))
+    for d in call_drops:
+        structure[d.service] = max(structure.get(d.service, 0.0), d.drop)
+        evidence.setdefault(d.service, []).append((_FIRST, d.describe()))
     errors = _error_rises(errors_baseline, errors_problem, n_baseline, n_problem, alpha, evidence)
     out = []
-    for s in sorted(set(contribution) | set(latency) | set(structure) | set(errors)):
+    for s in sorted(set(latency) | set(structure) | set(errors)):
         t = times.get(s)
         texts = [t for _, t in sorted(evidence.get(s, []), key=lambda e: -e[0])]
         parts = (latency.get(s, 0.0), structure.get(s, 0.0), errors.get(s, 0.0))
+        if max(parts) <= 0:
+            continue
         out.append(ServiceSuspect(
             service=s, score=float(max(parts)), evidence=tuple(texts[:8]), contribution_ns=float(contribution.get(s, 0.0)),
             latency=parts[0], structure=parts[1], errors=parts[2], severity=None if t is None else t.severity,
