@@ -18,7 +18,7 @@ import polars as pl
 
 from ...errors import EmptyDataError, TraceSleuthError
 
-__all__ = ["EndpointsComparison", "compare_endpoints", "endpoints_of", "merge_rankings", "merge_services"]
+__all__ = ["EndpointsComparison", "compare_endpoints", "endpoints_of", "home_of", "merge_rankings", "merge_services"]
 
 
 def endpoints_of(*spans) -> list[str]:
@@ -63,7 +63,7 @@ def merge_rankings(rankings: list[list[tuple[str, float]]]) -> list[tuple[str, f
     return sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def merge_services(results) -> list[tuple[str, float]]:
+def merge_services(results: dict) -> list[tuple[str, float, str]]:
     """One ranking from the endpoints' :class:`~.services.ServiceSuspect` lists, most suspicious first.
 
     The endpoints overlap (an inner endpoint's requests are parts of the root's), so scores are
@@ -78,24 +78,34 @@ def merge_services(results) -> list[tuple[str, float]]:
 
     Parameters
     ----------
-    results : iterable of ComparisonResult
+    results : dict of str to ComparisonResult
+        Per endpoint.
 
     Returns
     -------
-    list of (str, float)
-        ``(service, merged score)``.
+    list of (str, float, str)
+        ``(service, merged score, home endpoint)``.
     """
-    home: dict[str, tuple[int, float, float]] = {}
-    for result in results:
-        calls = dict(result.service_calls)
-        scored = {x.service: x for x in result.services}
-        for service in set(calls) | set(scored):
-            x = scored.get(service)
-            support = (calls.get(service, 0), 0.0 if x is None else x.score, 0.0 if x is None else x.contribution_ns)
-            if support > home.get(service, (-1, 0.0, 0.0)):
-                home[service] = support
-    ranked = sorted(((s, v) for s, v in home.items() if v[1] > 0 or v[2] > 0), key=lambda kv: (-kv[1][1], -kv[1][2], kv[0]))
-    return [(s, v[1]) for s, v in ranked]
+    services = {x for r in results.values() for x in dict(r.service_calls)} | {
+        x.service for r in results.values() for x in r.services}
+    merged = []
+    for service in services:
+        endpoint, support = home_of(results, service)
+        if support[1] > 0 or support[2] > 0:
+            merged.append((service, support, endpoint))
+    merged.sort(key=lambda t: (-t[1][1], -t[1][2], t[0]))
+    return [(s, v[1], e) for s, v, e in merged]
+
+
+def home_of(results: dict, service: str) -> tuple[str, tuple[int, float, float]]:
+    """``service``'s home endpoint (:func:`merge_services`) and its support there: ``(spans in
+    the problem period, score, contribution)``."""
+    def support(result) -> tuple[int, float, float]:
+        x = next((x for x in result.services if x.service == service), None)
+        return (dict(result.service_calls).get(service, 0), 0.0 if x is None else x.score,
+                0.0 if x is None else x.contribution_ns)
+
+    return max(((e, support(r)) for e, r in results.items()), key=lambda es: es[1])
 
 
 @dataclass(frozen=True)
@@ -110,18 +120,28 @@ class EndpointsComparison:
         The merged ranking, most suspicious first (:func:`merge_services`).
     skipped : dict of str to str
         Endpoints not compared, with the reason (no request in one period, one request...).
+    homes : dict of str to str
+        Each ranked service's home endpoint (:func:`merge_services`).
     """
 
     results: dict
     services: tuple
     skipped: dict = field(default_factory=dict)
+    homes: dict = field(default_factory=dict)
+
+    def suspect(self, service: str):
+        """``service``'s home endpoint and its :class:`~.services.ServiceSuspect` there (None when
+        it is not suspected at home)."""
+        endpoint, _ = home_of(self.results, service)
+        return endpoint, next((x for x in self.results[endpoint].services if x.service == service), None)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe: ``services`` ({service, score, endpoints}), ``endpoints`` (each result's
-        ``to_dict()``) and ``skipped``."""
+        """JSON-safe: ``services`` ({service, score, home, endpoints}), ``endpoints`` (each
+        result's ``to_dict()``) and ``skipped``."""
         where = {s: [e for e, r in self.results.items() if any(x.service == s for x in r.services)]
                  for s, _ in self.services}
-        return {"services": [{"service": s, "score": v, "endpoints": where[s]} for s, v in self.services],
+        return {"services": [{"service": s, "score": v, "home": self.homes.get(s), "endpoints": where[s]}
+                             for s, v in self.services],
                 "endpoints": {e: r.to_dict() for e, r in self.results.items()}, "skipped": dict(self.skipped)}
 
 
@@ -188,4 +208,6 @@ def _compare_tables(tables: dict, **settings) -> EndpointsComparison:
     if not results:
         raise EmptyDataError("No endpoint has requests in both periods to compare"
                              + (f" ({len(skipped)} skipped)" if skipped else "") + ".")
-    return EndpointsComparison(results=results, services=tuple(merge_services(results.values())), skipped=skipped)
+    merged = merge_services(results)
+    return EndpointsComparison(results=results, services=tuple((s, v) for s, v, _ in merged), skipped=skipped,
+                               homes={s: e for s, _, e in merged})
