@@ -24,7 +24,7 @@ from ...units import format_duration_ns
 from .._contract import Analysis, Interval, Options, Seed
 from .._statistics import proportion_p_values
 from .categories import category_stats, divergence_sides, edit_distance, key_pattern, parse_signature
-from .mutations import (Mutation, Precursor, adjust_p_values, localize,
+from .mutations import (FlowGraph, Mutation, Precursor, adjust_p_values, localize,
                         low_level_differences, response_time_contribution,
                         structural_contribution)
 from .pooled import CallDrop, Pooled, PooledChange, ServiceTime, pooled_changes
@@ -391,8 +391,16 @@ class RequestFlowComparison(Analysis):
                 low = low_level_differences(fb[ib.to_numpy()], fp[ip.to_numpy()], max_depth=self.tree_depth,
                                             random_state=self.random_state, labels=labels)
             div, div_service, div_children = None, None, ()
+            graph = FlowGraph.of(structures[r[S.SIGNATURE]]) if explain else None
+            precursor_graph = None
             if e.get("sides") is not None:
                 div, div_service, div_children = self._divergence_service(*e["sides"], kinds)
+                if explain:
+                    mine, other, index, added, removed = e["sides"]
+                    graph = FlowGraph.of(mine, index, added)
+                    precursor_graph = FlowGraph.of(other, None, removed)
+            elif explain and e.get("precursors"):
+                precursor_graph = FlowGraph.of(structures[e["precursors"][0].category])
             mutations.append(Mutation(
                 rank=rank, kind=e["kind"], category=r[S.SIGNATURE], contribution_ns=float(e["contribution"]),
                 baseline_count=int(r["baseline_count"]), problem_count=int(r["problem_count"]),
@@ -401,6 +409,7 @@ class RequestFlowComparison(Analysis):
                 precursors=tuple(e.get("precursors", ())), divergence=div, divergence_service=div_service,
                 edges=edges, operations=ops, low_level=low, baseline_share=float(r["baseline_share"]),
                 problem_share=float(r["problem_share"]), divergence_children=tuple(div_children),
+                graph=graph, precursor_graph=precursor_graph,
                 workload_mix=bool(e.get("workload_mix", False))))
         if len(mutations) > self.top_k:
             notes.append(f"{len(mutations) - self.top_k} mutations below rank {self.top_k} are not explained "
@@ -523,14 +532,10 @@ class RequestFlowComparison(Analysis):
             ka, kr = {mine.root}, {other.root}
         changed = tuple(sorted(ka ^ kr) or sorted(ka | kr))
         if added:
-            def subtree(structure, c: int) -> range:
-                n = structure.nodes
-                return range(c, c + sum(1 for j in range(c, len(n)) if n[j].start >= n[c].start and n[j].end <= n[c].end))
-
-            before = {service(other.nodes[j].key) for c in removed for j in subtree(other, c)}
+            before = {service(other.nodes[j].key) for c in removed for j in other.subtree_nodes(c)}
             best = None
             for c in added:
-                span = subtree(mine, c)
+                span = mine.subtree_nodes(c)
                 services = [service(mine.nodes[j].key) for j in span]
                 entered = next((x for x in services if x != own and x not in before),
                                next((x for x in services if x != own), own))
