@@ -68,6 +68,13 @@ class ComparisonResult:
     pooled : tuple of PooledChange
         Operations' self times and edges' gaps that rose significantly, pooled over all
         categories (:mod:`.pooled`), most added time first.
+    service_times : tuple of ServiceTime
+        Every service whose time rose (significant or not), most severe first (:mod:`.pooled`).
+    call_drops : tuple of CallDrop
+        Operations whose spans make significantly fewer calls than any baseline span did.
+    service_calls : tuple of (str, int)
+        Spans of each service in the problem period (the support behind its evidence; the
+        endpoint merge reads it).
     """
 
     significant: bool
@@ -119,7 +126,7 @@ class ComparisonResult:
         if not self.significant:
             return f"{head} {self.reason}"
         lines = [head, "Most suspicious services:" if self.services else
-                 "No service is suspected (only speed-ups or workload-mix changes)."]
+                 "No service is suspected (only speed-ups, workload-mix changes or rises too small to count)."]
         for s in self.services[:3]:
             lines.append(f"  {s.service} (score {s.score:.2f}): {s.evidence[0] if s.evidence else ''}")
         if self.mutations:

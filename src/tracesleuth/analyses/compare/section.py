@@ -174,11 +174,18 @@ def what_changed_section(result: Any) -> Section:
         reason = result.reason or "no significant change"
         section.add(Text([Strong(reason[:1].upper() + reason[1:])]))
     if result.services:
-        section.add(Table(["rank", "service", "score", "evidence"],
-                          [[k + 1, Code(s.service), s.score, "; ".join(s.evidence)]
+        section.add(Table(["rank", "service", "score", "time vs baseline", "p-value", "contribution", "evidence"],
+                          [[k + 1, Code(s.service), s.score,
+                            "—" if s.severity is None else f"x{1 + s.severity:.3g}",
+                            "—" if s.p_value is None else f"{s.p_value:.2g}",
+                            _ns(s.contribution_ns or None), "; ".join(s.evidence)]
                            for k, s in enumerate(result.services[:MAX_ROWS])],
-                          caption="Services, most suspicious first (score: share of the slowdown attributed to "
-                                  "the service; higher = more suspicious)"))
+                          caption="Services, most suspicious first (score: how far the service's behaviour departs "
+                                  "from the baseline, the largest of its time's excess share, the share of requests "
+                                  "or calls whose structure changed at it, and its rise of error origins; higher = "
+                                  "more suspicious. Time vs baseline: its time against its own baseline speed, with "
+                                  "the p-value of that rise. Contribution: the slowdown it accounts for, Spectroscope's "
+                                  "currency)"))
     if result.mutations:
         section.add(Table(
             ["rank", "kind", "category", "baseline requests", "problem requests", "mean before", "mean after",
