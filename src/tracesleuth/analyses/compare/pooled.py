@@ -320,11 +320,16 @@ def _per_stratum(base: pl.DataFrame, prob: pl.DataFrame) -> pl.DataFrame:
     strat = ["kind", S.SERVICE, "key", "stratum"]
     both = pl.concat([base.with_columns(pl.lit(False).alias("problem")),
                       prob.with_columns(pl.lit(True).alias("problem"))])
-    both = both.with_columns(pl.col("value").rank("average").over(strat).alias("rank"))
-    ties = (both.group_by([*strat, "value"]).agg(pl.len().cast(pl.Float64).alias("t"))
-            .group_by(strat).agg((pl.col("t") ** 3 - pl.col("t")).sum().alias("ties")))
-    per = both.group_by(strat).agg(
-        pl.col("caller").first(),
+    # One 64-bit id per stratum: ranking and grouping on it is much faster than on three strings.
+    both = both.with_columns(pl.struct(strat).hash(seed=_SEED).alias("sid"))
+    # Ranks: a tie group of t equal values spans ranks [min, max], t = max - min + 1, and takes
+    # the average rank; sum(t^3 - t) over tie groups = sum(t^2 - 1) over their members.
+    low = pl.col("value").rank("min").over("sid")
+    high = pl.col("value").rank("max").over("sid")
+    both = both.with_columns(((low + high) / 2.0).alias("rank"), (high - low + 1).cast(pl.Float64).alias("t"))
+    per = both.group_by("sid").agg(
+        *[pl.col(c).first() for c in (*strat, "caller")],
+        ((pl.col("t") ** 2 - 1).sum()).alias("ties"),
         pl.len().cast(pl.Float64).alias("N"),
         pl.col("problem").sum().cast(pl.Float64).alias("m"),
         pl.col("rank").filter(pl.col("problem")).sum().alias("W"),
@@ -337,7 +342,7 @@ def _per_stratum(base: pl.DataFrame, prob: pl.DataFrame) -> pl.DataFrame:
     # strata are put in one order before their float sums below: same input, same bits out.
     per = per.with_columns((pl.col("sum_p") / pl.col("m")).alias("mean_p"),
                            (pl.col("sum_b") / pl.col("n")).alias("mean_b"))
-    return per.join(ties, on=strat, how="left").sort(strat).with_columns(
+    return per.drop("sid").sort(strat).with_columns(
         (1.0 / (pl.col("N") + 1)).alias("w"),
         (pl.col("m") * (pl.col("N") + 1) / 2).alias("E"),
         (pl.col("n") * pl.col("m") / 12 * ((pl.col("N") + 1) - pl.col("ties").fill_null(0.0)
