@@ -15,6 +15,7 @@ from tracesleuth.analyses.compare.pooled import ServiceTime, _attributed, pooled
 from tracesleuth.analyses.compare.section import flow_graph_figure
 from tracesleuth.analyses.compare.services import ServiceSuspect, rank_services
 from tracesleuth.analyses.compare.synthetic import simulate_scenario
+from tracesleuth.errors import ParameterError
 
 
 def _gap_strata(edges: dict) -> pl.DataFrame:
@@ -82,6 +83,9 @@ def test_a_rise_counts_when_significant_or_from_a_doubling():
                            n_problem=10, alpha=0.05, service_times=(_time("throttled", 9.0, 0.3),),
                            min_rise=float("inf"))
     assert strict == ()
+    assert RequestFlowComparison(min_rise=1e9).get_params()["min_rise"] == 1e9
+    with pytest.raises(ParameterError, match="'min_rise'"):
+        RequestFlowComparison(min_rise=0.0).fit(None, None)
 
 
 def _result(suspects, calls):

@@ -203,8 +203,8 @@ class RequestFlowComparison(Analysis):
     min_rise : float, default=1.0
         Relative rise of a service's time (its severity, :class:`~.pooled.ServiceTime`) from
         which the rise counts for the service ranking even when it is not significant (1.0: the
-        time doubled; the fold-change convention; :mod:`.services` says why). ``inf`` keeps
-        significant rises only.
+        time doubled; the fold-change convention; :mod:`.services` says why). A very large value
+        (``1e9``) keeps significant rises only.
     max_precursors : int, default=3
         Precursors kept per structural mutation, most similar first.
     tree_depth : int, default=3

@@ -175,7 +175,8 @@ def rank_services(mutations: Sequence[Mutation], *, endpoint: str, errors_baseli
     call_drops : sequence of CallDrop, default=()
         Operations that make significantly fewer calls (:func:`~.pooled.pooled_changes`).
     min_rise : float, default=1.0
-        Severity from which a rise that is not significant still counts (1.0: the time doubled).
+        Severity from which a rise that is not significant still counts (1.0: the time doubled;
+        ``inf``: never).
 
     Returns
     -------
