@@ -11,20 +11,25 @@ Windows of a fault injected during minute ``HH:MM``:
 * **problem files** ``HH_MM`` + 1 and + 2 minutes: the fault's first two minutes;
 * **baseline files**: TrainTicket's fault-free minute (``fault_free/08_50``); OnlineBoutique has
   none: its inject-minute file.
+
+A second protocol, :func:`adjacent_baseline`, takes the inject-minute file as the baseline for
+both systems: the minute just before the fault, so no drift of hours lies between the periods
+(TrainTicket's fault-free minute is at 08:50 and its faults run until 15:42), at the price of a
+thin baseline (one minute) that can still hold the end of an earlier fault.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 
 from ..errors import ParameterError
 
-__all__ = ["SYSTEMS", "RealFault", "default_data_dir", "list_faults", "read_windows"]
+__all__ = ["SYSTEMS", "RealFault", "adjacent_baseline", "default_data_dir", "list_faults", "read_windows"]
 
 _FOLDERS = {
     "trainticket": ("trainticket/2023-01-29", "2023-01-29-fault_list.json"),
@@ -66,6 +71,19 @@ class RealFault:
     baseline_files: tuple
     inject_file: Path | None = None
     pod: str = ""
+
+
+def adjacent_baseline(fault: RealFault) -> RealFault:
+    """``fault`` with its inject-minute file as the baseline (the module docstring's second protocol).
+
+    Examples
+    --------
+    >>> f = RealFault("trainticket", "2023-01-29 13:31:54", "cpu_contention", "ts-contacts-service",
+    ...               (Path("13_32"), Path("13_33")), (Path("fault_free/08_50"),), Path("13_31"))
+    >>> [p.name for p in adjacent_baseline(f).baseline_files]
+    ['13_31']
+    """
+    return replace(fault, baseline_files=(fault.inject_file,))
 
 
 def default_data_dir() -> Path | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import time
 
 import numpy as np
 import polars as pl
@@ -182,12 +181,10 @@ def test_trainticket_fault_window_smoke():
     prob_files = sorted(glob.glob(f"{DATA}/trace/*"))
     base = build_trace_table(read_spans(base_files[:1]))
     prob = build_trace_table(read_spans(prob_files[:1]), endpoint=base.endpoint)
-    t = time.perf_counter()
     r = RequestFlowComparison(random_state=0).fit(prob, base).result_
-    assert time.perf_counter() - t < 30
     assert isinstance(r, ComparisonResult)
     json.dumps(r.to_dict())
     if r.significant:
-        assert (r.mutations or r.pooled) and all(0 <= s.score <= 2 for s in r.services)
+        assert (r.mutations or r.pooled) and all(0 < s.score <= 1 for s in r.services)
         ranks = [m.rank for m in r.mutations]
         assert ranks == sorted(ranks)

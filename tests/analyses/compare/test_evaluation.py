@@ -67,6 +67,28 @@ def test_real_evaluation_on_one_trainticket_fault(shared_data):
     assert row["estimator_top3"], row["note"]  # the estimator ranked some service
 
 
+def test_trainticket_cpu_contention_names_the_throttled_service_first(shared_data):
+    """13:31 contacts: a few calls paused ~100 ms; order-service's drift adds more time, less relatively."""
+    fault = next(f for f in list_faults(shared_data / "nezha", systems=("trainticket",))
+                 if f.inject_time == "2023-01-29 13:31:54")
+    row = evaluate_real(shared_data / "nezha", faults=[fault]).row(0, named=True)
+    assert row["estimator_rank"] == 1, row
+    assert row["injected_evidence"].startswith("score ") and "x" in row["injected_evidence"]
+    assert row["top_evidence"].startswith("ts-contacts-service: ")
+
+
+def test_adjacent_baseline_protocol(shared_data):
+    from tracesleuth.errors import ParameterError
+    from tracesleuth.evaluation.nezha import adjacent_baseline
+
+    fault = list_faults(shared_data / "nezha", systems=("trainticket",))[0]
+    assert adjacent_baseline(fault).baseline_files == (fault.inject_file,)
+    real = evaluate_real(shared_data / "nezha", faults=[fault], baseline="adjacent")
+    assert real.height == 1 and real["endpoints"][0] >= 1
+    with pytest.raises(ParameterError, match="'baseline'"):
+        evaluate_real(shared_data / "nezha", faults=[fault], baseline="later")
+
+
 def test_real_data_comparison_is_bit_for_bit_reproducible(shared_data):
     """Polars sums floats in an order that may change between runs; the analysis must not."""
     from tracesleuth.analyses.compare.endpoints import compare_endpoints

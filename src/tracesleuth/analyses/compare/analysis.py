@@ -24,10 +24,10 @@ from ...units import format_duration_ns
 from .._contract import Analysis, Interval, Options, Seed
 from .._statistics import proportion_p_values
 from .categories import category_stats, divergence_sides, edit_distance, key_pattern, parse_signature
-from .mutations import (Mutation, Precursor, adjust_p_values, localize,
+from .mutations import (FlowGraph, Mutation, Precursor, adjust_p_values, localize,
                         low_level_differences, response_time_contribution,
                         structural_contribution)
-from .pooled import PooledChange, pooled_changes
+from .pooled import CallDrop, Pooled, PooledChange, ServiceTime, pooled_changes
 from .services import ServiceSuspect, error_origins, rank_services
 
 __all__ = ["ComparisonResult", "RequestFlowComparison"]
@@ -68,6 +68,13 @@ class ComparisonResult:
     pooled : tuple of PooledChange
         Operations' self times and edges' gaps that rose significantly, pooled over all
         categories (:mod:`.pooled`), most added time first.
+    service_times : tuple of ServiceTime
+        Every service whose time rose (significant or not), most severe first (:mod:`.pooled`).
+    call_drops : tuple of CallDrop
+        Operations whose spans make significantly fewer calls than any baseline span did.
+    service_calls : tuple of (str, int)
+        Spans of each service in the problem period (the support behind its evidence; the
+        endpoint merge reads it).
     """
 
     significant: bool
@@ -79,6 +86,9 @@ class ComparisonResult:
     mutations: tuple[Mutation, ...] = ()
     notes: tuple[str, ...] = ()
     pooled: tuple[PooledChange, ...] = ()
+    service_times: tuple[ServiceTime, ...] = ()
+    call_drops: tuple[CallDrop, ...] = ()
+    service_calls: tuple[tuple[str, int], ...] = ()
 
     def to_frame(self) -> pl.DataFrame:
         """One row per mutation (empty, same columns, when there is none)."""
@@ -103,6 +113,9 @@ class ComparisonResult:
             "mutations": [m.to_dict() for m in self.mutations],
             "notes": list(self.notes),
             "pooled": [c.to_dict() for c in self.pooled],
+            "service_times": [t.to_dict() for t in self.service_times],
+            "call_drops": [d.to_dict() for d in self.call_drops],
+            "service_calls": dict(self.service_calls),
         }
         json.dumps(out)  # a failure here is a bug, not bad input
         return out
@@ -113,7 +126,7 @@ class ComparisonResult:
         if not self.significant:
             return f"{head} {self.reason}"
         lines = [head, "Most suspicious services:" if self.services else
-                 "No service is suspected (only speed-ups or workload-mix changes)."]
+                 "No service is suspected (only speed-ups, workload-mix changes or rises too small to count)."]
         for s in self.services[:3]:
             lines.append(f"  {s.service} (score {s.score:.2f}): {s.evidence[0] if s.evidence else ''}")
         if self.mutations:
@@ -139,6 +152,13 @@ def _table(x: Any, name: str):
     if x.frame.height < 2:
         raise EmptyDataError(f"The {name} period has one request only; comparing distributions needs at least 2.")
     return x
+
+
+def _service_calls(calls: pl.DataFrame | None) -> tuple[tuple[str, int], ...]:
+    """``(service, spans)`` of a call view, by name (empty without one)."""
+    if calls is None:
+        return ()
+    return tuple(calls.group_by(S.SERVICE).len().sort(S.SERVICE).rows())
 
 
 def _calls(table, notes: list, name: str) -> pl.DataFrame | None:
@@ -180,6 +200,11 @@ class RequestFlowComparison(Analysis):
         share is that count over the period's volume. One point keeps rare paths (below 1% of
         requests) from counting unless they grow; the change must also be significant (pooled
         two-proportion z-test, ``alpha`` and ``correction``), so sampling noise is no mutation.
+    min_rise : float, default=1.0
+        Relative rise of a service's time (its severity, :class:`~.pooled.ServiceTime`) from
+        which the rise counts for the service ranking even when it is not significant (1.0: the
+        time doubled; the fold-change convention; :mod:`.services` says why). A very large value
+        (``1e9``) keeps significant rises only.
     max_precursors : int, default=3
         Precursors kept per structural mutation, most similar first.
     tree_depth : int, default=3
@@ -236,6 +261,7 @@ class RequestFlowComparison(Analysis):
         "min_requests": [Interval(int, 2, None)],
         "min_calls": [Interval(int, 2, None)],
         "sm_threshold": [Interval(float, 0, 1, closed="left")],
+        "min_rise": [Interval(float, 0, None, closed="neither")],
         "max_precursors": [Interval(int, 1, None)],
         "tree_depth": [Interval(int, 1, None)],
         "top_k": [Interval(int, 1, None)],
@@ -243,13 +269,14 @@ class RequestFlowComparison(Analysis):
     }
 
     def __init__(self, *, alpha: float = 0.05, correction: str = "holm", min_requests: int = 10,
-                 min_calls: int = 5, sm_threshold: float = 0.01, max_precursors: int = 3, tree_depth: int = 3, top_k: int = 10,
-                 random_state=None):
+                 min_calls: int = 5, sm_threshold: float = 0.01, min_rise: float = 1.0, max_precursors: int = 3,
+                 tree_depth: int = 3, top_k: int = 10, random_state=None):
         self.alpha = alpha
         self.correction = correction
         self.min_requests = min_requests
         self.min_calls = min_calls
         self.sm_threshold = sm_threshold
+        self.min_rise = min_rise
         self.max_precursors = max_precursors
         self.tree_depth = tree_depth
         self.top_k = top_k
@@ -324,14 +351,15 @@ class RequestFlowComparison(Analysis):
                                                                             r["problem_mean_ns"])))
         # --- edges and operations pooled over categories (:mod:`.pooled`) --------------------
         cb, cp = _calls(baseline, notes, "baseline"), _calls(problem, notes, "problem")
-        pooled, n_pooled = ((), 0) if cb is None or cp is None else pooled_changes(
-            cb, cp, alpha=self.alpha, correction=self.correction,
-            min_calls=self.min_calls)
-        if not entries and not pooled:
+        found = Pooled() if cb is None or cp is None else pooled_changes(
+            cb, cp, alpha=self.alpha, correction=self.correction, min_calls=self.min_calls)
+        pooled = found.changes
+        if not entries and not pooled and not found.call_drops:
             reason = ("no significant change: no category's response time changed (KS test, alpha "
                       f"{self.alpha:g}, {self.correction} correction, {len(testable)} categories tested), no "
                       f"category's share of requests changed by {self.sm_threshold:g} or more significantly, and "
-                      f"no operation's self time or edge's gap rose (pooled over categories, {n_pooled} tested)")
+                      f"no operation's self time or edge's gap rose and no operation makes fewer calls (pooled over "
+                      f"categories, {found.n_tests} tested)")
             result = ComparisonResult(significant=False, reason=reason, endpoint=endpoint, n_baseline=nb,
                                       n_problem=np_, notes=tuple(notes))
             return {"result_": result, "categories_": cats, "endpoint_": endpoint}
@@ -370,8 +398,16 @@ class RequestFlowComparison(Analysis):
                 low = low_level_differences(fb[ib.to_numpy()], fp[ip.to_numpy()], max_depth=self.tree_depth,
                                             random_state=self.random_state, labels=labels)
             div, div_service, div_children = None, None, ()
+            graph = FlowGraph.of(structures[r[S.SIGNATURE]]) if explain else None
+            precursor_graph = None
             if e.get("sides") is not None:
                 div, div_service, div_children = self._divergence_service(*e["sides"], kinds)
+                if explain:
+                    mine, other, index, added, removed = e["sides"]
+                    graph = FlowGraph.of(mine, index, added)
+                    precursor_graph = FlowGraph.of(other, None, removed)
+            elif explain and e.get("precursors"):
+                precursor_graph = FlowGraph.of(structures[e["precursors"][0].category])
             mutations.append(Mutation(
                 rank=rank, kind=e["kind"], category=r[S.SIGNATURE], contribution_ns=float(e["contribution"]),
                 baseline_count=int(r["baseline_count"]), problem_count=int(r["problem_count"]),
@@ -380,6 +416,7 @@ class RequestFlowComparison(Analysis):
                 precursors=tuple(e.get("precursors", ())), divergence=div, divergence_service=div_service,
                 edges=edges, operations=ops, low_level=low, baseline_share=float(r["baseline_share"]),
                 problem_share=float(r["problem_share"]), divergence_children=tuple(div_children),
+                graph=graph, precursor_graph=precursor_graph,
                 workload_mix=bool(e.get("workload_mix", False))))
         if len(mutations) > self.top_k:
             notes.append(f"{len(mutations) - self.top_k} mutations below rank {self.top_k} are not explained "
@@ -387,12 +424,15 @@ class RequestFlowComparison(Analysis):
         services = rank_services(mutations[:self.top_k], endpoint=endpoint,
                                  errors_baseline=None if cb is None else error_origins(cb),
                                  errors_problem=None if cp is None else error_origins(cp),
-                                 n_baseline=nb, n_problem=np_, alpha=self.alpha, pooled=pooled)
+                                 n_baseline=nb, n_problem=np_, alpha=self.alpha, pooled=pooled,
+                                 service_times=found.service_times, call_drops=found.call_drops,
+                                 min_rise=self.min_rise)
         if mutations and not pooled and not any(m.contribution_ns > 0 and not m.workload_mix for m in mutations):
             notes.append("Every mutation made requests faster or is a workload-mix change: nothing got slower.")
         result = ComparisonResult(significant=True, reason=None, endpoint=endpoint, n_baseline=nb, n_problem=np_,
                                   services=services, mutations=tuple(mutations), notes=tuple(notes),
-                                  pooled=pooled)
+                                  pooled=pooled, service_times=found.service_times,
+                                  call_drops=found.call_drops, service_calls=_service_calls(cp))
         return {"result_": result, "categories_": cats, "endpoint_": endpoint}
 
     # ----------------------------------------------------------------------------------------
@@ -479,9 +519,11 @@ class RequestFlowComparison(Analysis):
 
         * **added or replaced subtrees** (the mutation has children there that the precursor
           lacks: a new call, a call rerouted to another service): the service the new subtree
-          enters, the first node in its preorder whose service is not ``s`` (the callee of a new
-          client span), else ``s`` (new work inside ``s``); with several new subtrees, the
-          largest;
+          enters, the first node in its preorder whose service is neither ``s`` nor one of the
+          services of the subtrees it replaces (a call rerouted below an unchanged caller names
+          the new callee, not the caller), else the first whose service is not ``s`` (the
+          callee of a new client span), else ``s`` (new work inside ``s``); with several new
+          subtrees, the largest;
         * **removed subtrees only** (``N`` returned early or threw before calling): ``s``; but for
           a client span whose missing children are server spans of one other service, that
           service (the call into it did not answer);
@@ -497,14 +539,15 @@ class RequestFlowComparison(Analysis):
             ka, kr = {mine.root}, {other.root}
         changed = tuple(sorted(ka ^ kr) or sorted(ka | kr))
         if added:
+            before = {service(other.nodes[j].key) for c in removed for j in other.subtree_nodes(c)}
             best = None
             for c in added:
-                size = sum(1 for j in range(c, len(mine.nodes))
-                           if mine.nodes[j].start >= mine.nodes[c].start and mine.nodes[j].end <= mine.nodes[c].end)
-                entered = next((service(mine.nodes[j].key) for j in range(c, c + size)
-                                if service(mine.nodes[j].key) != own), own)
-                if best is None or size > best[0]:
-                    best = (size, entered)
+                span = mine.subtree_nodes(c)
+                services = [service(mine.nodes[j].key) for j in span]
+                entered = next((x for x in services if x != own and x not in before),
+                               next((x for x in services if x != own), own))
+                if best is None or len(span) > best[0]:
+                    best = (len(span), entered)
             return node.key, best[1], changed
         kind = kinds.get(node.key, (None, None))[1]
         if kind == "client" and removed:

@@ -122,6 +122,11 @@ class Structure:
         """Signature of the subtree of node ``i``."""
         return self.signature[self.nodes[i].start:self.nodes[i].end]
 
+    def subtree_nodes(self, i: int) -> range:
+        """Indices of node ``i`` and its descendants (consecutive in preorder)."""
+        n = self.nodes
+        return range(i, i + sum(1 for j in range(i, len(n)) if n[j].start >= n[i].start and n[j].end <= n[i].end))
+
     def children(self, i: int) -> list[int]:
         """Indices of node ``i``'s children, in signature order."""
         return [j for j in range(i + 1, len(self.nodes)) if self.nodes[j].parent == i]

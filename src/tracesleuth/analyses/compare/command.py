@@ -24,11 +24,15 @@ def show(result) -> None:
     if not result.significant:
         out.print(_sentence(result.reason or "no significant change"), markup=False)
     if result.services:
-        t = Table(title="Services, most suspicious first", title_justify="left", show_lines=True)
-        for c in ("#", "service", "score", "evidence"):
-            t.add_column(c, overflow="fold", justify="right" if c in ("#", "score") else "left")
+        from ...units import format_duration_ns as ns
+
+        t = Table(title="Services, most suspicious first (score: how far each departs from the baseline; "
+                        "contribution: the slowdown it accounts for)", title_justify="left", show_lines=True)
+        for c in ("#", "service", "score", "contribution", "evidence"):
+            t.add_column(c, overflow="fold", justify="left" if c in ("service", "evidence") else "right")
         for k, s in enumerate(result.services[:10]):
-            t.add_row(str(k + 1), escape(s.service), f"{s.score:.3f}", escape("; ".join(s.evidence)))
+            t.add_row(str(k + 1), escape(s.service), f"{s.score:.3f}", ns(s.contribution_ns) if s.contribution_ns else "—",
+                      escape("; ".join(s.evidence)))
         out.print(t)
     if result.mutations:
         t = Table(title="Mutations ranked by contribution", title_justify="left", show_lines=True)

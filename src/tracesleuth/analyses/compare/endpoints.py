@@ -4,10 +4,8 @@ A slowdown of one service shows in the endpoints whose requests pass through it,
 single root operation (TrainTicket's ``/*``) hides the APIs behind it. :func:`compare_endpoints`
 compares the root endpoint and every *inner endpoint* — the operation of a server span of
 another service called directly by the root's service (the API a gateway forwards to) — that
-has requests in both periods, and merges the endpoints' rankings: a service's merged score is
-the sum of its scores over the endpoints (each in [0, 2], :mod:`.services`), so a service
-suspected on many endpoints ranks above one suspected on a single one. Nothing about the fault
-is used to choose the endpoints.
+has requests in both periods, and merges the endpoints' rankings (:func:`merge_services`).
+Nothing about the fault is used to choose the endpoints.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ import polars as pl
 
 from ...errors import EmptyDataError, TraceSleuthError
 
-__all__ = ["EndpointsComparison", "compare_endpoints", "endpoints_of", "merge_rankings"]
+__all__ = ["EndpointsComparison", "compare_endpoints", "endpoints_of", "home_of", "merge_rankings", "merge_services"]
 
 
 def endpoints_of(*spans) -> list[str]:
@@ -65,6 +63,51 @@ def merge_rankings(rankings: list[list[tuple[str, float]]]) -> list[tuple[str, f
     return sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def merge_services(results: dict) -> list[tuple[str, float, str]]:
+    """One ranking from the endpoints' :class:`~.services.ServiceSuspect` lists, most suspicious first.
+
+    The endpoints overlap (an inner endpoint's requests are parts of the root's), so scores are
+    not added up, which would favour a service seen from many endpoints over one seen once, nor
+    is their largest taken, which would favour the noisiest estimate of a small endpoint. A
+    service's merged score is its score on its *home* endpoint: the one whose problem requests
+    hold the most of its spans (``ComparisonResult.service_calls``), the best-supported view of
+    it (the root, when the root's requests hold all its calls), whether it is suspected there or
+    not; for a service with no span in any problem period (suspected for calls it no longer
+    receives), the endpoint where it scores highest. Services with neither score nor
+    contribution at home are left out. Ties: the larger contribution, then the name.
+
+    Parameters
+    ----------
+    results : dict of str to ComparisonResult
+        Per endpoint.
+
+    Returns
+    -------
+    list of (str, float, str)
+        ``(service, merged score, home endpoint)``.
+    """
+    services = {x for r in results.values() for x in dict(r.service_calls)} | {
+        x.service for r in results.values() for x in r.services}
+    merged = []
+    for service in services:
+        endpoint, support = home_of(results, service)
+        if support[1] > 0 or support[2] > 0:
+            merged.append((service, support, endpoint))
+    merged.sort(key=lambda t: (-t[1][1], -t[1][2], t[0]))
+    return [(s, v[1], e) for s, v, e in merged]
+
+
+def home_of(results: dict, service: str) -> tuple[str, tuple[int, float, float]]:
+    """``service``'s home endpoint (:func:`merge_services`) and its support there: ``(spans in
+    the problem period, score, contribution)``."""
+    def support(result) -> tuple[int, float, float]:
+        x = next((x for x in result.services if x.service == service), None)
+        return (dict(result.service_calls).get(service, 0), 0.0 if x is None else x.score,
+                0.0 if x is None else x.contribution_ns)
+
+    return max(((e, support(r)) for e, r in results.items()), key=lambda es: es[1])
+
+
 @dataclass(frozen=True)
 class EndpointsComparison:
     """The comparisons of :func:`compare_endpoints`.
@@ -74,21 +117,31 @@ class EndpointsComparison:
     results : dict of str to ComparisonResult
         Per endpoint compared, in :func:`endpoints_of` order.
     services : tuple of (str, float)
-        The merged ranking, most suspicious first (:func:`merge_rankings`).
+        The merged ranking, most suspicious first (:func:`merge_services`).
     skipped : dict of str to str
         Endpoints not compared, with the reason (no request in one period, one request...).
+    homes : dict of str to str
+        Each ranked service's home endpoint (:func:`merge_services`).
     """
 
     results: dict
     services: tuple
     skipped: dict = field(default_factory=dict)
+    homes: dict = field(default_factory=dict)
+
+    def suspect(self, service: str):
+        """``service``'s home endpoint and its :class:`~.services.ServiceSuspect` there (None when
+        it is not suspected at home)."""
+        endpoint, _ = home_of(self.results, service)
+        return endpoint, next((x for x in self.results[endpoint].services if x.service == service), None)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe: ``services`` ({service, score, endpoints}), ``endpoints`` (each result's
-        ``to_dict()``) and ``skipped``."""
+        """JSON-safe: ``services`` ({service, score, home, endpoints}), ``endpoints`` (each
+        result's ``to_dict()``) and ``skipped``."""
         where = {s: [e for e, r in self.results.items() if any(x.service == s for x in r.services)]
                  for s, _ in self.services}
-        return {"services": [{"service": s, "score": v, "endpoints": where[s]} for s, v in self.services],
+        return {"services": [{"service": s, "score": v, "home": self.homes.get(s), "endpoints": where[s]}
+                             for s, v in self.services],
                 "endpoints": {e: r.to_dict() for e, r in self.results.items()}, "skipped": dict(self.skipped)}
 
 
@@ -155,5 +208,6 @@ def _compare_tables(tables: dict, **settings) -> EndpointsComparison:
     if not results:
         raise EmptyDataError("No endpoint has requests in both periods to compare"
                              + (f" ({len(skipped)} skipped)" if skipped else "") + ".")
-    merged = merge_rankings([[(s.service, s.score) for s in r.services] for r in results.values()])
-    return EndpointsComparison(results=results, services=tuple(merged), skipped=skipped)
+    merged = merge_services(results)
+    return EndpointsComparison(results=results, services=tuple((s, v) for s, v, _ in merged), skipped=skipped,
+                               homes={s: e for s, _, e in merged})

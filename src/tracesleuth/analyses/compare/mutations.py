@@ -35,7 +35,7 @@ from scipy import stats
 from ... import schema as S
 from ...units import format_duration_ns
 
-__all__ = ["EdgeChange", "Mutation", "OperationChange", "Precursor", "adjust_p_values", "localize",
+__all__ = ["EdgeChange", "FlowGraph", "Mutation", "OperationChange", "Precursor", "adjust_p_values", "localize",
            "low_level_differences", "response_time_contribution",
            "structural_contribution"]
 
@@ -161,6 +161,40 @@ class OperationChange:
 
 
 @dataclass(frozen=True)
+class FlowGraph:
+    """A category's request-flow graph as drawn by the report: its nodes in preorder.
+
+    Attributes
+    ----------
+    keys : tuple of str
+        Operation key of each node (``service:operation``), in the structure's preorder.
+    parents : tuple of int
+        Index of each node's parent (-1 for the entry span).
+    changed : tuple of int
+        Nodes of the subtrees where the structure differs from the other side's (the
+        mutation's added or replaced subtrees; the precursor's removed ones).
+    divergence : int or None
+        The node where the structure diverges (on the mutation's side).
+    """
+
+    keys: tuple[str, ...]
+    parents: tuple[int, ...]
+    changed: tuple[int, ...] = ()
+    divergence: int | None = None
+
+    @classmethod
+    def of(cls, structure, divergence: int | None = None, subtrees=()) -> "FlowGraph":
+        """The graph of a :class:`~.categories.Structure`, the nodes of ``subtrees`` (roots) marked."""
+        changed = sorted({j for c in subtrees for j in structure.subtree_nodes(c)})
+        return cls(keys=tuple(n.key for n in structure.nodes), parents=tuple(n.parent for n in structure.nodes),
+                   changed=tuple(changed), divergence=divergence)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"keys": list(self.keys), "parents": list(self.parents), "changed": list(self.changed),
+                "divergence": self.divergence}
+
+
+@dataclass(frozen=True)
 class Mutation:
     """One ranked mutation (a category, or one of its two virtual halves).
 
@@ -202,6 +236,10 @@ class Mutation:
         Mann-Whitney U at ``alpha``). More requests down a path that behaves as before is what
         a workload change looks like (the paper's stated limit); it is reported but counts for
         no service.
+    graph, precursor_graph : FlowGraph or None
+        The category's request-flow graph and its top precursor's (structural mutations; a
+        response-time mutation has the first only), for the report's drawing; None beyond
+        ``top_k``.
     """
 
     rank: int
@@ -223,10 +261,15 @@ class Mutation:
     problem_share: float = 0.0
     divergence_children: tuple[str, ...] = field(default=())
     workload_mix: bool = False
+    graph: FlowGraph | None = None
+    precursor_graph: FlowGraph | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__
-               if k not in ("precursors", "edges", "operations", "low_level", "divergence_children")}
+               if k not in ("precursors", "edges", "operations", "low_level", "divergence_children", "graph",
+                            "precursor_graph")}
+        out["graph"] = None if self.graph is None else self.graph.to_dict()
+        out["precursor_graph"] = None if self.precursor_graph is None else self.precursor_graph.to_dict()
         out["precursors"] = [p.to_dict() for p in self.precursors]
         out["edges"] = [e.to_dict() for e in self.edges]
         out["operations"] = [o.to_dict() for o in self.operations]
