@@ -1,0 +1,421 @@
+"""The trace table of a span store on Dask: the same table as :func:`~tracesleuth.model.build_trace_table`.
+
+Three steps, each a Dask task per partition, each writing its own files (a temporary name, then
+an atomic rename: a task run again after its worker died writes the same file again):
+
+1. **Shuffle by trace id.** The store's parts (Hive partitions by time, a trace's spans in any of
+   them) are read by :func:`dask.dataframe.read_parquet` and shuffled by ``trace_id`` with
+   Dask's shuffle (peer-to-peer on a cluster, disk-backed) into about ``n_spans /
+   partition_spans`` partitions of whole traces, each written to the work directory. When no
+   endpoint is given each partition also reports its root operations (the same
+   :func:`~tracesleuth.model.table.root_endpoints` as in-process); their sum
+   (:func:`~tracesleuth.model.table.merge_endpoints`) gives the most frequent one.
+2. **Requests.** Each partition is encoded, assembled (duplicates, orphans, clock skew:
+   :func:`~tracesleuth.model.assembly.assemble_codes`) and turned into its requests
+   (:func:`~tracesleuth.model.table.partition_requests`), written with the entry spans'
+   attributes; it reports its assembly counts, its operation columns and a summary of those
+   attributes (:func:`~tracesleuth.model.attributes.attribute_summary`). The reductions of these
+   give the table's operation columns and its ``attr[...]``/``num[...]`` columns, chosen over every
+   request as in-process.
+3. **Table.** Each partition's requests get the whole table's columns
+   (:func:`~tracesleuth.model.table.with_table_columns`,
+   :func:`~tracesleuth.model.attributes.attribute_frame`) and are written as one part of the
+   table: a Parquet dataset of one part per partition, each part in table order (start, trace
+   id, span id). The table's rows are those of the in-process table; collected
+   (:meth:`DaskTraceTable.to_trace_table`) and sorted, it is equal to it.
+
+Memory: a task holds one partition (``partition_spans`` spans, 500,000 by default: a few
+hundred MB); the shuffle spills to disk; the client holds only the reductions. The work
+directory needs about the store's size once more.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import schema as S
+from ..errors import EmptyDataError, ParameterError
+from ..model.assembly import AssemblyReport, assemble_codes, attributes_of
+from ..model.attributes import attribute_frame, attribute_summary, choose_columns, merge_attribute_summaries
+from ..model._codes import SOURCE_ROW, encode_spans, take_rows
+from ..model.table import (EXCLUSIVE_PREFIX, INSTANCE_PREFIX, MAX_CATEGORIES, PARTITION_SPANS, TraceTable,
+                           column_key, merge_endpoints, partition_requests, resolve_endpoint, root_endpoints,
+                           with_table_columns)
+from ..store import SPAN_PARQUET_OPTIONS
+from .cluster import Scheduler
+from .spans import StoreParts, store_parts
+
+__all__ = ["CollectedTraceTable", "DaskTraceTable", "dask_trace_table"]
+
+#: Row order of a trace table (as in-process).
+ORDER = [S.START_NS, S.TRACE_ID, S.SPAN_ID]
+#: The entry spans' attributes, carried from step 2 to step 3.
+_ATTRIBUTES = "_entry_attributes"
+#: Dask's shuffle method (None: its default, peer-to-peer on a cluster, tasks in threads).
+SHUFFLE_METHOD = None
+#: The attributes column as polars reads it.
+_ATTRIBUTES_DTYPE = pl.List(pl.Struct({"key": pl.String, "str": pl.String, "int": pl.Int64, "float": pl.Float64,
+                                       "bool": pl.Boolean}))
+#: Table-part number of each row, when a table is collected.
+PART = "_part"
+
+
+@dataclass
+class DaskTraceTable:
+    """The trace table of one endpoint, built on Dask: a Parquet dataset of one part per partition
+    of whole traces.
+
+    Attributes
+    ----------
+    path : Path
+        The table's directory (``part-<k>.parquet`` files).
+    parts : tuple of Path
+        The table's parts, one per trace partition with requests.
+    endpoint, operations, assembly, endpoints, dropped_attributes
+        As :class:`~tracesleuth.model.TraceTable`'s.
+    n_requests : int
+    n_spans : int
+        Spans read from the store.
+    by_trace : tuple of Path
+        The spans shuffled by trace id, the partition of each part (read again by :meth:`calls`).
+    scheduler : Scheduler
+    workdir : Path
+        The work directory (removed by :meth:`close`, with the table when it lies inside it).
+    """
+
+    path: Path
+    parts: tuple
+    endpoint: str
+    operations: tuple
+    assembly: AssemblyReport
+    endpoints: dict
+    dropped_attributes: tuple
+    n_requests: int
+    n_spans: int
+    by_trace: tuple = field(repr=False)
+    scheduler: Scheduler = field(repr=False)
+    workdir: Path = field(repr=False)
+    partition_spans: int = field(default=PARTITION_SPANS, repr=False)
+
+    @property
+    def frame(self):
+        """The table as a Dask dataframe (one partition per part; read lazily)."""
+        import dask.dataframe as dd
+
+        return dd.read_parquet([str(p) for p in self.parts], dtype_backend="pyarrow")
+
+    def to_trace_table(self, columns: Sequence[str] | None = None) -> "CollectedTraceTable":
+        """The table in this process, in table order: equal to the in-process table's frame.
+
+        Parameters
+        ----------
+        columns : sequence of str, optional
+            Only these columns (and those of the row order), to collect less of a wide table.
+
+        Returns
+        -------
+        CollectedTraceTable
+            Its :meth:`~CollectedTraceTable.calls` are built on Dask when first asked for.
+        """
+        wanted = None if columns is None else list(dict.fromkeys([*ORDER, *columns]))
+        frames = [pl.read_parquet(p, columns=wanted).with_columns(pl.lit(k, pl.Int32).alias(PART))
+                  for k, p in enumerate(self.parts)]
+        frame = pl.concat(frames).sort(ORDER)
+        return CollectedTraceTable(
+            frame=frame.drop(PART), endpoint=self.endpoint, operations=self.operations, assembly=self.assembly,
+            endpoints=self.endpoints, dropped_attributes=self.dropped_attributes,
+            partition_spans=self.partition_spans, source=self, part_of_row=frame[PART].to_numpy())
+
+    def calls(self, part_of_row: np.ndarray, requests: pl.DataFrame) -> pl.DataFrame:
+        """The call view (:meth:`TraceTable.calls <tracesleuth.model.TraceTable.calls>`) of collected
+        requests, built on Dask from the spans shuffled by trace id.
+
+        Parameters
+        ----------
+        part_of_row : ndarray of int, shape (n_requests,)
+            The table part of each request.
+        requests : polars.DataFrame
+            ``trace_id``, ``span_id`` of each request, in collected-table order.
+        """
+        from dask import delayed
+
+        rows = requests.select(S.TRACE_ID, S.SPAN_ID).with_columns(
+            pl.Series(S.REQUEST, np.arange(requests.height, dtype=np.int64)), pl.Series(PART, part_of_row))
+        tasks = [delayed(_calls_part)(self.by_trace[k], self.endpoint, group.drop(PART), self.partition_spans)
+                 for (k,), group in rows.partition_by(PART, as_dict=True).items()]
+        pieces = [p for p in self.scheduler.compute(tasks, "building the call view") if p.height]
+        from ..model.flows import _SCHEMA
+
+        if not pieces:
+            return pl.DataFrame(schema=_SCHEMA)
+        return pl.concat(pieces).sort(S.REQUEST, maintain_order=True)
+
+    def to_parquet(self, path) -> Path:
+        """Move (or copy) the table's parts into the directory ``path`` (made; must not exist)."""
+        path = Path(path)
+        if path.exists():
+            raise ParameterError(f"--output {path}: exists; give a new directory for the table's parts")
+        staging = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
+        staging.mkdir(parents=True)
+        try:
+            for k, part in enumerate(self.parts):
+                shutil.copyfile(part, staging / f"part-{k:06d}.parquet")
+            os.replace(staging, path)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return path
+
+    def close(self) -> None:
+        """Remove the work directory."""
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "DaskTraceTable":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class CollectedTraceTable(TraceTable):
+    """A :class:`~tracesleuth.model.TraceTable` collected from a :class:`DaskTraceTable`: the same
+    frame; its :meth:`calls` are built on Dask (while the Dask table is not closed)."""
+
+    source: DaskTraceTable | None = field(default=None, repr=False, compare=False)
+    part_of_row: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    def calls(self) -> pl.DataFrame:
+        if "calls" not in self._cache:
+            self._cache["calls"] = self.source.calls(self.part_of_row, self.frame.select(S.TRACE_ID, S.SPAN_ID))
+        return self._cache["calls"]
+
+
+def dask_trace_table(store, endpoint: str | None = None, *, scheduler: Scheduler | None = None,
+                     workdir=None, max_categories: int = MAX_CATEGORIES,
+                     partition_spans: int = PARTITION_SPANS) -> DaskTraceTable:
+    """Build the trace table of an endpoint of a span store on Dask (steps in the module docstring).
+
+    Parameters
+    ----------
+    store : str, Path, SpanStore or StoreParts
+        A span store; its parts are checked first (:func:`~tracesleuth.scale.spans.store_parts`).
+    endpoint : str, optional
+        As for :func:`~tracesleuth.model.build_trace_table`; default the most frequent root
+        operation.
+    scheduler : Scheduler, optional
+        From :func:`~tracesleuth.scale.connect`; default Dask's threads in this process.
+    workdir : str or Path, optional
+        Where the spans shuffled by trace id and the table are written (made; every worker must
+        reach it at the same path). Default: a new directory beside the store (or the system's
+        temporary directory when that cannot be written).
+    max_categories : int, default=50
+    partition_spans : int, default=PARTITION_SPANS
+        Spans per partition of whole traces (the memory of one task); the table does not depend
+        on it.
+
+    Returns
+    -------
+    DaskTraceTable
+        Close it (or use it in a ``with`` block) to remove the work directory.
+
+    Raises
+    ------
+    TraceFormatError
+        The store, or one of its parts, named: not a store, a part missing, unreadable or of
+        another schema (before any work).
+    EmptyDataError
+        No root span (and no endpoint given), or no request of the endpoint.
+    ParameterError
+        ``endpoint`` matches no operation, or ``partition_spans`` < 1.
+    SchedulerError
+        The scheduler went away.
+    """
+    from dask import delayed
+
+    if partition_spans < 1:
+        raise ParameterError(f"partition_spans must be at least 1, got {partition_spans}")
+    parts = store if isinstance(store, StoreParts) else store_parts(store)
+    scheduler = scheduler or Scheduler("threads")
+    work = _workdir(workdir, parts.store)
+    try:
+        # 1. Whole traces together (Dask's shuffle), one file per partition.
+        n_partitions = max(1, math.ceil(parts.n_spans / partition_spans))
+        spans = parts.dataframe()
+        spans = spans.map_partitions(_attributes_as_text, meta=_attributes_as_text(spans._meta))
+        shuffled = spans.shuffle(on=S.TRACE_ID, npartitions=n_partitions, shuffle_method=SHUFFLE_METHOD)
+        (work / "by-trace").mkdir()
+        found = scheduler.compute([delayed(_write_by_trace)(p, work / "by-trace" / f"part-{k:06d}.parquet",
+                                                            endpoint is None)
+                                   for k, p in enumerate(shuffled.to_delayed())], "shuffling the spans by trace id")
+        found = [f for f in found if f["spans"]]
+        operations = {k: n for f in found for k, n in f["operations"].items()}
+        endpoints = merge_endpoints(*(f["endpoints"] for f in found))
+        key = resolve_endpoint(endpoint, operations, endpoints) if endpoint is not None or endpoints else (
+            resolve_endpoint(None, operations, endpoints))
+        # 2. The requests of each partition, and what choosing the columns needs.
+        (work / "requests").mkdir()
+        built = scheduler.compute([delayed(_requests_part)(f["path"], key, work / "requests" / f["path"].name,
+                                                           max_categories) for f in found], "building the requests")
+        report = AssemblyReport()
+        for b in built:
+            report = report.merge(b["assembly"])
+        built = [b for b in built if b["requests"]]
+        if not built:
+            raise EmptyDataError(f"no request of endpoint {key!r}")
+        ops = sorted({op for b in built for op in b["operations"]})
+        instanced = {op for b in built for op in b["instanced"]}
+        chosen = choose_columns(merge_attribute_summaries([b["attributes"] for b in built], max_categories),
+                                max_categories)
+        # 3. The table's parts, all with the table's columns.
+        (work / "table").mkdir()
+        tasks = [delayed(_table_part)(b["path"], work / "table" / b["path"].name, ops, instanced, chosen)
+                 for b in built]
+        table_parts = tuple(scheduler.compute(tasks, "writing the table"))
+        if not endpoints:  # the endpoint was given: count the roots from step 2's assembly
+            endpoints = merge_endpoints(*(b["endpoints"] for b in built))
+        return DaskTraceTable(
+            path=work / "table", parts=table_parts, endpoint=key, operations=tuple(ops), assembly=report,
+            endpoints=endpoints, dropped_attributes=chosen.dropped, n_requests=sum(b["requests"] for b in built),
+            n_spans=parts.n_spans, by_trace=tuple(Path(b["spans_path"]) for b in built), scheduler=scheduler,
+            workdir=work, partition_spans=partition_spans)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+# -- the tasks (run on the workers) ---------------------------------------------------------------
+
+
+def _write_by_trace(partition, path: Path, count_roots: bool) -> dict:
+    """Step 1: write one shuffled partition (pandas, pyarrow-backed); its root endpoints and
+    operations."""
+    spans = _attributes_from_text(pa.Table.from_pandas(partition, preserve_index=False).select(list(S.SPAN_COLUMNS)))
+    out = {"path": Path(path), "spans": spans.num_rows, "endpoints": {}, "operations": {}}
+    if spans.num_rows == 0:
+        return out
+    _atomic_write(path, lambda tmp: pq.write_table(spans, tmp, **SPAN_PARQUET_OPTIONS))
+    pairs = spans.group_by([S.SERVICE, S.OPERATION]).aggregate([])
+    out["operations"] = {f"{s}:{o}": o for s, o in zip(pairs.column(S.SERVICE).to_pylist(),
+                                                        pairs.column(S.OPERATION).to_pylist())}
+    if count_roots:
+        out["endpoints"] = root_endpoints(encode_spans(spans.drop_columns([S.ATTRIBUTES])))
+    return out
+
+
+def _requests_part(path: Path, endpoint: str, out: Path, max_categories: int) -> dict:
+    """Step 2: the requests of one partition of whole traces, with their entry spans' attributes."""
+    spans = _read_by_trace(path)
+    codes = encode_spans(spans.drop_columns([S.ATTRIBUTES]))
+    attributes = attributes_of(spans)
+    tree, report = assemble_codes(codes, attributes)
+    result = {"path": Path(out), "spans_path": str(path), "assembly": report, "requests": 0, "operations": [],
+              "instanced": [], "attributes": None, "endpoints": root_endpoints(codes)}
+    if endpoint not in codes.operation_keys:
+        return result
+    requests = partition_requests(codes, tree, codes.operation_keys.index(endpoint), spans)
+    if requests.height == 0:
+        return result
+    entry = take_rows(attributes, requests[SOURCE_ROW].to_numpy())
+    result.update(requests=requests.height, attributes=attribute_summary(entry, max_categories),
+                  operations=[column_key(c) for c in requests.columns if c.startswith(EXCLUSIVE_PREFIX)],
+                  instanced=[column_key(c) for c in requests.columns if c.startswith(INSTANCE_PREFIX)])
+    requests = requests.drop(SOURCE_ROW).with_columns(pl.Series(_ATTRIBUTES, entry))
+    _atomic_write(out, requests.write_parquet)
+    return result
+
+
+def _table_part(path: Path, out: Path, operations: list, instanced: set, chosen) -> Path:
+    """Step 3: one partition's requests with the whole table's columns."""
+    requests = pl.read_parquet(path)
+    attributes = attribute_frame(requests[_ATTRIBUTES].to_arrow(), chosen)
+    frame = with_table_columns(requests.drop(_ATTRIBUTES), operations, instanced)
+    if attributes.width:
+        frame = pl.concat([frame, attributes], how="horizontal")
+    _atomic_write(out, frame.write_parquet)
+    return Path(out)
+
+
+def _calls_part(path: str, endpoint: str, requests: pl.DataFrame, partition_spans: int) -> pl.DataFrame:
+    """The calls of one partition's requests, numbered as the collected table's rows."""
+    from ..model.flows import call_frame
+
+    calls = call_frame(_read_by_trace(path), endpoint, requests.select(S.TRACE_ID, S.SPAN_ID), partition_spans)
+    return calls.with_columns(requests[S.REQUEST].gather(calls[S.REQUEST]).alias(S.REQUEST))
+
+
+def _attributes_as_text(partition):
+    """The attributes column of a partition (pandas) as JSON text, ``""`` for an empty list.
+
+    Dask's peer-to-peer shuffle cannot carry a nested Arrow column (pandas cannot read back the
+    dtype ``list<struct<...>>[pyarrow]`` it records), so the attributes cross it as text, which
+    round-trips exactly (:func:`_attributes_from_text`)."""
+    import pandas as pd
+
+    column = pa.Table.from_pandas(partition[[S.ATTRIBUTES]], preserve_index=False).column(0)
+    lists = pl.Series(S.ATTRIBUTES, column)
+    text = pl.select(pl.when(lists.list.len() == 0).then(pl.lit("")).otherwise(
+        pl.struct(lists).struct.json_encode())).to_series()
+    out = partition.copy()
+    out[S.ATTRIBUTES] = pd.Series(pd.arrays.ArrowExtensionArray(text.to_arrow().cast(pa.large_string())),
+                                  index=partition.index)
+    return out
+
+
+def _attributes_from_text(spans: pa.Table) -> pa.Table:
+    """Spans in SPAN_SCHEMA from spans whose attributes are the text of :func:`_attributes_as_text`."""
+    text = pl.Series(spans.column(S.ATTRIBUTES)).cast(pl.String)
+    dtype = pl.Struct({S.ATTRIBUTES: _ATTRIBUTES_DTYPE})
+    decoded = pl.select(pl.when(text != "").then(text).str.json_decode(dtype).struct.field(S.ATTRIBUTES)).to_series()
+    lists = pl.select(pl.when(text == "").then(pl.lit([], _ATTRIBUTES_DTYPE)).otherwise(decoded)).to_series()
+    column = lists.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(S.SPAN_SCHEMA.field(S.ATTRIBUTES).type)
+    return spans.set_column(spans.column_names.index(S.ATTRIBUTES), S.ATTRIBUTES, column).cast(S.SPAN_SCHEMA)
+
+
+def _read_by_trace(path) -> pa.Table:
+    """A partition of whole traces, the name columns dictionary-encoded (as a store is read), on
+    the system allocator (whose freed memory goes back at once)."""
+    import pyarrow.dataset as ds
+
+    from ..errors import TraceFormatError
+
+    fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=S.DICTIONARY_COLUMNS))
+    try:
+        return ds.dataset(str(path), schema=S.DICTIONARY_SPAN_SCHEMA, format=fmt).to_table(
+            memory_pool=pa.system_memory_pool())
+    except (OSError, pa.ArrowException) as e:
+        raise TraceFormatError(str(path), f"cannot be read: {e}") from None
+
+
+def _atomic_write(path: Path, write) -> None:
+    """``write(temporary path)``, then rename into ``path``: a retried task leaves one whole file."""
+    tmp = Path(path).with_name(f".{Path(path).name}.{uuid.uuid4().hex}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _workdir(workdir, store: Path) -> Path:
+    """A new work directory (see :func:`dask_trace_table`)."""
+    if workdir is not None:
+        path = Path(workdir)
+        path.mkdir(parents=True, exist_ok=False)
+        return path
+    try:
+        return Path(tempfile.mkdtemp(prefix=f".{store.name}.tracesleuth-work-", dir=store.parent))
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix="tracesleuth-work-"))
