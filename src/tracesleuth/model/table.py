@@ -80,7 +80,7 @@ __all__ = ["ATTRIBUTE_PREFIX", "CALLS", "ERROR", "EXCLUSIVE_NS", "EXCLUSIVE_PREF
            "TraceTable", "attribute_column", "build_trace_table", "calls_column", "column_key", "exclusive_column",
            "exclusive_times", "instance_column", "merge_endpoints", "numeric_attribute_column", "operation_features",
            "operation_keys", "partition_requests", "requests_of", "resolve_endpoint", "root_endpoints", "trace_partitions",
-           "with_table_columns"]
+           "traces_starting_between", "with_table_columns"]
 
 #: Entry-span attributes with more distinct values than this are no categories (:mod:`.attributes`).
 MAX_CATEGORIES = 50
@@ -239,6 +239,27 @@ def trace_partitions(spans: pa.Table, max_spans: int) -> list[np.ndarray]:
     order = np.argsort(part, kind="stable")
     bounds = np.searchsorted(part[order], np.arange(part[order[-1]] + 2))
     return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def traces_starting_between(spans: pa.Table, low_ns: int, high_ns: int) -> pa.Table:
+    """The spans of the traces that start in ``[low_ns, high_ns)`` (a trace starts at its first span).
+
+    Parameters
+    ----------
+    spans : pyarrow.Table
+        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA` (plain or dictionary-encoded strings),
+        whole traces.
+
+    Returns
+    -------
+    pyarrow.Table
+        The selected spans, every span of a selected trace included, in input order.
+    """
+    frame = pl.from_arrow(spans.select([S.TRACE_ID, S.START_NS]))
+    starts = frame.group_by(S.TRACE_ID).agg(pl.col(S.START_NS).min())
+    chosen = starts.filter(pl.col(S.START_NS).is_between(low_ns, high_ns, closed="left"))[S.TRACE_ID]
+    keep = pl.from_arrow(spans.column(S.TRACE_ID)).is_in(chosen.implode())
+    return spans.filter(keep.to_arrow())
 
 
 def operation_keys() -> pl.Expr:

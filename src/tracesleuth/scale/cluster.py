@@ -16,8 +16,8 @@ tracesleuth runs without them.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 from ..errors import ParameterError, TraceSleuthError
@@ -61,6 +61,14 @@ class Scheduler:
     client: object = None
     dashboard: str | None = None
     on_progress: Progress | None = None
+    _stack: ExitStack | None = field(default=None, repr=False)
+
+    def keep(self, resource):
+        """Close ``resource`` (a :class:`~tracesleuth.scale.table.DaskTraceTable`...) when the
+        scheduler's ``with`` block ends; returns it."""
+        if self._stack is not None:
+            self._stack.callback(resource.close)
+        return resource
 
     @property
     def address(self) -> str | None:
@@ -131,6 +139,8 @@ def connect(scheduler: str, *, n_workers: int | None = None, memory_limit: int |
     Yields
     ------
     Scheduler
+        What is given to :meth:`Scheduler.keep` is closed when the block ends, before the
+        scheduler.
 
     Raises
     ------
@@ -142,37 +152,41 @@ def connect(scheduler: str, *, n_workers: int | None = None, memory_limit: int |
     """
     if not scheduler:
         raise ParameterError("--scheduler: give 'local', 'threads' or a Dask scheduler's address (tcp://host:8786)")
-    if scheduler == "threads":
-        yield Scheduler("threads", on_progress=on_progress)
-        return
+    with ExitStack() as stack:
+        if scheduler == "threads":
+            chosen = Scheduler("threads", on_progress=on_progress)
+        else:
+            client = _client(scheduler, stack, n_workers, memory_limit, processes)
+            chosen = Scheduler(scheduler, client, client.dashboard_link, on_progress)
+        chosen._stack = stack
+        yield chosen
+
+
+def _client(scheduler: str, stack: ExitStack, n_workers, memory_limit, processes):
+    """A distributed client of a new local cluster or of the scheduler at an address (both closed
+    by ``stack``)."""
     import dask
     from distributed import Client, LocalCluster
 
     # Worker log lines (a restarted worker, a spilled partition) are Dask's, not the command's output.
-    with dask.config.set({"distributed.logging.distributed": "error", "distributed.admin.tick.limit": "30s"}):
-        if scheduler == "local":
-            workers = n_workers or max(1, min(os.cpu_count() or 1, LOCAL_WORKERS))
-            memory = memory_limit or min(WORKER_MEMORY, _total_memory() // workers)
-            try:
-                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
-                                       memory_limit=memory, dashboard_address=":0", silence_logs=50)
-            except Exception as e:  # noqa: BLE001 - any failure to start is reported in one line
-                raise SchedulerError(f"--scheduler local: the local Dask cluster did not start: {e}") from None
-            try:
-                with Client(cluster) as client:
-                    yield Scheduler("local", client, client.dashboard_link, on_progress)
-            finally:
-                cluster.close()
-            return
-        address = scheduler if "://" in scheduler else f"tcp://{scheduler}"
+    stack.enter_context(dask.config.set({"distributed.logging.distributed": "error"}))
+    if scheduler == "local":
+        workers = n_workers or max(1, min(os.cpu_count() or 1, LOCAL_WORKERS))
+        memory = memory_limit or min(WORKER_MEMORY, _total_memory() // workers)
         try:
-            client = Client(address, timeout=f"{CONNECT_TIMEOUT_S}s", set_as_default=True)
-        except (OSError, TimeoutError) as e:
-            raise SchedulerError(f"--scheduler {scheduler}: cannot reach a Dask scheduler at {address} within "
-                                 f"{CONNECT_TIMEOUT_S} s ({type(e).__name__}); start one (dask scheduler) or use "
-                                 "--scheduler local") from None
-        with client:
-            yield Scheduler(scheduler, client, client.dashboard_link, on_progress)
+            cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
+                                                       memory_limit=memory, dashboard_address=":0", silence_logs=50))
+        except Exception as e:  # noqa: BLE001 - any failure to start is reported in one line
+            raise SchedulerError(f"--scheduler local: the local Dask cluster did not start: {e}") from None
+        return stack.enter_context(Client(cluster))
+    address = scheduler if "://" in scheduler else f"tcp://{scheduler}"
+    try:
+        client = Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
+    except (OSError, TimeoutError) as e:
+        raise SchedulerError(f"--scheduler {scheduler}: cannot reach a Dask scheduler at {address} within "
+                             f"{CONNECT_TIMEOUT_S} s ({type(e).__name__}); start one (dask scheduler) or use "
+                             "--scheduler local") from None
+    return stack.enter_context(client)
 
 
 def _total_memory() -> int:

@@ -16,9 +16,12 @@ import pyarrow.parquet as pq
 
 from .. import schema as S
 from ..errors import TraceFormatError
-from ..store import SpanStore, is_store
+from ..store import PARTITION_NS, SpanStore, is_store
 
-__all__ = ["StoreParts", "store_parts"]
+__all__ = ["PERIOD_MARGIN_HOURS", "StoreParts", "store_parts"]
+
+#: Hours after a period's end whose partitions are read for the period's traces.
+PERIOD_MARGIN_HOURS = 1
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,15 @@ class StoreParts:
     @property
     def n_spans(self) -> int:
         return sum(self.spans)
+
+    def during(self, low_ns: int, high_ns: int) -> "StoreParts":
+        """The parts that may hold spans of traces starting in ``[low_ns, high_ns)``: those of the
+        hours from ``low_ns``'s to one hour after ``high_ns``'s (a trace's spans start at or after
+        its first span; spans starting more than an hour after the period's end are not read).
+        Parts of a flat store (version 1) are all kept."""
+        first, last = low_ns // PARTITION_NS, (high_ns - 1) // PARTITION_NS + PERIOD_MARGIN_HOURS
+        keep = [k for k, f in enumerate(self.files) if (h := _hour_of(f)) is None or first <= h <= last]
+        return StoreParts(self.store, tuple(self.files[k] for k in keep), tuple(self.spans[k] for k in keep))
 
     def dataframe(self):
         """The spans as a Dask dataframe, one partition per part (pyarrow-backed dtypes), columns
@@ -102,6 +114,17 @@ def _checked(path: Path) -> int:
             raise TraceFormatError(str(path), f"is {got}, the span schema's is {field.type}: the part disagrees "
                                    "with the store's schema", field=field.name)
     return meta.num_rows
+
+
+def _hour_of(path: Path) -> int | None:
+    """The hour (since the epoch) of a part in a Hive partition ``date=D/hour=H``; None when flat."""
+    from datetime import datetime, timezone
+
+    hour, date = path.parent.name, path.parent.parent.name
+    if not (hour.startswith("hour=") and date.startswith("date=")):
+        return None
+    moment = datetime.strptime(f"{date[5:]} {hour[5:]}", "%Y-%m-%d %H").replace(tzinfo=timezone.utc)
+    return int(moment.timestamp()) // 3600
 
 
 def _same_type(got: pa.DataType, want: pa.DataType) -> bool:

@@ -52,12 +52,12 @@ from ..model.attributes import attribute_frame, attribute_summary, choose_column
 from ..model._codes import SOURCE_ROW, encode_spans, take_rows
 from ..model.table import (EXCLUSIVE_PREFIX, INSTANCE_PREFIX, MAX_CATEGORIES, PARTITION_SPANS, TraceTable,
                            column_key, merge_endpoints, partition_requests, resolve_endpoint, root_endpoints,
-                           with_table_columns)
+                           traces_starting_between, with_table_columns)
 from ..store import SPAN_PARQUET_OPTIONS
 from .cluster import Scheduler
 from .spans import StoreParts, store_parts
 
-__all__ = ["CollectedTraceTable", "DaskTraceTable", "dask_trace_table"]
+__all__ = ["CollectedTraceTable", "DaskTraceTable", "TracePartitions", "dask_trace_table", "shuffle_by_trace"]
 
 #: Row order of a trace table (as in-process).
 ORDER = [S.START_NS, S.TRACE_ID, S.SPAN_ID]
@@ -92,7 +92,9 @@ class DaskTraceTable:
         The spans shuffled by trace id, the partition of each part (read again by :meth:`calls`).
     scheduler : Scheduler
     workdir : Path
-        The work directory (removed by :meth:`close`, with the table when it lies inside it).
+        The work directory of the partitions it was built from.
+    owns_workdir : bool
+        Whether :meth:`close` removes the work directory (else only the table's parts).
     """
 
     path: Path
@@ -108,6 +110,12 @@ class DaskTraceTable:
     scheduler: Scheduler = field(repr=False)
     workdir: Path = field(repr=False)
     partition_spans: int = field(default=PARTITION_SPANS, repr=False)
+    owns_workdir: bool = field(default=False, repr=False)
+
+    @property
+    def columns(self) -> list[str]:
+        """The table's column names, in order."""
+        return pq.read_schema(self.parts[0]).names
 
     @property
     def frame(self):
@@ -179,8 +187,10 @@ class DaskTraceTable:
         return path
 
     def close(self) -> None:
-        """Remove the work directory."""
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        """Remove the table's parts, and the work directory when the table was made by
+        :func:`dask_trace_table` (a table made by :meth:`TracePartitions.table` leaves the
+        partitions to their own :meth:`~TracePartitions.close`)."""
+        shutil.rmtree(self.workdir if self.owns_workdir else self.path, ignore_errors=True)
 
     def __enter__(self) -> "DaskTraceTable":
         return self
@@ -203,28 +213,176 @@ class CollectedTraceTable(TraceTable):
         return self._cache["calls"]
 
 
-def dask_trace_table(store, endpoint: str | None = None, *, scheduler: Scheduler | None = None,
-                     workdir=None, max_categories: int = MAX_CATEGORIES,
-                     partition_spans: int = PARTITION_SPANS) -> DaskTraceTable:
-    """Build the trace table of an endpoint of a span store on Dask (steps in the module docstring).
+@dataclass
+class TracePartitions:
+    """A store's spans shuffled by trace id (step 1), on disk: the trace tables of any endpoint are
+    built from it (steps 2 and 3) without shuffling again.
+
+    Attributes
+    ----------
+    files : tuple of Path
+        One Parquet file per partition of whole traces (SPAN_SCHEMA).
+    operations : dict of str to str
+        ``{operation key: operation name}`` of every operation.
+    n_spans : int
+        Spans read from the store (before a period's selection).
+    scheduler : Scheduler
+    workdir : Path
+        Removed by :meth:`close`.
+    """
+
+    files: tuple
+    operations: dict
+    n_spans: int
+    scheduler: Scheduler = field(repr=False)
+    workdir: Path = field(repr=False)
+    partition_spans: int = field(default=PARTITION_SPANS, repr=False)
+    _endpoints: dict | None = field(default=None, repr=False)
+
+    @property
+    def endpoints(self) -> dict:
+        """``{operation key: traces}`` of root operations, most frequent first (counted on Dask
+        when first asked for, as :func:`~tracesleuth.model.table.root_endpoints` in-process)."""
+        from dask import delayed
+
+        if self._endpoints is None:
+            counts = self.scheduler.compute([delayed(_root_endpoints)(f) for f in self.files],
+                                            "counting the root operations")
+            self._endpoints = merge_endpoints(*counts)
+        return self._endpoints
+
+    def table(self, endpoint: str | None = None, *, max_categories: int = MAX_CATEGORIES) -> "DaskTraceTable":
+        """The trace table of ``endpoint`` (default the most frequent root operation): steps 2-3.
+
+        Raises
+        ------
+        EmptyDataError
+            No root span (and no endpoint given), or no request of the endpoint.
+        ParameterError
+            ``endpoint`` matches no operation.
+        """
+        from dask import delayed
+
+        key = resolve_endpoint(endpoint, self.operations, self.endpoints if endpoint is None else {})
+        folder = Path(tempfile.mkdtemp(prefix="table-", dir=self.workdir))
+        built = self.scheduler.compute([delayed(_requests_part)(f, key, folder / f"requests-{k:06d}.parquet",
+                                                                max_categories) for k, f in enumerate(self.files)],
+                                       "building the requests")
+        report = AssemblyReport()
+        for b in built:
+            report = report.merge(b["assembly"])
+        endpoints = merge_endpoints(*(b["endpoints"] for b in built))
+        built = [b for b in built if b["requests"]]
+        if not built:
+            raise EmptyDataError(f"no request of endpoint {key!r}")
+        ops = sorted({op for b in built for op in b["operations"]})
+        instanced = {op for b in built for op in b["instanced"]}
+        chosen = choose_columns(merge_attribute_summaries([b["attributes"] for b in built], max_categories),
+                                max_categories)
+        tasks = [delayed(_table_part)(b["path"], folder / f"part-{k:06d}.parquet", ops, instanced, chosen)
+                 for k, b in enumerate(built)]
+        parts = tuple(self.scheduler.compute(tasks, "writing the table"))
+        for b in built:
+            b["path"].unlink(missing_ok=True)
+        return DaskTraceTable(
+            path=folder, parts=parts, endpoint=key, operations=tuple(ops), assembly=report, endpoints=endpoints,
+            dropped_attributes=chosen.dropped, n_requests=sum(b["requests"] for b in built), n_spans=self.n_spans,
+            by_trace=tuple(Path(b["spans_path"]) for b in built), scheduler=self.scheduler, workdir=self.workdir,
+            partition_spans=self.partition_spans)
+
+    def close(self) -> None:
+        """Remove the work directory (the partitions and every table built from them)."""
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "TracePartitions":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None, period: tuple | None = None,
+                     partition_spans: int = PARTITION_SPANS) -> TracePartitions:
+    """Step 1: a span store's spans shuffled by trace id into partitions of whole traces, on disk.
 
     Parameters
     ----------
     store : str, Path, SpanStore or StoreParts
         A span store; its parts are checked first (:func:`~tracesleuth.scale.spans.store_parts`).
-    endpoint : str, optional
-        As for :func:`~tracesleuth.model.build_trace_table`; default the most frequent root
-        operation.
     scheduler : Scheduler, optional
         From :func:`~tracesleuth.scale.connect`; default Dask's threads in this process.
     workdir : str or Path, optional
-        Where the spans shuffled by trace id and the table are written (made; every worker must
-        reach it at the same path). Default: a new directory beside the store (or the system's
-        temporary directory when that cannot be written).
-    max_categories : int, default=50
+        Where the partitions (and tables) are written (made; every worker must reach it at the
+        same path). Default: a new directory beside the store (or the system's temporary
+        directory when that cannot be written).
+    period : (int, int), optional
+        Only the traces that start in ``[low_ns, high_ns)`` (as
+        :func:`~tracesleuth.model.table.traces_starting_between`); only the store's hours that
+        may hold them are read (:meth:`StoreParts.during`).
     partition_spans : int, default=PARTITION_SPANS
-        Spans per partition of whole traces (the memory of one task); the table does not depend
-        on it.
+        Spans per partition of whole traces (the memory of one task); tables do not depend on it.
+
+    Returns
+    -------
+    TracePartitions
+        Close it (or use a ``with`` block) to remove the work directory.
+
+    Raises
+    ------
+    TraceFormatError
+        The store, or one of its parts, named: not a store, a part missing, unreadable or of
+        another schema (before any work).
+    EmptyDataError
+        No span (in the period).
+    ParameterError
+        ``partition_spans`` < 1.
+    """
+    from dask import delayed
+
+    if partition_spans < 1:
+        raise ParameterError(f"partition_spans must be at least 1, got {partition_spans}")
+    parts = store if isinstance(store, StoreParts) else store_parts(store)
+    if period is not None:
+        parts = parts.during(*period)
+    if not parts.files:
+        raise EmptyDataError(f"{parts.store}: no span part holds spans of the period")
+    scheduler = scheduler or Scheduler("threads")
+    work = _workdir(workdir, parts.store)
+    try:
+        n_partitions = max(1, math.ceil(parts.n_spans / partition_spans))
+        spans = parts.dataframe()
+        spans = spans.map_partitions(_attributes_as_text, meta=_attributes_as_text(spans._meta))
+        shuffled = spans.shuffle(on=S.TRACE_ID, npartitions=n_partitions, shuffle_method=SHUFFLE_METHOD)
+        (work / "by-trace").mkdir()
+        found = scheduler.compute([delayed(_write_by_trace)(p, work / "by-trace" / f"part-{k:06d}.parquet", period)
+                                   for k, p in enumerate(shuffled.to_delayed())], "shuffling the spans by trace id")
+        found = [f for f in found if f["spans"]]
+        if not found:
+            raise EmptyDataError(f"{parts.store}: no trace starts in the period" if period else
+                                 f"{parts.store}: no span")
+        return TracePartitions(files=tuple(f["path"] for f in found),
+                               operations={k: n for f in found for k, n in f["operations"].items()},
+                               n_spans=parts.n_spans, scheduler=scheduler, workdir=work,
+                               partition_spans=partition_spans)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def dask_trace_table(store, endpoint: str | None = None, *, scheduler: Scheduler | None = None,
+                     workdir=None, period: tuple | None = None, max_categories: int = MAX_CATEGORIES,
+                     partition_spans: int = PARTITION_SPANS) -> DaskTraceTable:
+    """Build the trace table of an endpoint of a span store on Dask (the module docstring's steps):
+    :func:`shuffle_by_trace`, then :meth:`TracePartitions.table`.
+
+    Parameters
+    ----------
+    store, scheduler, workdir, period, partition_spans
+        As for :func:`shuffle_by_trace`.
+    endpoint : str, optional
+        As for :func:`~tracesleuth.model.build_trace_table`; default the most frequent root
+        operation.
+    max_categories : int, default=50
 
     Returns
     -------
@@ -233,86 +391,52 @@ def dask_trace_table(store, endpoint: str | None = None, *, scheduler: Scheduler
 
     Raises
     ------
-    TraceFormatError
-        The store, or one of its parts, named: not a store, a part missing, unreadable or of
-        another schema (before any work).
-    EmptyDataError
-        No root span (and no endpoint given), or no request of the endpoint.
-    ParameterError
-        ``endpoint`` matches no operation, or ``partition_spans`` < 1.
+    TraceFormatError, EmptyDataError, ParameterError
+        As :func:`shuffle_by_trace` and :meth:`TracePartitions.table`.
     SchedulerError
         The scheduler went away.
-    """
-    from dask import delayed
 
-    if partition_spans < 1:
-        raise ParameterError(f"partition_spans must be at least 1, got {partition_spans}")
-    parts = store if isinstance(store, StoreParts) else store_parts(store)
-    scheduler = scheduler or Scheduler("threads")
-    work = _workdir(workdir, parts.store)
+    Examples
+    --------
+    >>> from tracesleuth.scale import connect, dask_trace_table          # doctest: +SKIP
+    >>> with connect("local") as scheduler:                              # doctest: +SKIP
+    ...     with dask_trace_table("store/", scheduler=scheduler) as table:
+    ...         frame = table.frame                                      # a Dask dataframe
+    ...         in_memory = table.to_trace_table()                       # as build_trace_table's
+    """
+    partitions = shuffle_by_trace(store, scheduler=scheduler, workdir=workdir, period=period,
+                                  partition_spans=partition_spans)
     try:
-        # 1. Whole traces together (Dask's shuffle), one file per partition.
-        n_partitions = max(1, math.ceil(parts.n_spans / partition_spans))
-        spans = parts.dataframe()
-        spans = spans.map_partitions(_attributes_as_text, meta=_attributes_as_text(spans._meta))
-        shuffled = spans.shuffle(on=S.TRACE_ID, npartitions=n_partitions, shuffle_method=SHUFFLE_METHOD)
-        (work / "by-trace").mkdir()
-        found = scheduler.compute([delayed(_write_by_trace)(p, work / "by-trace" / f"part-{k:06d}.parquet",
-                                                            endpoint is None)
-                                   for k, p in enumerate(shuffled.to_delayed())], "shuffling the spans by trace id")
-        found = [f for f in found if f["spans"]]
-        operations = {k: n for f in found for k, n in f["operations"].items()}
-        endpoints = merge_endpoints(*(f["endpoints"] for f in found))
-        key = resolve_endpoint(endpoint, operations, endpoints) if endpoint is not None or endpoints else (
-            resolve_endpoint(None, operations, endpoints))
-        # 2. The requests of each partition, and what choosing the columns needs.
-        (work / "requests").mkdir()
-        built = scheduler.compute([delayed(_requests_part)(f["path"], key, work / "requests" / f["path"].name,
-                                                           max_categories) for f in found], "building the requests")
-        report = AssemblyReport()
-        for b in built:
-            report = report.merge(b["assembly"])
-        built = [b for b in built if b["requests"]]
-        if not built:
-            raise EmptyDataError(f"no request of endpoint {key!r}")
-        ops = sorted({op for b in built for op in b["operations"]})
-        instanced = {op for b in built for op in b["instanced"]}
-        chosen = choose_columns(merge_attribute_summaries([b["attributes"] for b in built], max_categories),
-                                max_categories)
-        # 3. The table's parts, all with the table's columns.
-        (work / "table").mkdir()
-        tasks = [delayed(_table_part)(b["path"], work / "table" / b["path"].name, ops, instanced, chosen)
-                 for b in built]
-        table_parts = tuple(scheduler.compute(tasks, "writing the table"))
-        if not endpoints:  # the endpoint was given: count the roots from step 2's assembly
-            endpoints = merge_endpoints(*(b["endpoints"] for b in built))
-        return DaskTraceTable(
-            path=work / "table", parts=table_parts, endpoint=key, operations=tuple(ops), assembly=report,
-            endpoints=endpoints, dropped_attributes=chosen.dropped, n_requests=sum(b["requests"] for b in built),
-            n_spans=parts.n_spans, by_trace=tuple(Path(b["spans_path"]) for b in built), scheduler=scheduler,
-            workdir=work, partition_spans=partition_spans)
+        table = partitions.table(endpoint, max_categories=max_categories)
+        table.owns_workdir = True
+        return table
     except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
+        partitions.close()
         raise
 
 
 # -- the tasks (run on the workers) ---------------------------------------------------------------
 
 
-def _write_by_trace(partition, path: Path, count_roots: bool) -> dict:
-    """Step 1: write one shuffled partition (pandas, pyarrow-backed); its root endpoints and
-    operations."""
+def _write_by_trace(partition, path: Path, period: tuple | None) -> dict:
+    """Step 1: write one shuffled partition (pandas, pyarrow-backed), the traces of the period
+    only; its operations."""
     spans = _attributes_from_text(pa.Table.from_pandas(partition, preserve_index=False).select(list(S.SPAN_COLUMNS)))
-    out = {"path": Path(path), "spans": spans.num_rows, "endpoints": {}, "operations": {}}
+    if period is not None:
+        spans = traces_starting_between(spans, *period)
+    out = {"path": Path(path), "spans": spans.num_rows, "operations": {}}
     if spans.num_rows == 0:
         return out
     _atomic_write(path, lambda tmp: pq.write_table(spans, tmp, **SPAN_PARQUET_OPTIONS))
     pairs = spans.group_by([S.SERVICE, S.OPERATION]).aggregate([])
     out["operations"] = {f"{s}:{o}": o for s, o in zip(pairs.column(S.SERVICE).to_pylist(),
                                                         pairs.column(S.OPERATION).to_pylist())}
-    if count_roots:
-        out["endpoints"] = root_endpoints(encode_spans(spans.drop_columns([S.ATTRIBUTES])))
     return out
+
+
+def _root_endpoints(path: Path) -> dict:
+    """The root operations of one partition of whole traces."""
+    return root_endpoints(encode_spans(_read_by_trace(path).drop_columns([S.ATTRIBUTES])))
 
 
 def _requests_part(path: Path, endpoint: str, out: Path, max_categories: int) -> dict:
