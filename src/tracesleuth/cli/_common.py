@@ -11,7 +11,8 @@ from __future__ import annotations
 import inspect
 import re
 import sys
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Iterator, Optional
@@ -23,9 +24,9 @@ from rich.console import Console
 from ..errors import ParameterError, TraceSleuthError
 
 __all__ = ["BOOLEAN_WORDS", "Command", "EndpointOpt", "FormatOpt", "Group", "JsonOpt", "MappingOpt", "NezhaDataOpt",
-           "PATHS", "PathsArg", "SchedulerOpt", "SeedOpt", "check_paths", "dask_scheduler", "emit_json", "err",
-           "input_store", "out", "parse_time_range", "progress", "read_input", "run_evaluation", "select_period",
-           "trace_table", "write_frame"]
+           "PATHS", "PathsArg", "SchedulerOpt", "SeedOpt", "check_paths", "command_scope", "dask_scheduler",
+           "emit_json", "err", "input_store", "keep_open", "open_scheduler", "out", "parse_time_range", "progress",
+           "read_input", "run_evaluation", "select_period", "trace_table", "write_frame"]
 
 
 class Command(typer.core.TyperCommand):
@@ -184,8 +185,37 @@ def dask_scheduler(scheduler: str | None) -> Iterator:
         yield chosen
 
 
+#: What the running command keeps open until it ends (:func:`command_scope`).
+_OPEN: ContextVar[ExitStack | None] = ContextVar("tracesleuth_command_scope", default=None)
+
+
+@contextmanager
+def command_scope() -> Iterator[None]:
+    """Close what a command opened with :func:`keep_open` when it ends, however it ends
+    (:func:`tracesleuth.cli.app.run` runs every command in one)."""
+    with ExitStack() as stack:
+        token = _OPEN.set(stack)
+        try:
+            yield
+        finally:
+            _OPEN.reset(token)
+
+
+def keep_open(context):
+    """Enter a context manager for the rest of the running command; its value."""
+    stack = _OPEN.get()
+    if stack is None:
+        raise RuntimeError("keep_open is for commands run by tracesleuth.cli.app.run (in a command_scope)")
+    return stack.enter_context(context)
+
+
+def open_scheduler(scheduler: str | None):
+    """:func:`dask_scheduler` for the rest of the running command (None when ``scheduler`` is None)."""
+    return None if scheduler is None else keep_open(dask_scheduler(scheduler))
+
+
 def trace_table(paths: list[Path], endpoint: str | None, fmt: str | None, mapping: str | None, scheduler=None,
-                *, period: tuple[int, int] | None = None):
+                *, period: tuple[int, int] | None = None, collect: bool = True):
     """The trace table of an input: read and built in this process, or, with a scheduler
     (:func:`dask_scheduler`), built on Dask from a span store and collected (its call view built
     on Dask too, while the scheduler is open).
@@ -194,6 +224,8 @@ def trace_table(paths: list[Path], endpoint: str | None, fmt: str | None, mappin
     ----------
     period : (int, int), optional
         Only the traces that start in ``[low_ns, high_ns)``.
+    collect : bool, default=True
+        With a scheduler: collect the table (False: the :class:`~tracesleuth.scale.DaskTraceTable`).
 
     Raises
     ------
@@ -209,7 +241,7 @@ def trace_table(paths: list[Path], endpoint: str | None, fmt: str | None, mappin
 
     table = scheduler.keep(dask_trace_table(input_store(paths, fmt, mapping), endpoint, scheduler=scheduler,
                                             period=period))
-    return table.to_trace_table()
+    return table.to_trace_table() if collect else table
 
 
 def input_store(paths: list[Path], fmt: str | None = None, mapping: str | None = None) -> Path:

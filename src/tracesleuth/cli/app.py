@@ -13,8 +13,8 @@ from rich.table import Table
 
 from ..errors import TraceSleuthError
 from ._common import (BOOLEAN_WORDS, PATHS, Command, EndpointOpt, FormatOpt, Group, JsonOpt, MappingOpt, PathsArg,
-                      SchedulerOpt, SeedOpt, check_paths, dask_scheduler, emit_json, err, input_store, out, progress,
-                      read_input, trace_table, write_frame)
+                      SchedulerOpt, SeedOpt, check_paths, command_scope, dask_scheduler, emit_json, err, input_store,
+                      keep_open, open_scheduler, out, progress, read_input, trace_table, write_frame)
 
 
 app = typer.Typer(name="tracesleuth", cls=Group, no_args_is_help=True, add_completion=False,
@@ -246,7 +246,8 @@ def run(argv: list[str] | None = None) -> int:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        rv = app(args=argv, prog_name="tracesleuth", standalone_mode=False)
+        with command_scope():  # what a command keeps open (a Dask cluster) is closed when it ends
+            rv = app(args=argv, prog_name="tracesleuth", standalone_mode=False)
         if isinstance(rv, int) and rv:
             return rv
     except TraceSleuthError as e:
@@ -533,7 +534,8 @@ def analyze(paths: PathsArg,
                             "patterns.solver=bnb, patterns.interval=350ms:700ms, patterns.generations=100.")] = None,
             title: Annotated[Optional[str], typer.Option("--title", metavar="TEXT", show_default=False,
                                                          help="Report title.")] = None,
-            format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
+            format: FormatOpt = None, mapping: MappingOpt = None, scheduler: SchedulerOpt = None,
+            json: JsonOpt = False) -> None:
     """Every analysis on the same requests, in one HTML report: a section per analysis (latency
     degradation patterns: the latency distribution with the degraded interval, each pattern with
     precision, recall and F-score, example requests as Gantt charts; root-cause localization: the
@@ -553,9 +555,18 @@ def analyze(paths: PathsArg,
         raise ParameterError(f"--only {skipped[0]}: it compares two periods; give --baseline PATH")
     specs = [s for s in specs if s.name not in skipped]
     settings = _settings(set_ or [], [s.name for s in ANALYSES])
-    spans = read_input(paths, format, mapping)
-    tt = build_trace_table(spans, endpoint)
-    baseline_table = build_trace_table(read_input(baseline, format, mapping), tt.endpoint) if baseline else None
+    dask = open_scheduler(scheduler)
+    if dask is None:
+        spans = read = read_input(paths, format, mapping)
+        tt = build_trace_table(spans, endpoint)
+    else:  # built on Dask; the analyses' parallel loops on its workers; the report's examples read from disk
+        from ..scale.analyses import on_workers
+
+        tt = trace_table(paths, endpoint, format, mapping, dask)
+        read = tt.input
+        spans = read.spans
+        keep_open(on_workers(dask))
+    baseline_table = trace_table(baseline, tt.endpoint, format, mapping, dask) if baseline else None
     report = Report(title or f"Why are requests to {tt.endpoint} slow?",
                     subtitle=f"{tt.n_requests:,} requests to {tt.endpoint}; seed {seed}.",
                     footer=f"tracesleuth {__version__} - " + "; ".join(s.paper for s in specs))
@@ -578,7 +589,7 @@ def analyze(paths: PathsArg,
         if not json:
             out.print(f"[bold]{escape(spec.title)}[/] ({seconds:.2f} s)")
             out.print(est.result_.describe(), markup=False)
-    report.add(input_section(spans, tt))
+    report.add(input_section(read, tt))
     path = report.write(output)
     if json:
         emit_json({"report": str(path), "endpoint": tt.endpoint, "requests": tt.n_requests, "analyses": done,

@@ -725,7 +725,7 @@ def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.nda
     return pl.Series(SIGNATURE, reps, dtype=pl.String).gather(inverse.ravel())
 
 
-def root_tables(spans, endpoints: Sequence[str] | None = None) -> tuple[list, dict[str, str]]:
+def root_tables(spans, endpoints: Sequence[str] | None = None, *, build=None) -> tuple[list, dict[str, str]]:
     """One trace table per root endpoint (the entry operations of the traces): every request once.
 
     Only root endpoints: an inner endpoint's requests (a service's API called by the root's
@@ -737,6 +737,10 @@ def root_tables(spans, endpoints: Sequence[str] | None = None) -> tuple[list, di
     spans : SpanReadResult, pyarrow.Table or polars.DataFrame
     endpoints : sequence of str, optional
         Operation keys to build instead of every root endpoint.
+    build : callable, optional
+        ``build(spans, endpoint)`` -> TraceTable (endpoint None: the most frequent root
+        operation); default :func:`build_trace_table` (:mod:`tracesleuth.scale` gives its Dask
+        tables of a store's partitions).
 
     Returns
     -------
@@ -750,12 +754,13 @@ def root_tables(spans, endpoints: Sequence[str] | None = None) -> tuple[list, di
     """
     from ..errors import TraceSleuthError
 
-    first = build_trace_table(spans)
+    build = build or build_trace_table
+    first = build(spans, None)
     wanted = list(endpoints) if endpoints is not None else sorted(first.endpoints, key=lambda e: -first.endpoints[e])
     tables, skipped = [], {}
     for endpoint in wanted:
         try:
-            tables.append(first if endpoint == first.endpoint else build_trace_table(spans, endpoint))
+            tables.append(first if endpoint == first.endpoint else build(spans, endpoint))
         except TraceSleuthError as exc:
             skipped[endpoint] = str(exc)
     if not tables:

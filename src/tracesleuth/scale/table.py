@@ -57,7 +57,8 @@ from ..store import SPAN_PARQUET_OPTIONS
 from .cluster import Scheduler
 from .spans import StoreParts, store_parts
 
-__all__ = ["CollectedTraceTable", "DaskTraceTable", "TracePartitions", "dask_trace_table", "shuffle_by_trace"]
+__all__ = ["CollectedTraceTable", "DaskTraceTable", "StoreSpans", "TracePartitions", "dask_trace_table",
+           "shuffle_by_trace"]
 
 #: Row order of a trace table (as in-process).
 ORDER = [S.START_NS, S.TRACE_ID, S.SPAN_ID]
@@ -111,6 +112,7 @@ class DaskTraceTable:
     workdir: Path = field(repr=False)
     partition_spans: int = field(default=PARTITION_SPANS, repr=False)
     owns_workdir: bool = field(default=False, repr=False)
+    store: Path | None = field(default=None, repr=False)
 
     @property
     def columns(self) -> list[str]:
@@ -200,12 +202,55 @@ class DaskTraceTable:
 
 
 @dataclass(frozen=True)
+class StoreSpans:
+    """What a report says of the input of a Dask-built table (as a
+    :class:`~tracesleuth.io.SpanReadResult` would), without the spans in memory.
+
+    Attributes
+    ----------
+    spans : pyarrow.dataset.Dataset
+        The spans shuffled by trace id (a Gantt chart's few traces are read by a filter).
+    rejects : pyarrow.Table
+        The store's rejected records (REJECT_SCHEMA).
+    n_spans : int
+        Spans read from the store.
+    spans_rejected : int
+        Spans the store's ingests rejected (its manifest's counts).
+    formats : dict
+        Empty: the store's files were read when they were ingested.
+    """
+
+    spans: object
+    rejects: pa.Table
+    n_spans: int
+    spans_rejected: int
+    formats: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, table: "DaskTraceTable", store) -> "StoreSpans":
+        """The input of ``table``, built from the span store ``store``."""
+        import pyarrow.dataset as ds
+
+        from ..store import SpanStore
+
+        store = SpanStore(store, create=False)
+        rejected = sum(e.get("spans_rejected", 0) for e in store.manifest().get("ingests", []))
+        return cls(ds.dataset([str(p) for p in table.by_trace], format="parquet"), store.read_rejects(),
+                   table.n_spans, rejected)
+
+
+@dataclass(frozen=True)
 class CollectedTraceTable(TraceTable):
     """A :class:`~tracesleuth.model.TraceTable` collected from a :class:`DaskTraceTable`: the same
     frame; its :meth:`calls` are built on Dask (while the Dask table is not closed)."""
 
     source: DaskTraceTable | None = field(default=None, repr=False, compare=False)
     part_of_row: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def input(self) -> StoreSpans:
+        """The table's input, for a report (:class:`StoreSpans`)."""
+        return StoreSpans.of(self.source, self.source.store)
 
     def calls(self) -> pl.DataFrame:
         if "calls" not in self._cache:
@@ -234,6 +279,7 @@ class TracePartitions:
     files: tuple
     operations: dict
     n_spans: int
+    store: Path
     scheduler: Scheduler = field(repr=False)
     workdir: Path = field(repr=False)
     partition_spans: int = field(default=PARTITION_SPANS, repr=False)
@@ -288,7 +334,7 @@ class TracePartitions:
             path=folder, parts=parts, endpoint=key, operations=tuple(ops), assembly=report, endpoints=endpoints,
             dropped_attributes=chosen.dropped, n_requests=sum(b["requests"] for b in built), n_spans=self.n_spans,
             by_trace=tuple(Path(b["spans_path"]) for b in built), scheduler=self.scheduler, workdir=self.workdir,
-            partition_spans=self.partition_spans)
+            partition_spans=self.partition_spans, store=self.store)
 
     def close(self) -> None:
         """Remove the work directory (the partitions and every table built from them)."""
@@ -362,7 +408,7 @@ def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None,
                                  f"{parts.store}: no span")
         return TracePartitions(files=tuple(f["path"] for f in found),
                                operations={k: n for f in found for k, n in f["operations"].items()},
-                               n_spans=parts.n_spans, scheduler=scheduler, workdir=work,
+                               n_spans=parts.n_spans, store=parts.store, scheduler=scheduler, workdir=work,
                                partition_spans=partition_spans)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
