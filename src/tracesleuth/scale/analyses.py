@@ -96,8 +96,9 @@ def fit_patterns(estimator, table, *, sample: int | None = None, random_state=No
     if estimator.solver not in ("ga", "bnb"):
         raise ParameterError(f"--sample scores patterns on every request; the solver {estimator.solver!r} finds "
                              "clusters, not patterns: use --solver ga or bnb, or leave out --sample")
-    estimator.fit(_sample(table, sample, random_state))
-    return _exact_scores(estimator, table, sample, random_state)
+    sampled = _sample(table, sample, random_state)
+    estimator.fit(sampled)
+    return _exact_scores(estimator, table, sample, random_state, int(sampled.frame[S.LATENCY_NS].max()))
 
 
 def _sample(table: DaskTraceTable, n: int, random_state):
@@ -117,13 +118,23 @@ def _sample(table: DaskTraceTable, n: int, random_state):
                       endpoints=table.endpoints, dropped_attributes=table.dropped_attributes)
 
 
-def _exact_scores(estimator, table: DaskTraceTable, sample: int, random_state):
-    """Score the sample's patterns over every request (on the workers) and label every request."""
+def _exact_scores(estimator, table: DaskTraceTable, sample: int, random_state, sample_slowest: int):
+    """Score the sample's patterns over every request (on the workers) and label every request.
+
+    A latency interval open at the top (up to the sample's slowest request) is extended to the
+    table's slowest request, with its last sub-interval."""
     from dask import delayed
 
     from ..analyses.patterns._model import pattern_quality
 
     result = estimator.result_
+    if result.found and result.interval.high_ns == sample_slowest + 1:
+        slowest = max(table.scheduler.compute([delayed(_slowest)(p) for p in table.parts], "finding the slowest request"))
+        top = result.sub_intervals[-1]
+        result = replace(result, interval=replace(result.interval, high_ns=slowest + 1),
+                         split_points=result.split_points[:-1] + (slowest + 1,),
+                         sub_intervals=result.sub_intervals[:-1] + (
+                             replace(top, high_ns=slowest + 1) if top.high_ns == sample_slowest + 1 else top,))
     shares = (f"latency shares of the sample within {dkw_epsilon(sample):.4f} of the table's at {CONFIDENCE:.0%} "
               "confidence")
     where = f"found on a uniform sample of {sample:,} of the {table.n_requests:,} requests (seed {random_state})"
@@ -154,6 +165,10 @@ def _rows(path) -> int:
     import pyarrow.parquet as pq
 
     return pq.ParquetFile(path).metadata.num_rows
+
+
+def _slowest(path) -> int:
+    return int(pl.read_parquet(path, columns=[S.LATENCY_NS])[S.LATENCY_NS].max())
 
 
 def _take(path, rows: np.ndarray) -> pl.DataFrame:

@@ -11,8 +11,9 @@ of three instances of its service; durations are log-normal (a factor per trace 
 
 The store is written as a collector would receive the spans: the traces start evenly over
 ``hours`` hours (so the store has that many Hive partitions and traces straddle their edges), and
-the spans of each chunk of traces arrive in order of their end (a parent after its children),
-so a trace's spans are spread over parts and whole traces come together only by a shuffle.
+each span arrives when it ends plus up to 5 s of export delay (a parent after its children, the
+traces of those seconds interleaved), so a trace's spans may lie in several parts and whole
+traces come together only by a shuffle.
 Everything follows from ``seed``.
 """
 
@@ -59,6 +60,10 @@ MIX = {"GET /home": 0.8, "POST /cart": 0.2}
 DEGRADED_SHARE = 0.3
 TIERS = ("gold", "silver", "bronze")
 MEAN_SPANS = sum(len(SHAPES[e]) * share for e, share in MIX.items())
+#: Longest wait of a span for its export (OpenTelemetry's BatchSpanProcessor: 5 s).
+EXPORT_DELAY_NS = 5_000_000_000
+#: Spans per batch given to the store.
+BATCH_SPANS = 4_096
 
 
 @dataclass(frozen=True)
@@ -112,10 +117,10 @@ def synthetic_batches(n_traces: int, *, seed: int = 0, hours: int = 3, chunk_tra
     gap_ns = hours * 3_600_000_000_000 // max(n_traces, 1)
     for first in range(0, n_traces, chunk_traces):
         rng = np.random.default_rng([seed, first])
-        yield _chunk(rng, first, min(chunk_traces, n_traces - first), gap_ns, seed)
+        yield from _chunk(rng, first, min(chunk_traces, n_traces - first), gap_ns, seed).to_batches(BATCH_SPANS)
 
 
-def _chunk(rng: np.random.Generator, first: int, n: int, gap_ns: int, seed: int) -> pa.RecordBatch:
+def _chunk(rng: np.random.Generator, first: int, n: int, gap_ns: int, seed: int) -> pa.Table:
     endpoint = rng.choice(list(MIX), size=n, p=list(MIX.values()))
     tier = rng.choice(len(TIERS), size=n, p=[0.2, 0.3, 0.5])
     degraded = (tier == 0) & (rng.random(n) < DEGRADED_SHARE)
@@ -131,8 +136,9 @@ def _chunk(rng: np.random.Generator, first: int, n: int, gap_ns: int, seed: int)
     trace_of_root = (spans.column("_trace").to_numpy()[roots] - first).astype(np.int64)
     attributes = _root_attributes(rng, spans.num_rows, roots, tier[trace_of_root], seed, trace_of_root + first)
     spans = spans.drop_columns(["_trace"]).append_column(S.ATTRIBUTES, attributes)
-    order = np.argsort(spans.column(S.END_NS).to_numpy(), kind="stable")  # exported when they end
-    return spans.take(pa.array(order)).cast(S.SPAN_SCHEMA).to_batches()[0] if spans.num_rows else None
+    # A span is exported when it ends, in its process's next batch (within EXPORT_DELAY_NS).
+    arrival = spans.column(S.END_NS).to_numpy() + rng.integers(0, EXPORT_DELAY_NS, size=spans.num_rows)
+    return spans.take(pa.array(np.argsort(arrival, kind="stable"))).cast(S.SPAN_SCHEMA)
 
 
 def _traces(rng, shape, numbers: np.ndarray, degraded: np.ndarray, gap_ns: int, seed: int) -> pa.Table:

@@ -5,7 +5,7 @@ an atomic rename: a task run again after its worker died writes the same file ag
 
 1. **Shuffle by trace id.** The store's parts (Hive partitions by time, a trace's spans in any of
    them) are read by :func:`dask.dataframe.read_parquet` and shuffled by ``trace_id`` with
-   Dask's shuffle (peer-to-peer on a cluster, disk-backed) into about ``n_spans /
+   Dask's shuffle (peer-to-peer on a cluster, disk-backed; tasks with threads) into about ``n_spans /
    partition_spans`` partitions of whole traces, each written to the work directory. When no
    endpoint is given each partition also reports its root operations (the same
    :func:`~tracesleuth.model.table.root_endpoints` as in-process); their sum
@@ -64,8 +64,9 @@ __all__ = ["CollectedTraceTable", "DaskTraceTable", "StoreSpans", "TracePartitio
 ORDER = [S.START_NS, S.TRACE_ID, S.SPAN_ID]
 #: The entry spans' attributes, carried from step 2 to step 3.
 _ATTRIBUTES = "_entry_attributes"
-#: Dask's shuffle method (None: its default, peer-to-peer on a cluster, tasks in threads).
-SHUFFLE_METHOD = None
+#: Dask's shuffle method on a cluster (peer-to-peer: disk-backed, the memory of a task bounded);
+#: with threads, ``"tasks"``.
+SHUFFLE_METHOD = "p2p"
 #: The attributes column as polars reads it.
 _ATTRIBUTES_DTYPE = pl.List(pl.Struct({"key": pl.String, "str": pl.String, "int": pl.Int64, "float": pl.Float64,
                                        "bool": pl.Boolean}))
@@ -398,7 +399,8 @@ def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None,
         n_partitions = max(1, math.ceil(parts.n_spans / partition_spans))
         spans = parts.dataframe()
         spans = spans.map_partitions(_attributes_as_text, meta=_attributes_as_text(spans._meta))
-        shuffled = spans.shuffle(on=S.TRACE_ID, npartitions=n_partitions, shuffle_method=SHUFFLE_METHOD)
+        shuffled = spans.shuffle(on=S.TRACE_ID, npartitions=n_partitions,
+                                 shuffle_method="tasks" if scheduler.client is None else SHUFFLE_METHOD)
         (work / "by-trace").mkdir()
         found = scheduler.compute([delayed(_write_by_trace)(p, work / "by-trace" / f"part-{k:06d}.parquet", period)
                                    for k, p in enumerate(shuffled.to_delayed())], "shuffling the spans by trace id")
