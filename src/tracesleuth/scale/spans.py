@@ -35,11 +35,14 @@ class StoreParts:
         The parts, in store order.
     spans : tuple of int
         Spans in each part (from its footer).
+    row_groups : tuple of int
+        Row groups in each part.
     """
 
     store: Path
     files: tuple
     spans: tuple
+    row_groups: tuple
 
     @property
     def n_spans(self) -> int:
@@ -52,7 +55,8 @@ class StoreParts:
         Parts of a flat store (version 1) are all kept."""
         first, last = low_ns // PARTITION_NS, (high_ns - 1) // PARTITION_NS + PERIOD_MARGIN_HOURS
         keep = [k for k, f in enumerate(self.files) if (h := _hour_of(f)) is None or first <= h <= last]
-        return StoreParts(self.store, tuple(self.files[k] for k in keep), tuple(self.spans[k] for k in keep))
+        return StoreParts(self.store, *(tuple(column[k] for k in keep) for column in
+                                        (self.files, self.spans, self.row_groups)))
 
     def dataframe(self):
         """The spans as a Dask dataframe, one partition per part (pyarrow-backed dtypes), columns
@@ -94,12 +98,13 @@ def store_parts(store) -> StoreParts:
                                        "is not in the store (restore it, or ingest its files again into a new store)")
     if not files:
         raise TraceFormatError(str(store.path), "the store holds no span part")
-    spans = tuple(_checked(f) for f in files)
-    return StoreParts(store.path, tuple(files), spans)
+    spans, groups = zip(*(_checked(f) for f in files))
+    return StoreParts(store.path, tuple(files), spans, groups)
 
 
-def _checked(path: Path) -> int:
-    """Spans in a part whose columns are those of SPAN_SCHEMA; raise naming the part otherwise."""
+def _checked(path: Path) -> tuple[int, int]:
+    """Spans and row groups of a part whose columns are those of SPAN_SCHEMA; raise naming the
+    part otherwise."""
     try:
         meta = pq.ParquetFile(path).metadata
         schema = meta.schema.to_arrow_schema()
@@ -113,7 +118,7 @@ def _checked(path: Path) -> int:
         if not _same_type(got, field.type):
             raise TraceFormatError(str(path), f"is {got}, the span schema's is {field.type}: the part disagrees "
                                    "with the store's schema", field=field.name)
-    return meta.num_rows
+    return meta.num_rows, meta.num_row_groups
 
 
 def _hour_of(path: Path) -> int | None:

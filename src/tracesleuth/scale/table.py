@@ -6,8 +6,8 @@ an atomic rename: a task run again after its worker died writes the same file ag
 1. **Shuffle by trace id.** The store's parts (Hive partitions by time, a trace's spans in any of
    them) are read by :func:`dask.dataframe.read_parquet` and shuffled by ``trace_id`` with
    Dask's shuffle (peer-to-peer on a cluster, disk-backed; tasks with threads) into about ``n_spans /
-   partition_spans`` partitions of whole traces, each written to the work directory. When no
-   endpoint is given each partition also reports its root operations (the same
+   partition_spans`` partitions of whole traces, each written to the work directory. Each
+   partition also reports its root operations (the same
    :func:`~tracesleuth.model.table.root_endpoints` as in-process); their sum
    (:func:`~tracesleuth.model.table.merge_endpoints`) gives the most frequent one.
 2. **Requests.** Each partition is encoded, assembled (duplicates, orphans, clock skew:
@@ -67,6 +67,9 @@ _ATTRIBUTES = "_entry_attributes"
 #: Dask's shuffle method on a cluster (peer-to-peer: disk-backed, the memory of a task bounded);
 #: with threads, ``"tasks"``.
 SHUFFLE_METHOD = "p2p"
+#: How the spans shuffled by trace id are written: read once or twice, then deleted, so a fast
+#: codec rather than a small file.
+_BY_TRACE_PARQUET = dict(SPAN_PARQUET_OPTIONS, compression="lz4")
 #: The attributes column as polars reads it.
 _ATTRIBUTES_DTYPE = pl.List(pl.Struct({"key": pl.String, "str": pl.String, "int": pl.Int64, "float": pl.Float64,
                                        "bool": pl.Boolean}))
@@ -270,6 +273,9 @@ class TracePartitions:
         One Parquet file per partition of whole traces (SPAN_SCHEMA).
     operations : dict of str to str
         ``{operation key: operation name}`` of every operation.
+    endpoints : dict of str to int
+        ``{operation key: traces}`` of root operations, most frequent first (per-partition
+        :func:`~tracesleuth.model.table.root_endpoints` summed).
     n_spans : int
         Spans read from the store (before a period's selection).
     scheduler : Scheduler
@@ -284,19 +290,7 @@ class TracePartitions:
     scheduler: Scheduler = field(repr=False)
     workdir: Path = field(repr=False)
     partition_spans: int = field(default=PARTITION_SPANS, repr=False)
-    _endpoints: dict | None = field(default=None, repr=False)
-
-    @property
-    def endpoints(self) -> dict:
-        """``{operation key: traces}`` of root operations, most frequent first (counted on Dask
-        when first asked for, as :func:`~tracesleuth.model.table.root_endpoints` in-process)."""
-        from dask import delayed
-
-        if self._endpoints is None:
-            counts = self.scheduler.compute([delayed(_root_endpoints)(f) for f in self.files],
-                                            "counting the root operations")
-            self._endpoints = merge_endpoints(*counts)
-        return self._endpoints
+    endpoints: dict = field(default_factory=dict)
 
     def table(self, endpoint: str | None = None, *, max_categories: int = MAX_CATEGORIES) -> "DaskTraceTable":
         """The trace table of ``endpoint`` (default the most frequent root operation): steps 2-3.
@@ -310,7 +304,7 @@ class TracePartitions:
         """
         from dask import delayed
 
-        key = resolve_endpoint(endpoint, self.operations, self.endpoints if endpoint is None else {})
+        key = resolve_endpoint(endpoint, self.operations, self.endpoints)
         folder = Path(tempfile.mkdtemp(prefix="table-", dir=self.workdir))
         built = self.scheduler.compute([delayed(_requests_part)(f, key, folder / f"requests-{k:06d}.parquet",
                                                                 max_categories) for k, f in enumerate(self.files)],
@@ -318,7 +312,6 @@ class TracePartitions:
         report = AssemblyReport()
         for b in built:
             report = report.merge(b["assembly"])
-        endpoints = merge_endpoints(*(b["endpoints"] for b in built))
         built = [b for b in built if b["requests"]]
         if not built:
             raise EmptyDataError(f"no request of endpoint {key!r}")
@@ -332,7 +325,7 @@ class TracePartitions:
         for b in built:
             b["path"].unlink(missing_ok=True)
         return DaskTraceTable(
-            path=folder, parts=parts, endpoint=key, operations=tuple(ops), assembly=report, endpoints=endpoints,
+            path=folder, parts=parts, endpoint=key, operations=tuple(ops), assembly=report, endpoints=self.endpoints,
             dropped_attributes=chosen.dropped, n_requests=sum(b["requests"] for b in built), n_spans=self.n_spans,
             by_trace=tuple(Path(b["spans_path"]) for b in built), scheduler=self.scheduler, workdir=self.workdir,
             partition_spans=self.partition_spans, store=self.store)
@@ -397,8 +390,11 @@ def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None,
     work = _workdir(workdir, parts.store)
     try:
         n_partitions = max(1, math.ceil(parts.n_spans / partition_spans))
-        spans = parts.dataframe()
-        spans = spans.map_partitions(_attributes_as_text, meta=_attributes_as_text(spans._meta))
+        import dask.dataframe as dd
+
+        # One partition per row group of a part (about ROW_GROUP_SPANS spans: a task's memory).
+        pieces = [(str(f), g) for f, n in zip(parts.files, parts.row_groups) for g in range(n)]
+        spans = dd.from_map(_shuffle_input, *zip(*pieces), meta=_shuffle_input(None, 0), enforce_metadata=False)
         shuffled = spans.shuffle(on=S.TRACE_ID, npartitions=n_partitions,
                                  shuffle_method="tasks" if scheduler.client is None else SHUFFLE_METHOD)
         (work / "by-trace").mkdir()
@@ -410,6 +406,7 @@ def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None,
                                  f"{parts.store}: no span")
         return TracePartitions(files=tuple(f["path"] for f in found),
                                operations={k: n for f in found for k, n in f["operations"].items()},
+                               endpoints=merge_endpoints(*(f["endpoints"] for f in found)),
                                n_spans=parts.n_spans, store=parts.store, scheduler=scheduler, workdir=work,
                                partition_spans=partition_spans)
     except BaseException:
@@ -472,19 +469,14 @@ def _write_by_trace(partition, path: Path, period: tuple | None) -> dict:
     spans = _attributes_from_text(pa.Table.from_pandas(partition, preserve_index=False).select(list(S.SPAN_COLUMNS)))
     if period is not None:
         spans = traces_starting_between(spans, *period)
-    out = {"path": Path(path), "spans": spans.num_rows, "operations": {}}
+    out = {"path": Path(path), "spans": spans.num_rows, "operations": {}, "endpoints": {}}
     if spans.num_rows == 0:
         return out
-    _atomic_write(path, lambda tmp: pq.write_table(spans, tmp, **SPAN_PARQUET_OPTIONS))
-    pairs = spans.group_by([S.SERVICE, S.OPERATION]).aggregate([])
-    out["operations"] = {f"{s}:{o}": o for s, o in zip(pairs.column(S.SERVICE).to_pylist(),
-                                                        pairs.column(S.OPERATION).to_pylist())}
+    _atomic_write(path, lambda tmp: pq.write_table(spans, tmp, **_BY_TRACE_PARQUET))
+    codes = encode_spans(spans.drop_columns([S.ATTRIBUTES]))
+    out["operations"] = dict(zip(codes.operation_keys, codes.operation_names))
+    out["endpoints"] = root_endpoints(codes)
     return out
-
-
-def _root_endpoints(path: Path) -> dict:
-    """The root operations of one partition of whole traces."""
-    return root_endpoints(encode_spans(_read_by_trace(path).drop_columns([S.ATTRIBUTES])))
 
 
 def _requests_part(path: Path, endpoint: str, out: Path, max_categories: int) -> dict:
@@ -494,7 +486,7 @@ def _requests_part(path: Path, endpoint: str, out: Path, max_categories: int) ->
     attributes = attributes_of(spans)
     tree, report = assemble_codes(codes, attributes)
     result = {"path": Path(out), "spans_path": str(path), "assembly": report, "requests": 0, "operations": [],
-              "instanced": [], "attributes": None, "endpoints": root_endpoints(codes)}
+              "instanced": [], "attributes": None}
     if endpoint not in codes.operation_keys:
         return result
     requests = partition_requests(codes, tree, codes.operation_keys.index(endpoint), spans)
@@ -528,22 +520,31 @@ def _calls_part(path: str, endpoint: str, requests: pl.DataFrame, partition_span
     return calls.with_columns(requests[S.REQUEST].gather(calls[S.REQUEST]).alias(S.REQUEST))
 
 
-def _attributes_as_text(partition):
-    """The attributes column of a partition (pandas) as JSON text, ``""`` for an empty list.
+def _shuffle_input(path: str | None, row_group: int):
+    """One row group of a store's part, as the shuffle takes it: pandas with pyarrow-backed
+    columns, the attributes as JSON text (``""`` for an empty list). ``path`` None: no row (the
+    collection's metadata).
 
     Dask's peer-to-peer shuffle cannot carry a nested Arrow column (pandas cannot read back the
     dtype ``list<struct<...>>[pyarrow]`` it records), so the attributes cross it as text, which
-    round-trips exactly (:func:`_attributes_from_text`)."""
+    round-trips exactly (:func:`_attributes_from_text`). The part is read by pyarrow and handed
+    to pandas without copies, the attributes encoded by polars."""
     import pandas as pd
 
-    column = pa.Table.from_pandas(partition[[S.ATTRIBUTES]], preserve_index=False).column(0)
-    lists = pl.Series(S.ATTRIBUTES, column)
+    from ..errors import TraceFormatError
+
+    if path is None:
+        spans = S.SPAN_SCHEMA.empty_table()
+    else:
+        try:
+            spans = pq.ParquetFile(path).read_row_group(row_group).select(list(S.SPAN_COLUMNS)).cast(S.SPAN_SCHEMA)
+        except (OSError, pa.ArrowException) as e:
+            raise TraceFormatError(path, f"cannot be read: {e}") from None
+    lists = pl.Series(S.ATTRIBUTES, spans.column(S.ATTRIBUTES))
     text = pl.select(pl.when(lists.list.len() == 0).then(pl.lit("")).otherwise(
-        pl.struct(lists).struct.json_encode())).to_series()
-    out = partition.copy()
-    out[S.ATTRIBUTES] = pd.Series(pd.arrays.ArrowExtensionArray(text.to_arrow().cast(pa.large_string())),
-                                  index=partition.index)
-    return out
+        pl.struct(lists).struct.json_encode())).to_series().to_arrow().cast(pa.large_string())
+    spans = spans.set_column(spans.column_names.index(S.ATTRIBUTES), S.ATTRIBUTES, text)
+    return spans.to_pandas(types_mapper=pd.ArrowDtype)
 
 
 def _attributes_from_text(spans: pa.Table) -> pa.Table:
