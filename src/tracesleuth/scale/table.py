@@ -169,15 +169,12 @@ class DaskTraceTable:
             pl.Series(S.REQUEST, np.arange(requests.height, dtype=np.int64)), pl.Series(PART, part_of_row))
         tasks = [delayed(_calls_part)(self.by_trace[k], self.endpoint, group.drop(PART), self.partition_spans)
                  for (k,), group in rows.partition_by(PART, as_dict=True).items()]
-        pieces = [p for p in self.scheduler.compute(tasks, "building the call view") if p.height]
-        from ..model.flows import _SCHEMA
-
-        if not pieces:
-            return pl.DataFrame(schema=_SCHEMA)
-        return pl.concat(pieces).sort(S.REQUEST, maintain_order=True)
+        # Each piece is in request order and a request lies in one piece (as in-process).
+        return pl.concat(self.scheduler.compute(tasks, "building the call view")).sort(S.REQUEST, maintain_order=True)
 
     def to_parquet(self, path) -> Path:
-        """Move (or copy) the table's parts into the directory ``path`` (made; must not exist)."""
+        """Copy the table's parts into the directory ``path`` (made, whole or not at all; it must not
+        exist): a Parquet dataset any reader takes (``polars.read_parquet(path)``)."""
         path = Path(path)
         if path.exists():
             raise ParameterError(f"--output {path}: exists; give a new directory for the table's parts")
@@ -257,6 +254,8 @@ class CollectedTraceTable(TraceTable):
         return StoreSpans.of(self.source, self.source.store)
 
     def calls(self) -> pl.DataFrame:
+        """The call view (as :meth:`TraceTable.calls <tracesleuth.model.TraceTable.calls>`), built on
+        Dask from the spans shuffled by trace id when first asked for, and kept."""
         if "calls" not in self._cache:
             self._cache["calls"] = self.source.calls(self.part_of_row, self.frame.select(S.TRACE_ID, S.SPAN_ID))
         return self._cache["calls"]
@@ -302,10 +301,17 @@ class TracePartitions:
         ParameterError
             ``endpoint`` matches no operation.
         """
-        from dask import delayed
-
         key = resolve_endpoint(endpoint, self.operations, self.endpoints)
         folder = Path(tempfile.mkdtemp(prefix="table-", dir=self.workdir))
+        try:
+            return self._table(key, folder, max_categories)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+
+    def _table(self, key: str, folder: Path, max_categories: int) -> "DaskTraceTable":
+        from dask import delayed
+
         built = self.scheduler.compute([delayed(_requests_part)(f, key, folder / f"requests-{k:06d}.parquet",
                                                                 max_categories) for k, f in enumerate(self.files)],
                                        "building the requests")
