@@ -357,3 +357,38 @@ def test_validation_shortcuts_change_nothing(rows, int_times):
         r[0] not in _BAD_TRACE_IDS and r[1] not in _BAD_SPAN_IDS and r[2] not in _BAD_SPAN_IDS
         and digits(r[3]) and digits(r[4]) and r[5] in ("s", "shop") for r in rows)
     assert (_builder._as_is(arrow, None) is not None) == clean
+
+
+_py_ids = st.one_of(hex_id(32), hex_id(16), st.sampled_from(["", "ABC", " 42", "0" * 16]), st.none(),
+                    st.integers(0, 2**70), st.binary(max_size=4))
+_py_times = st.one_of(st.integers(-5, 2**62), st.integers(2**63, 2**64), st.sampled_from([1.0, 1.5, 2e3, float("nan")]),
+                      st.integers(0, 2**40).map(str), st.sampled_from(["", " 7", "x", True]), st.none())
+
+
+@SETTINGS
+@given(rows=st.lists(st.tuples(_py_ids, _py_ids, _py_ids, _py_times, _py_times,
+                               st.one_of(st.sampled_from(["s", " s", ""]), st.none(), st.integers(0, 3))),
+                     min_size=1, max_size=8))
+def test_builder_arrow_fast_path_changes_nothing(rows):
+    """The builder hands plainly typed spans to :func:`validate_spans` as an Arrow table (no
+    polars round trip); any other Python value (a float, bool or byte-string time or id, an
+    integer beyond int64) takes polars' conversion. Either way, the same spans and log."""
+    from unittest import mock
+
+    from tracesleuth.io import _builder
+
+    def flush(builder_patch):
+        log = RejectLog()
+        builder = _builder.SpanBatchBuilder("f", log)
+        for i, (tid, sid, pid, start, end, service) in enumerate(rows, 1):
+            builder.add(i, tid, sid, pid, service, "o", None, "server", start, end)
+        with builder_patch:
+            batch = builder.flush()
+        return batch, log.rows
+
+    from contextlib import nullcontext
+
+    fast, fast_log = flush(nullcontext())
+    slow, slow_log = flush(mock.patch.object(_builder.SpanBatchBuilder, "_arrow_raw", lambda self: None))
+    assert fast.equals(slow)
+    assert fast_log == slow_log

@@ -99,3 +99,38 @@ def test_zipkin_post_is_limited_like_a_file(store):
     assert {"service name cut to its first 256 characters", "attribute list cut to its first 128 attributes",
             "attribute value cut to its first 4096 characters"} <= reasons
     assert any(r.startswith("negative timestamp") for r in reasons)
+
+
+def test_configured_limits_apply_to_the_collector_and_the_readers(store, tmp_path, monkeypatch):
+    """Limits given (or set in the SDK's environment variables) replace the defaults everywhere:
+    the collector, ``read_spans`` of trace files and an attribute value cut while it is read."""
+    from tracesleuth.io import SpanLimits
+
+    attributes = [{"key": f"k{j}", "value": {"stringValue": "v" * 50}} for j in range(10)]
+    body = _otlp([_span("b7ad6b7169203331", attributes=attributes)])
+    limits = SpanLimits(max_attributes=4, max_attribute_value_chars=20)
+    with TestClient(create_app(store, span_limits=limits)) as client:
+        assert client.post("/v1/traces", content=body, headers=JS).status_code == 200
+    (row,) = read_spans(str(store)).spans.to_pylist()
+    assert [(a["key"], len(a["str"])) for a in row[S.ATTRIBUTES]] == [(f"k{j}", 20) for j in range(4)]
+
+    path = tmp_path / "spans.json"
+    path.write_bytes(body)
+    assert len(read_spans(path, limits=limits).spans.to_pylist()[0][S.ATTRIBUTES]) == 4
+    assert sum(a["key"].startswith("k") for a in read_spans(path).spans.to_pylist()[0][S.ATTRIBUTES]) == 10
+    monkeypatch.setenv("OTEL_ATTRIBUTE_COUNT_LIMIT", "3")
+    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "2")  # the span-specific variable wins
+    monkeypatch.setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "")  # empty: unset
+    result = read_spans(path)
+    assert [len(a["str"]) for a in result.spans.to_pylist()[0][S.ATTRIBUTES]] == [50, 50]
+    assert "attribute list cut to its first 2 attributes" in {r["reason"] for r in result.rejects.to_pylist()}
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "ten", "2.5"])
+def test_a_bad_limit_variable_is_named(monkeypatch, value):
+    from tracesleuth.errors import ParameterError
+    from tracesleuth.io import SpanLimits
+
+    monkeypatch.setenv("OTEL_SPAN_LINK_COUNT_LIMIT", value)
+    with pytest.raises(ParameterError, match=f"OTEL_SPAN_LINK_COUNT_LIMIT must be a positive integer.*{value!r}"):
+        SpanLimits.from_environment()

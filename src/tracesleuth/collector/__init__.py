@@ -43,7 +43,7 @@ __all__ = ["CollectorError", "PortInUseError", "create_app", "serve"]
 
 def create_app(store_path, *, token: str | None = None, flush_interval_seconds: float = 1.0,
                max_body_bytes: int = 16 * MiB, max_queue_bytes: int = 64 * MiB, max_queue_requests: int = 64,
-               max_wal_bytes: int = 1024 * MiB, retry_after_seconds: int = 1):
+               max_wal_bytes: int = 1024 * MiB, retry_after_seconds: int = 1, span_limits=None):
     """The receiver as an ASGI application (Starlette), for any ASGI server or a test client.
 
     The store is opened, the WAL replayed and the background threads started by the app's
@@ -74,14 +74,15 @@ def create_app(store_path, *, token: str | None = None, flush_interval_seconds: 
     settings = CollectorSettings(token=token, flush_interval_seconds=flush_interval_seconds,
                                  max_body_bytes=max_body_bytes, max_queue_bytes=max_queue_bytes,
                                  max_queue_requests=max_queue_requests, max_wal_bytes=max_wal_bytes,
-                                 retry_after_seconds=retry_after_seconds)
+                                 retry_after_seconds=retry_after_seconds,
+                                 span_limits=_span_limits(span_limits))
     return build_app(Collector(store_path, settings))
 
 
 def serve(store_path, *, host: str = "127.0.0.1", port: int = 4318, token: str | None = None,
           flush_interval_seconds: float = 1.0, max_body_bytes: int = 16 * MiB, max_queue_bytes: int = 64 * MiB,
           max_queue_requests: int = 64, max_wal_bytes: int = 1024 * MiB, retry_after_seconds: int = 1,
-          max_connections: int = 1024, log_level: str = "warning",
+          max_connections: int = 1024, log_level: str = "warning", span_limits=None,
           on_ready: Callable[[str], None] | None = None) -> dict:
     """Receive spans over HTTP into a span store until SIGINT or SIGTERM.
 
@@ -117,6 +118,11 @@ def serve(store_path, *, host: str = "127.0.0.1", port: int = 4318, token: str |
         ``Retry-After`` of 429 and 503 answers, in seconds.
     max_connections : int, default=1024
         Open connections and requests uvicorn serves at once before answering 503 itself.
+    span_limits : tracesleuth.io.SpanLimits, optional
+        Bounds on the names and attributes of each span, cut and reported (partial success
+        message, ``/stats`` warnings) as the readers do; default: the OpenTelemetry SDK's
+        environment variables (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``...), else its defaults
+        (:meth:`tracesleuth.io.SpanLimits.from_environment`).
     log_level : str, default="warning"
         uvicorn's log level; the receiver's own warnings (replay, flush errors) go to the
         ``tracesleuth.collector`` logger.
@@ -164,7 +170,8 @@ def serve(store_path, *, host: str = "127.0.0.1", port: int = 4318, token: str |
     settings = CollectorSettings(token=token, flush_interval_seconds=flush_interval_seconds,
                                  max_body_bytes=max_body_bytes, max_queue_bytes=max_queue_bytes,
                                  max_queue_requests=max_queue_requests, max_wal_bytes=max_wal_bytes,
-                                 retry_after_seconds=retry_after_seconds)
+                                 retry_after_seconds=retry_after_seconds,
+                                 span_limits=_span_limits(span_limits))
     check_int("max_connections", max_connections, 1, owner="serve")
     check_address(host, port, token, log_level)
     sock = bind(host, port)
@@ -179,3 +186,9 @@ def serve(store_path, *, host: str = "127.0.0.1", port: int = 4318, token: str |
     finally:
         sock.close()
     return collector.stats.to_dict(**collector.gauges())
+
+
+def _span_limits(limits):
+    from ..io import SpanLimits
+
+    return SpanLimits.from_environment() if limits is None else limits

@@ -170,7 +170,7 @@ class DecodedRequest:
         return f"{head}: " + "; ".join(parts) + more
 
 
-def decode(fmt: str, body: bytes, source: str) -> DecodedRequest:
+def decode(fmt: str, body: bytes, source: str, *, limits=None) -> DecodedRequest:
     """Check a (decompressed) body as one whole message, then read its spans.
 
     Parameters
@@ -181,6 +181,8 @@ def decode(fmt: str, body: bytes, source: str) -> DecodedRequest:
         The decompressed body.
     source : str
         Names the request in the rejects (their ``source`` column).
+    limits : tracesleuth.io.SpanLimits, optional
+        Bounds on names and attributes (default: the SDK's defaults).
 
     Returns
     -------
@@ -201,7 +203,7 @@ def decode(fmt: str, body: bytes, source: str) -> DecodedRequest:
         return DecodedRequest(spans=S.empty_spans(), rejects=S.REJECT_SCHEMA.empty_table(), spans_rejected=0,
                               reasons=[])
     log = RejectLog()
-    builder = SpanBatchBuilder(source, log)
+    builder = SpanBatchBuilder(source, log, limits=limits)
     batches = list(_reader(fmt)(io.BytesIO(body), builder))
     deep = next((r for r in log.rows if r[3].startswith(NESTED_TOO_DEEP)), None)
     if deep is not None:  # a body with such a record is refused whole, like any malformed body

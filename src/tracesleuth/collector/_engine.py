@@ -141,7 +141,8 @@ class Collector:
     async def decode(self, fmt: str, body: bytes, source: str) -> tuple[DecodedRequest, bytes | None]:
         """Decode a body in a decode thread; also returns its WAL record (None when it holds
         neither spans nor rejects)."""
-        return await asyncio.get_running_loop().run_in_executor(self._pool, _decode_and_encode, fmt, body, source)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, _decode_and_encode, fmt, body, source,
+                                                                self.settings.span_limits)
 
     async def commit(self, record: bytes) -> None:
         """Append ``record`` to the WAL and wait until it is durable.
@@ -188,8 +189,8 @@ class Collector:
         self.stats.add(flush_errors=1)
 
 
-def _decode_and_encode(fmt: str, body: bytes, source: str) -> tuple[DecodedRequest, bytes | None]:
-    decoded = decode(fmt, body, source)
+def _decode_and_encode(fmt: str, body: bytes, source: str, limits=None) -> tuple[DecodedRequest, bytes | None]:
+    decoded = decode(fmt, body, source, limits=limits)
     if decoded.spans.num_rows == 0 and decoded.rejects.num_rows == 0:
         return decoded, None
     return decoded, encode_record(decoded.spans, decoded.rejects)

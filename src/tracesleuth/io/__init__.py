@@ -38,13 +38,14 @@ import pyarrow as pa
 
 from .. import schema as S
 from ..errors import NoSpansError, TraceFormatError
-from ._builder import SpanBatchBuilder, RejectLog, normalize_kind, rejects_by_reason
+from ._builder import RejectLog, SpanBatchBuilder, SpanLimits, normalize_kind, rejects_by_reason
 from ._jsondoc import MAX_DEPTH, REST_NOT_READ
 from ._source import FORMATS, detect_format, expand_paths, is_compressed, open_binary, peek, stream_damage
 from .tabular import PRESETS, TabularMapping
 
 __all__ = [
-    "FORMATS", "MAX_DEPTH", "PRESETS", "REST_NOT_READ", "RejectLog", "SpanBatchBuilder", "SpanReadResult", "TabularMapping",
+    "FORMATS", "MAX_DEPTH", "PRESETS", "REST_NOT_READ", "RejectLog", "SpanBatchBuilder", "SpanLimits", "SpanReadResult",
+    "TabularMapping",
     "detect_format", "expand_paths", "iter_span_batches", "normalize_kind", "read_spans", "rejects_by_reason",
 ]
 
@@ -109,7 +110,8 @@ class SpanReadResult:
 
 def iter_span_batches(paths, *, format: str | None = None, mapping: TabularMapping | str | None = None,
                       log: RejectLog | None = None, formats: dict | None = None,
-                      batch_spans: int | None = None, damaged: list | None = None) -> Iterator[pa.RecordBatch]:
+                      batch_spans: int | None = None, damaged: list | None = None,
+                      limits: SpanLimits | None = None) -> Iterator[pa.RecordBatch]:
     """Stream spans from ``paths`` as Arrow record batches, file by file.
 
     Parameters
@@ -133,6 +135,9 @@ def iter_span_batches(paths, *, format: str | None = None, mapping: TabularMappi
         stream, a JSON document or protobuf stream broken before its end, a read error): their
         records before the damage are read, the damage is in ``log`` (record 0 for a
         compressed stream: ``"read stopped early: truncated gzip stream at byte N: ..."``).
+    limits : SpanLimits, optional
+        Bounds on names and attributes, cut and reported as warnings (default: the OpenTelemetry
+        SDK's environment variables, else the SDK's defaults; :meth:`SpanLimits.from_environment`).
 
     Yields
     ------
@@ -149,15 +154,16 @@ def iter_span_batches(paths, *, format: str | None = None, mapping: TabularMappi
         raise TraceFormatError("<format>", f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
     if isinstance(mapping, str) and mapping not in PRESETS:
         raise TraceFormatError("<mapping>", f"unknown column mapping {mapping!r}; presets: {', '.join(PRESETS)}")
+    limits = SpanLimits.from_environment() if limits is None else limits
     files = list(expand_paths(paths))
     if len(files) <= 1:
         for path in files:
-            yield from _read_file(path, format, mapping, log, formats, batch_spans, damaged)
+            yield from _read_file(path, format, mapping, log, formats, batch_spans, limits, damaged)
         return
 
     def read_whole(path):
         file_log, file_formats, file_damaged = RejectLog(), {}, []
-        batches = list(_read_file(path, format, mapping, file_log, file_formats, batch_spans, file_damaged))
+        batches = list(_read_file(path, format, mapping, file_log, file_formats, batch_spans, limits, file_damaged))
         return batches, file_log, file_formats, file_damaged
 
     # Small files are read ahead on worker threads (their parsing and checks release the GIL),
@@ -172,7 +178,7 @@ def iter_span_batches(paths, *, format: str | None = None, mapping: TabularMappi
                         ahead[j] = pool.submit(read_whole, files[j])
                 future = ahead.pop(i, None)
                 if future is None:  # a large file streams in this thread
-                    yield from _read_file(path, format, mapping, log, formats, batch_spans, damaged)
+                    yield from _read_file(path, format, mapping, log, formats, batch_spans, limits, damaged)
                     continue
                 batches, file_log, file_formats, file_damaged = future.result()
                 log.merge(file_log)
@@ -202,7 +208,7 @@ def _small(path) -> bool:
 
 
 def _read_file(path, format, mapping, log: RejectLog, formats: dict | None, batch_spans: int | None,
-               damaged: list | None = None) -> Iterator[pa.RecordBatch]:
+               limits: SpanLimits, damaged: list | None = None) -> Iterator[pa.RecordBatch]:
     """The spans of one file (problems go to ``log``; the file goes to ``damaged`` when it could
     not be read to its end)."""
     source = str(path)
@@ -241,7 +247,7 @@ def _read_file(path, format, mapping, log: RejectLog, formats: dict | None, batc
             return
         if formats is not None:
             formats[source] = fmt
-        builder = SpanBatchBuilder(source, log, **({"batch_spans": batch_spans} if batch_spans else {}))
+        builder = SpanBatchBuilder(source, log, limits=limits, **({"batch_spans": batch_spans} if batch_spans else {}))
         kwargs = {"mapping": mapping} if fmt in ("csv", "parquet") else {}
         if fmt == "csv" and compressed:
             kwargs["damaged"] = lambda: stream_damage(opened)
@@ -293,7 +299,8 @@ def _mark_damaged(damaged: list | None, source: str) -> None:
 
 
 def read_spans(paths, *, format: str | None = None, mapping: TabularMapping | str | None = None,
-               on_batch: Callable[[pa.RecordBatch], None] | None = None) -> SpanReadResult:
+               on_batch: Callable[[pa.RecordBatch], None] | None = None,
+               limits: SpanLimits | None = None) -> SpanReadResult:
     """Read every span in ``paths`` (trace files or a span store) into one table.
 
     Parameters
@@ -309,6 +316,9 @@ def read_spans(paths, *, format: str | None = None, mapping: TabularMapping | st
     on_batch : callable, optional
         Called with each :class:`pyarrow.RecordBatch` as it is read (progress reporting); it
         must not modify the batch.
+    limits : SpanLimits, optional
+        Bounds on names and attributes for trace files, as for :func:`iter_span_batches` (a
+        span store's spans were bounded when they were stored).
 
     Returns
     -------
@@ -351,7 +361,7 @@ def read_spans(paths, *, format: str | None = None, mapping: TabularMapping | st
     damaged: list = []
     batches = []
     for batch in iter_span_batches(paths, format=format, mapping=mapping, log=log, formats=formats,
-                                   damaged=damaged):
+                                   damaged=damaged, limits=limits):
         batches.append(batch)
         if on_batch is not None:
             on_batch(batch)

@@ -13,9 +13,10 @@ is kept, cut, and reported as a warning.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import orjson
@@ -103,6 +104,57 @@ class SpanLimits:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ParameterError(f"The {f.name!r} parameter of SpanLimits must be an int in the range "
                                      f"[1, inf) or None. Got {value!r} instead.")
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> "SpanLimits":
+        """The limits the OpenTelemetry SDK's environment variables set, the defaults elsewhere.
+
+        What an operator set for the SDK that produced the spans applies to reading them:
+        ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`` (else ``OTEL_ATTRIBUTE_COUNT_LIMIT``) bounds
+        ``max_attributes``, ``OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT`` (else
+        ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``) ``max_attribute_value_chars``,
+        ``OTEL_SPAN_EVENT_COUNT_LIMIT`` ``max_events`` and ``OTEL_SPAN_LINK_COUNT_LIMIT``
+        ``max_links``; the specification's precedence (the span-specific variable first). An
+        empty variable is unset. Name bounds have no OpenTelemetry variable and keep their
+        defaults. :func:`tracesleuth.io.read_spans`, ``tracesleuth ingest`` and the collector use
+        these limits unless given others.
+
+        Parameters
+        ----------
+        environ : mapping of str to str, optional
+            Default :data:`os.environ`.
+
+        Raises
+        ------
+        ParameterError
+            A variable that is not a positive integer, named with its value.
+
+        Examples
+        --------
+        >>> SpanLimits.from_environment({"OTEL_ATTRIBUTE_COUNT_LIMIT": "32"}).max_attributes
+        32
+        """
+        environ = os.environ if environ is None else environ
+        values = {}
+        for name, variables in _LIMIT_VARIABLES.items():
+            variable = next((v for v in variables if environ.get(v, "").strip()), None)
+            if variable is None:
+                continue
+            text = environ[variable].strip()
+            if not (text.isascii() and text.isdigit() and int(text) >= 1):
+                raise ParameterError(f"The environment variable {variable} must be a positive integer "
+                                     f"(the {name!r} span limit). Got {environ[variable]!r} instead.")
+            values[name] = int(text)
+        return cls(**values) if values else DEFAULT_SPAN_LIMITS
+
+
+#: OpenTelemetry environment variables of each :class:`SpanLimits` bound, by precedence.
+_LIMIT_VARIABLES = {
+    "max_attributes": ("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT"),
+    "max_attribute_value_chars": ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"),
+    "max_events": ("OTEL_SPAN_EVENT_COUNT_LIMIT",),
+    "max_links": ("OTEL_SPAN_LINK_COUNT_LIMIT",),
+}
 
 
 #: The limits applied when none are given (:class:`SpanLimits`' defaults).
@@ -367,6 +419,10 @@ class SpanBatchBuilder:
                 fields=list(S.ATTRIBUTE_TYPE),
             ),
         )
+        fast = self._arrow_raw()
+        if fast is not None:  # every field of the plain type: the vectorized path of an Arrow table
+            self._reset()
+            return validate_spans(fast, attrs, self.source, self.log, limits=self.limits)
         raw = pl.DataFrame(
             {
                 "_record": pl.Series(self.record, dtype=pl.Int64),
@@ -386,6 +442,31 @@ class SpanBatchBuilder:
         self._reset()
         return validate_spans(raw, attrs, self.source, self.log, limits=self.limits)
 
+
+    def _arrow_raw(self) -> pa.Table | None:
+        """The waiting spans as an Arrow table of :data:`RAW_COLUMNS` when every value has its
+        plain Python type (``str`` ids and names, ``int`` times within int64), else None (then
+        polars converts them, as it does any other input). Arrow infers the types, so that a
+        float or a byte string is never coerced on the way."""
+        columns = {"_record": self.record, "_raw_trace": self.trace_id, "_raw_span": self.span_id,
+                   "_raw_parent": self.parent_span_id, S.SERVICE: self.service, S.OPERATION: self.operation,
+                   S.INSTANCE: self.instance, S.KIND: self.kind, "_start": self.start_ns, "_end": self.end_ns,
+                   S.STATUS: self.status, S.FOLLOWS_FROM: self.follows_from}
+        arrays = {}
+        for name, values in columns.items():
+            try:
+                array = pa.array(values)
+            except (TypeError, ValueError, OverflowError, pa.ArrowException):
+                return None
+            expected = _ARROW_RAW_TYPES.get(name, pa.string())
+            if array.type != expected and not (pa.types.is_null(array.type) and name in _NULLABLE_RAW):
+                return None
+            arrays[name] = array.cast(expected)
+        return pa.table(arrays)
+
+
+_ARROW_RAW_TYPES = {"_record": pa.int64(), "_start": pa.int64(), "_end": pa.int64(), S.FOLLOWS_FROM: pa.bool_()}
+_NULLABLE_RAW = ("_raw_parent", S.INSTANCE)
 
 #: Columns of the raw frame :func:`validate_spans` takes (ids and times not yet normalised).
 RAW_COLUMNS = ("_record", "_raw_trace", "_raw_span", "_raw_parent", S.SERVICE, S.OPERATION, S.INSTANCE,

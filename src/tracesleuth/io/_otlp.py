@@ -225,7 +225,7 @@ class ResourceContext:
     __slots__ = ("service", "instance", "keys", "columns")
 
     def __init__(self, items: Iterable[tuple[str, Any]], builder: SpanBatchBuilder, record: int):
-        scratch = SpanBatchBuilder(builder.source, builder.log)
+        scratch = SpanBatchBuilder(builder.source, builder.log, limits=builder.limits)
         values: dict[str, Any] = {}
         for key, value in items:
             if key in values:  # a repeated key (the spec forbids it): the first wins, as in the collector

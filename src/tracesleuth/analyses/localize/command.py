@@ -78,7 +78,7 @@ def localize(paths: PathsArg,
              top_k: Annotated[int, typer.Option("--top-k", metavar="INT", help="Methods whose instances are "
                               "compared.")] = 5,
              paper: Annotated[bool, typer.Option("--paper", help="The paper's method exactly: classical PCA on raw "
-                              "latencies, SPE alone, any significant difference.")] = False,
+                              "latencies, SPE alone, any significant difference, no changes within the window.")] = False,
              seed: SeedOpt = 0, format: FormatOpt = None, mapping: MappingOpt = None, scheduler: SchedulerOpt = None,
              json: JsonOpt = False) -> None:
     """Root-cause localization (Mi et al., Sci China Inf Sci 2012) from one period's traces, no

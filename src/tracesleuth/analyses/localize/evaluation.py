@@ -16,7 +16,8 @@ Real faults (:func:`evaluate_real`, ../shared/data/nezha)
 ----------------------------------------------------------
 Each recorded fault's windows analysed alone, with no baseline: the inject-minute file (the
 minute before the fault) and the two minutes after it (:mod:`tracesleuth.evaluation.nezha`), every
-root endpoint (:func:`tracesleuth.model.root_tables`). Per fault, the rank of the injected service in
+root endpoint (:func:`tracesleuth.model.root_tables`), with the estimator's default settings (the
+paper's method and the changes within the window). Per fault, the rank of the injected service in
 ``services`` and, where that service ran on several instances, whether the injected pod is the
 top instance of its most suspicious method. Per fault type: top-1 and top-3 counts.
 """
@@ -40,7 +41,7 @@ __all__ = ["LocalizeEvaluation", "PAPER_SETTINGS", "evaluate", "evaluate_real", 
 #: cluster tested, a method anomalous on a significant two-sided Mann-Whitney test whatever its
 #: effect size.
 PAPER_SETTINGS = {"robust": False, "combined": False, "log": False, "alternative": "two-sided", "min_effect": 0.5,
-                  "alarm_test": False}
+                  "alarm_test": False, "changes": False}
 LATENCY_FAULTS = ("cpu_contention", "cpu_consumed", "network_delay")
 
 _SIM_SCHEMA = {"scenario": pl.String, "seed": pl.Int64, "settings": pl.String, "adjusted": pl.Boolean,
@@ -179,7 +180,7 @@ def evaluate_fault(fault: RealFault, *, estimator_params: dict | None = None) ->
     if len(pods) > 1 and mine:
         ranked = [x for x in res.instances if x.operation_key == mine[0].operation_key]
         row["pod_top_instance"] = bool(ranked) and ranked[0].instance == fault.pod
-    if not res.anomalous_methods:
+    if not res.services:
         row["note"] = "nothing anomalous"
     return row
 

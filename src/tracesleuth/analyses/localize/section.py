@@ -1,7 +1,7 @@
 """The "Where it went wrong" report section of a root-cause localization, built from its result.
 
 Mi et al., Sci China Inf Sci 2012: the services ranked most suspicious first with their evidence;
-the anomalous methods with their suspicious scores (the paper's Figure 8 as bars); per major
+the series whose time rose within the window (beyond the paper, :mod:`.changes`); the anomalous methods with their suspicious scores (the paper's Figure 8 as bars); per major
 cluster, the normal/anomalous split by the squared prediction error against the Q-statistic; and
 for the top methods, the Jensen-Shannon dissimilarity ratio of each instance (Figure 9). Nothing
 here refits: every number comes from the fitted estimator's ``result_``.
@@ -101,15 +101,12 @@ def localization_section(result: Any) -> Section:
         ("endpoints", ", ".join(result.endpoints)), ("requests", result.n_requests),
         ("call sequences (clusters)", result.n_clusters), ("major clusters", len(result.clusters)),
         ("requests analysed", result.n_analysed), ("anomalous requests", f"{result.n_anomalous:,} ({share:.1%})"),
+        ("series tested for a change within the window", result.n_series or "—"),
         ("most suspicious service", Code(top.service) if top else "none"),
-        ("anomalous requests frequent since", _when(result.onset_ns))]))
+        ("since", _when(result.onset_ns))]))
     found = result.anomalous_methods
-    if not found:
-        section.add(Text([Strong(
-            "Nothing anomalous: no principal method's latency differs between the normal and the anomalous requests "
-            "of any cluster." if result.n_analysed else
-            "Nothing could be analysed: no major cluster had enough requests to split. Try a longer window, more "
-            "requests, or another endpoint.")]))
+    if not result.services:
+        section.add(Text([Strong(result.describe().splitlines()[1])]))
     for caveat in result.caveats:
         section.add(Text([Strong(caveat)]))
     if result.notes:
@@ -118,8 +115,23 @@ def localization_section(result: Any) -> Section:
         section.add(Table(["rank", "service", "score", "evidence"],
                           [[k + 1, Code(s.service), s.score, "; ".join(s.evidence)]
                            for k, s in enumerate(result.services[:MAX_ROWS])],
-                          caption="Services, most suspicious first (score: the suspicious score of the service's "
-                                  "most suspicious method; higher = more suspicious)"))
+                          caption="Services, most suspicious first (score: " + (
+                              "the largest slowdown attributed to the service, x-fold: a rise within the window or "
+                              "an anomalous method's anomalous / normal median" if result.n_series else
+                              "the suspicious score of the service's most suspicious method") + "; higher = more "
+                              "suspicious)"))
+    if result.changes:
+        section.add(Table(
+            ["service", "series", "rise", "median before", "median after", "calls before / after", "since",
+             "p-value", "for the window"],
+            [[Code(c.service), Code(c.key if c.kind == "self" else f"gap {c.key}"), f"{c.rise:,.1f}x",
+              format_duration_ns(c.median_before_ns), format_duration_ns(c.median_after_ns),
+              f"{c.calls_before:,} / {c.calls_after:,}", _when(c.onset_ns), c.p_value, c.p_family]
+             for c in result.changes[:MAX_ROWS]],
+            caption=f"Changes within the window: {len(result.changes):,} of {result.n_series:,} series (self times "
+                    "and gaps, over all requests) slower after a change point (one-sided Mann-Whitney; 'for the "
+                    "window': corrected for the cuts and series tried), largest rise first. A gap points to the "
+                    "callee, or to the caller when its calls to other services rose too."))
     if found:
         section.add(Table(
             ["rank", "method", "service", "score", "effect", "p-value", "normal median", "anomalous median"],
