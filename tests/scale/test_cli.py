@@ -106,3 +106,11 @@ def test_trace_files_are_not_a_store(capsys, shared_data):
     src = shared_data / "nezha/trainticket/2023-01-29/trace/08_43_trace.csv.gz"
     code, _, err = run(capsys, "table", str(src), "--scheduler", "threads")
     assert code == 2 and "tracesleuth ingest" in err
+
+
+def test_without_dask_the_message_says_how_to_install_it(capsys, monkeypatch, synthetic_store):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "dask.dataframe", None)  # as if Dask were not installed
+    code, _, err = run(capsys, "table", str(synthetic_store.path), "--scheduler", "threads")
+    assert code == 2 and "tracesleuth[dask]" in err and len(err.strip().splitlines()) == 1

@@ -77,8 +77,9 @@ def fit_patterns(estimator, table, *, sample: int | None = None, random_state=No
     -------
     (labels, requests)
         ``labels``: ndarray of int64, shape (n_requests,), as ``estimator.labels_``, for every
-        request of the table in table order; ``requests``: polars DataFrame of their
-        ``trace_id``, ``span_id`` and ``latency_ns``.
+        request of the table in table order (with ``sample``, ``estimator.labels_`` are the
+        sample's); ``requests``: polars DataFrame of their ``trace_id``, ``span_id`` and
+        ``latency_ns``.
 
     Raises
     ------
@@ -106,9 +107,8 @@ def _sample(table: DaskTraceTable, n: int, random_state):
     from dask import delayed
 
     rng = np.random.default_rng(random_state)
-    sizes = np.array(table.scheduler.compute([delayed(_rows)(p) for p in table.parts], "sizing the table's parts"))
-    chosen = np.sort(rng.choice(int(sizes.sum()), size=n, replace=False))
-    bounds = np.concatenate(([0], np.cumsum(sizes)))
+    chosen = np.sort(rng.choice(table.n_requests, size=n, replace=False))
+    bounds = np.concatenate(([0], np.cumsum(table.part_rows)))
     tasks = [delayed(_take)(p, chosen[(chosen >= a) & (chosen < b)] - a)
              for p, a, b in zip(table.parts, bounds[:-1], bounds[1:])]
     frame = pl.concat([f for f in table.scheduler.compute(tasks, "sampling the requests") if f.height]).sort(ORDER)
@@ -129,7 +129,7 @@ def _exact_scores(estimator, table: DaskTraceTable, sample: int, random_state, s
 
     result = estimator.result_
     if result.found and result.interval.high_ns == sample_slowest + 1:
-        slowest = max(table.scheduler.compute([delayed(_slowest)(p) for p in table.parts], "finding the slowest request"))
+        slowest = table.slowest_ns
         top = result.sub_intervals[-1]
         result = replace(result, interval=replace(result.interval, high_ns=slowest + 1),
                          split_points=result.split_points[:-1] + (slowest + 1,),
@@ -159,16 +159,6 @@ def _exact_scores(estimator, table: DaskTraceTable, sample: int, random_state, s
     labels = np.concatenate([c["labels"] for c in counted])
     order = frame.with_row_index("_row").sort(ORDER)["_row"].to_numpy()
     return labels[order], frame[order].drop(S.START_NS)
-
-
-def _rows(path) -> int:
-    import pyarrow.parquet as pq
-
-    return pq.ParquetFile(path).metadata.num_rows
-
-
-def _slowest(path) -> int:
-    return int(pl.read_parquet(path, columns=[S.LATENCY_NS])[S.LATENCY_NS].max())
 
 
 def _take(path, rows: np.ndarray) -> pl.DataFrame:

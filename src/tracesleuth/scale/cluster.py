@@ -145,13 +145,20 @@ def connect(scheduler: str, *, n_workers: int | None = None, memory_limit: int |
     Raises
     ------
     SchedulerError
-        The address cannot be reached within :data:`CONNECT_TIMEOUT_S` seconds, or the local
-        cluster cannot start; the message names the address.
+        Dask is not installed, the address cannot be reached within :data:`CONNECT_TIMEOUT_S`
+        seconds, or the local cluster cannot start; the message names the address.
     ParameterError
         ``scheduler`` is empty.
     """
     if not scheduler:
         raise ParameterError("--scheduler: give 'local', 'threads' or a Dask scheduler's address (tcp://host:8786)")
+    try:
+        import dask.dataframe  # noqa: F401 - both are optional dependencies: say so before anything runs
+        if scheduler != "threads":
+            import distributed  # noqa: F401
+    except ImportError as e:
+        raise SchedulerError(f"--scheduler {scheduler} needs Dask, which is not installed ({e}): "
+                             "pip install 'tracesleuth[dask]'") from None
     with ExitStack() as stack:
         if scheduler == "threads":
             chosen = Scheduler("threads", on_progress=on_progress)

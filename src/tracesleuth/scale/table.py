@@ -88,6 +88,10 @@ class DaskTraceTable:
         The table's directory (``part-<k>.parquet`` files).
     parts : tuple of Path
         The table's parts, one per trace partition with requests.
+    part_rows : tuple of int
+        Requests in each part.
+    slowest_ns : int
+        The largest latency of the table, ns.
     endpoint, operations, assembly, endpoints, dropped_attributes
         As :class:`~tracesleuth.model.TraceTable`'s.
     n_requests : int
@@ -104,6 +108,8 @@ class DaskTraceTable:
 
     path: Path
     parts: tuple
+    part_rows: tuple
+    slowest_ns: int
     endpoint: str
     operations: tuple
     assembly: AssemblyReport
@@ -327,11 +333,11 @@ class TracePartitions:
                                 max_categories)
         tasks = [delayed(_table_part)(b["path"], folder / f"part-{k:06d}.parquet", ops, instanced, chosen)
                  for k, b in enumerate(built)]
-        parts = tuple(self.scheduler.compute(tasks, "writing the table"))
+        parts, rows, slowest = zip(*self.scheduler.compute(tasks, "writing the table"))
         for b in built:
             b["path"].unlink(missing_ok=True)
         return DaskTraceTable(
-            path=folder, parts=parts, endpoint=key, operations=tuple(ops), assembly=report, endpoints=self.endpoints,
+            path=folder, parts=parts, part_rows=rows, slowest_ns=max(slowest), endpoint=key, operations=tuple(ops), assembly=report, endpoints=self.endpoints,
             dropped_attributes=chosen.dropped, n_requests=sum(b["requests"] for b in built), n_spans=self.n_spans,
             by_trace=tuple(Path(b["spans_path"]) for b in built), scheduler=self.scheduler, workdir=self.workdir,
             partition_spans=self.partition_spans, store=self.store)
@@ -507,15 +513,16 @@ def _requests_part(path: Path, endpoint: str, out: Path, max_categories: int) ->
     return result
 
 
-def _table_part(path: Path, out: Path, operations: list, instanced: set, chosen) -> Path:
-    """Step 3: one partition's requests with the whole table's columns."""
+def _table_part(path: Path, out: Path, operations: list, instanced: set, chosen) -> tuple[Path, int, int]:
+    """Step 3: one partition's requests with the whole table's columns; the part, its requests
+    and its slowest request's latency."""
     requests = pl.read_parquet(path)
     attributes = attribute_frame(requests[_ATTRIBUTES].to_arrow(), chosen)
     frame = with_table_columns(requests.drop(_ATTRIBUTES), operations, instanced)
     if attributes.width:
         frame = pl.concat([frame, attributes], how="horizontal")
     _atomic_write(out, frame.write_parquet)
-    return Path(out)
+    return Path(out), frame.height, int(frame[S.LATENCY_NS].max())
 
 
 def _calls_part(path: str, endpoint: str, requests: pl.DataFrame, partition_spans: int) -> pl.DataFrame:
