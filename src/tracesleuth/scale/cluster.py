@@ -87,6 +87,11 @@ class Scheduler:
 
         Tasks that raise re-raise here (a :class:`~tracesleuth.errors.TraceSleuthError` raised on
         a worker arrives as itself). Progress goes to :attr:`on_progress` as tasks finish.
+
+        Raises
+        ------
+        SchedulerError
+            A task killed every worker Dask ran it on (memory), or the scheduler went away.
         """
         import dask
 
@@ -110,11 +115,19 @@ class Scheduler:
             with _Ticks():
                 return list(dask.compute(*tasks, scheduler="threads"))
         from distributed import as_completed
+        from distributed.comm import CommClosedError
+        from distributed.scheduler import KilledWorker
 
-        futures = self.client.compute(tasks)
-        for k, _ in enumerate(as_completed(futures), start=1):
-            report(label, k, len(tasks))
-        return self.client.gather(futures)
+        try:
+            futures = self.client.compute(tasks)
+            for k, _ in enumerate(as_completed(futures), start=1):
+                report(label, k, len(tasks))
+            return self.client.gather(futures)
+        except KilledWorker as e:  # Dask ran it again on other workers, and they died too
+            raise SchedulerError(f"{label}: a task killed every worker that ran it ({e}); give the workers more "
+                                 "memory, or make the partitions smaller") from None
+        except CommClosedError as e:
+            raise SchedulerError(f"{label}: lost the Dask scheduler {self.name}: {e}") from None
 
 
 @contextmanager
