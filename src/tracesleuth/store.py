@@ -3,7 +3,7 @@
 Layout (version 2)::
 
     STORE/
-      tracesleuth-store.json     manifest: format version, layout and one entry per ingest
+      tracesleuth-store.json     manifest: format version (2) and one entry per ingest
       tracesleuth-store.lock     the writers' lock (``flock``); empty
       spans/date=<YYYY-MM-DD>/hour=<HH>/part-<n>.parquet
                                  spans (SPAN_SCHEMA) that start in that hour (UTC), append-only
@@ -77,8 +77,6 @@ READABLE_VERSIONS = (1, 2)
 LAYOUTS = {1: "flat", 2: "hour"}
 #: Nanoseconds per partition (an hour).
 PARTITION_NS = 3_600_000_000_000
-#: Hive partition columns of the span parts (strings, in the path only).
-PARTITION_COLUMNS = ("date", "hour")
 #: Partitions a writer keeps a part open in at once (spans of more hours close the least recent).
 MAX_OPEN_PARTITIONS = 8
 #: Spans per Parquet part written by an ingest.
