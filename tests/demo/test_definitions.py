@@ -11,12 +11,14 @@ from tracesleuth.demo import (
     DEFAULT_INSTANCES,
     LIVE_SERVICE,
     LIVE_SERVICES,
+    DemoResult,
     LiveDegradation,
     run_demo,
+    run_incident,
 )
 from tracesleuth.demo._catalog import DATABASE_SERVICES, QUERIES, create_databases, query_parameters
 from tracesleuth.demo._protocol import DemoConfig, ExportSettings, child_environment, describe_live, live_rpc
-from tracesleuth.demo._run import STOP_WAVES, DemoResult
+from tracesleuth.demo._run import STOP_WAVES
 from tracesleuth.errors import ParameterError
 from tracesleuth.evaluation.eshopper import (
     ASYNC_RPCS,
@@ -206,10 +208,34 @@ def test_a_workdir_holding_a_run_is_refused(tmp_path):
 
 
 def test_cli_demo_help_and_bad_settings(capsys):
+    import typer
+
+    from tracesleuth.cli.app import app
+    from tracesleuth.demo import DEFAULT_DURATION_S, DEFAULT_RATE_PER_S
+
     assert main(["demo", "--help"]) == 0
     assert "--noised" in capsys.readouterr().out
     assert main(["demo", "--rate", "0"]) == 2
     assert "rate_per_s" in capsys.readouterr().err
+    for argv, words in ((["demo", "--incident", "cart-service", "--noised"], "--noised and --interval"),
+                        (["demo", "--fault", "network-delay"], "add --incident SERVICE"),
+                        (["demo", "--incident", "shipping-service"], "'service' parameter of run_incident"),
+                        (["demo", "--incident", "web-service"], "'service' parameter of run_incident"),
+                        (["demo", "--incident", "cart-service", "--fault", "crash"], "'fault' parameter"),
+                        (["demo", "--incident", "cart-service", "--fault-delay", "20"], "Cannot read duration")):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err, (argv, err)
+    # The command's defaults are the library's.
+    params = {p.name: p.default for p in typer.main.get_command(app).commands["demo"].params}
+    assert (params["duration"], params["rate"]) == (DEFAULT_DURATION_S, DEFAULT_RATE_PER_S)
+
+
+def test_incident_settings_are_checked_before_anything_starts(tmp_path):
+    for kwargs, name in (({"fault": "x"}, "fault"), ({"delay_ns": 10}, "delay_ns"), ({"duration_s": 0}, "duration_s")):
+        with pytest.raises(ParameterError, match=f"'{name}' parameter of run_incident"):
+            run_incident("cart-service", workdir=tmp_path / "run", **kwargs)
+        assert not (tmp_path / "run").exists()
 
 
 def test_marking_is_checked():

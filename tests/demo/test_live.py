@@ -1,7 +1,10 @@
 """The live demo end to end: real processes, real HTTP, the OpenTelemetry SDK, the collector.
 
-Each test is bounded in time (a run of 30 s of load; interruptions within seconds) and checks,
-through /proc, that no process of the run is left behind.
+The tests assert quality, never wall time: the demo must recover what it injected, or say
+itself that the run is no result and why (a broken load, or a machine too busy to tell the
+injected delays apart) - never a silent wrong result. They hold beside a second CPU-bound
+process (``python3 -c 'while True: pass' &``): the default rate leaves the shop half a core's
+work. Each test checks, through /proc, that no process of the run is left behind.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import polars as pl
 import pytest
 
 from demo_support import processes_mentioning, wait_for, wait_until_gone, zombie_children
-from tracesleuth.demo import BAGGAGE_KEYS, DemoError, run_demo
+from tracesleuth.demo import (BAGGAGE_KEYS, DEFAULT_RATE_PER_S, EXIT_BROKEN, RECOVERY_F_SCORE, DemoError, run_demo,
+                              run_incident)
 from tracesleuth.io import read_spans
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
@@ -26,49 +30,77 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason=
 #: Spans of one homepage request: the load generator's client span, 13 server spans, 10 client
 #: and 2 producer spans, 12 SQLite queries.
 SPANS_PER_REQUEST = 38
-DURATION_S, RATE_PER_S, SEED = 40, 12, 0
+DURATION_S, RATE_PER_S, SEED = 60, DEFAULT_RATE_PER_S, 0
+
+
+def _never_silently_wrong(result) -> None:
+    """What every run must hold: a run that missed what was injected says so, with a non-zero
+    exit code and the cause; a run that is no result is never called recovered."""
+    outcome = result.outcome()
+    found = all(result.recovered().values()) if hasattr(result, "match_f_scores") else result.injected_rank == 1
+    assert (outcome.status == "recovered") == (found and not (result.health and result.health.broken)), outcome
+    assert (outcome.exit_code == 0) == (outcome.status == "recovered")
+    if outcome.status == "broken":
+        assert outcome.exit_code == EXIT_BROKEN and "Try a lower --rate" in outcome.message
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    """One live run; a second one (next seed) only when the first did not recover both
-    degradations. On this 2-core VM a slow spell (CPU taken by the host) can stall requests by
-    tens of ms, as much as a degradation adds. One full test run (of 16 in two sessions) had a
-    live run with a match F-score under 0.9 (A1: 0.79); the same test then passed alone, twice.
-    The second run must recover both; the first one's scores are printed."""
+    """One live run at the default rate; a second one (next seed) only when the first was not
+    recovered. A VM's host can take the CPU for seconds (requests then queue for as long as a
+    degradation adds): the demo must then say so (outcome "broken", the cause named)."""
     for attempt in range(2):
         workdir = tmp_path_factory.mktemp("live") / "run"
         phases = []
-        t = time.monotonic()
         result = run_demo(duration_s=DURATION_S, rate_per_s=RATE_PER_S, seed=SEED + attempt, workdir=workdir,
                           on_progress=lambda p: phases.append(p.phase))
-        if all(result.recovered().values()):
+        _never_silently_wrong(result)
+        if result.outcome().status == "recovered":
             break
-        print(f"live run {attempt + 1}: match F-scores {result.match_f_scores}; disturbed: {result.disturbed}")
-    return result, phases, time.monotonic() - t
+        print(f"live run {attempt + 1}: {result.outcome().message}")
+    return result, phases
 
 
 def test_both_degradations_are_recovered(live):
-    result, phases, seconds = live
-    if result.disturbed and not all(result.recovered().values()):
-        # The demo said so itself: an overloaded machine (the VM's host took the CPU) queues
-        # requests for longer than a degradation adds. Its scores are then no test of the analysis.
-        pytest.skip(f"the live run was disturbed: {result.disturbed}")
-    assert seconds < 60
-    assert result.requests_sent == DURATION_S * RATE_PER_S and result.requests_failed == 0
-    assert result.requests_analysed == result.requests_sent
+    result, phases = live
+    outcome = result.outcome()
+    if outcome.status == "broken":
+        # The demo said so itself, naming the cause: its scores are then no test of the analysis.
+        pytest.skip(f"the live run is no result: {outcome.message}")
+    assert outcome.status == "recovered", outcome.message
+    assert all(f >= RECOVERY_F_SCORE for f in result.match_f_scores.values()), result.match_f_scores
+    assert result.requests_sent == round(DURATION_S * RATE_PER_S) and result.health.failed_share <= 0.01
+    assert result.health.achieved_rate_per_s >= 0.9 * RATE_PER_S
+    assert result.requests_analysed >= result.requests_completed
     assert set(result.match_f_scores) == {"A1", "A2"}
-    assert all(f >= 0.9 for f in result.match_f_scores.values()), result.match_f_scores
-    assert result.f_score >= 0.9 and result.report_path.is_file()
+    assert result.report_path.is_file()
     assert phases[0] == "starting" and phases[-1] == "done" and "load" in phases
     html = result.report_path.read_text()
     assert "Injected degradations and recovered patterns" in html
     assert all(d.describe() in html for d in result.degradations)       # the live services' names
+    # The report opens with the live run: its outcome, the load asked and achieved, failures.
+    assert html.index('id="live-run"') < html.index('id="summary"')
+    assert "Result: </strong>both degradations recovered" in html
+    assert f"{result.health.achieved_rate_per_s:.2f}/s achieved" in html
+    assert len(html.encode()) <= 1_500_000
+
+
+def test_the_run_measures_its_own_load(live):
+    result, _ = live
+    h = result.health
+    assert h.requests_planned == round(DURATION_S * RATE_PER_S) and h.requests_sent == result.requests_sent
+    assert 0 < h.achieved_rate_per_s <= RATE_PER_S * 1.01
+    assert h.cpu_cores is not None and 0 < h.cpu_cores < h.n_cores
+    assert h.modelled_p50_ns and h.latency_p50_ns >= h.modelled_p50_ns * 0.9
+    doc = result.to_dict()
+    assert doc["health"]["achieved_rate_per_s"] == h.achieved_rate_per_s and doc["outcome"]["status"]
 
 
 def test_every_span_reached_the_store(live):
-    result, _, _ = live
-    assert result.spans_stored == SPANS_PER_REQUEST * result.requests_completed
+    result, _ = live
+    # (a failed request may have left some of its spans)
+    assert result.spans_stored - SPANS_PER_REQUEST * result.requests_completed in \
+        ((0,) if result.requests_failed == 0 else range(0, SPANS_PER_REQUEST * result.requests_failed + 1))
     assert result.collector_stats["spans"]["rejected"] == 0
     spans = pl.from_arrow(read_spans([result.store_path]).spans)
     per_service = dict(spans.group_by("service").len().iter_rows())
@@ -101,7 +133,7 @@ def test_every_span_reached_the_store(live):
 
 
 def test_baggage_never_becomes_a_span_attribute(live):
-    result, _, _ = live
+    result, _ = live
     spans = pl.from_arrow(read_spans([result.store_path]).spans)
     attrs = spans.select(pl.col("attributes").explode()).unnest("attributes")
     assert attrs.height > 0
@@ -112,23 +144,51 @@ def test_baggage_never_becomes_a_span_attribute(live):
 
 
 def test_no_process_survives_the_run(live):
-    result, _, _ = live
+    result, _ = live
     assert processes_mentioning(str(result.workdir)) == []
     assert zombie_children() == []
 
 
-def test_cli_renders_a_run(live, monkeypatch, capsys):
+def test_cli_renders_a_run_and_exits_by_its_outcome(live, monkeypatch, capsys):
+    import dataclasses
+
     import tracesleuth.demo as demo_api
     from tracesleuth.cli import main
 
-    result, _, _ = live
+    result, _ = live
     monkeypatch.setattr(demo_api, "run_demo", lambda **kwargs: result)
-    assert main(["demo"]) == 0
-    text = capsys.readouterr().out
+    code = main(["demo"])
+    captured = capsys.readouterr()
+    assert code == result.outcome().exit_code
+    text = captured.out
     assert "Injected degradations and recovered patterns" in text and f"Report: {result.report_path}" in text
-    assert main(["demo", "--json"]) == 0
+    assert f"the best-matching pattern scores F >= {RECOVERY_F_SCORE:g}" in text        # the threshold
+    assert "requests sent at" in text and "failed (" in text                             # the load
+    assert main(["demo", "--json"]) == result.outcome().exit_code
     doc = json.loads(capsys.readouterr().out)
     assert doc["match_f_scores"] == result.match_f_scores and len(doc["degradations"]) == 2
+    # A broken run ends non-zero, naming the cause, whatever it scored.
+    broken = dataclasses.replace(result, health=dataclasses.replace(result.health, broken=("42 of 480 requests failed",)))
+    monkeypatch.setattr(demo_api, "run_demo", lambda **kwargs: broken)
+    assert main(["demo"]) == EXIT_BROKEN
+    assert "error: this run is no result: 42 of 480 requests failed" in capsys.readouterr().err
+
+
+def test_incident_mode_names_the_service_it_slowed(tmp_path):
+    result = run_incident("account-service", fault="network-delay", duration_s=30, rate_per_s=RATE_PER_S, seed=1,
+                          workdir=tmp_path / "run")
+    _never_silently_wrong(result)
+    assert processes_mentioning(str(result.workdir)) == []
+    html = result.report_path.read_text()
+    if result.outcome().status == "broken":
+        assert html.index('id="live-run"') < html.index('id="what-changed"')
+        pytest.skip(f"the incident run is no result: {result.outcome().message}")
+    assert set(result.requests) == {"baseline", "problem"} and min(result.requests.values()) >= 0.99 * 120
+    assert result.top_service == "account-service" and result.injected_rank == 1, result.services
+    assert any("account-service" in e for e in result.services[0]["evidence"])
+    # The report opens with What changed, naming the service; the live run follows with the fault.
+    assert html.index('id="what-changed"') < html.index('id="live-run"') < html.index('id="input"')
+    assert "network delay on every call into account-service" in html and "fault on" in html
 
 
 def _start_cli_demo(workdir: Path) -> subprocess.Popen:
@@ -184,7 +244,7 @@ def test_a_crashed_service_stops_the_run_and_every_process(tmp_path):
 
     t = time.monotonic()
     with pytest.raises(DemoError, match="cart-service-0"):
-        run_demo(duration_s=60, rate_per_s=10, seed=1, workdir=workdir, on_progress=crash_cart_service)
+        run_demo(duration_s=60, rate_per_s=RATE_PER_S, seed=1, workdir=workdir, on_progress=crash_cart_service)
     assert killed and time.monotonic() - t < 60
     assert processes_mentioning(str(workdir)) == []
     assert zombie_children() == []

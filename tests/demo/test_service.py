@@ -181,3 +181,33 @@ def test_recommendation_service_serves_the_carousel_from_its_own_database(recomm
     assert r.status_code == 400 and "not a call of recommendation-service:getrecommended" in r.json()["error"]
     r, _ = _get(service, "/finditems?call=1")
     assert r.status_code == 404
+
+
+def test_the_incident_fault_switch(cart):
+    service, exporter = cart
+    call = FIRST_CALL["cart-service:getcart"]
+
+    def server_ms():
+        [server] = [s for s in exporter.get_finished_spans() if s.kind is SpanKind.SERVER]
+        exporter.clear()
+        return (server.end_time - server.start_time) / 1e6
+
+    r, _ = _get(service, f"/getcart?call={call}&user=5")
+    assert r.status_code == 200
+    base_ms = server_ms()
+    # Refused settings change nothing; the switch itself is never traced.
+    for bad in ("kind=slower", "kind=slow-handler&delay_ns=-1", "kind=network-delay&delay_ns=x"):
+        r, _ = _get(service, f"/_fault?{bad}")
+        assert r.status_code == 400 and "slow-handler" in r.text
+    assert service.fault_kind is None and exporter.get_finished_spans() == ()
+    # A slower handler: inside the server span (its self time grows).
+    r, _ = _get(service, "/_fault?kind=slow-handler&delay_ns=80000000")
+    assert r.status_code == 200 and exporter.get_finished_spans() == ()
+    r, seconds = _get(service, f"/getcart?call={call}&user=5")
+    assert r.status_code == 200 and seconds >= 0.080 and server_ms() >= 80 > base_ms
+    # Network delay: before the telemetry sees the request, so the server span does not grow.
+    _get(service, "/_fault?kind=network-delay&delay_ns=80000000")
+    r, seconds = _get(service, f"/getcart?call={call}&user=5")
+    assert r.status_code == 200 and seconds >= 0.080 and server_ms() < 80
+    _get(service, "/_fault?kind=none")
+    assert (service.fault_kind, service.fault_delay_ns) == (None, 0)

@@ -89,8 +89,9 @@ def parse(page: str) -> Elements:
 
 
 def figure_specs(page: str) -> list[dict]:
-    """The JSON of every figure data block of a page."""
-    return [json.loads(text) for attrs, text in parse(page).scripts if attrs.get("type") == "application/json"]
+    """The JSON of every figure data block of a page (not the shared templates' block)."""
+    return [json.loads(text) for attrs, text in parse(page).scripts
+            if attrs.get("type") == "application/json" and attrs.get("class") == "ts-figure"]
 
 
 def strings(value):

@@ -55,13 +55,17 @@ def test_figure_is_embedded_as_inert_json_and_drawn_by_one_script():
     page = Report("figures", sections=[Section("a").add(Figure(fig)), Section("b").add(Figure(fig))]).to_html()
     tags = parse(page)
     scripts = tags.scripts
-    data = [(a, t) for a, t in scripts if a.get("type") == "application/json"]
+    data = [(a, t) for a, t in scripts if a.get("type") == "application/json" and a.get("class") == "ts-figure"]
+    shared = [t for a, t in scripts if a.get("type") == "application/json" and a.get("class") == "ts-templates"]
     code = [(a, t) for a, t in scripts if a.get("type") is None]
     assert len(data) == 2 and len(code) == 2           # plotly.js and the bootstrap
     assert "Plotly" in code[0][1] and "Plotly.newPlot" in code[1][1]
+    # The figures' plotly template (7 KB) is held once, and referenced by both.
+    assert len(shared) == 1 and len(json.loads(shared[0])) == 1
     for attrs, text in data:
         spec = json.loads(text)
         assert spec["figure"]["data"][0]["name"] == EVIL    # the value survives, escaped only as JSON
+        assert spec["template"] == 0 and "template" not in spec["figure"]["layout"]
         assert "<" not in text and ">" not in text and "&" not in text
         assert re.fullmatch(r"figure-\d+", attrs["data-target"])
         assert any(a.get("id") == attrs["data-target"] for t, a in tags.tags if t == "div")
@@ -107,3 +111,25 @@ def test_write_creates_one_file(tmp_path):
     path = Report("r", sections=[Section("s").add(Text("t"))]).write(tmp_path / "sub" / "r.html")
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert [p.name for p in path.parent.iterdir()] == ["r.html"]
+
+
+def test_the_partial_plotly_bundle_is_embedded_when_it_draws_every_figure():
+    from plotly.offline import get_plotlyjs_version
+
+    from tracesleuth.report.document import PARTIAL_BUNDLE, plotly_js
+
+    # Built from the plotly.js release the plotly package ships (else: rebuild, tools/plotly-bundle).
+    assert PARTIAL_BUNDLE.read_text().startswith(f"/*! plotly.js {get_plotlyjs_version()} ")
+    code, name = plotly_js({"bar", "scatter", "heatmap"})
+    assert name == "partial" and 1_000_000 < len(code) < 1_300_000
+    bars = Report("t", sections=[Section("s").add(Figure(go.Figure(go.Bar(x=[1], y=[1]))))]).to_html()
+    assert code in bars and len(bars) < 1_300_000
+    # A trace type the partial bundle lacks: the full bundle, so that the figure is drawn.
+    assert plotly_js({"bar", "sunburst"})[1] == "full"
+    pie = Report("t", sections=[Section("s").add(Figure(go.Figure(go.Pie(values=[1, 2]))))]).to_html()
+    assert len(pie) > 4_000_000
+
+
+def test_insert_places_a_section():
+    report = Report("r").add(Section("b")).insert(0, Section("a"))
+    assert [s.title for s in report.sections] == ["a", "b"]

@@ -30,8 +30,8 @@ def test_sections_and_a_figure_per_plot(analysed, report_html):
     assert [s.title for s in report.sections] == SECTIONS
     n_figures = sum(isinstance(p, Figure) for s in report.sections for p in s.parts)
     res = analysed.estimator.result_
-    # latency, ground truth, and a Gantt chart per pattern plus the baseline request
-    assert n_figures == 2 + len(res.sub_intervals) + 1
+    # latency (histogram, over time), ground truth, and a Gantt chart per pattern plus the baseline request
+    assert n_figures == 3 + len(res.sub_intervals) + 1
     assert len(figure_specs(report_html)) == n_figures
 
 
@@ -71,11 +71,15 @@ def test_patterns_words_and_scores_are_in_the_report(analysed, report_html):
 
 def test_trace_strings_never_become_markup(analysed, report_html):
     tags = parse(report_html)
-    # The scripts are exactly the page's: plotly.js, the bootstrap and one data block per figure.
+    # The scripts are exactly the page's: plotly.js, the bootstrap, the shared templates and one
+    # data block per figure.
     code = [a for a, _ in tags.scripts if a.get("type") is None]
     data = [a for a, _ in tags.scripts if a.get("type") == "application/json"]
     assert len(code) == 2 and len(data) == len(tags.scripts) - 2
-    assert all(a.get("class") == "ts-figure" and set(a) == {"type", "class", "data-target"} for a in data)
+    assert [a for a in data if a.get("class") == "ts-templates"] == [{"type": "application/json",
+                                                                      "class": "ts-templates"}]
+    assert all(a.get("class") == "ts-figure" and set(a) == {"type", "class", "data-target"}
+               for a in data if a.get("class") != "ts-templates")
     assert not any(t == "img" for t, _ in tags.tags)
     assert not any(k.startswith("on") for _, a in tags.tags for k in a)
     # Outside the JSON data blocks the payloads exist only escaped.
@@ -134,10 +138,17 @@ def test_gantt_of_one_request(analysed):
     asyn = req.filter(req["asynchronous"])["operation"].to_list()
     assert sorted(asyn) == ["findfeaturesitems", "findfeaturesitems", "finditems", "finditems"]
     fig = request_gantt_figure(req, title="<b>x</b>", max_spans=10)
-    assert sum(len(t.y) for t in fig.data) == 10
+    bars = [t for t in fig.data if t.legendgroup != "kinds"]
+    assert sum(len(t.y) for t in bars) == 10
     assert "first 10 of 25 spans" in fig.layout.title.text and "&lt;b&gt;x" in fig.layout.title.text
-    hatched = [t for t in fig.data if t.marker.pattern.shape == "/"]
-    assert hatched and all("asynchronous" in t.name for t in hatched)
+    hatched = [t for t in bars if t.marker.pattern.shape == "/"]
+    assert hatched and all(t.marker.color.startswith("rgba(") for t in hatched)      # pale, striped
+    # The legend: each service once, and the synchronous / asynchronous swatches once, distinct.
+    legend = [t for t in fig.data if t.showlegend is not False]
+    names = [t.name for t in legend]
+    assert len(names) == len(set(names)) and {"synchronous", "asynchronous"} <= set(names)
+    sync, asyn = (next(t for t in legend if t.name == n) for n in ("synchronous", "asynchronous"))
+    assert asyn.marker.pattern.shape == "/" and not sync.marker.pattern.shape
     with pytest.raises(KeyError):
         request_spans(analysed.spans, "0" * 32)
 
@@ -205,3 +216,25 @@ def test_reports_are_reproducible(analysed):
                                   title=TITLE, solver_settings={"seed": 0, "generations": GENERATIONS})
     assert again.to_html() == analysed.report.to_html()
     assert np.array_equal(resolve_patterns(analysed.estimator, analysed.table).labels, analysed.estimator.labels_)
+
+
+def test_every_example_gantt_highlights_what_its_pattern_names_on_one_time_scale(analysed):
+    from tracesleuth.analyses.patterns.section import example_requests_section
+    from tracesleuth.report.figures import operation_keys_named
+
+    patterns = resolve_patterns(analysed.estimator, analysed.table)
+    section = example_requests_section(analysed.spans, analysed.table, patterns)
+    gantts = [p.figure for p in section.parts if isinstance(p, Figure)]
+    res = patterns.result
+    assert len(gantts) == 1 + len(res.sub_intervals)
+    assert len({tuple(g.layout.xaxis.range) for g in gantts}) == 1          # one x scale
+    longest = max(e.latency_ns for e in example_requests(analysed.table, patterns))
+    assert gantts[0].layout.xaxis.range[1] >= longest / 1e6
+    for s, fig in zip(res.sub_intervals, gantts[1:]):
+        named = operation_keys_named(s.pattern.attributes, analysed.table.endpoint)
+        assert named
+        outlined = [t for t in fig.data if t.legendgroup != "kinds" and t.marker.line.width == 3]
+        assert outlined and "named by the pattern" in [t.name for t in fig.data]
+        bold = [t for t in fig.layout.yaxis.ticktext if t.startswith("<b>")]
+        assert {t[3:-4] for t in bold} <= {html.escape(k, quote=False) for k in named} and bold
+    assert not any(t.marker.line.width == 3 for t in gantts[0].data if t.legendgroup != "kinds")

@@ -10,6 +10,7 @@ start, ``tracesleuth analyze``, ``tracesleuth evaluate``) imports none of them.
 ========== ============================================== ==============================
 name       analysis                                       paper
 ========== ============================================== ==============================
+annotate   :class:`.annotate.PerformanceAnnotations`      Rogora et al., HotCloud 2017
 compare    :class:`.compare.RequestFlowComparison`        Sambasivan et al., NSDI 2011
 localize   :class:`.localize.RootCauseLocalization`       Mi et al., Sci China Inf Sci 2012
 paths      :class:`.paths.CausalPaths`                    Aguilera et al., SOSP 2003
@@ -83,6 +84,9 @@ class AnalysisSpec:
     needs_baseline : bool, default=False
         ``fit(problem, baseline)`` compares two periods' trace tables; ``tracesleuth analyze``
         runs it only when given ``--baseline``. Otherwise ``fit(table)``.
+    needs_annotations : bool, default=False
+        It checks given performance annotations (its ``annotations`` setting);
+        ``tracesleuth analyze`` runs it only when given ``--annotations FILE``.
     """
 
     name: str
@@ -94,6 +98,7 @@ class AnalysisSpec:
     evaluation: str
     planted: str
     needs_baseline: bool = False
+    needs_annotations: bool = False
 
     def load(self, part: str) -> Any:
         """The object behind one part (``"estimator"``, ``"section"``, ...), imported now."""
@@ -168,6 +173,18 @@ ANALYSES: tuple[AnalysisSpec, ...] = (
         command="tracesleuth.analyses.paths.command:register",
         evaluation="tracesleuth.analyses.paths.evaluation:evaluate",
         planted="tracesleuth.analyses.paths.synthetic:planted_case",
+    ),
+    AnalysisSpec(
+        name="annotate",
+        title="Performance annotations",
+        paper="J. Rogora, A. Carzaniga, A. Diwan, M. Hauswirth and R. Soulé, Performance annotations for cloud "
+              "computing, HotCloud 2017",
+        estimator="tracesleuth.analyses.annotate:PerformanceAnnotations",
+        section="tracesleuth.analyses.annotate.section:build_sections",
+        command="tracesleuth.analyses.annotate.command:register",
+        evaluation="tracesleuth.analyses.annotate.evaluation:evaluate",
+        planted="tracesleuth.analyses.annotate.synthetic:planted_case",
+        needs_annotations=True,
     ),
 )
 

@@ -430,14 +430,21 @@ def _ms_header(column: str) -> str:
 
 @app.command(cls=Command)
 def demo(duration: Annotated[float, typer.Option("--duration", metavar="SECONDS", help="Seconds of load.")] = 120.0,
-         rate: Annotated[float, typer.Option("--rate", metavar="PER_SECOND",
-                                             help="Homepage requests per second.")] = 12.0,
+         rate: Annotated[float, typer.Option("--rate", metavar="PER_SECOND", help="Homepage requests per second "
+                                             "(the default fits a 2-core machine with headroom).")] = 8.0,
          seed: Annotated[int, typer.Option("--seed", metavar="INT", help="Seed of the degradations, the marking, the "
                                            "execution times and the analysis.")] = 0,
          noised: Annotated[bool, typer.Option("--noised", help="Add the two noise types of Section 4.3.")] = False,
          interval: Annotated[str, typer.Option("--interval", metavar="affected|auto", help="'affected' (the paper: "
                              "from Lmin to Lmax of the affected requests) or 'auto' (the tool's own rule, no ground "
                              "truth).")] = "affected",
+         incident: Annotated[Optional[str], typer.Option("--incident", metavar="SERVICE", show_default=False,
+                             help="Incident mode: a baseline phase, then a fault in SERVICE (e.g. cart-service) for "
+                             "the second half; the report opens with What changed.")] = None,
+         fault: Annotated[str, typer.Option("--fault", metavar="slow-handler|network-delay",
+                          help="Incident mode: the fault injected.")] = "slow-handler",
+         fault_delay: Annotated[str, typer.Option("--fault-delay", metavar="DURATION",
+                                help="Incident mode: what the fault adds per request, e.g. 20ms.")] = "20ms",
          output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", show_default=False,
                            help="The HTML report to write; default: report.html in the run's directory.")] = None,
          workdir: Annotated[Optional[Path], typer.Option("--workdir", metavar="DIR", show_default=False,
@@ -447,11 +454,26 @@ def demo(duration: Annotated[float, typer.Option("--duration", metavar="SECONDS"
     """Live demo: an E-Shopper-like shop of instrumented services (OpenTelemetry SDK, one process each,
     on 127.0.0.1) under load, with degradations A1/A2 injected through W3C baggage as in Cortellessa &
     Traini Section 4.3; its spans go to tracesleuth's collector, then the latency degradation patterns
-    are found and scored against the injected ground truth. Ctrl-C stops every process."""
+    are found and scored against the injected ground truth. With --incident SERVICE: a baseline phase,
+    then one fault in SERVICE, compared (Spectroscope); the report opens with What changed.
+    Ctrl-C stops every process.
+
+    Exit code 0 when what was injected was recovered (each degradation's best-matching pattern at
+    F-score >= 0.95; in incident mode, the injected service ranked first), 1 when a run that kept
+    up with its load missed it, 3 when the run is no result (requests failed, the rate fell short,
+    or the machine was too busy to tell the injected delays apart: the message names the cause)."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from ..demo import run_demo
+    from ..demo import run_demo, run_incident
+    from ..errors import ParameterError
+    from ..units import parse_duration
 
+    if incident and (noised or interval != "affected"):
+        raise ParameterError("--noised and --interval set the degradations of the patterns demo; --incident "
+                             "injects one fault instead: give one or the other")
+    if not incident and (fault != "slow-handler" or fault_delay != "20ms"):
+        raise ParameterError("--fault and --fault-delay set the fault of the incident mode: add --incident SERVICE")
+    delay_ns = parse_duration(fault_delay) if incident else 0
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                   transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("starting")
@@ -461,15 +483,47 @@ def demo(duration: Annotated[float, typer.Option("--duration", metavar="SECONDS"
             bar.update(task, description=f"{p.phase}: {p.message}{counts}")
 
         try:
-            result = run_demo(duration_s=duration, rate_per_s=rate, seed=seed, noised=noised, workdir=workdir,
-                              report_path=output, interval=interval, on_progress=show)
+            if incident:
+                result = run_incident(incident, fault=fault, delay_ns=delay_ns, duration_s=duration, rate_per_s=rate,
+                                      seed=seed, workdir=workdir, report_path=output, on_progress=show)
+            else:
+                result = run_demo(duration_s=duration, rate_per_s=rate, seed=seed, noised=noised, workdir=workdir,
+                                  report_path=output, interval=interval, on_progress=show)
         except KeyboardInterrupt as e:
             err.print(f"demo interrupted ({str(e) or 'SIGINT'}): every process of the run was stopped.", markup=False)
             raise typer.Exit(130) from None
+    verdict = result.outcome()
     if json:
         emit_json(result.to_dict())
-        return
-    t = Table(title="Injected degradations and recovered patterns", title_justify="left", show_lines=True)
+    elif incident:
+        _show_incident(result)
+    else:
+        _show_demo(result)
+    if verdict.exit_code:
+        err.print(f"error: {verdict.message}", markup=False)
+        raise typer.Exit(verdict.exit_code)
+    if not json:
+        out.print(f"Recovered: {verdict.message}.", markup=False)
+
+
+def _show_run(result) -> None:
+    """The lines common to both demo modes: the load, the timings, where things are."""
+    h, tm = result.health, result.timings
+    if h is not None:
+        out.print(f"Load: {h.load_words()}.", markup=False)
+        if h.latency_words():
+            out.print(f"Latency: {h.latency_words()}.", markup=False)
+    out.print(f"{tm.get('total_s', 0):.0f} s (start {tm.get('startup_s', 0):.1f} s, load {tm.get('load_s', 0):.1f} s, "
+              f"flush {tm.get('flush_s', 0):.1f} s, analysis {tm.get('analysis_s', 0):.1f} s, "
+              f"report {tm.get('report_s', 0):.1f} s).", markup=False)
+    out.print(f"Store: {result.store_path}  (tracesleuth analyze {result.store_path} -e {result.endpoint})", markup=False)
+    out.print(f"Report: {result.report_path}", markup=False)
+
+
+def _show_demo(result) -> None:
+    thr = result.recovery_f_score
+    t = Table(title="Injected degradations and recovered patterns", title_justify="left", show_lines=True,
+              caption=f"recovered: the best-matching pattern scores F >= {thr:g}", caption_justify="left")
     for c in ("degradation", "injected", "requests", "best-matching pattern", "F-score", "recovered"):
         t.add_column(c, overflow="fold", justify="right" if c in ("requests", "F-score") else "left")
     for d in result.degradations:
@@ -477,22 +531,28 @@ def demo(duration: Annotated[float, typer.Option("--duration", metavar="SECONDS"
         k = result.matched.get(d.name, -1)
         words = result.recovered_patterns.get(d.name)
         t.add_row(d.name, d.describe().split(": ", 1)[-1], f"{result.affected.get(d.name, 0):,}",
-                  f"#{k}: {words}" if k >= 0 else "none", f"{f:.3f}", "yes" if f >= 0.9 else "no")
+                  f"#{k}: {words}" if k >= 0 else "none", f"{f:.3f}", "yes" if f >= thr else "no")
     out.print(t)
-    tm = result.timings
-    if result.disturbed:
-        err.print(f"warning: this run is disturbed, its scores are not to be trusted: {result.disturbed}",
-                  markup=False)
     out.print(f"Overall: precision {result.precision:.3f}, recall {result.recall:.3f}, F-score {result.f_score:.3f}; "
               f"degraded interval {result.interval or '(none found)'}.", markup=False)
-    out.print(f"{result.requests_sent:,} requests sent ({result.requests_failed:,} failed), "
-              f"{result.requests_analysed:,} analysed, {result.spans_stored:,} spans stored; "
-              f"{tm.get('total_s', 0):.0f} s (start {tm.get('startup_s', 0):.1f} s, load {tm.get('load_s', 0):.1f} s, "
-              f"flush {tm.get('flush_s', 0):.1f} s, analysis {tm.get('analysis_s', 0):.1f} s, "
-              f"report {tm.get('report_s', 0):.1f} s).", markup=False)
-    out.print(f"Store: {result.store_path}  (tracesleuth analyze {result.store_path} -e {result.endpoint})", markup=False)
+    _show_run(result)
     out.print(f"Ground truth: {result.labels_path}", markup=False)
-    out.print(f"Report: {result.report_path}", markup=False)
+
+
+def _show_incident(result) -> None:
+    out.print(f"Fault: {result.fault.describe()}; baseline {result.requests.get('baseline', 0):,} requests, "
+              f"problem {result.requests.get('problem', 0):,}.", markup=False)
+    t = Table(title="What changed: services, most suspicious first", title_justify="left", show_lines=True,
+              caption="recovered: the injected service ranks first", caption_justify="left")
+    for c in ("rank", "service", "score", "evidence"):
+        t.add_column(c, overflow="fold", justify="right" if c in ("rank", "score") else "left")
+    for k, s in enumerate(result.services[:5]):
+        injected = " (injected)" if s["service"] == result.fault.service else ""
+        t.add_row(str(k + 1), escape(s["service"] + injected), f"{s['score']:.3f}", escape("; ".join(s["evidence"][:2])))
+    out.print(t)
+    if not result.services:
+        out.print("No service is suspected.", markup=False)
+    _show_run(result)
 
 
 def _settings(assignments: list[str], names: list[str]) -> dict[str, dict]:
@@ -526,6 +586,9 @@ def analyze(paths: PathsArg,
             baseline: Annotated[Optional[list[Path]], typer.Option("--baseline", "-b", metavar="PATH",
                                 show_default=False, help="A baseline (non-problem) period's input (repeatable): "
                                 "adds the analyses that compare two periods ('What changed' first).")] = None,
+            annotations: Annotated[Optional[Path], typer.Option("--annotations", metavar="FILE", show_default=False,
+                                   help="Performance annotations ('tracesleuth annotate derive'): adds their "
+                                   "assertions on these requests.")] = None,
             seed: SeedOpt = 0,
             only: Annotated[Optional[list[str]], typer.Option("--only", metavar="ANALYSIS", show_default=False,
                             help="Run only this analysis (repeatable); default: every registered one.")] = None,
@@ -550,9 +613,12 @@ def analyze(paths: PathsArg,
     from ..report import Report, input_section
 
     specs = [get_analysis(name) for name in only] if only else list(ANALYSES)
-    skipped = [s.name for s in specs if s.needs_baseline and not baseline]
+    needs = {s.name: "it compares two periods; give --baseline PATH" if s.needs_baseline and not baseline
+             else "it checks annotations; give --annotations FILE" for s in specs
+             if (s.needs_baseline and not baseline) or (s.needs_annotations and annotations is None)}
+    skipped = list(needs)
     if only and skipped:
-        raise ParameterError(f"--only {skipped[0]}: it compares two periods; give --baseline PATH")
+        raise ParameterError(f"--only {skipped[0]}: {needs[skipped[0]]}")
     specs = [s for s in specs if s.name not in skipped]
     settings = _settings(set_ or [], [s.name for s in ANALYSES])
     dask = open_scheduler(scheduler)
@@ -578,7 +644,7 @@ def analyze(paths: PathsArg,
         if unknown:
             raise ParameterError(f"--set {spec.name}.{unknown[0]}: {spec.name} has no such setting; its settings "
                                  f"are: {', '.join(sorted(est.get_params()))}")
-        est.set_params(**given)
+        est.set_params(**given, **({"annotations": str(annotations)} if spec.needs_annotations else {}))
         t0 = time.perf_counter()
         est.fit(tt, baseline_table) if spec.needs_baseline else est.fit(tt)
         seconds = time.perf_counter() - t0
@@ -593,10 +659,10 @@ def analyze(paths: PathsArg,
     path = report.write(output)
     if json:
         emit_json({"report": str(path), "endpoint": tt.endpoint, "requests": tt.n_requests, "analyses": done,
-                   "skipped": {name: "needs --baseline" for name in skipped}})
+                   "skipped": {name: "needs " + why.split("give ")[1].split()[0] for name, why in needs.items()}})
         return
-    for name in skipped:
-        out.print(f"{name}: not run (it compares two periods; give --baseline PATH)", markup=False)
+    for name, why in needs.items():
+        out.print(f"{name}: not run ({why})", markup=False)
     out.print(f"Report: {path}", markup=False)
 
 

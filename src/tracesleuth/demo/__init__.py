@@ -22,7 +22,15 @@ their marking):
   defines to its calls (50 ms per RPC; the noises of Section 4.3 when asked). The ground truth
   goes to ``labels.csv`` beside the store, never into a span;
 * **analysis**: :class:`~tracesleuth.analyses.patterns.LatencyDegradationPatterns` on the stored spans,
-  scored against the ground truth with Section 4.3's metrics, and the HTML report.
+  scored against the ground truth with Section 4.3's metrics, and the HTML report;
+* **a result, or not**: the load generator's failures and achieved rate, the queueing of the
+  undegraded requests and the CPU the run used (:class:`RunHealth`) decide whether the run is a
+  result at all; :meth:`DemoResult.outcome` says "recovered", "not recovered" or "broken"
+  (naming the cause), and ``tracesleuth demo`` exits non-zero unless recovered.
+
+:func:`run_incident` runs the same shop through an incident instead: a baseline phase, then one
+fault in one service (a slower handler, or network delay on the calls into it), compared with the
+request-flow comparison (Sambasivan et al., NSDI 2011), whose "What changed" opens the report.
 
 Processes are started in one process group and always stopped, also on Ctrl-C, SIGTERM or an
 error (:mod:`._supervisor`).
@@ -30,9 +38,11 @@ error (:mod:`._supervisor`).
 Examples
 --------
 >>> from tracesleuth.demo import run_demo
->>> result = run_demo(duration_s=30, rate_per_s=30, seed=1)            # doctest: +SKIP
+>>> result = run_demo(duration_s=60, rate_per_s=8, seed=1)             # doctest: +SKIP
 >>> result.recovered()                                                   # doctest: +SKIP
 {'A1': True, 'A2': True}
+>>> run_incident("cart-service", duration_s=60).top_service              # doctest: +SKIP
+'cart-service'
 """
 
 from ._protocol import (
@@ -40,16 +50,23 @@ from ._protocol import (
     BAGGAGE_DEGRADATION,
     BAGGAGE_DEVIATE,
     BAGGAGE_KEYS,
+    FAULT_KINDS,
+    Fault,
     LIVE_SERVICE,
     LIVE_SERVICES,
     LiveDegradation,
     live_rpc,
 )
-from ._run import DEFAULT_INSTANCES, ENDPOINT, DemoProgress, DemoResult, run_demo
+from ._health import RunHealth
+from ._result import EXIT_BROKEN, EXIT_NOT_RECOVERED, RECOVERY_F_SCORE, DemoOutcome, DemoResult, IncidentResult
+from ._run import (DEFAULT_DURATION_S, DEFAULT_FAULT_DELAY_NS, DEFAULT_INSTANCES, DEFAULT_RATE_PER_S, ENDPOINT,
+                   DemoProgress, run_demo, run_incident)
 from ._supervisor import DemoError, DemoInterrupted
 
 __all__ = [
-    "BAGGAGE_ASYNC_NOISE", "BAGGAGE_DEGRADATION", "BAGGAGE_DEVIATE", "BAGGAGE_KEYS", "DEFAULT_INSTANCES", "ENDPOINT",
-    "LIVE_SERVICE", "LIVE_SERVICES", "DemoError", "DemoInterrupted", "DemoProgress", "DemoResult", "LiveDegradation",
-    "live_rpc", "run_demo",
+    "BAGGAGE_ASYNC_NOISE", "BAGGAGE_DEGRADATION", "BAGGAGE_DEVIATE", "BAGGAGE_KEYS", "DEFAULT_DURATION_S",
+    "DEFAULT_FAULT_DELAY_NS", "DEFAULT_INSTANCES", "DEFAULT_RATE_PER_S", "ENDPOINT", "EXIT_BROKEN",
+    "EXIT_NOT_RECOVERED", "FAULT_KINDS", "LIVE_SERVICE", "LIVE_SERVICES", "RECOVERY_F_SCORE", "DemoError",
+    "DemoInterrupted", "DemoOutcome", "DemoProgress", "DemoResult", "Fault", "IncidentResult", "LiveDegradation",
+    "RunHealth", "live_rpc", "run_demo", "run_incident",
 ]

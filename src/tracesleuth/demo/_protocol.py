@@ -145,6 +145,47 @@ USER_PARAM = "user"
 #: (the category panel, the carousel slide).
 RANK_PARAM = "rank"
 
+#: Path on which a service instance switches the incident mode's fault on or off (not traced):
+#: ``GET /_fault?kind=slow-handler&delay_ns=30000000``; ``kind=none`` switches it off.
+FAULT_PATH = "/_fault"
+#: The faults the incident mode injects into one service: a slower handler (its server spans'
+#: self time grows) or network delay on the calls into it (the gap between its callers' client
+#: spans and its server spans grows, as a delay on its network interface would add).
+FAULT_KINDS = ("slow-handler", "network-delay")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """The one fault an incident run injects into one service from the problem phase on.
+
+    Attributes
+    ----------
+    service : str
+        One of :data:`LIVE_SERVICES`.
+    kind : {"slow-handler", "network-delay"}
+        :data:`FAULT_KINDS`.
+    delay_ns : int
+        Added to every request the service handles (slow handler), or before each request
+        reaches it (network delay), ns.
+    """
+
+    service: str
+    kind: str
+    delay_ns: int
+
+    def describe(self) -> str:
+        """In words, e.g. ``"+30 ms in every handler of cart-service (a slower handler)"``."""
+        from ..units import format_duration_ns
+
+        delay = format_duration_ns(self.delay_ns)
+        if self.kind == "network-delay":
+            return f"+{delay} of network delay on every call into {self.service}"
+        return f"+{delay} in every handler of {self.service} (a slower handler)"
+
+    def to_dict(self) -> dict:
+        return {"service": self.service, "kind": self.kind, "delay_ns": self.delay_ns, "description": self.describe()}
+
+
 #: Service name of the load generator's own spans (the client side of each homepage request).
 LOAD_GENERATOR = "load-generator"
 #: Path every service answers 200 on once it serves (not traced).

@@ -1,20 +1,26 @@
-"""``run_demo``: start the shop and the collector, load it, stop everything, analyse, report."""
+"""``run_demo`` and ``run_incident``: start the shop and the collector, load it, stop everything,
+analyse, report."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import socket
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ..errors import ParameterError
 from ..evaluation.eshopper import HOMEPAGE_CALLS, draw_degradations
-from ._protocol import HEALTH_PATH, LIVE_SERVICES, DemoConfig, LiveDegradation, call_service, child_environment
+from ..units import NS_PER_MS
+from ._health import achieved_rate, assess_run
+from ._protocol import (FAULT_KINDS, FAULT_PATH, HEALTH_PATH, LIVE_SERVICES, DemoConfig, Fault, LiveDegradation,
+                        call_service, child_environment)
+from ._result import RECOVERY_F_SCORE, DemoResult, IncidentResult
 from ._supervisor import DemoError, Supervisor, termination_raises
 
 #: The homepage request's entry: the web service's ``gethome`` server span.
@@ -23,6 +29,15 @@ ENDPOINT = "web-service:gethome"
 #: items service, which serves the two asynchronous calls of a request (category and featured
 #: items), as pods behind a Kubernetes service: 7 processes for 6 services.
 DEFAULT_INSTANCES = {s: 2 if s == "items-service" else 1 for s in LIVE_SERVICES}
+#: Requests per second of the default load: the homepage request makes 13 calls over HTTP and
+#: leaves 38 spans, which costs the shop and the collector about 45 ms of CPU (0.045 cores per
+#: request/s, ``benchmarks/bench_demo.py``); 8/s keeps the run under half a core, so that it fits
+#: a 2-core machine with headroom even beside a second CPU-bound process.
+DEFAULT_RATE_PER_S = 8.0
+#: Seconds of load of a default run.
+DEFAULT_DURATION_S = 120.0
+#: Added by an incident run's fault, ns (a third of the homepage's modelled 52 ms).
+DEFAULT_FAULT_DELAY_NS = 20 * NS_PER_MS
 #: Seconds allowed to the collector and the services to start.
 STARTUP_TIMEOUT_S = 90.0
 #: Seconds allowed to one process to stop gracefully (export its spans) before SIGKILL.
@@ -85,185 +100,52 @@ class DemoProgress:
     elapsed_s: float = 0.0
 
 
-@dataclass(frozen=True)
-class DemoResult:
-    """What a live demo run did and how well the analysis recovered the injected degradations.
-
-    Attributes
-    ----------
-    workdir : Path
-        The run's directory (store, ground truth, report, config, databases, logs/).
-    store_path : Path
-        The span store the collector wrote (``tracesleuth analyze STORE -e web-service:gethome``).
-    labels_path : Path
-        Ground truth, one row per request: ``request, trace_id, degradation, noise, scheduled_ns,
-        sent_ns, latency_ns, status``.
-    injections_path : Path
-        Every delay asked for: ``trace_id, degradation, service, operation, call, delay_ns, noise``.
-    report_path : Path
-        The HTML report, with the ground-truth section.
-    requests_sent, requests_completed, requests_failed : int
-        Homepage requests sent, answered 200, failed (error status, timeout, refused).
-    requests_analysed : int
-        Rows of the trace table (homepage requests found in the store).
-    spans_stored : int
-        Spans in the store.
-    affected : dict of str to int
-        Requests marked with each degradation.
-    degradations : tuple of LiveDegradation
-        A1 and A2 as injected, their RPCs under the live services' names (the simulator's
-        definitions in ``.degradation``).
-    endpoint : str
-    interval : str or None
-        The degraded latency interval the analysis chose, in words (None when nothing was found).
-    match_f_scores : dict of str to float
-        F-score of each degradation's best-matching pattern (Section 4.3 of Cortellessa & Traini).
-    matched : dict of str to int
-        The sub-interval (pattern) matched to each degradation, -1 for none.
-    recovered_patterns : dict of str to str or None
-        The matched pattern of each degradation in words, e.g.
-        ``"web-service:gethome exclusive >= 55.2 ms"`` (None when none was matched).
-    precision, recall, f_score : float
-        Over both degradations (:func:`~tracesleuth.evaluation.metrics.match_clusters`).
-    timings : dict of str to float
-        Seconds: ``startup_s``, ``load_s``, ``flush_s``, ``analysis_s``, ``report_s``, ``total_s``.
-    seed, rate_per_s, duration_s, noised, interval_rule
-        The settings of the run.
-    collector_stats : dict
-        The receiver's final counters.
-    disturbed : str or None
-        Why the run is not to be trusted, when it is not: failed requests, or undegraded
-        requests much slower than the services' modelled times (:func:`disturbance`: the
-        machine could not keep up, so queueing delays as large as the injected ones blur the
-        degradations). None for a clean run.
-    """
-
-    workdir: Path
-    store_path: Path
-    labels_path: Path
-    injections_path: Path
-    report_path: Path
-    requests_sent: int
-    requests_completed: int
-    requests_failed: int
-    requests_analysed: int
-    spans_stored: int
-    affected: dict
-    degradations: tuple
-    endpoint: str
-    interval: str | None
-    match_f_scores: dict
-    matched: dict
-    recovered_patterns: dict
-    precision: float
-    recall: float
-    f_score: float
-    timings: dict
-    seed: int
-    rate_per_s: float
-    duration_s: float
-    noised: bool
-    interval_rule: str = "affected"
-    collector_stats: dict = field(default_factory=dict, repr=False)
-    disturbed: str | None = None
-
-    def recovered(self, threshold: float = 0.9) -> dict:
-        """``{degradation: bool}``: whether its best match reaches ``threshold`` F-score."""
-        return {k: v >= threshold for k, v in self.match_f_scores.items()}
-
-    def to_dict(self) -> dict:
-        """JSON-safe dictionary (paths as strings, NaN as None)."""
-        def clean(v):
-            if isinstance(v, float) and math.isnan(v):
-                return None
-            if isinstance(v, Path):
-                return str(v)
-            if isinstance(v, dict):
-                return {k: clean(x) for k, x in v.items()}
-            return v
-
-        out = {k: clean(getattr(self, k)) for k in self.__dataclass_fields__ if k != "degradations"}
-        out["degradations"] = [d.to_dict() | {"type": d.type, "description": d.describe()} for d in self.degradations]
-        return out
-
-
-#: A run is disturbed when its undegraded requests' latency spreads (90th percentile minus median)
-#: wider than the modelled spread plus one injected delay (50 ms), or their median exceeds twice
-#: the modelled one plus that delay: queueing on an overloaded machine then adds as much as a
-#: degradation does, and the degraded requests can no longer be told apart.
-DISTURBANCE_FACTOR = 2.0
-
-
-def disturbance(undegraded_latency_ns, *, sent: int, failed: int, rate_per_s: float, seed: int) -> str | None:
-    """Why a live run is not to be trusted, or None.
-
-    Parameters
-    ----------
-    undegraded_latency_ns : ndarray of int64
-        End-to-end latencies of the requests no degradation was injected into, ns.
-    sent, failed : int
-        Requests sent and failed.
-    rate_per_s : float
-        The load's rate (named in the advice).
-    seed : int
-        Seed of the modelled times (:func:`~tracesleuth.evaluation.eshopper.simulate_eshopper`
-        draws the same execution-time model the live services sleep for).
-
-    Returns
-    -------
-    str or None
-        The reason and what to try, e.g. "undegraded requests took 2.6 s (median) where the
-        services' modelled times give 52 ms: the machine could not keep up ...".
-    """
-    import numpy as np
-
-    from ..evaluation.eshopper import DELAY_NS, simulate_eshopper
-    from ..units import format_duration_ns
-
-    reasons = []
-    if sent and failed / sent > 0.01:
-        reasons.append(f"{failed:,} of {sent:,} requests failed")
-    lat = np.asarray(undegraded_latency_ns)
-    if lat.size:
-        expected, expected_p90 = _modelled_quantiles_ns(simulate_eshopper(n_requests=1000, random_state=seed))
-        observed, observed_p90 = (float(q) for q in np.quantile(lat, [0.5, 0.9]))
-        if (observed > DISTURBANCE_FACTOR * expected + DELAY_NS
-                or observed_p90 - observed > expected_p90 - expected + DELAY_NS):
-            reasons.append(f"undegraded requests took {format_duration_ns(observed)} (median) and "
-                           f"{format_duration_ns(observed_p90)} (90th percentile) where the services' modelled "
-                           f"times give {format_duration_ns(expected)} and {format_duration_ns(expected_p90)}")
-    if not reasons:
-        return None
-    return ("; ".join(reasons) + f": the machine could not keep up with {rate_per_s:g} requests/s, and queueing as "
-            "long as the injected delays blurs the degradations. Try a lower --rate, or a machine with spare CPU.")
-
-
-def _modelled_quantiles_ns(session) -> tuple[float, float]:
-    """Median and 90th percentile latency of the simulated session's undegraded requests, ns."""
-    import numpy as np
-    import polars as pl
-
-    from ..model import build_trace_table
-
-    table = build_trace_table(session.spans)
-    labelled = [t for t, label in session.label_map().items() if label is not None]
-    undegraded = (~table.frame["trace_id"].is_in(pl.Series(labelled, dtype=pl.String))).to_numpy()
-    q = np.quantile(table.frame["latency_ns"].to_numpy()[undegraded], [0.5, 0.9])
-    return float(q[0]), float(q[1])
-
-
-def _check(name: str, value, kind, low, high=math.inf, *, low_open: bool = False):
+def _check(name: str, value, kind, low, high=math.inf, *, low_open: bool = False, function: str = "run_demo"):
     ok = isinstance(value, kind) and not isinstance(value, bool) and \
         (value > low if low_open else value >= low) and value <= high
     if not ok:
         bound = f"({low}" if low_open else f"[{low}"
-        raise ParameterError(f"The {name!r} parameter of run_demo must be {'an int' if kind is int else 'a number'} "
+        raise ParameterError(f"The {name!r} parameter of {function} must be {'an int' if kind is int else 'a number'} "
                              f"in the range {bound}, {high if high != math.inf else 'inf'}]. Got {value!r} instead.")
 
 
-def run_demo(*, duration_s: float = 120, rate_per_s: float = 12, seed: int = 0, workdir=None, noised: bool = False,
-             on_progress: Callable[[DemoProgress], None] | None = None, report_path=None,
-             interval: str = "affected", instances: dict | None = None, generations: int = 400,
+@dataclass(frozen=True)
+class _Phase:
+    """One stretch of load: its name, its requests, and the fault switched on before it."""
+
+    name: str
+    n_requests: int
+    fault: Fault | None = None
+
+
+def _check_common(duration_s, rate_per_s, seed, max_in_flight, instances, workdir, report_path, function: str):
+    """Checks shared by :func:`run_demo` and :func:`run_incident`; returns the instance counts,
+    the run's directory, its store and the report's path."""
+    if os.name != "posix":
+        raise DemoError("the live demo needs a POSIX system (process groups, signals); "
+                        f"this one is {os.name!r}")
+    _check("duration_s", duration_s, (int, float), 0, 3600, low_open=True, function=function)
+    _check("rate_per_s", rate_per_s, (int, float), 0, 200, low_open=True, function=function)
+    _check("seed", seed, int, 0, function=function)
+    _check("max_in_flight", max_in_flight, int, 1, 10_000, function=function)
+    counts = dict(DEFAULT_INSTANCES if instances is None else instances)
+    if set(counts) != set(LIVE_SERVICES) or any(not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 8
+                                                for v in counts.values()):
+        raise ParameterError(f"The 'instances' parameter of {function} must give every service of "
+                             f"{', '.join(LIVE_SERVICES)} an int in [1, 8]. Got {instances!r} instead.")
+    workdir = Path(tempfile.mkdtemp(prefix="tracesleuth-demo-")) if workdir is None else Path(workdir)
+    store = workdir / "store"
+    if store.exists():
+        raise ParameterError(f"The 'workdir' parameter of {function} must be a directory without a previous run; "
+                             f"{workdir} already holds {store}. Choose another directory.")
+    workdir.mkdir(parents=True, exist_ok=True)
+    report_path = Path(report_path) if report_path is not None else workdir / "report.html"
+    return counts, workdir, store, report_path
+
+
+def run_demo(*, duration_s: float = DEFAULT_DURATION_S, rate_per_s: float = DEFAULT_RATE_PER_S, seed: int = 0,
+             workdir=None, noised: bool = False, on_progress: Callable[[DemoProgress], None] | None = None,
+             report_path=None, interval: str = "affected", instances: dict | None = None, generations: int = 400,
              max_in_flight: int = 64) -> DemoResult:
     """Run the live E-Shopper demo: real services, real traces, injected degradations, analysis.
 
@@ -272,31 +154,25 @@ def run_demo(*, duration_s: float = 120, rate_per_s: float = 12, seed: int = 0, 
     rate_per_s`` homepage requests, about a tenth marked A1 and a tenth A2 through W3C baggage;
     waits for every exporter to flush and stops every process; then fits
     :class:`~tracesleuth.analyses.patterns.LatencyDegradationPatterns` on the stored spans (endpoint
-    ``web-service:gethome``, exclusive times only, as in the paper), scores its patterns against
-    the ground truth
-    (:func:`~tracesleuth.evaluation.metrics.match_clusters`) and writes the HTML report.
-
-    The degradations are those :func:`~tracesleuth.evaluation.eshopper.draw_degradations`
-    draws from ``seed`` (two different types out of 1-3 over the 6 synchronous RPCs, 50 ms per
-    RPC), and request ``i`` is marked as request ``i`` of ``simulate_eshopper(random_state=seed)``.
+    ``web-service:gethome``, the solver settings of the paper's evaluation), scores the patterns
+    against the ground truth, checks that the run delivered its load
+    (:func:`~._health.assess_run`) and writes the HTML report.
 
     Parameters
     ----------
     duration_s : float, default=120
         Seconds of load, in (0, 3600].
-    rate_per_s : float, default=12
-        Homepage requests per second, in (0, 200].
+    rate_per_s : float, default=8
+        Homepage requests per second, in (0, 200] (:data:`DEFAULT_RATE_PER_S` says why 8).
     seed : int, default=0
-        Seed of the degradations, the marking, the execution times and the analysis.
-    workdir : str or Path, optional
-        Directory of the run (created; must not already hold a run). Default: a new temporary
-        directory, kept after the run.
+        Seed of the degradations, the marking, every execution-time draw and the analysis.
+    workdir : path, optional
+        Directory of the run; default a new temporary directory. It must not hold a run already.
     noised : bool, default=False
-        Add the two noises of Section 4.3 (60 ms instead of 50 ms in one RPC, 100 ms in an
-        asynchronous call, each in about half of a degradation's requests).
+        Add the two noise types of Section 4.3.
     on_progress : callable, optional
-        Called with a :class:`DemoProgress` at each step, and about once a second during the load.
-    report_path : str or Path, optional
+        Called with a :class:`DemoProgress` at every step.
+    report_path : path, optional
         Where to write the HTML report. Default ``<workdir>/report.html``.
     interval : {"affected", "auto"}, default="affected"
         The degraded latency interval analysed. ``"affected"``: the paper's protocol (Section
@@ -316,6 +192,8 @@ def run_demo(*, duration_s: float = 120, rate_per_s: float = 12, seed: int = 0, 
     Returns
     -------
     DemoResult
+        Its :meth:`~DemoResult.outcome` says whether the degradations were recovered (F-score
+        >= :data:`~._result.RECOVERY_F_SCORE`) and whether the run is a result at all.
 
     Raises
     ------
@@ -329,68 +207,137 @@ def run_demo(*, duration_s: float = 120, rate_per_s: float = 12, seed: int = 0, 
 
     Examples
     --------
-    >>> result = run_demo(duration_s=30, rate_per_s=30)                       # doctest: +SKIP
+    >>> result = run_demo(duration_s=30, rate_per_s=8)                        # doctest: +SKIP
     >>> result.match_f_scores                                                # doctest: +SKIP
     {'A1': 0.98, 'A2': 0.97}
+    >>> result.outcome().status                                              # doctest: +SKIP
+    'recovered'
     """
-    if os.name != "posix":
-        raise DemoError("the live demo needs a POSIX system (process groups, signals); "
-                        f"this one is {os.name!r}")
-    _check("duration_s", duration_s, (int, float), 0, 3600, low_open=True)
-    _check("rate_per_s", rate_per_s, (int, float), 0, 200, low_open=True)
-    _check("seed", seed, int, 0)
-    _check("generations", generations, int, 1)
-    _check("max_in_flight", max_in_flight, int, 1, 10_000)
+    function = "run_demo"
+    _check("generations", generations, int, 1, function=function)
     if interval not in INTERVALS:
         raise ParameterError(f"The 'interval' parameter of run_demo must be one of "
                              f"{', '.join(map(repr, INTERVALS))}. Got {interval!r} instead.")
-    counts = dict(DEFAULT_INSTANCES if instances is None else instances)
-    if set(counts) != set(LIVE_SERVICES) or any(not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 8
-                                                for v in counts.values()):
-        raise ParameterError(f"The 'instances' parameter of run_demo must give every service of "
-                             f"{', '.join(LIVE_SERVICES)} an int in [1, 8]. Got {instances!r} instead.")
-    workdir = Path(tempfile.mkdtemp(prefix="tracesleuth-demo-")) if workdir is None else Path(workdir)
-    store = workdir / "store"
-    if store.exists():
-        raise ParameterError(f"The 'workdir' parameter of run_demo must be a directory without a previous run; "
-                             f"{workdir} already holds {store}. Choose another directory.")
-    workdir.mkdir(parents=True, exist_ok=True)
-    report_path = Path(report_path) if report_path is not None else workdir / "report.html"
+    counts, workdir, store, report_path = _check_common(duration_s, rate_per_s, seed, max_in_flight, instances,
+                                                        workdir, report_path, function)
     n_requests = max(1, round(duration_s * rate_per_s))
     degradations = draw_degradations(noised=noised, random_state=seed)
+    run = _execute(workdir=workdir, store=store, seed=seed, degradations=degradations, p_affected=0.1,
+                   phases=[_Phase("load", n_requests)], rate_per_s=float(rate_per_s), max_in_flight=max_in_flight,
+                   counts=counts, on_progress=on_progress)
+    return _analyse(run, report_path=report_path, seed=seed, generations=generations, duration_s=duration_s,
+                    noised=noised, interval=interval)
+
+
+def run_incident(service: str, *, fault: str = "slow-handler", delay_ns: int = DEFAULT_FAULT_DELAY_NS,
+                 duration_s: float = DEFAULT_DURATION_S, rate_per_s: float = DEFAULT_RATE_PER_S, seed: int = 0,
+                 workdir=None, on_progress: Callable[[DemoProgress], None] | None = None, report_path=None,
+                 instances: dict | None = None, max_in_flight: int = 64) -> IncidentResult:
+    """Run the live shop through an incident: a baseline phase, one fault in one service, a problem phase.
+
+    The shop runs as in :func:`run_demo`, without degradations: for the first half of
+    ``duration_s`` it serves its normal load (the baseline), then ``fault`` is switched on in
+    every instance of ``service`` (:class:`~.service.FaultSwitch`) and the load goes on for the
+    second half (the problem period). The request-flow comparison
+    (:class:`~tracesleuth.analyses.compare.RequestFlowComparison`, Sambasivan et al., NSDI 2011)
+    of the two periods - the analysis ``tracesleuth analyze PROBLEM --baseline BASELINE`` runs -
+    then ranks the services; the report opens with its "What changed" section.
+
+    Parameters
+    ----------
+    service : str
+        The service the fault goes into, one of :data:`~._protocol.LIVE_SERVICES` but the
+        gateway ``web-service`` (the entry the requests are compared at).
+    fault : {"slow-handler", "network-delay"}, default="slow-handler"
+        :data:`~._protocol.FAULT_KINDS`: the service's handler gets slower (its self time), or
+        the calls into it wait on the network (the gap on its callers' edges).
+    delay_ns : int, default=20 ms
+        What the fault adds per request handled, ns, in [1 ms, 10 s].
+    duration_s, rate_per_s, seed, workdir, on_progress, report_path, instances, max_in_flight
+        As in :func:`run_demo`.
+
+    Returns
+    -------
+    IncidentResult
+        Its :meth:`~IncidentResult.outcome` says whether the injected service ranks first and
+        whether the run is a result at all.
+
+    Raises
+    ------
+    ParameterError, DemoError, KeyboardInterrupt, DemoInterrupted
+        As :func:`run_demo`.
+
+    Examples
+    --------
+    >>> result = run_incident("cart-service", duration_s=60)                 # doctest: +SKIP
+    >>> result.top_service                                                   # doctest: +SKIP
+    'cart-service'
+    """
+    function = "run_incident"
+    targets = [s for s in LIVE_SERVICES if s != "web-service"]
+    if service not in targets:
+        raise ParameterError(f"The 'service' parameter of {function} must be one of {', '.join(targets)}. "
+                             f"Got {service!r} instead.")
+    if fault not in FAULT_KINDS:
+        raise ParameterError(f"The 'fault' parameter of {function} must be one of {', '.join(FAULT_KINDS)}. "
+                             f"Got {fault!r} instead.")
+    _check("delay_ns", delay_ns, int, NS_PER_MS, 10_000 * NS_PER_MS, function=function)
+    counts, workdir, store, report_path = _check_common(duration_s, rate_per_s, seed, max_in_flight, instances,
+                                                        workdir, report_path, function)
+    half = max(2, round(duration_s * rate_per_s / 2))
+    injected = Fault(service, fault, int(delay_ns))
+    run = _execute(workdir=workdir, store=store, seed=seed, degradations=(), p_affected=0.0,
+                   phases=[_Phase("baseline", half), _Phase("problem", half, injected)], rate_per_s=float(rate_per_s),
+                   max_in_flight=max_in_flight, counts=counts, on_progress=on_progress)
+    return _analyse_incident(run, fault=injected, report_path=report_path, seed=seed, duration_s=duration_s)
+
+
+@dataclass
+class _Run:
+    """What the operation of a run left for its analysis."""
+
+    workdir: Path
+    store: Path
+    config: DemoConfig
+    loads: dict            # phase name -> (its config, the load generator's "done" event)
+    collector_stats: dict
+    cpu_cores: float | None
+    load_average: float | None
+    fault_start_ns: int | None
+    timings: dict
+    t_start: float
+    progress: Callable
+
+
+def _execute(*, workdir: Path, store: Path, seed: int, degradations, p_affected: float, phases: list[_Phase],
+             rate_per_s: float, max_in_flight: int, counts: dict, on_progress) -> _Run:
+    """Operate a run under a supervisor that stops every process, whatever happens."""
+    n_total = sum(p.n_requests for p in phases)
     t_start = time.perf_counter()
 
     def progress(phase: str, message: str, sent: int = 0):
         if on_progress is not None:
-            on_progress(DemoProgress(phase, message, sent, n_requests, time.perf_counter() - t_start))
+            on_progress(DemoProgress(phase, message, sent, n_total, time.perf_counter() - t_start))
 
     timings: dict[str, float] = {}
     supervisor = Supervisor(workdir / "logs", env=child_environment())
     try:
         with termination_raises():
-            config, load, collector_stats = _operate(
-                supervisor, workdir=workdir, store=store, seed=seed, degradations=degradations,
-                n_requests=n_requests, rate_per_s=float(rate_per_s), max_in_flight=max_in_flight, counts=counts,
-                timings=timings, t_start=t_start, progress=progress)
+            run = _operate(supervisor, workdir=workdir, store=store, seed=seed, degradations=degradations,
+                           p_affected=p_affected, phases=phases, rate_per_s=rate_per_s, max_in_flight=max_in_flight,
+                           counts=counts, timings=timings, t_start=t_start, progress=progress)
     except KeyboardInterrupt:
         supervisor.close(timeout_s=INTERRUPT_TIMEOUT_S)
         raise
     finally:
         supervisor.close(timeout_s=STOP_TIMEOUT_S)
-
-    return _analyse(workdir=workdir, store=store, config=config, report_path=report_path, load=load,
-                    collector_stats=collector_stats, timings=timings, t_start=t_start, progress=progress, seed=seed,
-                    generations=generations, duration_s=duration_s, noised=noised, interval=interval)
+    return run
 
 
-def _operate(supervisor: Supervisor, *, workdir: Path, store: Path, seed: int, degradations, n_requests: int,
-             rate_per_s: float, max_in_flight: int, counts: dict, timings: dict, t_start: float, progress
-             ) -> tuple[DemoConfig, dict, dict]:
-    """Start the collector and the services, run the load, stop everything in order.
-
-    Returns the run's configuration, the load generator's final counts and the collector's final
-    counters.
-    """
+def _operate(supervisor: Supervisor, *, workdir: Path, store: Path, seed: int, degradations, p_affected: float,
+             phases: list[_Phase], rate_per_s: float, max_in_flight: int, counts: dict, timings: dict,
+             t_start: float, progress) -> _Run:
+    """Start the collector and the services, run each phase's load, stop everything in order."""
     from ._catalog import create_databases
 
     python, me = sys.executable, str(os.getpid())
@@ -406,10 +353,9 @@ def _operate(supervisor: Supervisor, *, workdir: Path, store: Path, seed: int, d
         for s in LIVE_SERVICES:
             sockets[s] = [_listen() for _ in range(counts[s])]
         config = DemoConfig(
-            seed=seed, collector_url=collector_url, degradations=tuple(degradations), n_requests=n_requests,
-            rate_per_s=rate_per_s, max_in_flight=max_in_flight, databases=databases,
-            instances={s: [f"http://127.0.0.1:{k.getsockname()[1]}" for k in socks] for s, socks in sockets.items()},
-            labels_path=str(workdir / "labels.csv"), injections_path=str(workdir / "injections.csv"))
+            seed=seed, collector_url=collector_url, degradations=tuple(degradations), n_requests=phases[0].n_requests,
+            rate_per_s=rate_per_s, p_affected=p_affected, max_in_flight=max_in_flight, databases=databases,
+            instances={s: [f"http://127.0.0.1:{k.getsockname()[1]}" for k in socks] for s, socks in sockets.items()})
         config_path = config.write(workdir / "config.json")
         for s, socks in sockets.items():
             for k, sock in enumerate(socks):
@@ -425,20 +371,45 @@ def _operate(supervisor: Supervisor, *, workdir: Path, store: Path, seed: int, d
     timings["startup_s"] = time.perf_counter() - t_start
 
     t = time.perf_counter()
-    progress("load", f"sending {n_requests:,} requests at {rate_per_s:g}/s", 0)
-    loadgen = supervisor.spawn("load-generator", [python, "-m", "tracesleuth.demo.loadgen", "--config",
-                                                  str(config_path), "--parent-pid", me], events=True)
-    loadgen.expected_exit = True
-    load = _follow_load(supervisor, loadgen, deadline_s=n_requests / rate_per_s + 120,
-                        on_event=lambda ev: progress("load", "sending requests", ev.get("sent", 0)))
-    loadgen.process.wait(timeout=STOP_TIMEOUT_S)
-    if loadgen.process.returncode != 0:
-        raise DemoError(f"the load generator exited with code {loadgen.process.returncode}; its log "
-                        f"{loadgen.log_path} ends with:\n{loadgen.log_tail()}")
+    watched = [collector, *(c for cs in services.values() for c in cs)]
+    cpu_start = supervisor.cpu_seconds(watched)
+    loads: dict[str, tuple] = {}
+    fault_start_ns = None
+    sent_before = 0
+    for phase in phases:
+        if phase.fault is not None:
+            _switch_fault(config.instances[phase.fault.service], phase.fault)
+            fault_start_ns = time.time_ns()
+        single = len(phases) == 1
+        suffix = "" if single else f"-{phase.name}"
+        phase_config = dataclasses.replace(config, n_requests=phase.n_requests,
+                                           labels_path=str(workdir / f"labels{suffix}.csv"),
+                                           injections_path=str(workdir / f"injections{suffix}.csv"))
+        phase_path = phase_config.write(workdir / f"config{suffix}.json")
+        what = "" if single else f"{phase.name} phase{' (fault on)' if phase.fault else ''}: "
+        progress("load", f"{what}sending {phase.n_requests:,} requests at {rate_per_s:g}/s", sent_before)
+        loadgen = supervisor.spawn(f"load-generator{suffix}", [python, "-m", "tracesleuth.demo.loadgen", "--config",
+                                                               str(phase_path), "--parent-pid", me], events=True)
+        loadgen.expected_exit = True
+        offset = sent_before
+        load = _follow_load(supervisor, loadgen, deadline_s=phase.n_requests / rate_per_s + 120,
+                            on_event=lambda ev: progress("load", f"{what}sending requests", offset + ev.get("sent", 0)))
+        loadgen.process.wait(timeout=STOP_TIMEOUT_S)
+        if loadgen.process.returncode != 0:
+            raise DemoError(f"the load generator exited with code {loadgen.process.returncode}; its log "
+                            f"{loadgen.log_path} ends with:\n{loadgen.log_tail()}")
+        loads[phase.name] = (phase_config, load)
+        sent_before += int(load.get("sent", 0))
+    cpu_end = supervisor.cpu_seconds(watched)
+    load_average = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     timings["load_s"] = time.perf_counter() - t
+    cpu_cores = None
+    if cpu_start is not None and cpu_end is not None and timings["load_s"] > 0:
+        loadgen_cpu = sum(float(load.get("cpu_s", 0.0)) for _, load in loads.values())
+        cpu_cores = round((cpu_end - cpu_start + loadgen_cpu) / timings["load_s"], 3)
 
     t = time.perf_counter()
-    progress("flushing", "flushing the exporters and stopping the services", load.get("sent", 0))
+    progress("flushing", "flushing the exporters and stopping the services", sent_before)
     time.sleep(DRAIN_S)
     # Callers before callees (STOP_WAVES), so that no call is left without its callee; each
     # service exports its last spans as it stops, and the collector, stopped last, writes them
@@ -454,7 +425,24 @@ def _operate(supervisor: Supervisor, *, workdir: Path, store: Path, seed: int, d
     if failed:
         raise DemoError(f"these demo processes did not stop cleanly: {', '.join(failed)} "
                         f"(logs in {supervisor.logs_dir})")
-    return config, load, stopped.get("stats", {})
+    return _Run(workdir=workdir, store=store, config=config, loads=loads, collector_stats=stopped.get("stats", {}),
+                cpu_cores=cpu_cores, load_average=load_average, fault_start_ns=fault_start_ns, timings=timings, t_start=t_start,
+                progress=progress)
+
+
+def _switch_fault(urls: list[str], fault: Fault) -> None:
+    """Switch ``fault`` on in every instance (``urls``) of its service."""
+    import httpx
+
+    with httpx.Client(timeout=10.0) as client:
+        for url in urls:
+            try:
+                response = client.get(url + FAULT_PATH, params={"kind": fault.kind, "delay_ns": fault.delay_ns})
+            except httpx.HTTPError as e:
+                raise DemoError(f"cannot switch the fault on in {fault.service} at {url}: {e!r}") from e
+            if response.status_code != 200:
+                raise DemoError(f"{fault.service} at {url} refused the fault ({response.status_code}): "
+                                f"{response.text[:200]}")
 
 
 def _listen() -> socket.socket:
@@ -520,41 +508,99 @@ def _last_event(supervisor: Supervisor, child, name: str) -> dict | None:
             found = ev
 
 
-def _analyse(*, workdir, store, config, report_path, load, collector_stats, timings, t_start, progress, seed,
-             generations, duration_s, noised, interval) -> DemoResult:
+def _read_labels(path):
+    import polars as pl
+
+    return pl.read_csv(path, schema_overrides={"trace_id": pl.String, "degradation": pl.String,
+                                               "noise": pl.String, "latency_ns": pl.Int64})
+
+
+def _load_counts(loads: dict) -> dict:
+    """Requests sent, completed and failed over every phase."""
+    return {k: sum(int(load.get(k, 0)) for _, load in loads.values()) for k in ("sent", "completed", "failed")}
+
+
+def _health(run: _Run, labels, trace_ids, undegraded_latency_ns, *, seed: int):
+    """The run's health from its ground truth (``labels``: every phase's rows) and the trace
+    ids found in the store."""
+    import polars as pl
+
+    counts = _load_counts(run.loads)
+    rate = float(run.config.rate_per_s)
+    achieved = min((achieved_rate(lab["scheduled_ns"].to_numpy(), lab["sent_ns"].to_numpy(), rate)
+                    for lab in (labels.filter(pl.col("phase") == name) for name in run.loads)), default=0.0)
+    answered = labels.filter((pl.col("status") == 200) & pl.col("trace_id").is_not_null())["trace_id"]
+    lost = int((~answered.is_in(pl.Series(list(trace_ids), dtype=pl.String).implode())).sum())
+    planned = sum(cfg.n_requests for cfg, _ in run.loads.values())
+    return assess_run(planned=planned, sent=counts["sent"], completed=counts["completed"], failed=counts["failed"],
+                      analysed=len(trace_ids), lost=lost, rate_per_s=rate, achieved_rate_per_s=achieved,
+                      undegraded_latency_ns=undegraded_latency_ns, seed=seed, cpu_cores=run.cpu_cores,
+                      load_average=run.load_average)
+
+
+def _all_labels(run: _Run):
+    import polars as pl
+
+    return pl.concat([_read_labels(cfg.labels_path).with_columns(pl.lit(name).alias("phase"))
+                      for name, (cfg, _) in run.loads.items()])
+
+
+def _analyse(run: _Run, *, report_path, seed, generations, duration_s, noised, interval) -> DemoResult:
     import numpy as np
     import polars as pl
 
-    from ..evaluation.metrics import labels_for, match_clusters
-    from ..analyses.patterns.evaluation import ESTIMATOR_PARAMS
-    from ..model import build_trace_table
     from ..analyses.patterns import LatencyDegradationPatterns
+    from ..analyses.patterns.evaluation import ESTIMATOR_PARAMS
     from ..analyses.patterns.section import build_patterns_report
+    from ..evaluation.metrics import labels_for, match_clusters
     from ..io import read_spans
+    from ..model import build_trace_table
+    from ._report import live_run_section
 
+    config, timings = run.config, run.timings
+    counts = _load_counts(run.loads)
     t = time.perf_counter()
-    progress("analysing", "finding the latency degradation patterns", load.get("sent", 0))
-    spans = read_spans(store)
+    run.progress("analysing", "finding the latency degradation patterns", counts["sent"])
+    spans = read_spans(run.store)
     table = build_trace_table(spans, ENDPOINT)
-    labels = pl.read_csv(config.labels_path, schema_overrides={"trace_id": pl.String, "degradation": pl.String,
-                                                               "noise": pl.String})
-    labels = labels.filter(pl.col("trace_id").is_not_null())
-    label_map = dict(zip(labels["trace_id"].to_list(), labels["degradation"].to_list()))
+    labels = _all_labels(run)
+    known = labels.filter(pl.col("trace_id").is_not_null())
+    label_map = dict(zip(known["trace_id"].to_list(), known["degradation"].to_list()))
     names = [d.name for d in config.degradations]
     shown = tuple(LiveDegradation(d) for d in config.degradations)       # live names, for the user
     truth = labels_for(table, label_map)
     bounds = None
     affected = np.array([t is not None for t in truth])
+    latency = table.frame["latency_ns"].to_numpy()
     if interval == "affected" and affected.any():
-        latency = table.frame["latency_ns"].to_numpy()
         bounds = (int(latency[affected].min()), int(latency[affected].max()) + 1)
     estimator = LatencyDegradationPatterns(random_state=seed, generations=generations, interval=bounds,
                                            **ESTIMATOR_PARAMS).fit(table)
     match = match_clusters(truth, estimator.labels_, degradations=names)
+    health = _health(run, labels, table.frame["trace_id"].to_list(), latency[~affected], seed=seed)
     timings["analysis_s"] = time.perf_counter() - t
 
+    res = estimator.result_
+    words = {s.index: s.words for s in res.sub_intervals}
+    load_config = run.loads["load"][0]
+    result = DemoResult(
+        workdir=run.workdir, store_path=run.store, labels_path=Path(load_config.labels_path),
+        injections_path=Path(load_config.injections_path), report_path=Path(report_path),
+        requests_sent=counts["sent"], requests_completed=counts["completed"], requests_failed=counts["failed"],
+        requests_analysed=table.n_requests, spans_stored=int(spans.spans.num_rows),
+        affected={n: int((labels["degradation"] == n).sum()) for n in names},
+        degradations=shown, endpoint=ENDPOINT,
+        interval=res.interval.describe() if res.found and res.interval is not None else None,
+        match_f_scores={k: float(v) for k, v in match.match_f_scores.items()},
+        matched={k: int(v) for k, v in match.matched.items()},
+        recovered_patterns={k: words.get(int(v)) for k, v in match.matched.items()},
+        precision=match.precision, recall=match.recall, f_score=match.f_score, timings=timings, seed=seed,
+        rate_per_s=float(config.rate_per_s), duration_s=float(duration_s), noised=bool(noised),
+        interval_rule=interval, collector_stats=run.collector_stats, health=health,
+        recovery_f_score=RECOVERY_F_SCORE)
+
     t = time.perf_counter()
-    progress("report", "writing the report", load.get("sent", 0))
+    run.progress("report", "writing the report", counts["sent"])
     report = build_patterns_report(
         spans, table, estimator, labels=label_map, degradations={d.name: d.describe() for d in shown},
         title="Live E-Shopper demo: latency degradation patterns",
@@ -564,30 +610,72 @@ def _analyse(*, workdir, store, config, report_path, load, collector_stats, timi
                   f"seed {seed}{', noised' if noised else ''}."),
         solver_settings={"seed": seed, "generations": generations, "attributes": "exclusive times only",
                          "interval rule": INTERVAL_RULES[interval]})
-    path = report.write(report_path)
+    report.insert(0, live_run_section(health, result.outcome()))
+    report.write(report_path)
     timings["report_s"] = time.perf_counter() - t
-    timings["total_s"] = time.perf_counter() - t_start
-    res = estimator.result_
-    words = {s.index: s.words for s in res.sub_intervals}
-    disturbed = disturbance(table.frame["latency_ns"].to_numpy()[~affected], sent=int(load.get("sent", 0)),
-                            failed=int(load.get("failed", 0)), rate_per_s=float(config.rate_per_s), seed=seed)
-    result = DemoResult(
-        workdir=workdir, store_path=store, labels_path=Path(config.labels_path),
-        injections_path=Path(config.injections_path), report_path=Path(path),
-        requests_sent=int(load.get("sent", 0)), requests_completed=int(load.get("completed", 0)),
-        requests_failed=int(load.get("failed", 0)), requests_analysed=table.n_requests,
-        spans_stored=int(spans.spans.num_rows),
-        affected={n: int((labels["degradation"] == n).sum()) for n in names},
-        degradations=shown, endpoint=ENDPOINT,
-        interval=res.interval.describe() if res.found and res.interval is not None else None,
-        match_f_scores={k: float(v) for k, v in match.match_f_scores.items()},
-        matched={k: int(v) for k, v in match.matched.items()},
-        recovered_patterns={k: words.get(int(v)) for k, v in match.matched.items()},
-        precision=match.precision, recall=match.recall, f_score=match.f_score, timings=timings, seed=seed,
-        rate_per_s=float(config.rate_per_s), duration_s=float(duration_s), noised=bool(noised),
-        interval_rule=interval, collector_stats=collector_stats, disturbed=disturbed)
-    progress("done", f"report written to {path}", result.requests_sent)
+    timings["total_s"] = time.perf_counter() - run.t_start
+    run.progress("done", f"report written to {report_path}", result.requests_sent)
     return result
 
 
-__all__ = ["DEFAULT_INSTANCES", "ENDPOINT", "DemoProgress", "DemoResult", "run_demo"]
+def _analyse_incident(run: _Run, *, fault: Fault, report_path, seed, duration_s) -> IncidentResult:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .. import __version__
+    from ..analyses import ReportContext, get_analysis
+    from ..io import read_spans
+    from ..model import build_trace_table
+    from ..report import Report, input_section
+    from ._report import live_run_section
+
+    config, timings = run.config, run.timings
+    counts = _load_counts(run.loads)
+    t = time.perf_counter()
+    run.progress("analysing", "comparing the problem period with the baseline", counts["sent"])
+    spans = read_spans(run.store)
+    labels = _all_labels(run)
+    tables = {}
+    for name in run.loads:
+        ids = labels.filter((labels["phase"] == name) & labels["trace_id"].is_not_null())["trace_id"].to_list()
+        phase_spans = spans.spans.filter(pc.is_in(spans.spans.column("trace_id"), value_set=pa.array(ids, pa.string())))
+        tables[name] = build_trace_table(phase_spans, ENDPOINT)
+    spec = get_analysis("compare")
+    estimator = spec.load("estimator")(random_state=seed).fit(tables["problem"], tables["baseline"])
+    comparison = estimator.result_
+    services = tuple(s.to_dict() for s in comparison.services)
+    ranked = [s["service"] for s in services]
+    health = _health(run, labels, [*tables["baseline"].frame["trace_id"], *tables["problem"].frame["trace_id"]],
+                     tables["baseline"].frame["latency_ns"].to_numpy(), seed=seed)
+    timings["analysis_s"] = time.perf_counter() - t
+    result = IncidentResult(
+        workdir=run.workdir, store_path=run.store, report_path=Path(report_path),
+        labels_paths={name: Path(cfg.labels_path) for name, (cfg, _) in run.loads.items()}, fault=fault,
+        fault_start_ns=int(run.fault_start_ns or 0),
+        requests={name: table.n_requests for name, table in tables.items()}, endpoint=ENDPOINT, services=services,
+        injected_rank=ranked.index(fault.service) + 1 if fault.service in ranked else None,
+        significant=comparison.significant, timings=timings, seed=seed, rate_per_s=float(config.rate_per_s),
+        duration_s=float(duration_s), health=health, collector_stats=run.collector_stats)
+
+    t = time.perf_counter()
+    run.progress("report", "writing the report", counts["sent"])
+    report = Report("Live E-Shopper incident: what changed?",
+                    subtitle=(f"{tables['baseline'].n_requests:,} baseline and {tables['problem'].n_requests:,} "
+                              f"problem requests to {ENDPOINT} at {config.rate_per_s:g}/s; the fault: "
+                              f"{fault.describe()}; seed {seed}."),
+                    footer=f"tracesleuth {__version__} - {spec.paper}")
+    for section in spec.load("section")(estimator, ReportContext(spans, tables["problem"], settings={"seed": seed})):
+        report.add(section)
+    live = live_run_section(health, result.outcome(), tables=tables, fault=fault, fault_start_ns=result.fault_start_ns)
+    # "What changed" opens the report, unless the run is no result: then that comes first.
+    report.insert(0 if result.outcome().status == "broken" else len(report.sections), live)
+    report.add(input_section(spans, tables["problem"]))
+    report.write(report_path)
+    timings["report_s"] = time.perf_counter() - t
+    timings["total_s"] = time.perf_counter() - run.t_start
+    run.progress("done", f"report written to {report_path}", counts["sent"])
+    return result
+
+
+__all__ = ["DEFAULT_DURATION_S", "DEFAULT_INSTANCES", "DEFAULT_RATE_PER_S", "ENDPOINT", "DemoProgress", "run_demo",
+           "run_incident"]

@@ -238,6 +238,25 @@ class Supervisor:
         if c.process.stdout is not None:
             c.process.stdout.close()
 
+    def cpu_seconds(self, children: list[Child] | None = None) -> float | None:
+        """CPU time (user + system) the running ``children`` (default: all) used so far, in seconds.
+
+        Read from ``/proc/<pid>/stat`` (Linux); None when it cannot be read. A child that has
+        exited counts for nothing here.
+        """
+        tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0
+        total = 0.0
+        for c in self.children if children is None else children:
+            if not c.running():
+                continue
+            try:
+                stat = Path(f"/proc/{c.pid}/stat").read_text()
+            except OSError:
+                return None
+            fields = stat[stat.rindex(")") + 2:].split()
+            total += (int(fields[11]) + int(fields[12])) / tick      # utime, stime (proc(5))
+        return total if tick else None
+
     @property
     def pids(self) -> list[int]:
         """Pids of every child started."""

@@ -23,8 +23,8 @@ instrumentation wrote into it, and the ground truth goes to files of its own, ne
   ``getrecommended``), as in the spans.
 
 Progress goes to stdout as JSON lines (``{"event": "progress", ...}``), one a second, then one
-``{"event": "done", ...}``. SIGTERM or SIGINT stop it early; the files then hold the requests
-sent so far.
+``{"event": "done", ...}`` with the counts and the CPU seconds the generator used (``cpu_s``).
+SIGTERM or SIGINT stop it early; the files then hold the requests sent so far.
 """
 
 from __future__ import annotations
@@ -92,14 +92,18 @@ class LoadGenerator:
     def __init__(self, config: DemoConfig):
         self.config = config
         self.degradations = config.degradations
+        # No degradation (the incident mode's phases): no request is marked.
         self.marking = draw_marking(config.n_requests, n_degradations=len(self.degradations),
-                                    p_affected=config.p_affected, random_state=config.seed)
+                                    p_affected=config.p_affected, random_state=config.seed) \
+            if self.degradations else None
         self.users = np.random.default_rng([config.seed, 99]).integers(1, 1 << 20, config.n_requests)
         self.sent: list[_Sent] = []
         self.completed = self.failed = 0
         self.provider = make_tracer_provider(LOAD_GENERATOR, f"{LOAD_GENERATOR}-0", config)
 
     def _mark(self, i: int) -> tuple[str | None, bool, bool]:
+        if self.marking is None:
+            return None, False, False
         k = int(self.marking.degradation[i])
         if k < 0:
             return None, False, False
@@ -220,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         await gen.run()
 
     interrupted = False
+    cpu_start = time.process_time()
     try:
         asyncio.run(run())
     except (asyncio.CancelledError, KeyboardInterrupt):
@@ -227,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         gen.write()
         gen.provider.shutdown()
-    emit("done", sent=len(gen.sent), completed=gen.completed, failed=gen.failed, interrupted=interrupted)
+    emit("done", sent=len(gen.sent), completed=gen.completed, failed=gen.failed, interrupted=interrupted,
+         cpu_s=round(time.process_time() - cpu_start, 3))
     return 130 if interrupted else 0
 
 

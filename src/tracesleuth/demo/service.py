@@ -14,7 +14,8 @@ Handling call ``i`` follows the simulator's layout (:mod:`tracesleuth.evaluation
    children without waiting for them, then make the synchronous ones one after the other over
    HTTP (2% of the time between two);
 3. spend the rest, running the RPC's SQLite query (:mod:`._catalog`) and sleeping for what is
-   left, plus the delay the request's degradation injects into this call.
+   left, plus the delay the request's degradation injects into this call (and, in the incident
+   mode, the slower handler's delay once the fault is on: :class:`FaultSwitch`).
 
 The injected delay comes from the request's W3C baggage (:data:`._protocol.BAGGAGE_DEGRADATION`
 and the two noise coins), which OpenTelemetry's propagators carry from the load generator
@@ -43,7 +44,7 @@ import socket
 import sqlite3
 import sys
 import time
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import numpy as np
@@ -77,6 +78,8 @@ from ._protocol import (
     BAGGAGE_DEGRADATION,
     BAGGAGE_DEVIATE,
     CALL_PARAM,
+    FAULT_KINDS,
+    FAULT_PATH,
     HEALTH_PATH,
     LIVE_SERVICE,
     LIVE_SERVICES,
@@ -146,6 +149,9 @@ class ShopService:
         self.tasks: set[asyncio.Task] = set()
         self.clients: dict[str, httpx.AsyncClient] = {}
         self.unknown_degradations = 0
+        #: The incident mode's fault (:class:`FaultSwitch`): kind and delay, None and 0 when off.
+        self.fault_kind: str | None = None
+        self.fault_delay_ns = 0
         self.db = None
         if service in config.databases:
             connection = sqlite3.connect(f"file:{config.databases[service]}?mode=ro", uri=True,
@@ -155,13 +161,14 @@ class ShopService:
     # -- the ASGI application -------------------------------------------------------------------
 
     def app(self):
-        """The Starlette app wrapped in OpenTelemetry's ASGI middleware."""
+        """The Starlette app wrapped in OpenTelemetry's ASGI middleware, inside the fault switch."""
         routes = [Route(f"/{op}", self.handle, methods=["GET"]) for op in self.operations]
         routes.append(Route(HEALTH_PATH, self.health, methods=["GET"]))
         app = Starlette(routes=routes, lifespan=self.lifespan)
-        return OpenTelemetryMiddleware(app, excluded_urls=HEALTH_PATH.strip("/"),
-                                       default_span_details=self.span_details, tracer_provider=self.provider,
-                                       exclude_spans=["receive", "send"])
+        return FaultSwitch(OpenTelemetryMiddleware(app, excluded_urls=HEALTH_PATH.strip("/"),
+                                                   default_span_details=self.span_details,
+                                                   tracer_provider=self.provider, exclude_spans=["receive", "send"]),
+                           self)
 
     def span_details(self, scope) -> tuple[str, dict]:
         """Server span name and attributes: the RPC's name and its route."""
@@ -210,7 +217,7 @@ class ShopService:
             return JSONResponse({"error": f"call {call} is not a call of {live_rpc(rpc)}"}, status_code=400)
 
         base_ns = int(BASE_EXCLUSIVE_MS[rpc].draw_ns(self.rng, 1)[0])
-        injected_ns = self.injected_ns(call)
+        injected_ns = self.injected_ns(call) + (self.fault_delay_ns if self.fault_kind == "slow-handler" else 0)
         sync = [j for j in CHILDREN[call] if not HOMEPAGE_CALLS[j].asynchronous]
         pre = int(base_ns * PRE_SHARE) if sync else 0
         gap = int(base_ns * GAP_SHARE)
@@ -306,6 +313,56 @@ class ShopService:
             except httpx.HTTPError as e:
                 span.record_exception(e)
                 span.set_status(Status(StatusCode.ERROR, type(e).__name__))
+
+
+class FaultSwitch:
+    """ASGI middleware outside the telemetry: the incident mode's fault of one service instance.
+
+    ``GET /_fault?kind=K&delay_ns=D`` (:data:`._protocol.FAULT_PATH`, never traced) switches
+    the fault on (``K`` one of :data:`._protocol.FAULT_KINDS`) or off (``kind=none``):
+
+    * ``slow-handler``: the service's handler spends ``D`` more ns per request, inside its server
+      span (:meth:`ShopService.handle`), so the operation's self time grows;
+    * ``network-delay``: each request waits ``D`` ns here, before the telemetry sees it, as a
+      delay on the service's network interface would hold it: the caller's client span grows,
+      the server span does not, so the gap on the edges into the service grows.
+
+    Parameters
+    ----------
+    app : ASGI application
+        The traced application.
+    service : ShopService
+        Holds the fault's state (``fault_kind``, ``fault_delay_ns``).
+    """
+
+    def __init__(self, app, service: ShopService):
+        self.app, self.service = app, service
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            if scope["path"] == FAULT_PATH:
+                await self._switch(scope, send)
+                return
+            if self.service.fault_kind == "network-delay" and scope["path"] != HEALTH_PATH:
+                await asyncio.sleep(self.service.fault_delay_ns / NS_PER_S)
+        await self.app(scope, receive, send)
+
+    async def _switch(self, scope, send) -> None:
+        query = parse_qs(scope.get("query_string", b"").decode())
+        kind = query.get("kind", ["none"])[0]
+        try:
+            delay_ns = int(query.get("delay_ns", ["0"])[0])
+        except ValueError:
+            delay_ns = -1
+        if kind not in (*FAULT_KINDS, "none") or delay_ns < 0:
+            status = 400
+            body = f"kind must be one of {', '.join(FAULT_KINDS)} or none, delay_ns an integer >= 0".encode()
+        else:
+            self.service.fault_kind, self.service.fault_delay_ns = (None, 0) if kind == "none" else (kind, delay_ns)
+            status, body = 200, b"ok"
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
 
 
 def main(argv: list[str] | None = None) -> int:

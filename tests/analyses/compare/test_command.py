@@ -72,7 +72,8 @@ def test_analyze_with_a_baseline_opens_with_what_changed(incident, tmp_path, cap
     code = main(["analyze", str(d / "problem.parquet"), "--baseline", str(d / "baseline.parquet"), "-o", str(out),
                  "--set", "patterns.generations=30", "--json"])
     doc = json.loads(capsys.readouterr().out)
-    assert code == 0 and list(doc["analyses"]) == ["compare", "patterns", "localize", "paths"] and not doc["skipped"]
+    assert code == 0 and list(doc["analyses"]) == ["compare", "patterns", "localize", "paths"]
+    assert doc["skipped"] == {"annotate": "needs --annotations"}
     assert doc["analyses"]["compare"]["services"][0]["service"] == s.injected
     page = out.read_text(encoding="utf-8")
     assert page.index("What changed") < page.index("Latency degradation patterns")
@@ -83,7 +84,7 @@ def test_analyze_without_a_baseline_says_what_it_skipped(incident, tmp_path, cap
     code = main(["analyze", str(d / "problem.parquet"), "-o", str(tmp_path / "r.html"), "--set",
                  "patterns.generations=30", "--json"])
     doc = json.loads(capsys.readouterr().out)
-    assert code == 0 and doc["skipped"] == {"compare": "needs --baseline"}
+    assert code == 0 and doc["skipped"] == {"compare": "needs --baseline", "annotate": "needs --annotations"}
     assert main(["analyze", str(d / "problem.parquet"), "-o", str(tmp_path / "r.html"), "--only", "compare"]) == 2
 
 

@@ -32,8 +32,11 @@ from .analysis import DegradationPatternsResult
 from ...report.document import Bullets, Code, Figure, KeyValues, Report, Section, Strong, Swatch, Table, Text
 from ...report.figures import (
     SERVICE_COLORS,
+    gantt_x_range_ms,
     latency_by_group_figure,
     latency_distribution_figure,
+    latency_over_time_figure,
+    operation_keys_named,
     request_gantt_figure,
     request_spans,
     sub_interval_color,
@@ -176,6 +179,12 @@ def latency_distribution_section(table, patterns: PatternsInput) -> Section:
         text += ("The outlined band is the degraded latency interval, the dashed lines its split points "
                  "(density minima), and each shaded band #k a sub-interval of the optimal partition.")
     section.add(Text(text), Figure(fig, caption="Use the linear/log buttons to see a small degraded tail."))
+    if "start_ns" in table.frame.columns:
+        section.add(Figure(latency_over_time_figure(table.frame["start_ns"], table.frame["latency_ns"],
+                                                    res if res.interval is not None else None),
+                           caption="Latency over time: requests per time and latency bin, with the degraded "
+                                   "interval and its sub-intervals across. A degradation that started at some time, "
+                                   "or comes and goes, shows here."))
     return section
 
 
@@ -312,29 +321,35 @@ def example_requests_section(spans, table, patterns: PatternsInput, *, baseline:
                      "with that pattern (preferring those in its own sub-interval). Bars start at the span's start "
                      "relative to the request and last its duration, coloured by service; hatched pale bars are "
                      "asynchronous work (producer/consumer or FOLLOWS_FROM spans, spans that outlive their parent, "
-                     "and everything below them). The dotted line is the end of the request. Hover a bar for the "
-                     "span's instance, status and attributes."))
+                     "and everything below them); outlined bars and bold rows are the operations the pattern names. "
+                     "All charts share one time scale. The dotted line is the end of the request. Hover a bar for "
+                     "the span's instance, status and attributes; deep requests collapse by depth."))
     subset = _spans_of(spans, [e.trace_id for e in examples])
     by_index = {s.index: s for s in patterns.result.sub_intervals}
     colors: dict[str, str] = {}
+    drawn = {}
     for ex in examples:
         try:
-            request = request_spans(subset, ex.trace_id, ex.span_id)
+            drawn[ex] = request_spans(subset, ex.trace_id, ex.span_id)
         except KeyError as e:  # the spans given are not those the table was built from
             section.add(Text(f"Request {ex.trace_id} cannot be drawn: {e}", muted=True))
-            continue
+    x_range_ms = gantt_x_range_ms(list(drawn.values()))
+    for ex, request in drawn.items():
         for svc in request[S.SERVICE].unique(maintain_order=True).to_list():
             colors.setdefault(svc, SERVICE_COLORS[len(colors) % len(SERVICE_COLORS)])
+        named = ()
         if ex.label < 0:
             heading = [Strong("Baseline"), " - a typical request below the degraded interval"]
         else:
             s = by_index[ex.label]
             heading = [Swatch(sub_interval_color(s.index)), Strong(f"#{s.index} {s.latency_words}"), ": ", s.words]
+            named = operation_keys_named(s.pattern.attributes, table.endpoint) if s.pattern is not None else ()
         title = f"trace {ex.trace_id}, latency {format_duration_ns(ex.latency_ns)}"
         section.add(
             Text(heading),
             Text(f"{title}; {ex.members:,} request(s) with this label; {request.height} spans.", muted=True),
-            Figure(request_gantt_figure(request, title=title, max_spans=max_spans, service_colors=colors)),
+            Figure(request_gantt_figure(request, title=title, max_spans=max_spans, service_colors=colors,
+                                        highlight=named, x_range_ms=x_range_ms)),
         )
     return section
 

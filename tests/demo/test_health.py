@@ -1,0 +1,107 @@
+"""Whether a live run is a result: its load, failures and queueing (RunHealth), and the one rule
+that turns them and the scores into an outcome and an exit code."""
+
+from __future__ import annotations
+
+import os
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tracesleuth.demo import EXIT_BROKEN, EXIT_NOT_RECOVERED, RECOVERY_F_SCORE, DemoResult, Fault, IncidentResult
+from tracesleuth.demo._health import MAX_FAILED_SHARE, MIN_RATE_SHARE, achieved_rate, assess_run, modelled_quantiles_ns
+
+MS = 1_000_000
+
+
+def _health(**changes):
+    m50, _ = modelled_quantiles_ns(0)
+    base = dict(planned=960, sent=960, completed=960, failed=0, analysed=960, lost=0, rate_per_s=8.0,
+                achieved_rate_per_s=8.0, undegraded_latency_ns=np.random.default_rng(0).normal(m50, 3 * MS, 800),
+                seed=0, cpu_cores=0.4)
+    return assess_run(**(base | changes))
+
+
+def test_a_run_that_kept_up_is_healthy():
+    h = _health()
+    assert h.ok and h.broken == () and h.overloaded is None and h.reason() is None
+    assert "960 of 960 requests sent at 8.00/s" in h.load_words() and "0.40 of" in h.load_words()
+    d = h.to_dict()
+    assert d["ok"] and d["thresholds"]["max_failed_share"] == MAX_FAILED_SHARE
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"failed": 20, "completed": 940}, "20 of 960 requests failed"),
+    ({"achieved_rate_per_s": 8.0 * MIN_RATE_SHARE - 0.1}, "where 8/s was asked"),
+    ({"sent": 900, "completed": 900, "analysed": 900}, "sent 900 of 960 requests"),
+    ({"lost": 30}, "the traces of 30 of 960 answered requests did not reach the store"),
+])
+def test_a_broken_load_is_named(changes, words):
+    h = _health(**changes, load_average=9.8)
+    assert h.broken and not h.ok and words in h.reason()
+    assert "Try a lower --rate" in h.reason() and "could not keep up with 8 requests/s" in h.reason()
+    assert "the demo used 0.40 of its" in h.reason() and "load average was 9.8" in h.reason()
+
+
+def test_queueing_beyond_the_modelled_times_is_an_overload():
+    slow = _health(undegraded_latency_ns=np.random.default_rng(0).normal(300, 50, 800) * MS)
+    assert not slow.broken and slow.overloaded and "queueing" in slow.overloaded
+    spread = _health(undegraded_latency_ns=np.r_[np.full(700, 52 * MS), np.full(100, 400 * MS)])
+    assert spread.overloaded
+    busy = _health(load_average=os.cpu_count() + 3.5)
+    assert not busy.broken and "the machine was busy: its load average was" in busy.overloaded
+    assert _health(load_average=0.5).ok
+
+
+def test_achieved_rate():
+    scheduled = np.arange(100) * 125 * MS
+    assert achieved_rate(scheduled, scheduled + MS, 8.0) == pytest.approx(8.0, rel=0.01)
+    late = scheduled + np.arange(100) * 60 * MS                    # falling behind
+    assert achieved_rate(scheduled, late, 8.0) < 6
+    assert achieved_rate([], [], 8.0) == 0.0
+
+
+def _demo(health, f_scores) -> DemoResult:
+    return DemoResult(workdir=Path("."), store_path=Path("s"), labels_path=Path("l"), injections_path=Path("i"),
+                      report_path=Path("r"), requests_sent=960, requests_completed=960, requests_failed=0,
+                      requests_analysed=960, spans_stored=0, affected={"A1": 96, "A2": 96}, degradations=(),
+                      endpoint="web-service:gethome", interval=None, match_f_scores=f_scores, matched={},
+                      recovered_patterns={}, precision=1.0, recall=1.0, f_score=1.0, timings={}, seed=0,
+                      rate_per_s=8.0, duration_s=120.0, noised=False, health=health)
+
+
+def test_outcome_never_presents_a_broken_run_as_a_result():
+    good, hit, miss = _health(), {"A1": 0.99, "A2": 0.97}, {"A1": 0.99, "A2": 0.6}
+    assert _demo(good, hit).outcome().exit_code == 0
+    assert f"F >= {RECOVERY_F_SCORE:g}" in _demo(good, hit).outcome().message
+    o = _demo(good, miss).outcome()
+    assert (o.status, o.exit_code) == ("not recovered", EXIT_NOT_RECOVERED) and "A2 (F 0.600)" in o.message
+    failing = _health(failed=50, completed=910)
+    for scores in (hit, miss):                         # a broken load is no result, whatever it scored
+        o = _demo(failing, scores).outcome()
+        assert (o.status, o.exit_code) == ("broken", EXIT_BROKEN) and "50 of 960 requests failed" in o.message
+    busy = _health(undegraded_latency_ns=np.full(800, 400 * MS))
+    o = _demo(busy, miss).outcome()
+    assert (o.status, o.exit_code) == ("broken", EXIT_BROKEN) and "overloaded" in o.message
+    o = _demo(busy, hit).outcome()
+    assert o.exit_code == 0 and "although the machine was loaded" in o.message
+    d = _demo(busy, miss).to_dict()
+    assert d["outcome"]["exit_code"] == EXIT_BROKEN and d["disturbed"] and d["health"]["overloaded"]
+
+
+def test_incident_outcome():
+    fault = Fault("cart-service", "slow-handler", 20 * MS)
+    r = IncidentResult(workdir=Path("."), store_path=Path("s"), report_path=Path("r"), labels_paths={}, fault=fault,
+                       fault_start_ns=1, requests={"baseline": 480, "problem": 480}, endpoint="web-service:gethome",
+                       services=({"service": "cart-service", "score": 1.0, "evidence": ["x"]},), injected_rank=1,
+                       significant=True, timings={}, seed=0, rate_per_s=8.0, duration_s=120.0, health=_health())
+    assert r.outcome().exit_code == 0 and r.top_service == "cart-service"
+    assert "20 ms in every handler of cart-service" in r.to_dict()["fault"]["description"]
+    other = replace(r, services=({"service": "account-service", "score": 1.0, "evidence": []},), injected_rank=None)
+    o = other.outcome()
+    assert o.exit_code == EXIT_NOT_RECOVERED and "cart-service is not suspected" in o.message
+    assert "account-service ranks first" in o.message
+    assert replace(other, health=_health(failed=30, completed=930)).outcome().exit_code == EXIT_BROKEN
