@@ -194,7 +194,9 @@ def _get_json(url: str) -> dict:
 def _stored_spans(store: Path) -> int:
     import pyarrow.parquet as pq
 
-    return sum(pq.ParquetFile(p).metadata.num_rows for p in sorted((store / "spans").glob("part-*.parquet")))
+    from tracesleuth.store import SpanStore
+
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in SpanStore(store, create=False).span_files())
 
 
 def one_run(*, exporters: int, seconds: float, batch: int, client: str, settings: dict) -> dict:

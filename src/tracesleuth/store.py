@@ -1,12 +1,25 @@
 """The embedded span store: a directory of Parquet files in the canonical span schema.
 
-Layout::
+Layout (version 2)::
 
     STORE/
-      tracesleuth-store.json     manifest: format version and one entry per ingest
+      tracesleuth-store.json     manifest: format version (2) and one entry per ingest
       tracesleuth-store.lock     the writers' lock (``flock``); empty
-      spans/part-<n>.parquet     spans (SPAN_SCHEMA), append-only
+      spans/date=<YYYY-MM-DD>/hour=<HH>/part-<n>.parquet
+                                 spans (SPAN_SCHEMA) that start in that hour (UTC), append-only
       rejects/part-<n>.parquet   rejected records and warnings (REJECT_SCHEMA)
+
+The span parts are partitioned Hive-style by the hour their spans start in (``start_ns``, UTC):
+every span of ``spans/date=2023-01-29/hour=08/`` starts in ``[08:00, 09:00)`` of 2023-01-29. Any
+Parquet reader that knows Hive partitions reads them directly and can skip hours by the two
+partition columns (strings), e.g. ``dask.dataframe.read_parquet("STORE/spans", filters=[("date",
+"==", "2023-01-29"), ("hour", ">=", "08")])``, polars ``scan_parquet("STORE/spans/**/*.parquet",
+hive_partitioning=True)``, DuckDB ``read_parquet('STORE/spans/*/*/*.parquet',
+hive_partitioning=true)``, Spark. The columns of a part are exactly :data:`SPAN_SCHEMA` (the
+partition columns are in the path only). A trace whose spans start in several hours has spans in
+several partitions: partitions are by time, not by trace (:mod:`tracesleuth.scale` shuffles them
+by trace id). Stores of version 1 (written before partitions) keep their flat layout,
+``spans/part-<n>.parquet``; they are read, and appended to, as before.
 
 Many writers may share a store at once (several ``tracesleuth ingest`` runs and a
 ``tracesleuth collect``, in any number of processes):
@@ -25,9 +38,8 @@ Many writers may share a store at once (several ``tracesleuth ingest`` runs and 
   no ingest's entry is lost; each entry names the parts that ingest wrote and the spans it read.
 - A new store is created under the lock too, so simultaneous first writers agree on one store.
 
-Part numbers give the order of the parts (the order of their reservation). Stores written by
-earlier versions have the same layout and are read and appended to as before. Any Parquet
-reader (polars, DuckDB, Spark) can read ``spans/*.parquet`` directly.
+Part numbers are unique across a store and give the order of the parts (the order of their
+reservation); a reservation lists every partition of its kind.
 """
 
 from __future__ import annotations
@@ -41,9 +53,11 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -55,7 +69,16 @@ from .errors import TraceFormatError
 MANIFEST = "tracesleuth-store.json"
 #: The writers' lock file (see the module docstring).
 LOCK = "tracesleuth-store.lock"
-STORE_VERSION = 1
+#: The version new stores are written in (2: span parts partitioned by hour).
+STORE_VERSION = 2
+#: Versions read (and appended to, each in its own layout): 1, flat; 2, partitioned by hour.
+READABLE_VERSIONS = (1, 2)
+#: The span parts' layout of each store version.
+LAYOUTS = {1: "flat", 2: "hour"}
+#: Nanoseconds per partition (an hour).
+PARTITION_NS = 3_600_000_000_000
+#: Partitions a writer keeps a part open in at once (spans of more hours close the least recent).
+MAX_OPEN_PARTITIONS = 8
 #: Spans per Parquet part written by an ingest.
 PART_SPANS = 1_000_000
 #: Spans per row group of a part (batches are gathered up to about this many).
@@ -151,6 +174,7 @@ class SpanStore:
 
     def __init__(self, path, *, create: bool = True):
         self.path = Path(path)
+        self._layout: str | None = None
         if is_store(self.path):
             self._check_version()
             return
@@ -169,8 +193,16 @@ class SpanStore:
 
     def _check_version(self) -> None:
         version = self.manifest().get("version")
-        if version != STORE_VERSION:
-            raise TraceFormatError(str(self.path), f"store version {version!r} is not {STORE_VERSION}")
+        if version not in READABLE_VERSIONS:
+            raise TraceFormatError(str(self.path), f"store version {version!r} is not one of "
+                                   f"{', '.join(map(str, READABLE_VERSIONS))} (written by a newer tracesleuth?)")
+
+    @property
+    def layout(self) -> str:
+        """How the span parts are laid out: ``"hour"`` (Hive partitions by start hour) or ``"flat"``."""
+        if self._layout is None:
+            self._layout = LAYOUTS[self.manifest()["version"]]
+        return self._layout
 
     def _refuse_foreign(self) -> None:
         """Raise unless ``path`` is absent, empty, holds only what creating a store makes, or has
@@ -212,21 +244,27 @@ class SpanStore:
         """The file name of part ``number`` (subclasses add to it; it must start ``part-<number>``)."""
         return f"part-{number:06d}.parquet"
 
-    def _next_part(self, kind: str) -> Path:
+    def _next_part(self, kind: str, partition: str | None = None) -> Path:
         """Reserve the next part of ``kind`` (``spans``/``rejects``) for this writer alone.
 
         Under the store lock: one more than the highest number named by a part or a part being
-        written, whose temporary file (:func:`_tmp_name`) is created empty with ``O_EXCL``. The
-        caller writes that temporary file, then publishes it (:meth:`_publish`) or removes it.
+        written in any partition of ``kind``, whose temporary file (:func:`_tmp_name`) is created
+        empty with ``O_EXCL`` in ``kind/partition``. The caller writes that temporary file, then
+        publishes it (:meth:`_publish`) or removes it.
 
         Returns
         -------
         Path
             The part's final name (not yet existing).
         """
-        folder = self.path / kind
+        top = self.path / kind
+        folder = top if partition is None else top / partition
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            for made in (folder.parent, top):  # the new directories' entries made durable
+                fsync_dir(made)
         with self._locked():
-            numbers = [int(m.group(1)) for m in map(_PART_NUMBER.match, os.listdir(folder)) if m]
+            numbers = [int(m.group(1)) for _, _, names in os.walk(top) for m in map(_PART_NUMBER.match, names) if m]
             number = max(numbers, default=-1) + 1
             while True:  # O_EXCL: even a writer that ignores the lock cannot share the file
                 final = folder / self._part_name(number)
@@ -261,40 +299,55 @@ class SpanStore:
         Batches are gathered into row groups of about :data:`ROW_GROUP_SPANS` spans, each encoded
         and compressed by a background thread while the next ones are read (at most one row
         group waits), so reading and writing overlap. A part appears under its final name only
-        once complete; on an error the part being written is removed. Each part's name is
+        once complete; on an error the parts being written are removed. Each part's name is
         reserved when it is begun, so other writers of the store may append at the same time.
+
+        In a store partitioned by hour (:attr:`layout` ``"hour"``) each batch is split by the
+        hour its spans start in, and each hour gets parts of its own. At most
+        :data:`MAX_OPEN_PARTITIONS` parts are open at once (spans of one more hour publish the
+        least recently written part first), and the spans waiting for a row group over all
+        hours are at most about ``2 * ROW_GROUP_SPANS``.
         """
         parts: list[Path] = []
-        part: _PartWriter | None = None
-        pending: list[pa.RecordBatch] = []
-        held = 0
+        open_parts: dict[str | None, _Partition] = {}  # least recently written first
         with ThreadPoolExecutor(1, thread_name_prefix="tracesleuth-store") as pool:
             try:
                 for batch in batches:
                     if batch.num_rows == 0:
                         continue
-                    pending.append(batch)
-                    held += batch.num_rows
-                    if held < ROW_GROUP_SPANS and (part.spans if part else 0) + held < part_spans:
-                        continue
-                    if part is None:
-                        part = _PartWriter(self, pool)
-                    part.write(pending)
-                    pending, held = [], 0
-                    if part.spans >= part_spans:
-                        parts.append(part.publish())
-                        part = None
-                if pending:
-                    if part is None:
-                        part = _PartWriter(self, pool)
-                    part.write(pending)
-                if part is not None:
-                    parts.append(part.publish())
-                    part = None
+                    for name, piece in self._by_partition(batch):
+                        partition = open_parts.pop(name, None) or _Partition(self, name, pool, part_spans)
+                        open_parts[name] = partition
+                        parts += partition.add(piece)
+                    while sum(p.held for p in open_parts.values()) > 2 * ROW_GROUP_SPANS:
+                        parts += max(open_parts.values(), key=lambda p: p.held).write()
+                    while sum(p.part is not None for p in open_parts.values()) > MAX_OPEN_PARTITIONS:
+                        parts += open_parts.pop(next(n for n, p in open_parts.items() if p.part is not None)).close()
+                while open_parts:
+                    parts += open_parts.pop(next(iter(open_parts))).close()
             finally:
-                if part is not None:  # an error: drop the unfinished part
-                    part.discard()
+                for partition in open_parts.values():  # an error: drop the unfinished parts
+                    partition.discard()
         return parts
+
+    def _by_partition(self, batch: pa.RecordBatch) -> Iterator[tuple[str | None, pa.RecordBatch]]:
+        """``(partition, spans)`` of a batch: one piece per hour its spans start in (``None``, the
+        whole batch, in a flat store)."""
+        if self.layout == "flat":
+            yield None, batch
+            return
+        hours = batch.column(S.START_NS).to_numpy(zero_copy_only=False) // PARTITION_NS
+        if hours.min() == hours.max():
+            yield partition_name(int(hours[0])), batch
+            return
+        order = np.argsort(hours, kind="stable")
+        cuts = np.flatnonzero(np.diff(hours[order])) + 1
+        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)]):
+            yield partition_name(int(hours[order[a]])), batch.take(pa.array(order[a:b]))
+
+    def _skip_partition(self, partition: str | None) -> bool:
+        """Whether spans of ``partition`` are not to be written by this append (a subclass's hook)."""
+        return False
 
     def append_rejects(self, rejects: pa.Table) -> Path | None:
         """Append rejected-record rows (REJECT_SCHEMA)."""
@@ -310,8 +363,9 @@ class SpanStore:
 
     # -- reading -----------------------------------------------------------------------
     def span_files(self) -> list[Path]:
-        """The span parts, in order."""
-        return sorted((self.path / "spans").glob("part-*.parquet"))
+        """The span parts, in order (by hour, then by number)."""
+        top = self.path / "spans"
+        return sorted(top.glob("part-*.parquet")) + sorted(top.glob("date=*/hour=*/part-*.parquet"))
 
     def scan(self) -> pl.LazyFrame:
         """All spans as a polars LazyFrame (nothing read until collected)."""
@@ -366,9 +420,9 @@ class _PartWriter:
     """One span part of ``store`` (reserved on creation) being written row group by row group on
     ``pool`` (one group in flight)."""
 
-    def __init__(self, store: SpanStore, pool: ThreadPoolExecutor):
+    def __init__(self, store: SpanStore, pool: ThreadPoolExecutor, partition: str | None = None):
         self.store, self.pool = store, pool
-        self.final = store._next_part("spans")
+        self.final = store._next_part("spans", partition)
         self.tmp = _tmp_name(self.final)
         try:
             self.writer = pq.ParquetWriter(self.tmp, S.SPAN_SCHEMA, **SPAN_PARQUET_OPTIONS)
@@ -399,6 +453,60 @@ class _PartWriter:
             self.in_flight.exception()  # wait, whatever happened
         self.writer.close()
         self.tmp.unlink(missing_ok=True)
+
+
+class _Partition:
+    """The spans of one partition of an :meth:`SpanStore.append_spans` call: those waiting for a row
+    group, and the part being written (reserved when its first row group is written)."""
+
+    def __init__(self, store: SpanStore, name: str | None, pool: ThreadPoolExecutor, part_spans: int):
+        self.store, self.name, self.pool, self.part_spans = store, name, pool, part_spans
+        self.skip = store._skip_partition(name)
+        self.pending: list[pa.RecordBatch] = []
+        self.held = 0
+        self.part: _PartWriter | None = None
+
+    def add(self, batch: pa.RecordBatch) -> list[Path]:
+        """Take a batch; write a row group when enough spans wait. Returns the parts published."""
+        if self.skip:
+            return []
+        self.pending.append(batch)
+        self.held += batch.num_rows
+        if self.held < ROW_GROUP_SPANS and (self.part.spans if self.part else 0) + self.held < self.part_spans:
+            return []
+        return self.write()
+
+    def write(self) -> list[Path]:
+        """Write the waiting spans as a row group; publish the part once it is full."""
+        if not self.pending:
+            return []
+        if self.part is None:
+            self.part = _PartWriter(self.store, self.pool, self.name)
+        self.part.write(self.pending)
+        self.pending, self.held = [], 0
+        if self.part.spans < self.part_spans:
+            return []
+        part, self.part = self.part, None
+        return [part.publish()]
+
+    def close(self) -> list[Path]:
+        """Write what waits and publish the part."""
+        parts = self.write()
+        if self.part is not None:
+            part, self.part = self.part, None
+            parts.append(part.publish())
+        return parts
+
+    def discard(self) -> None:
+        if self.part is not None:
+            self.part.discard()
+
+
+def partition_name(hour: int) -> str:
+    """The Hive partition (``date=YYYY-MM-DD/hour=HH``, UTC) of the hour ``hour`` since the epoch
+    (``start_ns // PARTITION_NS``)."""
+    moment = datetime.fromtimestamp(hour * 3600, tz=timezone.utc)
+    return f"date={moment:%Y-%m-%d}/hour={moment:%H}"
 
 
 #: The number of a part or of a part being written: ``part-000007.parquet``,

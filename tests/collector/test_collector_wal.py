@@ -108,7 +108,7 @@ def test_segment_numbers_continue_after_the_highest_part(tmp_path):
     collector.wal.submit(encode_record(a.spans, a.rejects), lambda e: done.set())
     assert done.wait(10)
     collector.close()
-    assert [p.name for p in (store / "spans").glob("*.parquet")] == ["part-000000-seg-000000000041.parquet"]
+    assert [p.name for p in (store / "spans").rglob("*.parquet")] == ["part-000000-seg-000000000041.parquet"]
     again = Collector(store, CollectorSettings())
     again.start()
     try:

@@ -106,7 +106,7 @@ class _Uploader(threading.Thread):
 def _check_store(store: Path, runs: list[dict], collected: list[str]) -> None:
     """Every span of every run and upload exactly once, every part readable, no temporary file
     left, one manifest entry per run crediting it with its own parts and spans."""
-    parts = sorted((store / "spans").glob("part-*.parquet"))
+    parts = SpanStore(store).span_files()
     span_ids: list[str] = []
     ids_by_part: dict[str, list[str]] = {}
     for part in parts:
@@ -172,7 +172,7 @@ def test_simultaneous_ingests_and_a_receiver_share_a_store(tmp_path):
         assert stats["spans"]["stored"] == len(uploader.acked)
         _check_store(store, runs, uploader.acked)
         print(f"round {round_ + 1}: {sum(len(r['ids']) for r in runs):,} ingested + {len(uploader.acked):,} "
-              f"received spans, each stored once, in {len(list((store / 'spans').glob('part-*.parquet')))} parts")
+              f"received spans, each stored once, in {len(SpanStore(store).span_files())} parts")
         assert (store / LOCK).is_file() and (store / MANIFEST).is_file()
 
 

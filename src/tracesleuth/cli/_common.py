@@ -11,9 +11,11 @@ from __future__ import annotations
 import inspect
 import re
 import sys
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Iterator, Optional
 
 import orjson
 import typer
@@ -22,8 +24,9 @@ from rich.console import Console
 from ..errors import ParameterError, TraceSleuthError
 
 __all__ = ["BOOLEAN_WORDS", "Command", "EndpointOpt", "FormatOpt", "Group", "JsonOpt", "MappingOpt", "NezhaDataOpt",
-           "PATHS", "PathsArg", "SeedOpt", "check_paths", "emit_json", "err", "out", "parse_time_range", "progress",
-           "read_input", "run_evaluation", "select_period", "write_frame"]
+           "PATHS", "PathsArg", "SchedulerOpt", "SeedOpt", "check_paths", "command_scope", "dask_scheduler",
+           "emit_json", "err", "input_store", "keep_open", "open_scheduler", "out", "parse_time_range", "progress",
+           "read_input", "run_evaluation", "select_period", "trace_table", "write_frame"]
 
 
 class Command(typer.core.TyperCommand):
@@ -96,6 +99,11 @@ EndpointOpt = Annotated[Optional[str], typer.Option("--endpoint", "-e", metavar=
                                                     "name) requests enter by; default: the most frequent root "
                                                     "operation.")]
 SeedOpt = Annotated[int, typer.Option("--seed", metavar="INT", help="Random seed (same seed, same result).")]
+SchedulerOpt = Annotated[Optional[str], typer.Option(
+    "--scheduler", metavar="local|threads|ADDRESS", show_default=False,
+    help="Build the trace table on Dask (the input: one span store): 'local', a Dask cluster of this machine "
+         "started for the command; 'threads', threads of this process; or a running scheduler's address "
+         "(tcp://host:8786). Default: in this process, without Dask.")]
 NezhaDataOpt = Annotated[Optional[Path], typer.Option("--data", metavar="DIR", show_default=False,
                                                       help="The Nezha data (TrainTicket, OnlineBoutique) for the "
                                                       "real-data part; default: ../shared/data/nezha when present.")]
@@ -150,6 +158,106 @@ def read_input(paths: list[Path], fmt: str | None, mapping: str | None):
         return read_spans([str(p) for p in paths], format=fmt, mapping=mapping, on_batch=tick)
 
 
+@contextmanager
+def dask_scheduler(scheduler: str | None) -> Iterator:
+    """The Dask scheduler of ``--scheduler`` for a command (None when not given): its dashboard's
+    link on stderr, a progress bar per step on a terminal; what the command keeps
+    (:meth:`~tracesleuth.scale.cluster.Scheduler.keep`) closed at the end."""
+    if scheduler is None:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..scale import connect
+
+    bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err, transient=True, disable=not err.is_terminal)
+    steps: dict = {}
+
+    def on_progress(label: str, done: int, total: int) -> None:
+        if label not in steps:
+            steps[label] = bars.add_task(label, total=total)
+        bars.update(steps[label], completed=done, total=total)
+
+    with bars, connect(scheduler, on_progress=on_progress) as chosen:
+        if chosen.dashboard:
+            err.print(f"Dask dashboard: {chosen.dashboard}", markup=False)
+        yield chosen
+
+
+#: What the running command keeps open until it ends (:func:`command_scope`).
+_OPEN: ContextVar[ExitStack | None] = ContextVar("tracesleuth_command_scope", default=None)
+
+
+@contextmanager
+def command_scope() -> Iterator[None]:
+    """Close what a command opened with :func:`keep_open` when it ends, however it ends
+    (:func:`tracesleuth.cli.app.run` runs every command in one)."""
+    with ExitStack() as stack:
+        token = _OPEN.set(stack)
+        try:
+            yield
+        finally:
+            _OPEN.reset(token)
+
+
+def keep_open(context):
+    """Enter a context manager for the rest of the running command; its value."""
+    stack = _OPEN.get()
+    if stack is None:
+        raise RuntimeError("keep_open is for commands run by tracesleuth.cli.app.run (in a command_scope)")
+    return stack.enter_context(context)
+
+
+def open_scheduler(scheduler: str | None):
+    """:func:`dask_scheduler` for the rest of the running command (None when ``scheduler`` is None)."""
+    return None if scheduler is None else keep_open(dask_scheduler(scheduler))
+
+
+def trace_table(paths: list[Path], endpoint: str | None, fmt: str | None, mapping: str | None, scheduler=None,
+                *, period: tuple[int, int] | None = None, collect: bool = True):
+    """The trace table of an input: read and built in this process, or, with a scheduler
+    (:func:`dask_scheduler`), built on Dask from a span store and collected (its call view built
+    on Dask too, while the scheduler is open).
+
+    Parameters
+    ----------
+    period : (int, int), optional
+        Only the traces that start in ``[low_ns, high_ns)``.
+    collect : bool, default=True
+        With a scheduler: collect the table (False: the :class:`~tracesleuth.scale.DaskTraceTable`).
+
+    Raises
+    ------
+    ParameterError
+        With a scheduler: the input is not one span store, or ``--format``/``--mapping`` is given.
+    """
+    from ..model import build_trace_table
+
+    if scheduler is None:
+        spans = read_input(paths, fmt, mapping)
+        return build_trace_table(select_period(spans, *period) if period else spans, endpoint)
+    from ..scale import dask_trace_table
+
+    table = scheduler.keep(dask_trace_table(input_store(paths, fmt, mapping), endpoint, scheduler=scheduler,
+                                            period=period))
+    return table.to_trace_table() if collect else table
+
+
+def input_store(paths: list[Path], fmt: str | None = None, mapping: str | None = None) -> Path:
+    """The one span store ``--scheduler`` reads (trace files are ingested first)."""
+    from ..store import is_store
+
+    check_paths(paths)
+    if fmt or mapping:
+        raise ParameterError("--scheduler reads a span store, whose spans are in the canonical schema already: "
+                             "leave out --format and --mapping")
+    if len(paths) != 1 or not is_store(paths[0]):
+        raise ParameterError(f"--scheduler reads one span store; got {', '.join(map(str, paths))} (make one with: "
+                             "tracesleuth ingest FILES -o STORE)")
+    return paths[0]
+
+
 def parse_time_range(text: str, option: str) -> tuple[int, int]:
     """``"2023-01-29T08:40/2023-01-29T08:42"`` (ISO 8601, UTC unless an offset is given; or Unix
     seconds) -> ``(start_ns, end_ns)``, half-open.
@@ -184,26 +292,11 @@ def parse_time_range(text: str, option: str) -> tuple[int, int]:
 
 
 def select_period(spans, low_ns: int, high_ns: int):
-    """The spans of the traces that start in ``[low_ns, high_ns)`` (a trace starts at its first span).
+    """The spans of the traces that start in ``[low_ns, high_ns)``
+    (:func:`tracesleuth.model.table.traces_starting_between`)."""
+    from ..model.table import traces_starting_between
 
-    Parameters
-    ----------
-    spans : SpanReadResult or pyarrow.Table
-        Spans in :data:`tracesleuth.schema.SPAN_SCHEMA` (plain or dictionary-encoded strings).
-
-    Returns
-    -------
-    pyarrow.Table
-        The selected spans, every span of a selected trace included.
-    """
-    import polars as pl
-
-    table = getattr(spans, "spans", spans)
-    frame = pl.from_arrow(table.select(["trace_id", "start_ns"]))
-    starts = frame.group_by("trace_id").agg(pl.col("start_ns").min())
-    chosen = starts.filter(pl.col("start_ns").is_between(low_ns, high_ns, closed="left"))["trace_id"]
-    keep = pl.from_arrow(table.column("trace_id")).is_in(chosen.implode() if hasattr(chosen, "implode") else chosen)
-    return table.filter(keep.to_arrow())
+    return traces_starting_between(getattr(spans, "spans", spans), low_ns, high_ns)
 
 
 BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0"})

@@ -13,7 +13,8 @@ from rich.table import Table
 
 from ..errors import TraceSleuthError
 from ._common import (BOOLEAN_WORDS, PATHS, Command, EndpointOpt, FormatOpt, Group, JsonOpt, MappingOpt, PathsArg,
-                      SeedOpt, check_paths, emit_json, err, out, progress, read_input, write_frame)
+                      SchedulerOpt, SeedOpt, check_paths, command_scope, dask_scheduler, emit_json, err, input_store,
+                      keep_open, open_scheduler, out, progress, read_input, trace_table, write_frame)
 
 
 app = typer.Typer(name="tracesleuth", cls=Group, no_args_is_help=True, add_completion=False,
@@ -143,27 +144,44 @@ def info(paths: PathsArg, format: FormatOpt = None, mapping: MappingOpt = None, 
 @app.command(cls=Command)
 def table(paths: PathsArg,
           output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", show_default=False,
-                                                         help="Write the table (.parquet or .csv).")] = None,
+                                                         help="Write the table (.parquet or .csv; with --scheduler, "
+                                                         "FILE.parquet is a new directory of one part per "
+                                                         "partition).")] = None,
           endpoint: EndpointOpt = None, format: FormatOpt = None, mapping: MappingOpt = None,
-          json: JsonOpt = False) -> None:
+          scheduler: SchedulerOpt = None, json: JsonOpt = False) -> None:
     """The per-request trace table of an endpoint: latency and exclusive time per operation."""
-    from ..model import build_trace_table
+    from ..model.table import ATTRIBUTE_PREFIX, EXCLUSIVE_PREFIX, INSTANCE_PREFIX, build_trace_table
 
-    result = read_input(paths, format, mapping)
-    tt = build_trace_table(result, endpoint)
-    if output is not None:
-        write_frame(tt.frame, output)
+    with dask_scheduler(scheduler) as dask:
+        if dask is None:
+            tt = build_trace_table(read_input(paths, format, mapping), endpoint)
+            if output is not None:
+                write_frame(tt.frame, output)
+            columns = tt.frame.columns
+        else:
+            from ..scale import dask_trace_table
+
+            dt = dask.keep(dask_trace_table(input_store(paths, format, mapping), endpoint, scheduler=dask))
+            columns = dt.columns
+            if output is not None and output.suffix.lower() in (".parquet", ".pq"):
+                dt.to_parquet(output)
+            elif output is not None:
+                write_frame(dt.to_trace_table().frame, output)
+            first = [c for c in columns if c.startswith(EXCLUSIVE_PREFIX)][:4]
+            tt = dt.to_trace_table(columns=["latency_ns", "signature", *first])  # what is printed only
     lat = tt.frame["latency_ns"] / 1e6
-    doc = {"endpoint": tt.endpoint, "requests": tt.n_requests, "columns": tt.frame.width,
-           "operations": list(tt.operations), "categorical_columns": list(tt.categorical_columns),
+    doc = {"endpoint": tt.endpoint, "requests": tt.n_requests, "columns": len(columns),
+           "operations": list(tt.operations),
+           "categorical_columns": [c for c in columns if c.startswith((INSTANCE_PREFIX, ATTRIBUTE_PREFIX))],
            "structures": tt.frame["signature"].n_unique(),
            "latency_ms": {"p50": lat.quantile(0.5), "p95": lat.quantile(0.95), "max": lat.max()},
-           "output": str(output) if output else None, "assembly": tt.assembly.to_dict()}
+           "output": str(output) if output else None, "assembly": tt.assembly.to_dict(),
+           "scheduler": None if dask is None else {"name": dask.name, "dashboard": dask.dashboard}}
     if json:
         emit_json(doc)
         return
     out.print(f"Endpoint [bold]{escape(tt.endpoint)}[/]: {tt.n_requests:,} requests, {len(tt.operations)} operations, "
-              f"{doc['structures']} call structures, {tt.frame.width} columns.")
+              f"{doc['structures']} call structures, {len(columns)} columns.")
     out.print(f"Latency p50 {doc['latency_ms']['p50']:.2f} ms, p95 {doc['latency_ms']['p95']:.2f} ms, "
               f"max {doc['latency_ms']['max']:.2f} ms.")
     shown = tt.frame.select(["trace_id", "latency_ns", *tt.continuous_columns[:4]]).head(5)
@@ -228,7 +246,8 @@ def run(argv: list[str] | None = None) -> int:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        rv = app(args=argv, prog_name="tracesleuth", standalone_mode=False)
+        with command_scope():  # what a command keeps open (a Dask cluster) is closed when it ends
+            rv = app(args=argv, prog_name="tracesleuth", standalone_mode=False)
         if isinstance(rv, int) and rv:
             return rv
     except TraceSleuthError as e:
@@ -578,7 +597,8 @@ def analyze(paths: PathsArg,
                             "patterns.solver=bnb, patterns.interval=350ms:700ms, patterns.generations=100.")] = None,
             title: Annotated[Optional[str], typer.Option("--title", metavar="TEXT", show_default=False,
                                                          help="Report title.")] = None,
-            format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
+            format: FormatOpt = None, mapping: MappingOpt = None, scheduler: SchedulerOpt = None,
+            json: JsonOpt = False) -> None:
     """Every analysis on the same requests, in one HTML report: a section per analysis (latency
     degradation patterns: the latency distribution with the degraded interval, each pattern with
     precision, recall and F-score, example requests as Gantt charts; root-cause localization: the
@@ -601,9 +621,18 @@ def analyze(paths: PathsArg,
         raise ParameterError(f"--only {skipped[0]}: {needs[skipped[0]]}")
     specs = [s for s in specs if s.name not in skipped]
     settings = _settings(set_ or [], [s.name for s in ANALYSES])
-    spans = read_input(paths, format, mapping)
-    tt = build_trace_table(spans, endpoint)
-    baseline_table = build_trace_table(read_input(baseline, format, mapping), tt.endpoint) if baseline else None
+    dask = open_scheduler(scheduler)
+    if dask is None:
+        spans = read = read_input(paths, format, mapping)
+        tt = build_trace_table(spans, endpoint)
+    else:  # built on Dask; the analyses' parallel loops on its workers; the report's examples read from disk
+        from ..scale.analyses import on_workers
+
+        tt = trace_table(paths, endpoint, format, mapping, dask)
+        read = tt.input
+        spans = read.spans
+        keep_open(on_workers(dask))
+    baseline_table = trace_table(baseline, tt.endpoint, format, mapping, dask) if baseline else None
     report = Report(title or f"Why are requests to {tt.endpoint} slow?",
                     subtitle=f"{tt.n_requests:,} requests to {tt.endpoint}; seed {seed}.",
                     footer=f"tracesleuth {__version__} - " + "; ".join(s.paper for s in specs))
@@ -626,7 +655,7 @@ def analyze(paths: PathsArg,
         if not json:
             out.print(f"[bold]{escape(spec.title)}[/] ({seconds:.2f} s)")
             out.print(est.result_.describe(), markup=False)
-    report.add(input_section(spans, tt))
+    report.add(input_section(read, tt))
     path = report.write(output)
     if json:
         emit_json({"report": str(path), "endpoint": tt.endpoint, "requests": tt.n_requests, "analyses": done,

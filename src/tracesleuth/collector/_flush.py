@@ -1,13 +1,14 @@
 """Turning write-ahead-log segments into the store's Parquet parts, idempotently.
 
-Segment ``seg-N`` becomes ``spans/part-<k>-seg-N.parquet`` (and ``rejects/part-<k>-seg-N.parquet``
-when it holds reject rows), written by :meth:`SpanStore.append_spans` /
+Segment ``seg-N`` becomes ``spans/date=D/hour=H/part-<k>-seg-N.parquet``, one part in each hour
+partition its spans start in (``spans/part-<k>-seg-N.parquet`` in a flat store of version 1), and
+``rejects/part-<k>-seg-N.parquet`` when it holds reject rows, written by :meth:`SpanStore.append_spans` /
 :meth:`~SpanStore.append_rejects` (a part number reserved under the store lock, a temporary file,
 fsynced, renamed into place; see :mod:`tracesleuth.store`). The segment
 is deleted only after its parts are in place and their directory is fsynced. A crash at any point
-leaves either the segment (converted again at start-up) or the segment and its parts (then the
-part found under the segment's name is not written a second time), never a lost or a doubled
-span.
+leaves either the segment (converted again at start-up) or the segment and some or all of its
+parts (then a partition holding a part under the segment's name is not written a second time:
+the segment's split by hour is the same each time), never a lost or a doubled span.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .. import schema as S
 from ..store import SpanStore, fsync_dir
 from ._wal import WriteAheadLog, read_segment, segment_seq
 
@@ -43,13 +48,18 @@ class SegmentPartStore(SpanStore):
         name = super()._part_name(number)
         return name if self.segment is None else name.replace(".parquet", f"-{self.segment}.parquet")
 
-    def part_of(self, kind: str, segment: str) -> Path | None:
-        """The ``kind`` (``spans``/``rejects``) part already made from ``segment``, if any."""
-        return next(iter(sorted((self.path / kind).glob(f"part-*-{segment}.parquet"))), None)
+    def part_of(self, kind: str, segment: str, partition: str | None = None) -> Path | None:
+        """The ``kind`` (``spans``/``rejects``) part already made from ``segment`` in ``partition``
+        (a span partition, ``date=D/hour=H``), if any."""
+        folder = self.path / kind if partition is None else self.path / kind / partition
+        return next(iter(sorted(folder.glob(f"part-*-{segment}.parquet"))), None)
+
+    def _skip_partition(self, partition: str | None) -> bool:
+        return self.segment is not None and self.part_of("spans", self.segment, partition) is not None
 
     def highest_segment(self) -> int:
         """The highest segment number named by a part (-1 when none is)."""
-        seqs = [segment_seq(p.stem) for kind in ("spans", "rejects") for p in (self.path / kind).glob("part-*-seg-*")]
+        seqs = [segment_seq(p.stem) for kind in ("spans", "rejects") for p in (self.path / kind).rglob("part-*-seg-*")]
         return max((s for s in seqs if s is not None), default=-1)
 
 
@@ -77,16 +87,19 @@ def convert_segment(store: SegmentPartStore, path: Path) -> Conversion:
     done_before = True
     store.segment = name
     try:
-        if contents.spans.num_rows and store.part_of("spans", name) is None:
-            store.append_spans(contents.spans.to_batches(), part_spans=_ONE_PART)
-            wrote_spans, done_before = contents.spans.num_rows, False
+        if contents.spans.num_rows:
+            # By start time: each hour's spans in one run, so each partition gets one part.
+            by_start = contents.spans.take(pc.sort_indices(contents.spans.column(S.START_NS)))
+            parts = store.append_spans(by_start.to_batches(), part_spans=_ONE_PART)
+            wrote_spans = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+            done_before = not parts
         if contents.rejects.num_rows and store.part_of("rejects", name) is None:
             store.append_rejects(contents.rejects)
             wrote_rejects, done_before = contents.rejects.num_rows, False
     finally:
         store.segment = None
     if wrote_spans:
-        fsync_dir(store.path / "spans")
+        fsync_dir(store.path / "spans")  # (each part's own directory was fsynced when it was published)
     if wrote_rejects:
         fsync_dir(store.path / "rejects")
     if contents.damaged:

@@ -26,6 +26,7 @@ partition may vary over all of them).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -84,17 +85,149 @@ def is_identifier(key: str, values: pl.Series | None = None) -> bool:
     >>> is_identifier("session", pl.Series(["6f1c0d2e-9a4b-4c3d-8e7f-0a1b2c3d4e5f"]))
     True
     """
-    words = [w for w in _WORDS.split(key) if w]
-    last = words[-1].lower() if words else key.lower()
-    if last in IDENTIFIER_WORDS or last.endswith(IDENTIFIER_ENDINGS):
+    if _identifier_key(key):
         return True
     if values is None:
         return False
-    values = values.drop_nulls()
-    if values.len() == 0:
-        return False
-    looks = values.str.contains(UUID_PATTERN) | values.str.contains(HEX_ID_PATTERN)
-    return bool(looks.all()) and not bool(values.str.contains(r"^[0-9]+$").all())
+    flags = pl.DataFrame({"v": values}).select(text=pl.col("v").drop_nulls().len() > 0, **_id_value_flags(pl.col("v")))
+    return _identifier_values(*flags.row(0))
+
+
+def _identifier_key(key: str) -> bool:
+    words = [w for w in _WORDS.split(key) if w]
+    last = words[-1].lower() if words else key.lower()
+    return last in IDENTIFIER_WORDS or last.endswith(IDENTIFIER_ENDINGS)
+
+
+def _id_value_flags(text: pl.Expr) -> dict[str, pl.Expr]:
+    """Whether every text value looks like an identifier, and whether every one is only decimal
+    digits (both true of no value: they combine over partitions with ``and``)."""
+    text = text.drop_nulls()
+    return {"ids_only": (text.str.contains(UUID_PATTERN) | text.str.contains(HEX_ID_PATTERN)).all(),
+            "digits_only": text.str.contains(r"^[0-9]+$").all()}
+
+
+def _identifier_values(text: bool, ids_only: bool, digits_only: bool) -> bool:
+    return bool(text and ids_only and not digits_only)
+
+
+@dataclass(frozen=True)
+class AttributeColumns:
+    """Which entry-span attribute keys get a column (:func:`choose_columns`).
+
+    Attributes
+    ----------
+    categorical : tuple of str
+        Keys with an ``attr[KEY]`` column, sorted.
+    numeric : dict of str to str
+        Keys with a ``num[KEY]`` column: ``"exact"`` (Int64) or ``"number"`` (Float64).
+    dropped : tuple of (str, str)
+        ``(key, reason)`` of the keys with no column, sorted by key.
+    """
+
+    categorical: tuple = ()
+    numeric: dict = field(default_factory=dict)
+    dropped: tuple = ()
+
+
+def attribute_summary(attributes: pa.ChunkedArray | pa.Array | None, max_categories: int) -> pl.DataFrame:
+    """What deciding the attribute columns needs to know of some requests' entry-span attributes.
+
+    The summaries of disjoint sets of requests (partitions) combine with
+    :func:`merge_attribute_summaries` into the summary of all of them, and the columns chosen
+    from it (:func:`choose_columns`) are those chosen from all requests at once: each key's
+    distinct values are kept up to one more than a category may have, its distinct numbers up to
+    two, and the rest are ``and``/``or`` of flags.
+
+    Parameters
+    ----------
+    attributes : pyarrow.ChunkedArray or Array of list<struct>, shape (n_requests,), or None
+    max_categories : int
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per key: ``key``, ``values`` (distinct values as text, at most
+        ``max_categories + 1``), ``numbers`` (Float64) and ``integers`` (Int64) (distinct, at
+        most 2 each), ``numeric``, ``integer`` (every value a number, an integer), ``typed``
+        (some value not text), ``text`` (some value text), ``ids_only``, ``digits_only`` (every
+        text value an identifier, only decimal digits).
+    """
+    long = _long(attributes)
+    if long is None:
+        return _EMPTY_SUMMARY.clear()
+    return long.group_by("key").agg(
+        values=pl.col("value").unique().head(max_categories + 1),
+        numbers=pl.col("number").drop_nulls().unique().head(2),
+        integers=pl.col("exact").drop_nulls().unique().head(2),
+        numeric=pl.col("number").is_not_null().all(),
+        integer=pl.col("exact").is_not_null().all(),
+        typed=pl.col("str").is_null().any(),  # some value is not text: with numeric, a typed number
+        text=pl.col("str").is_not_null().any(),
+        **_id_value_flags(pl.col("str")),
+    ).select(_EMPTY_SUMMARY.columns).cast(_EMPTY_SUMMARY.schema)
+
+
+def merge_attribute_summaries(summaries, max_categories: int) -> pl.DataFrame:
+    """The :func:`attribute_summary` of the union of the requests of several summaries."""
+    frames = [s for s in summaries if s.height]
+    if not frames:
+        return _EMPTY_SUMMARY.clear()
+    return pl.concat(frames).group_by("key").agg(
+        pl.col("values").list.explode(keep_nulls=False, empty_as_null=False).unique().head(max_categories + 1),
+        pl.col("numbers").list.explode(keep_nulls=False, empty_as_null=False).unique().head(2),
+        pl.col("integers").list.explode(keep_nulls=False, empty_as_null=False).unique().head(2),
+        pl.col("numeric", "integer", "ids_only", "digits_only").all(),
+        pl.col("typed", "text").any(),
+    ).select(_EMPTY_SUMMARY.columns)
+
+
+def choose_columns(summary: pl.DataFrame, max_categories: int) -> AttributeColumns:
+    """The attribute columns of the requests a summary describes (rules of the module docstring)."""
+    categorical, numeric, dropped = [], {}, []
+    for row in summary.sort("key").iter_rows(named=True):
+        key, n_values = row["key"], len(row["values"])
+        if _identifier_key(key) or _identifier_values(row["text"], row["ids_only"], row["digits_only"]):
+            dropped.append((key, IDENTIFIER))
+            continue
+        keep_category = 2 <= n_values <= max_categories
+        n_numbers = len(row["integers"]) if row["integer"] else len(row["numbers"])
+        if row["numeric"] and n_numbers >= 2 and (row["typed"] or not keep_category):
+            numeric[key] = "exact" if row["integer"] else "number"
+        elif not keep_category:
+            dropped.append((key, CONSTANT if n_values < 2 else TOO_MANY_VALUES))
+        if keep_category:
+            categorical.append(key)
+    return AttributeColumns(tuple(categorical), numeric, tuple(dropped))
+
+
+def attribute_frame(attributes: pa.ChunkedArray | pa.Array | None, columns: AttributeColumns) -> pl.DataFrame:
+    """The chosen ``attr[KEY]`` and ``num[KEY]`` columns of some requests.
+
+    Returns
+    -------
+    polars.DataFrame
+        Shape (n_requests, n_categorical + n_numeric): ``attr[KEY]`` columns (String; numbers
+        in their text form) in key order, then ``num[KEY]`` columns (Int64 or Float64) in key
+        order; null where the entry span has no such attribute. When a key is repeated in one
+        span, its first value is taken. No column (width 0) when none is chosen.
+    """
+    n = 0 if attributes is None else len(attributes)
+    long = _long(attributes)
+    if not (columns.categorical or columns.numeric):
+        return pl.DataFrame()
+    if long is None:
+        long = _EMPTY_LONG.clear()
+    index = pl.DataFrame({"_req": np.arange(n, dtype=np.int64)})
+    out = [index.join(_wide(long, "value", list(columns.categorical)), on="_req", how="left",
+                      maintain_order="left").select(pl.col(k).cast(pl.String).alias(S.attribute_column(k))
+                                                    for k in columns.categorical)]
+    if columns.numeric:
+        wide = {v: index.join(_wide(long, v, [k for k, kind in columns.numeric.items() if kind == v]),
+                              on="_req", how="left", maintain_order="left") for v in set(columns.numeric.values())}
+        out.append(pl.DataFrame([wide[v][k].cast(pl.Int64 if v == "exact" else pl.Float64)
+                                 .alias(S.numeric_attribute_column(k)) for k, v in sorted(columns.numeric.items())]))
+    return pl.concat(out, how="horizontal")
 
 
 def entry_attribute_columns(attributes: pa.ChunkedArray | pa.Array | None, max_categories: int
@@ -112,22 +245,31 @@ def entry_attribute_columns(attributes: pa.ChunkedArray | pa.Array | None, max_c
     Returns
     -------
     columns : polars.DataFrame
-        Shape (n_requests, n_categorical + n_numeric): ``attr[KEY]`` columns (String; numbers in
-        their text form) sorted by name, then ``num[KEY]`` columns (Int64 or Float64) sorted by
-        name; null where the entry span has no such attribute. When a key is repeated in one
-        span, its first value is taken (all of them count as distinct values).
+        Shape (n_requests, n_categorical + n_numeric), as :func:`attribute_frame`.
     dropped : tuple of (str, str)
         ``(key, reason)`` of every key with no column, sorted by key; reasons as in the module
         docstring.
+
+    See Also
+    --------
+    attribute_summary, merge_attribute_summaries, choose_columns : the same choice made over
+        partitions of the requests (:mod:`tracesleuth.scale`).
     """
+    chosen = choose_columns(attribute_summary(attributes, max_categories), max_categories)
+    return attribute_frame(attributes, chosen), chosen.dropped
+
+
+def _long(attributes) -> pl.DataFrame | None:
+    """One row per (request, attribute entry) with a value: ``_req``, ``key``, ``str``, ``value``
+    (text), ``exact`` (Int64) and ``number`` (finite Float64); None when there is none."""
     if attributes is None or len(attributes) == 0:
-        return pl.DataFrame(), ()
+        return None
     n = len(attributes)
     long = (pl.DataFrame({"_req": np.arange(n, dtype=np.int64), "_a": pl.Series(attributes)})
             .explode("_a").drop_nulls("_a").unnest("_a"))
     if long.height == 0:
-        return pl.DataFrame(), ()
-    long = long.select(
+        return None
+    return long.select(
         "_req", "key", "str",
         value=pl.coalesce(pl.col("str"), pl.col("int").cast(pl.String), pl.col("float").cast(pl.String),
                           pl.col("bool").cast(pl.String)),
@@ -137,40 +279,19 @@ def entry_attribute_columns(attributes: pa.ChunkedArray | pa.Array | None, max_c
                            pl.col("str").cast(pl.Float64, strict=False)),
     ).drop_nulls("value").with_columns(
         number=pl.when(pl.col("number").is_finite()).then(pl.col("number")))
-    keys = long.group_by("key").agg(
-        n=pl.col("value").n_unique(),
-        n_numbers=pl.col("number").drop_nulls().n_unique(),
-        n_integers=pl.col("exact").drop_nulls().n_unique(),
-        numeric=pl.col("number").is_not_null().all(),
-        integer=pl.col("exact").is_not_null().all(),
-        typed=pl.col("str").is_null().any(),  # some value is not text: with numeric, a typed number
-    ).sort("key")
-    texts = long.select("key", "str").drop_nulls("str").unique(maintain_order=True).partition_by(
-        "key", as_dict=True, include_key=False)
-    categorical, numeric, dropped = [], {}, []
-    for key, n_values, n_numbers, n_integers, is_num, is_int, typed in keys.iter_rows():
-        text = texts.get((key,))
-        if is_identifier(key, None if text is None else text["str"]):
-            dropped.append((key, IDENTIFIER))
-            continue
-        keep_category = 2 <= n_values <= max_categories
-        if is_num and (n_integers if is_int else n_numbers) >= 2 and (typed or not keep_category):
-            numeric[key] = "exact" if is_int else "number"
-        elif not keep_category:
-            dropped.append((key, CONSTANT if n_values < 2 else TOO_MANY_VALUES))
-        if keep_category:
-            categorical.append(key)
-    index = pl.DataFrame({"_req": np.arange(n, dtype=np.int64)})
-    columns = [index]
-    if categorical:
-        wide = long.filter(pl.col("key").is_in(categorical)).pivot(on="key", index="_req", values="value",
-                                                                   aggregate_function="first")
-        columns.append(index.join(wide, on="_req", how="left", maintain_order="left").select(
-            pl.col(k).alias(S.attribute_column(k)) for k in categorical))
-    if numeric:
-        nums = long.filter(pl.col("key").is_in(list(numeric)))
-        wide = {v: index.join(nums.pivot(on="key", index="_req", values=v, aggregate_function="first"),
-                              on="_req", how="left", maintain_order="left") for v in set(numeric.values())}
-        columns.append(pl.DataFrame([wide[v][k].cast(pl.Int64 if v == "exact" else pl.Float64)
-                                     .alias(S.numeric_attribute_column(k)) for k, v in sorted(numeric.items())]))
-    return pl.concat(columns, how="horizontal").drop("_req"), tuple(dropped)
+
+
+def _wide(long: pl.DataFrame, value: str, keys: list[str]) -> pl.DataFrame:
+    """``_req`` and one column per key of ``value`` (each request's first value of the key)."""
+    chosen = long.filter(pl.col("key").is_in(keys))
+    wide = chosen.pivot(on="key", index="_req", values=value, aggregate_function="first") if chosen.height else (
+        pl.DataFrame(schema={"_req": pl.Int64}))
+    return wide.with_columns(pl.lit(None, long.schema[value]).alias(k) for k in keys if k not in wide.columns)
+
+
+_EMPTY_LONG = pl.DataFrame(schema={"_req": pl.Int64, "key": pl.String, "str": pl.String, "value": pl.String,
+                                   "exact": pl.Int64, "number": pl.Float64})
+_EMPTY_SUMMARY = pl.DataFrame(schema={
+    "key": pl.String, "values": pl.List(pl.String), "numbers": pl.List(pl.Float64), "integers": pl.List(pl.Int64),
+    "numeric": pl.Boolean, "integer": pl.Boolean, "typed": pl.Boolean, "text": pl.Boolean, "ids_only": pl.Boolean,
+    "digits_only": pl.Boolean})

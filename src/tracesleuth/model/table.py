@@ -49,7 +49,9 @@ functions of spans holding whole traces, so they run partition-wise (partitioned
 :func:`trace_partitions`). :func:`build_trace_table` builds more than ``PARTITION_SPANS`` spans
 that way, one partition after another, which bounds its memory; only the endpoint (the most
 frequent root operation of all partitions), the attribute columns and the row order need every
-partition. The same functions can run on Dask partitions.
+partition: those are reductions (:func:`merge_endpoints`, :func:`~.attributes.merge_attribute_summaries`),
+and :mod:`tracesleuth.scale` runs the same functions on Dask partitions of a store larger than
+one machine.
 """
 
 from __future__ import annotations
@@ -76,8 +78,9 @@ from .attributes import entry_attribute_columns
 __all__ = ["ATTRIBUTE_PREFIX", "CALLS", "ERROR", "EXCLUSIVE_NS", "EXCLUSIVE_PREFIX", "INCOMPLETE", "INSTANCE_PREFIX",
            "LATENCY_NS", "MAX_CATEGORIES", "NUMERIC_ATTRIBUTE_PREFIX", "OPERATION_KEY", "PARTITION_SPANS", "SIGNATURE",
            "TraceTable", "attribute_column", "build_trace_table", "calls_column", "column_key", "exclusive_column",
-           "exclusive_times", "instance_column", "numeric_attribute_column", "operation_features", "operation_keys",
-           "partition_requests", "requests_of", "resolve_endpoint", "root_endpoints", "trace_partitions"]
+           "exclusive_times", "instance_column", "merge_endpoints", "numeric_attribute_column", "operation_features",
+           "operation_keys", "partition_requests", "requests_of", "resolve_endpoint", "root_endpoints", "trace_partitions",
+           "traces_starting_between", "with_table_columns"]
 
 #: Entry-span attributes with more distinct values than this are no categories (:mod:`.attributes`).
 MAX_CATEGORIES = 50
@@ -238,6 +241,27 @@ def trace_partitions(spans: pa.Table, max_spans: int) -> list[np.ndarray]:
     return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
+def traces_starting_between(spans: pa.Table, low_ns: int, high_ns: int) -> pa.Table:
+    """The spans of the traces that start in ``[low_ns, high_ns)`` (a trace starts at its first span).
+
+    Parameters
+    ----------
+    spans : pyarrow.Table
+        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA` (plain or dictionary-encoded strings),
+        whole traces.
+
+    Returns
+    -------
+    pyarrow.Table
+        The selected spans, every span of a selected trace included, in input order.
+    """
+    frame = pl.from_arrow(spans.select([S.TRACE_ID, S.START_NS]))
+    starts = frame.group_by(S.TRACE_ID).agg(pl.col(S.START_NS).min())
+    chosen = starts.filter(pl.col(S.START_NS).is_between(low_ns, high_ns, closed="left"))[S.TRACE_ID]
+    keep = pl.from_arrow(spans.column(S.TRACE_ID)).is_in(chosen.implode())
+    return spans.filter(keep.to_arrow())
+
+
 def operation_keys() -> pl.Expr:
     """Expression of the operation key ``"service:operation"`` of each span."""
     return pl.concat_str([pl.col(S.SERVICE), pl.lit(":"), pl.col(S.OPERATION)]).alias(OPERATION_KEY)
@@ -246,11 +270,20 @@ def operation_keys() -> pl.Expr:
 def root_endpoints(*codes: SpanCodes) -> dict:
     """``{operation key: traces}`` of root spans (spans without a parent) of one or more
     partitions, most frequent first."""
-    found: dict = {}
+    found = []
     for c in codes:
         counts = np.bincount(c.operation[~c.has_parent], minlength=len(c.operation_keys))
-        for i in np.flatnonzero(counts).tolist():
-            found[c.operation_keys[i]] = found.get(c.operation_keys[i], 0) + int(counts[i])
+        found.append({c.operation_keys[i]: int(counts[i]) for i in np.flatnonzero(counts).tolist()})
+    return merge_endpoints(*found)
+
+
+def merge_endpoints(*counts: dict) -> dict:
+    """The sum of ``{operation key: traces}`` counts (:func:`root_endpoints` of partitions), most
+    frequent first, ties by key."""
+    found: dict = {}
+    for c in counts:
+        for key, n in c.items():
+            found[key] = found.get(key, 0) + n
     return dict(sorted(found.items(), key=lambda kc: (-kc[1], kc[0])))
 
 
@@ -512,11 +545,8 @@ def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int
         raise EmptyDataError(f"no request of endpoint {key!r}")
     if len(pieces) > 1:
         frame = pl.concat(pieces, how="diagonal").sort(_ORDER)
-        columns = set(frame.columns)
-        ops = sorted(column_key(c) for c in columns if c.startswith(EXCLUSIVE_PREFIX))
-        frame = frame.select(_BASE + [SOURCE_ROW] + [exclusive_column(op) for op in ops]
-                             + [calls_column(op) for op in ops]
-                             + [instance_column(op) for op in ops if instance_column(op) in columns])
+        ops = sorted(column_key(c) for c in frame.columns if c.startswith(EXCLUSIVE_PREFIX))
+        frame = with_table_columns(frame, ops, {column_key(c) for c in frame.columns if c.startswith(INSTANCE_PREFIX)})
     else:
         frame, ops = pieces[0], [column_key(c) for c in pieces[0].columns if c.startswith(EXCLUSIVE_PREFIX)]
     del pieces
@@ -525,6 +555,36 @@ def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int
     frame = pl.concat([frame.drop(SOURCE_ROW), attrs], how="horizontal") if attrs.width else frame.drop(SOURCE_ROW)
     return TraceTable(frame=frame, endpoint=key, operations=tuple(ops), assembly=report, endpoints=endpoints,
                       dropped_attributes=dropped, spans=table, partition_spans=partition_spans)
+
+
+def with_table_columns(requests: pl.DataFrame, operations: Sequence[str], instanced: set) -> pl.DataFrame:
+    """Some requests (:func:`partition_requests`) with the operation columns of a whole table.
+
+    Parameters
+    ----------
+    requests : polars.DataFrame
+        Requests of one or more partitions.
+    operations : sequence of str
+        The table's operation keys, sorted: an ``exclusive_ns[K]`` (Int64) and a ``calls[K]``
+        (Int32) column each, null where ``requests`` has none.
+    instanced : set of str
+        The operation keys with an ``instance[K]`` column (String) in the table.
+
+    Returns
+    -------
+    polars.DataFrame
+        The base columns (and ``source_row`` when ``requests`` has it), then ``exclusive_ns[K]``,
+        ``calls[K]`` and ``instance[K]`` in key order.
+    """
+    have = set(requests.columns)
+
+    def column(name: str, dtype) -> pl.Expr:
+        return pl.col(name) if name in have else pl.lit(None, dtype).alias(name)
+
+    return requests.select(_BASE + [SOURCE_ROW] * (SOURCE_ROW in have)
+                           + [column(exclusive_column(op), pl.Int64) for op in operations]
+                           + [column(calls_column(op), pl.Int32) for op in operations]
+                           + [column(instance_column(op), pl.String) for op in operations if op in instanced])
 
 
 #: Columns of every trace table, before the operation and attribute columns.
@@ -665,7 +725,7 @@ def _signatures(codes: SpanCodes, tree: Tree, entry: np.ndarray, request: np.nda
     return pl.Series(SIGNATURE, reps, dtype=pl.String).gather(inverse.ravel())
 
 
-def root_tables(spans, endpoints: Sequence[str] | None = None) -> tuple[list, dict[str, str]]:
+def root_tables(spans, endpoints: Sequence[str] | None = None, *, build=None) -> tuple[list, dict[str, str]]:
     """One trace table per root endpoint (the entry operations of the traces): every request once.
 
     Only root endpoints: an inner endpoint's requests (a service's API called by the root's
@@ -677,6 +737,10 @@ def root_tables(spans, endpoints: Sequence[str] | None = None) -> tuple[list, di
     spans : SpanReadResult, pyarrow.Table or polars.DataFrame
     endpoints : sequence of str, optional
         Operation keys to build instead of every root endpoint.
+    build : callable, optional
+        ``build(spans, endpoint)`` -> TraceTable (endpoint None: the most frequent root
+        operation); default :func:`build_trace_table` (:mod:`tracesleuth.scale` gives its Dask
+        tables of a store's partitions).
 
     Returns
     -------
@@ -690,12 +754,13 @@ def root_tables(spans, endpoints: Sequence[str] | None = None) -> tuple[list, di
     """
     from ..errors import TraceSleuthError
 
-    first = build_trace_table(spans)
+    build = build or build_trace_table
+    first = build(spans, None)
     wanted = list(endpoints) if endpoints is not None else sorted(first.endpoints, key=lambda e: -first.endpoints[e])
     tables, skipped = [], {}
     for endpoint in wanted:
         try:
-            tables.append(first if endpoint == first.endpoint else build_trace_table(spans, endpoint))
+            tables.append(first if endpoint == first.endpoint else build(spans, endpoint))
         except TraceSleuthError as exc:
             skipped[endpoint] = str(exc)
     if not tables:

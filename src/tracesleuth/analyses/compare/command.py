@@ -11,8 +11,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ...cli._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, SeedOpt, emit_json, out,
-                            parse_time_range, read_input, run_evaluation, select_period)
+from ...cli._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, SchedulerOpt, SeedOpt,
+                            dask_scheduler, emit_json, out, parse_time_range, read_input, run_evaluation,
+                            select_period, trace_table)
 from ...errors import ParameterError
 
 __all__ = ["register", "show"]
@@ -53,8 +54,9 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
-def _periods(paths, baseline, problem, baseline_time, problem_time, fmt, mapping):
-    """The baseline's and the problem's spans from two inputs, or from time ranges over one."""
+def _sources(paths, baseline, problem, baseline_time, problem_time):
+    """``((baseline paths, period), (problem paths, period))``: two inputs, or time ranges
+    (``(low_ns, high_ns)``) over one."""
     if baseline_time or problem_time:
         if not (baseline_time and problem_time):
             raise ParameterError("--baseline-time and --problem-time go together (time ranges over one input)")
@@ -63,14 +65,22 @@ def _periods(paths, baseline, problem, baseline_time, problem_time, fmt, mapping
         source = list(problem or []) + list(paths or [])
         if not source:
             raise ParameterError("give the input the time ranges select from (PATH... or --problem PATH)")
-        spans = read_input(source, fmt, mapping)
-        return (select_period(spans, *parse_time_range(baseline_time, "--baseline-time")),
-                select_period(spans, *parse_time_range(problem_time, "--problem-time")))
+        return ((source, parse_time_range(baseline_time, "--baseline-time")),
+                (source, parse_time_range(problem_time, "--problem-time")))
     problem = list(problem or []) + list(paths or [])
     if not baseline or not problem:
         raise ParameterError("give two periods: --baseline PATH and --problem PATH (or PATH...), or "
                              "--baseline-time START/END and --problem-time START/END over one input")
-    return read_input(list(baseline), fmt, mapping), read_input(problem, fmt, mapping)
+    return (list(baseline), None), (problem, None)
+
+
+def _periods(sources, fmt, mapping):
+    """The baseline's and the problem's spans (an input read once for both time ranges)."""
+    (base, base_period), (prob, prob_period) = sources
+    if base_period is not None:
+        spans = read_input(base, fmt, mapping)
+        return select_period(spans, *base_period), select_period(spans, *prob_period)
+    return read_input(base, fmt, mapping), read_input(prob, fmt, mapping)
 
 
 def compare(paths: Annotated[Optional[list[Path]], typer.Argument(
@@ -90,24 +100,36 @@ def compare(paths: Annotated[Optional[list[Path]], typer.Argument(
                              "Kolmogorov-Smirnov tests.")] = 0.05,
             min_requests: Annotated[int, typer.Option("--min-requests", metavar="INT", help="Requests a category "
                                     "needs in each period for a response-time test.")] = 10,
-            seed: SeedOpt = 0, format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
+            seed: SeedOpt = 0, format: FormatOpt = None, mapping: MappingOpt = None, scheduler: SchedulerOpt = None,
+            json: JsonOpt = False) -> None:
     """Request-flow comparison (Spectroscope, Sambasivan et al., NSDI 2011): what changed between a
     baseline period and a problem period, ranked by contribution to the slowdown, and which service
     it points to."""
     from ...model import build_trace_table
     from .analysis import RequestFlowComparison
 
-    base_spans, problem_spans = _periods(paths, baseline, problem, baseline_time, problem_time, format, mapping)
+    sources = _sources(paths, baseline, problem, baseline_time, problem_time)
     settings = {"alpha": alpha, "min_requests": min_requests, "random_state": seed}
     if all_endpoints:
         if endpoint is not None:
             raise ParameterError("--endpoint and --all-endpoints exclude each other")
+        if scheduler is not None:
+            raise ParameterError("--all-endpoints runs in this process only: compare one endpoint (--endpoint) with "
+                                 "--scheduler")
+        base_spans, problem_spans = _periods(sources, format, mapping)
         _compare_all(problem_spans, base_spans, settings, json)
         return
-    problem_table = build_trace_table(problem_spans, endpoint)
-    baseline_table = build_trace_table(base_spans, problem_table.endpoint)
-    t0 = time.perf_counter()
-    est = RequestFlowComparison(**settings).fit(problem_table, baseline_table)
+    with dask_scheduler(scheduler) as dask:
+        if dask is None:
+            base_spans, problem_spans = _periods(sources, format, mapping)
+            problem_table = build_trace_table(problem_spans, endpoint)
+            baseline_table = build_trace_table(base_spans, problem_table.endpoint)
+        else:
+            (base, base_period), (prob, prob_period) = sources
+            problem_table = trace_table(prob, endpoint, format, mapping, dask, period=prob_period)
+            baseline_table = trace_table(base, problem_table.endpoint, format, mapping, dask, period=base_period)
+        t0 = time.perf_counter()
+        est = RequestFlowComparison(**settings).fit(problem_table, baseline_table)  # call views built on Dask
     seconds = time.perf_counter() - t0
     res = est.result_
     if json:

@@ -76,6 +76,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import polars as pl
+from joblib import Parallel, delayed
 from scipy.stats import binomtest, mannwhitneyu
 
 from ... import schema as S
@@ -575,8 +576,10 @@ class RootCauseLocalization(Analysis):
         n_analysed = 0
         matrices = latency_matrices(calls, clusters, latency)
         seeds = np.random.SeedSequence(_entropy(self.random_state)).spawn(len(matrices))
-        for lm, seed in zip(matrices, seeds):
-            summary, found = self._cluster(lm, np.random.default_rng(seed))
+        # One task per cluster, each with its own seed: in this process unless a joblib backend is
+        # configured (tracesleuth.scale runs them on Dask workers); the same result either way.
+        split = Parallel()(delayed(self._cluster)(lm, np.random.default_rng(seed)) for lm, seed in zip(matrices, seeds))
+        for lm, (summary, found) in zip(matrices, split):
             summaries.append(summary)
             if summary.n_components is not None:
                 n_analysed += len(lm.requests)

@@ -10,8 +10,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ...cli._common import (Command, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SeedOpt, emit_json, out,
-                            parse_time_range, read_input, run_evaluation, select_period)
+from ...cli._common import (Command, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SchedulerOpt, SeedOpt,
+                            dask_scheduler, emit_json, input_store, out, parse_time_range, read_input, run_evaluation,
+                            select_period)
 
 __all__ = ["register", "show"]
 
@@ -78,7 +79,8 @@ def localize(paths: PathsArg,
                               "compared.")] = 5,
              paper: Annotated[bool, typer.Option("--paper", help="The paper's method exactly: classical PCA on raw "
                               "latencies, SPE alone, any significant difference, no changes within the window.")] = False,
-             seed: SeedOpt = 0, format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
+             seed: SeedOpt = 0, format: FormatOpt = None, mapping: MappingOpt = None, scheduler: SchedulerOpt = None,
+             json: JsonOpt = False) -> None:
     """Root-cause localization (Mi et al., Sci China Inf Sci 2012) from one period's traces, no
     baseline: the anomalous methods (PCA split of each call sequence's requests, Mann-Whitney tests),
     the services they point to, the instances where they misbehave (Jensen-Shannon), and since when."""
@@ -87,17 +89,27 @@ def localize(paths: PathsArg,
     from .analysis import RootCauseLocalization
     from .evaluation import PAPER_SETTINGS
 
-    spans = read_input(paths, format, mapping)
-    if time_range:
-        spans = select_period(spans, *parse_time_range(time_range, "--time"))
     settings = {"alpha": alpha, "variance": variance, "spe_level": spe_level, "test_level": test_level,
                 "adjust_clusters": not no_adjust, "latency": latency, "top_k": top_k, "random_state": seed,
                 **(PAPER_SETTINGS if paper else {})}
     est = RootCauseLocalization(**settings)
     check_settings(est)  # a wrong setting fails before the tables are built
-    t0 = time.perf_counter()
-    tables, skipped = root_tables(spans, endpoint)
-    est.fit(tables)
+    period = parse_time_range(time_range, "--time") if time_range else None
+    with dask_scheduler(scheduler) as dask:
+        if dask is None:
+            spans = read_input(paths, format, mapping)
+            t0 = time.perf_counter()
+            tables, skipped = root_tables(select_period(spans, *period) if period else spans, endpoint)
+            est.fit(tables)
+        else:
+            from ...scale.analyses import on_workers
+            from ...scale.table import shuffle_by_trace
+
+            partitions = dask.keep(shuffle_by_trace(input_store(paths, format, mapping), scheduler=dask, period=period))
+            t0 = time.perf_counter()
+            tables, skipped = root_tables(partitions, endpoint, build=lambda p, e: p.table(e).to_trace_table())
+            with on_workers(dask):
+                est.fit(tables)
     seconds = time.perf_counter() - t0
     res = est.result_
     if json:

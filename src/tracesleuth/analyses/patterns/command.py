@@ -11,8 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ...cli._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, PathsArg, SeedOpt, emit_json, out,
-                            progress, read_input, write_frame)
+from ...cli._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, PathsArg, SchedulerOpt, SeedOpt,
+                            emit_json, open_scheduler, out, progress, trace_table, write_frame)
 
 __all__ = ["register", "show"]
 
@@ -69,24 +69,31 @@ def patterns(paths: PathsArg, endpoint: EndpointOpt = None, interval: IntervalOp
              min_support: MinSupportOpt = None,
              output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", show_default=False,
                                help="Also write request -> cluster labels (.parquet or .csv).")] = None,
-             format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
+             format: FormatOpt = None, mapping: MappingOpt = None, scheduler: SchedulerOpt = None,
+             sample: Annotated[Optional[int], typer.Option(
+                 "--sample", metavar="INT", show_default=False,
+                 help="With --scheduler: search a uniform sample of this many requests, then score the patterns and "
+                      "label every request on Dask (exact scores; the sample's error bound in the notes). Default: "
+                      "the whole table.")] = None,
+             json: JsonOpt = False) -> None:
     """Latency degradation patterns (Cortellessa & Traini, ICPE 2020): which exclusive-time ranges and
     attributes explain each degraded latency sub-interval, with precision, recall and F-score."""
     import polars as pl
 
-    from ...model import build_trace_table
+    from ...scale.analyses import fit_patterns
     from .analysis import PAPER_SETTINGS, LatencyDegradationPatterns
 
-    tt = build_trace_table(read_input(paths, format, mapping), endpoint)
+    tt = trace_table(paths, endpoint, format, mapping, open_scheduler(scheduler), collect=False)
     t0 = time.perf_counter()
     settings = {**(PAPER_SETTINGS if paper else {}), **({} if min_support is None else {"min_support": min_support})}
     est = LatencyDegradationPatterns(solver=solver, interval=interval, random_state=seed,
-                                     generations=generations, **settings).fit(tt)
+                                     generations=generations, **settings)
+    labels, requests = fit_patterns(est, tt, sample=sample, random_state=seed)
     seconds = time.perf_counter() - t0
     res = est.result_
     if output is not None:
-        write_frame(tt.frame.select("trace_id", "span_id", "latency_ns").with_columns(
-            pl.Series("cluster", est.labels_)), output)
+        write_frame(requests.select("trace_id", "span_id", "latency_ns").with_columns(
+            pl.Series("cluster", labels)), output)
     if json:
         emit_json({"endpoint": tt.endpoint, "requests": tt.n_requests, "seconds": seconds, **res.to_dict()})
         return

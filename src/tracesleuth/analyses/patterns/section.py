@@ -305,6 +305,8 @@ def _spans_of(spans, trace_ids: Iterable[str]):
     table = spans.spans if isinstance(getattr(spans, "spans", None), pa.Table) else spans
     if isinstance(table, pa.Table):  # filter before converting: only a few traces are needed
         return as_frame(table.filter(pc.is_in(table.column(S.TRACE_ID), value_set=pa.array(wanted, pa.string()))))
+    if hasattr(table, "to_table"):  # a pyarrow Dataset (spans on disk, tracesleuth.scale): only these traces read
+        return as_frame(table.to_table(filter=pc.field(S.TRACE_ID).isin(wanted)))
     return as_frame(table).filter(pl.col(S.TRACE_ID).is_in(wanted))
 
 

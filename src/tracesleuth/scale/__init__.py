@@ -1,0 +1,31 @@
+"""Scale-out on Dask: the trace table and the analyses over span stores larger than one machine.
+
+The in-process path (:func:`tracesleuth.model.build_trace_table`) holds a store's spans in one
+process. Here the same per-partition functions run on Dask: the store's Hive partitions are read
+by :mod:`dask.dataframe`, shuffled by trace id, and turned into a trace table partition by
+partition (:mod:`.table`); the endpoint and the attribute columns are reductions over the
+partitions. The analyses then run on that table (:mod:`.analyses`): what is big and adds up is
+done on the workers, the rest in this process (each function says which).
+
+``tracesleuth table|patterns|compare|localize|analyze STORE --scheduler local|threads|ADDRESS``
+uses this; without ``--scheduler`` nothing here is imported, and Dask is not needed.
+
+Modules: :mod:`.cluster` (the scheduler: a local cluster, threads or an address; progress),
+:mod:`.spans` (a store's parts, checked), :mod:`.table` (the trace table on Dask),
+:mod:`.analyses` (patterns, compare, localize on a Dask-built table), :mod:`.synthetic` (stores of
+any size for tests and benchmarks).
+"""
+
+from .._lazy import lazy_exports
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "DaskTraceTable": ".table:DaskTraceTable",
+    "CollectedTraceTable": ".table:CollectedTraceTable",
+    "Scheduler": ".cluster:Scheduler",
+    "SchedulerError": ".cluster:SchedulerError",
+    "connect": ".cluster:connect",
+    "dask_trace_table": ".table:dask_trace_table",
+    "store_parts": ".spans:store_parts",
+})
+__all__ = ["CollectedTraceTable", "DaskTraceTable", "Scheduler", "SchedulerError", "connect", "dask_trace_table",
+           "store_parts"]

@@ -1,0 +1,202 @@
+"""The analyses on a trace table built on Dask: what runs on the workers and what stays here.
+
+**Latency degradation patterns** (:func:`fit_patterns`). Exact by default: the table's columns
+the search reads are collected and the estimator runs unchanged, so the result is the
+in-process one (same seed, same patterns). Its search is cheap once the requests are encoded:
+the GA counts patterns over the distinct (latency class, bin codes) cells of the requests, not
+the requests (:mod:`~tracesleuth.analyses.patterns._bitsets`); what needs every value is the
+mean shift of each exclusive-time column and of the latencies. For a table too large for this
+process, ``sample=n`` searches a uniform sample of ``n`` requests (seeded, without replacement)
+and then counts every found pattern's true and false positives and its sub-interval's requests
+over **every** request, partition by partition on the workers (the counts add up), and labels
+every request there: the precision, recall and F-score reported are exact; only the choice of
+interval, split points and conditions comes from the sample. How far that choice can be off:
+by the Dvoretzky-Kiefer-Wolfowitz inequality, with probability at least ``1 - delta`` the
+sample's latency distribution function is within ``epsilon = sqrt(ln(2 / delta) / (2 n))`` of
+the table's everywhere, so every latency range (a mode, a sub-interval) holds a share of the
+sample within ``epsilon`` of its share of all requests (``n = 10**6``, ``delta = 0.01``:
+``epsilon = 0.0016``); and for each pattern its precision on the sample is within
+``sqrt(ln(2 / delta) / (2 s))`` of the exact one (Hoeffding; ``s`` the sample's requests
+satisfying it), its recall within ``sqrt(ln(2 / delta) / (2 p))`` (``p`` the sample's requests of
+the sub-interval). The result's notes give ``epsilon`` and, per sub-interval, the F-score on the
+sample beside the exact one.
+
+**Request-flow comparison** and **root-cause localization** run here on the collected tables
+of their periods (their call views built on Dask). Both compare distributions of requests
+(Kolmogorov-Smirnov and Mann-Whitney tests, a decision tree, pooled rank tests; PCA of a
+cluster's requests), which need every request's values, not sums; and both work on periods of
+minutes, whose tables fit one machine when the store does not. Localization's per-cluster PCA
+and tests run on the workers, a batch of clusters per task, through joblib's Dask backend
+(:func:`on_workers`): every cluster has its own seed, so the result is the in-process one.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from .. import schema as S
+from ..errors import ParameterError
+from .table import ORDER, DaskTraceTable
+
+__all__ = ["dkw_epsilon", "fit_patterns", "on_workers"]
+
+#: The confidence the sample's error bounds are stated at (1 - delta).
+CONFIDENCE = 0.99
+
+
+def dkw_epsilon(n: int, delta: float = 1 - CONFIDENCE) -> float:
+    """Largest difference, with probability ``1 - delta``, between a uniform sample's empirical
+    distribution function of ``n`` values and the population's (Dvoretzky-Kiefer-Wolfowitz with
+    Massart's constant): ``sqrt(ln(2 / delta) / (2 n))``."""
+    return math.sqrt(math.log(2 / delta) / (2 * n))
+
+
+def fit_patterns(estimator, table, *, sample: int | None = None, random_state=None) -> tuple[np.ndarray, pl.DataFrame]:
+    """Fit a :class:`~tracesleuth.analyses.patterns.LatencyDegradationPatterns` on a trace table,
+    built on Dask or in this process.
+
+    Parameters
+    ----------
+    estimator : LatencyDegradationPatterns
+        Fitted in place.
+    table : DaskTraceTable or TraceTable
+    sample : int, optional
+        A Dask-built table: search a uniform sample of this many requests, then score and label
+        every request on the workers (module docstring). None (or at least the table's
+        requests): exact, the whole table collected.
+    random_state : int, optional
+        Seeds the sample (the estimator has its own).
+
+    Returns
+    -------
+    (labels, requests)
+        ``labels``: ndarray of int64, shape (n_requests,), as ``estimator.labels_``, for every
+        request of the table in table order (with ``sample``, ``estimator.labels_`` are the
+        sample's); ``requests``: polars DataFrame of their ``trace_id``, ``span_id`` and
+        ``latency_ns``.
+
+    Raises
+    ------
+    ParameterError
+        ``sample`` < 2, given for a table built in this process, or with a clustering solver.
+    """
+    if sample is not None and not isinstance(table, DaskTraceTable):
+        raise ParameterError("--sample samples a table built on Dask: give --scheduler too")
+    if sample is not None and sample < 2:
+        raise ParameterError(f"--sample must be at least 2 requests; got {sample}")
+    if sample is None or sample >= table.n_requests:
+        collected = table.to_trace_table() if isinstance(table, DaskTraceTable) else table
+        estimator.fit(collected)
+        return estimator.labels_, collected.frame.select(S.TRACE_ID, S.SPAN_ID, S.LATENCY_NS)
+    if estimator.solver not in ("ga", "bnb"):
+        raise ParameterError(f"--sample scores patterns on every request; the solver {estimator.solver!r} finds "
+                             "clusters, not patterns: use --solver ga or bnb, or leave out --sample")
+    sampled = _sample(table, sample, random_state)
+    estimator.fit(sampled)
+    return _exact_scores(estimator, table, sample, random_state, int(sampled.frame[S.LATENCY_NS].max()))
+
+
+def _sample(table: DaskTraceTable, n: int, random_state):
+    """A uniform sample of ``n`` requests of the table (without replacement), in table order."""
+    from dask import delayed
+
+    rng = np.random.default_rng(random_state)
+    chosen = np.sort(rng.choice(table.n_requests, size=n, replace=False))
+    bounds = np.concatenate(([0], np.cumsum(table.part_rows)))
+    tasks = [delayed(_take)(p, chosen[(chosen >= a) & (chosen < b)] - a)
+             for p, a, b in zip(table.parts, bounds[:-1], bounds[1:])]
+    frame = pl.concat([f for f in table.scheduler.compute(tasks, "sampling the requests") if f.height]).sort(ORDER)
+    from ..model.table import TraceTable
+
+    return TraceTable(frame=frame, endpoint=table.endpoint, operations=table.operations, assembly=table.assembly,
+                      endpoints=table.endpoints, dropped_attributes=table.dropped_attributes)
+
+
+def _exact_scores(estimator, table: DaskTraceTable, sample: int, random_state, sample_slowest: int):
+    """Score the sample's patterns over every request (on the workers) and label every request.
+
+    A latency interval open at the top (up to the sample's slowest request) is extended to the
+    table's slowest request, with its last sub-interval."""
+    from dask import delayed
+
+    from ..analyses.patterns._model import pattern_quality
+
+    result = estimator.result_
+    if result.found and result.interval.high_ns == sample_slowest + 1:
+        slowest = table.slowest_ns
+        top = result.sub_intervals[-1]
+        result = replace(result, interval=replace(result.interval, high_ns=slowest + 1),
+                         split_points=result.split_points[:-1] + (slowest + 1,),
+                         sub_intervals=result.sub_intervals[:-1] + (
+                             replace(top, high_ns=slowest + 1) if top.high_ns == sample_slowest + 1 else top,))
+    shares = (f"latency shares of the sample within {dkw_epsilon(sample):.4f} of the table's at {CONFIDENCE:.0%} "
+              "confidence")
+    where = f"found on a uniform sample of {sample:,} of the {table.n_requests:,} requests (seed {random_state})"
+    subs = result.sub_intervals
+    counted = table.scheduler.compute([delayed(_count_part)(p, subs) for p in table.parts],
+                                      "scoring the patterns on every request")
+    rescored = []
+    for s, (tp, satisfied, positives) in zip(subs, sum(c["counts"] for c in counted).tolist()):
+        if s.pattern is None:
+            rescored.append(replace(s, n_positives=positives))
+            continue
+        q = pattern_quality(tp, satisfied - tp, positives)
+        rescored.append(replace(s, precision=q.precision, recall=q.recall, f_score=q.f_score, tp=q.tp, fp=q.fp,
+                                n_positives=positives, support=q.support))
+    scores = ", ".join(f"#{s.index} {s.f_score:.3f} -> {r.f_score:.3f}" for s, r in zip(subs, rescored)
+                       if s.f_score is not None)
+    note = (f"{where}; precision, recall and F-score counted on every request (F on the sample -> on every "
+            f"request: {scores or 'no pattern'}); {shares}")
+    estimator.result_ = replace(result, sub_intervals=tuple(rescored), n_requests=table.n_requests,
+                                n_positives=sum(c["in_interval"] for c in counted), notes=result.notes + (note,))
+    frame = pl.concat([c["requests"] for c in counted])
+    labels = np.concatenate([c["labels"] for c in counted])
+    order = frame.with_row_index("_row").sort(ORDER)["_row"].to_numpy()
+    return labels[order], frame[order].drop(S.START_NS)
+
+
+def _take(path, rows: np.ndarray) -> pl.DataFrame:
+    if len(rows) == 0:
+        return pl.DataFrame()
+    return pl.read_parquet(path)[rows]
+
+
+def _count_part(path, subs) -> dict[str, Any]:
+    """Per sub-interval: requests satisfying its pattern inside it, satisfying it, inside it; and
+    the label of each request (the estimator's rule)."""
+    from ..analyses.patterns.analysis import _assign_labels
+
+    frame = pl.read_parquet(path)
+    latency = frame[S.LATENCY_NS].to_numpy()
+    counts = np.zeros((len(subs), 3), dtype=np.int64)
+    satisfied = []
+    for k, s in enumerate(subs):
+        inside = (latency >= s.low_ns) & (latency < s.high_ns)
+        sat = s.pattern.satisfied_by(frame) if s.pattern is not None else np.zeros(len(latency), dtype=bool)
+        counts[k] = (int((sat & inside).sum()), int(sat.sum()), int(inside.sum()))
+        satisfied.append(sat)
+    low, high = (subs[0].low_ns, subs[-1].high_ns) if subs else (0, 0)
+    return {"counts": counts, "in_interval": int(((latency >= low) & (latency < high)).sum()),
+            "labels": _assign_labels(satisfied, latency, [(s.low_ns, s.high_ns) for s in subs]),
+            "requests": frame.select(S.TRACE_ID, S.SPAN_ID, S.START_NS, S.LATENCY_NS)}
+
+
+@contextmanager
+def on_workers(scheduler):
+    """Run joblib's parallel loops (root-cause localization's per-cluster PCA and tests) on the
+    scheduler's workers: joblib's Dask backend (threads for ``threads``), every worker used.
+
+    Parameters
+    ----------
+    scheduler : Scheduler
+    """
+    import joblib
+
+    with joblib.parallel_config(backend="threading" if scheduler.client is None else "dask", n_jobs=-1):
+        yield

@@ -1,0 +1,607 @@
+"""The trace table of a span store on Dask: the same table as :func:`~tracesleuth.model.build_trace_table`.
+
+Three steps, each a Dask task per partition, each writing its own files (a temporary name, then
+an atomic rename: a task run again after its worker died writes the same file again):
+
+1. **Shuffle by trace id.** The store's parts (Hive partitions by time, a trace's spans in any of
+   them) are read by :func:`dask.dataframe.read_parquet` and shuffled by ``trace_id`` with
+   Dask's shuffle (peer-to-peer on a cluster, disk-backed; tasks with threads) into about ``n_spans /
+   partition_spans`` partitions of whole traces, each written to the work directory. Each
+   partition also reports its root operations (the same
+   :func:`~tracesleuth.model.table.root_endpoints` as in-process); their sum
+   (:func:`~tracesleuth.model.table.merge_endpoints`) gives the most frequent one.
+2. **Requests.** Each partition is encoded, assembled (duplicates, orphans, clock skew:
+   :func:`~tracesleuth.model.assembly.assemble_codes`) and turned into its requests
+   (:func:`~tracesleuth.model.table.partition_requests`), written with the entry spans'
+   attributes; it reports its assembly counts, its operation columns and a summary of those
+   attributes (:func:`~tracesleuth.model.attributes.attribute_summary`). The reductions of these
+   give the table's operation columns and its ``attr[...]``/``num[...]`` columns, chosen over every
+   request as in-process.
+3. **Table.** Each partition's requests get the whole table's columns
+   (:func:`~tracesleuth.model.table.with_table_columns`,
+   :func:`~tracesleuth.model.attributes.attribute_frame`) and are written as one part of the
+   table: a Parquet dataset of one part per partition, each part in table order (start, trace
+   id, span id). The table's rows are those of the in-process table; collected
+   (:meth:`DaskTraceTable.to_trace_table`) and sorted, it is equal to it.
+
+Memory: a task holds one partition (``partition_spans`` spans, 500,000 by default: a few
+hundred MB); the shuffle spills to disk; the client holds only the reductions. The work
+directory needs about the store's size once more.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import schema as S
+from ..errors import EmptyDataError, ParameterError
+from ..model.assembly import AssemblyReport, assemble_codes, attributes_of
+from ..model.attributes import attribute_frame, attribute_summary, choose_columns, merge_attribute_summaries
+from ..model._codes import SOURCE_ROW, encode_spans, take_rows
+from ..model.table import (EXCLUSIVE_PREFIX, INSTANCE_PREFIX, MAX_CATEGORIES, PARTITION_SPANS, TraceTable,
+                           column_key, merge_endpoints, partition_requests, resolve_endpoint, root_endpoints,
+                           traces_starting_between, with_table_columns)
+from ..store import SPAN_PARQUET_OPTIONS
+from .cluster import Scheduler
+from .spans import StoreParts, store_parts
+
+__all__ = ["CollectedTraceTable", "DaskTraceTable", "StoreSpans", "TracePartitions", "dask_trace_table",
+           "shuffle_by_trace"]
+
+#: Row order of a trace table (as in-process).
+ORDER = [S.START_NS, S.TRACE_ID, S.SPAN_ID]
+#: The entry spans' attributes, carried from step 2 to step 3.
+_ATTRIBUTES = "_entry_attributes"
+#: Dask's shuffle method on a cluster (peer-to-peer: disk-backed, the memory of a task bounded);
+#: with threads, ``"tasks"``.
+SHUFFLE_METHOD = "p2p"
+#: How the spans shuffled by trace id are written: read once or twice, then deleted, so a fast
+#: codec rather than a small file.
+_BY_TRACE_PARQUET = dict(SPAN_PARQUET_OPTIONS, compression="lz4")
+#: The attributes column as polars reads it.
+_ATTRIBUTES_DTYPE = pl.List(pl.Struct({"key": pl.String, "str": pl.String, "int": pl.Int64, "float": pl.Float64,
+                                       "bool": pl.Boolean}))
+#: Table-part number of each row, when a table is collected.
+PART = "_part"
+
+
+@dataclass
+class DaskTraceTable:
+    """The trace table of one endpoint, built on Dask: a Parquet dataset of one part per partition
+    of whole traces.
+
+    Attributes
+    ----------
+    path : Path
+        The table's directory (``part-<k>.parquet`` files).
+    parts : tuple of Path
+        The table's parts, one per trace partition with requests.
+    part_rows : tuple of int
+        Requests in each part.
+    slowest_ns : int
+        The largest latency of the table, ns.
+    endpoint, operations, assembly, endpoints, dropped_attributes
+        As :class:`~tracesleuth.model.TraceTable`'s.
+    n_requests : int
+    n_spans : int
+        Spans read from the store.
+    by_trace : tuple of Path
+        The spans shuffled by trace id, the partition of each part (read again by :meth:`calls`).
+    scheduler : Scheduler
+    workdir : Path
+        The work directory of the partitions it was built from.
+    owns_workdir : bool
+        Whether :meth:`close` removes the work directory (else only the table's parts).
+    """
+
+    path: Path
+    parts: tuple
+    part_rows: tuple
+    slowest_ns: int
+    endpoint: str
+    operations: tuple
+    assembly: AssemblyReport
+    endpoints: dict
+    dropped_attributes: tuple
+    n_requests: int
+    n_spans: int
+    by_trace: tuple = field(repr=False)
+    scheduler: Scheduler = field(repr=False)
+    workdir: Path = field(repr=False)
+    partition_spans: int = field(default=PARTITION_SPANS, repr=False)
+    owns_workdir: bool = field(default=False, repr=False)
+    store: Path | None = field(default=None, repr=False)
+
+    @property
+    def columns(self) -> list[str]:
+        """The table's column names, in order."""
+        return pq.read_schema(self.parts[0]).names
+
+    @property
+    def frame(self):
+        """The table as a Dask dataframe (one partition per part; read lazily)."""
+        import dask.dataframe as dd
+
+        return dd.read_parquet([str(p) for p in self.parts], dtype_backend="pyarrow")
+
+    def to_trace_table(self, columns: Sequence[str] | None = None) -> "CollectedTraceTable":
+        """The table in this process, in table order: equal to the in-process table's frame.
+
+        Parameters
+        ----------
+        columns : sequence of str, optional
+            Only these columns (and those of the row order), to collect less of a wide table.
+
+        Returns
+        -------
+        CollectedTraceTable
+            Its :meth:`~CollectedTraceTable.calls` are built on Dask when first asked for.
+        """
+        wanted = None if columns is None else list(dict.fromkeys([*ORDER, *columns]))
+        frames = [pl.read_parquet(p, columns=wanted).with_columns(pl.lit(k, pl.Int32).alias(PART))
+                  for k, p in enumerate(self.parts)]
+        frame = pl.concat(frames).sort(ORDER)
+        return CollectedTraceTable(
+            frame=frame.drop(PART), endpoint=self.endpoint, operations=self.operations, assembly=self.assembly,
+            endpoints=self.endpoints, dropped_attributes=self.dropped_attributes,
+            partition_spans=self.partition_spans, source=self, part_of_row=frame[PART].to_numpy())
+
+    def calls(self, part_of_row: np.ndarray, requests: pl.DataFrame) -> pl.DataFrame:
+        """The call view (:meth:`TraceTable.calls <tracesleuth.model.TraceTable.calls>`) of collected
+        requests, built on Dask from the spans shuffled by trace id.
+
+        Parameters
+        ----------
+        part_of_row : ndarray of int, shape (n_requests,)
+            The table part of each request.
+        requests : polars.DataFrame
+            ``trace_id``, ``span_id`` of each request, in collected-table order.
+        """
+        from dask import delayed
+
+        rows = requests.select(S.TRACE_ID, S.SPAN_ID).with_columns(
+            pl.Series(S.REQUEST, np.arange(requests.height, dtype=np.int64)), pl.Series(PART, part_of_row))
+        tasks = [delayed(_calls_part)(self.by_trace[k], self.endpoint, group.drop(PART), self.partition_spans)
+                 for (k,), group in rows.partition_by(PART, as_dict=True).items()]
+        # Each piece is in request order and a request lies in one piece (as in-process).
+        return pl.concat(self.scheduler.compute(tasks, "building the call view")).sort(S.REQUEST, maintain_order=True)
+
+    def to_parquet(self, path) -> Path:
+        """Copy the table's parts into the directory ``path`` (made, whole or not at all; it must not
+        exist): a Parquet dataset any reader takes (``polars.read_parquet(path)``)."""
+        path = Path(path)
+        if path.exists():
+            raise ParameterError(f"--output {path}: exists; give a new directory for the table's parts")
+        staging = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
+        staging.mkdir(parents=True)
+        try:
+            for k, part in enumerate(self.parts):
+                shutil.copyfile(part, staging / f"part-{k:06d}.parquet")
+            os.replace(staging, path)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return path
+
+    def close(self) -> None:
+        """Remove the table's parts, and the work directory when the table was made by
+        :func:`dask_trace_table` (a table made by :meth:`TracePartitions.table` leaves the
+        partitions to their own :meth:`~TracePartitions.close`)."""
+        shutil.rmtree(self.workdir if self.owns_workdir else self.path, ignore_errors=True)
+
+    def __enter__(self) -> "DaskTraceTable":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class StoreSpans:
+    """What a report says of the input of a Dask-built table (as a
+    :class:`~tracesleuth.io.SpanReadResult` would), without the spans in memory.
+
+    Attributes
+    ----------
+    spans : pyarrow.dataset.Dataset
+        The spans shuffled by trace id (a Gantt chart's few traces are read by a filter).
+    rejects : pyarrow.Table
+        The store's rejected records (REJECT_SCHEMA).
+    n_spans : int
+        Spans read from the store.
+    spans_rejected : int
+        Spans the store's ingests rejected (its manifest's counts).
+    formats : dict
+        Empty: the store's files were read when they were ingested.
+    """
+
+    spans: object
+    rejects: pa.Table
+    n_spans: int
+    spans_rejected: int
+    formats: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, table: "DaskTraceTable", store) -> "StoreSpans":
+        """The input of ``table``, built from the span store ``store``."""
+        import pyarrow.dataset as ds
+
+        from ..store import SpanStore
+
+        store = SpanStore(store, create=False)
+        rejected = sum(e.get("spans_rejected", 0) for e in store.manifest().get("ingests", []))
+        return cls(ds.dataset([str(p) for p in table.by_trace], format="parquet"), store.read_rejects(),
+                   table.n_spans, rejected)
+
+
+@dataclass(frozen=True)
+class CollectedTraceTable(TraceTable):
+    """A :class:`~tracesleuth.model.TraceTable` collected from a :class:`DaskTraceTable`: the same
+    frame; its :meth:`calls` are built on Dask (while the Dask table is not closed)."""
+
+    source: DaskTraceTable | None = field(default=None, repr=False, compare=False)
+    part_of_row: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def input(self) -> StoreSpans:
+        """The table's input, for a report (:class:`StoreSpans`)."""
+        return StoreSpans.of(self.source, self.source.store)
+
+    def calls(self) -> pl.DataFrame:
+        """The call view (as :meth:`TraceTable.calls <tracesleuth.model.TraceTable.calls>`), built on
+        Dask from the spans shuffled by trace id when first asked for, and kept."""
+        if "calls" not in self._cache:
+            self._cache["calls"] = self.source.calls(self.part_of_row, self.frame.select(S.TRACE_ID, S.SPAN_ID))
+        return self._cache["calls"]
+
+
+@dataclass
+class TracePartitions:
+    """A store's spans shuffled by trace id (step 1), on disk: the trace tables of any endpoint are
+    built from it (steps 2 and 3) without shuffling again.
+
+    Attributes
+    ----------
+    files : tuple of Path
+        One Parquet file per partition of whole traces (SPAN_SCHEMA).
+    operations : dict of str to str
+        ``{operation key: operation name}`` of every operation.
+    endpoints : dict of str to int
+        ``{operation key: traces}`` of root operations, most frequent first (per-partition
+        :func:`~tracesleuth.model.table.root_endpoints` summed).
+    n_spans : int
+        Spans read from the store (before a period's selection).
+    scheduler : Scheduler
+    workdir : Path
+        Removed by :meth:`close`.
+    """
+
+    files: tuple
+    operations: dict
+    n_spans: int
+    store: Path
+    scheduler: Scheduler = field(repr=False)
+    workdir: Path = field(repr=False)
+    partition_spans: int = field(default=PARTITION_SPANS, repr=False)
+    endpoints: dict = field(default_factory=dict)
+
+    def table(self, endpoint: str | None = None, *, max_categories: int = MAX_CATEGORIES) -> "DaskTraceTable":
+        """The trace table of ``endpoint`` (default the most frequent root operation): steps 2-3.
+
+        Raises
+        ------
+        EmptyDataError
+            No root span (and no endpoint given), or no request of the endpoint.
+        ParameterError
+            ``endpoint`` matches no operation.
+        """
+        key = resolve_endpoint(endpoint, self.operations, self.endpoints)
+        folder = Path(tempfile.mkdtemp(prefix="table-", dir=self.workdir))
+        try:
+            return self._table(key, folder, max_categories)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+
+    def _table(self, key: str, folder: Path, max_categories: int) -> "DaskTraceTable":
+        from dask import delayed
+
+        built = self.scheduler.compute([delayed(_requests_part)(f, key, folder / f"requests-{k:06d}.parquet",
+                                                                max_categories) for k, f in enumerate(self.files)],
+                                       "building the requests")
+        report = AssemblyReport()
+        for b in built:
+            report = report.merge(b["assembly"])
+        built = [b for b in built if b["requests"]]
+        if not built:
+            raise EmptyDataError(f"no request of endpoint {key!r}")
+        ops = sorted({op for b in built for op in b["operations"]})
+        instanced = {op for b in built for op in b["instanced"]}
+        chosen = choose_columns(merge_attribute_summaries([b["attributes"] for b in built], max_categories),
+                                max_categories)
+        tasks = [delayed(_table_part)(b["path"], folder / f"part-{k:06d}.parquet", ops, instanced, chosen)
+                 for k, b in enumerate(built)]
+        parts, rows, slowest = zip(*self.scheduler.compute(tasks, "writing the table"))
+        for b in built:
+            b["path"].unlink(missing_ok=True)
+        return DaskTraceTable(
+            path=folder, parts=parts, part_rows=rows, slowest_ns=max(slowest), endpoint=key, operations=tuple(ops), assembly=report, endpoints=self.endpoints,
+            dropped_attributes=chosen.dropped, n_requests=sum(b["requests"] for b in built), n_spans=self.n_spans,
+            by_trace=tuple(Path(b["spans_path"]) for b in built), scheduler=self.scheduler, workdir=self.workdir,
+            partition_spans=self.partition_spans, store=self.store)
+
+    def close(self) -> None:
+        """Remove the work directory (the partitions and every table built from them)."""
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "TracePartitions":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None, period: tuple | None = None,
+                     partition_spans: int = PARTITION_SPANS) -> TracePartitions:
+    """Step 1: a span store's spans shuffled by trace id into partitions of whole traces, on disk.
+
+    Parameters
+    ----------
+    store : str, Path, SpanStore or StoreParts
+        A span store; its parts are checked first (:func:`~tracesleuth.scale.spans.store_parts`).
+    scheduler : Scheduler, optional
+        From :func:`~tracesleuth.scale.connect`; default Dask's threads in this process.
+    workdir : str or Path, optional
+        Where the partitions (and tables) are written (made; every worker must reach it at the
+        same path). Default: a new directory beside the store (or the system's temporary
+        directory when that cannot be written).
+    period : (int, int), optional
+        Only the traces that start in ``[low_ns, high_ns)`` (as
+        :func:`~tracesleuth.model.table.traces_starting_between`); only the store's hours that
+        may hold them are read (:meth:`StoreParts.during`).
+    partition_spans : int, default=PARTITION_SPANS
+        Spans per partition of whole traces (the memory of one task); tables do not depend on it.
+
+    Returns
+    -------
+    TracePartitions
+        Close it (or use a ``with`` block) to remove the work directory.
+
+    Raises
+    ------
+    TraceFormatError
+        The store, or one of its parts, named: not a store, a part missing, unreadable or of
+        another schema (before any work).
+    EmptyDataError
+        No span (in the period).
+    ParameterError
+        ``partition_spans`` < 1.
+    """
+    from dask import delayed
+
+    if partition_spans < 1:
+        raise ParameterError(f"partition_spans must be at least 1, got {partition_spans}")
+    parts = store if isinstance(store, StoreParts) else store_parts(store)
+    if period is not None:
+        parts = parts.during(*period)
+    if not parts.files:
+        raise EmptyDataError(f"{parts.store}: no span part holds spans of the period")
+    scheduler = scheduler or Scheduler("threads")
+    work = _workdir(workdir, parts.store)
+    try:
+        n_partitions = max(1, math.ceil(parts.n_spans / partition_spans))
+        import dask.dataframe as dd
+
+        # One partition per row group of a part (about ROW_GROUP_SPANS spans: a task's memory).
+        pieces = [(str(f), g) for f, n in zip(parts.files, parts.row_groups) for g in range(n)]
+        spans = dd.from_map(_shuffle_input, *zip(*pieces), meta=_shuffle_input(None, 0), enforce_metadata=False)
+        shuffled = spans.shuffle(on=S.TRACE_ID, npartitions=n_partitions,
+                                 shuffle_method="tasks" if scheduler.client is None else SHUFFLE_METHOD)
+        (work / "by-trace").mkdir()
+        found = scheduler.compute([delayed(_write_by_trace)(p, work / "by-trace" / f"part-{k:06d}.parquet", period)
+                                   for k, p in enumerate(shuffled.to_delayed())], "shuffling the spans by trace id")
+        found = [f for f in found if f["spans"]]
+        if not found:
+            raise EmptyDataError(f"{parts.store}: no trace starts in the period" if period else
+                                 f"{parts.store}: no span")
+        return TracePartitions(files=tuple(f["path"] for f in found),
+                               operations={k: n for f in found for k, n in f["operations"].items()},
+                               endpoints=merge_endpoints(*(f["endpoints"] for f in found)),
+                               n_spans=parts.n_spans, store=parts.store, scheduler=scheduler, workdir=work,
+                               partition_spans=partition_spans)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def dask_trace_table(store, endpoint: str | None = None, *, scheduler: Scheduler | None = None,
+                     workdir=None, period: tuple | None = None, max_categories: int = MAX_CATEGORIES,
+                     partition_spans: int = PARTITION_SPANS) -> DaskTraceTable:
+    """Build the trace table of an endpoint of a span store on Dask (the module docstring's steps):
+    :func:`shuffle_by_trace`, then :meth:`TracePartitions.table`.
+
+    Parameters
+    ----------
+    store, scheduler, workdir, period, partition_spans
+        As for :func:`shuffle_by_trace`.
+    endpoint : str, optional
+        As for :func:`~tracesleuth.model.build_trace_table`; default the most frequent root
+        operation.
+    max_categories : int, default=50
+
+    Returns
+    -------
+    DaskTraceTable
+        Close it (or use it in a ``with`` block) to remove the work directory.
+
+    Raises
+    ------
+    TraceFormatError, EmptyDataError, ParameterError
+        As :func:`shuffle_by_trace` and :meth:`TracePartitions.table`.
+    SchedulerError
+        The scheduler went away.
+
+    Examples
+    --------
+    >>> from tracesleuth.scale import connect, dask_trace_table          # doctest: +SKIP
+    >>> with connect("local") as scheduler:                              # doctest: +SKIP
+    ...     with dask_trace_table("store/", scheduler=scheduler) as table:
+    ...         frame = table.frame                                      # a Dask dataframe
+    ...         in_memory = table.to_trace_table()                       # as build_trace_table's
+    """
+    partitions = shuffle_by_trace(store, scheduler=scheduler, workdir=workdir, period=period,
+                                  partition_spans=partition_spans)
+    try:
+        table = partitions.table(endpoint, max_categories=max_categories)
+        table.owns_workdir = True
+        return table
+    except BaseException:
+        partitions.close()
+        raise
+
+
+# -- the tasks (run on the workers) ---------------------------------------------------------------
+
+
+def _write_by_trace(partition, path: Path, period: tuple | None) -> dict:
+    """Step 1: write one shuffled partition (pandas, pyarrow-backed), the traces of the period
+    only; its operations."""
+    spans = _attributes_from_text(pa.Table.from_pandas(partition, preserve_index=False).select(list(S.SPAN_COLUMNS)))
+    if period is not None:
+        spans = traces_starting_between(spans, *period)
+    out = {"path": Path(path), "spans": spans.num_rows, "operations": {}, "endpoints": {}}
+    if spans.num_rows == 0:
+        return out
+    _atomic_write(path, lambda tmp: pq.write_table(spans, tmp, **_BY_TRACE_PARQUET))
+    codes = encode_spans(spans.drop_columns([S.ATTRIBUTES]))
+    out["operations"] = dict(zip(codes.operation_keys, codes.operation_names))
+    out["endpoints"] = root_endpoints(codes)
+    return out
+
+
+def _requests_part(path: Path, endpoint: str, out: Path, max_categories: int) -> dict:
+    """Step 2: the requests of one partition of whole traces, with their entry spans' attributes."""
+    spans = _read_by_trace(path)
+    codes = encode_spans(spans.drop_columns([S.ATTRIBUTES]))
+    attributes = attributes_of(spans)
+    tree, report = assemble_codes(codes, attributes)
+    result = {"path": Path(out), "spans_path": str(path), "assembly": report, "requests": 0, "operations": [],
+              "instanced": [], "attributes": None}
+    if endpoint not in codes.operation_keys:
+        return result
+    requests = partition_requests(codes, tree, codes.operation_keys.index(endpoint), spans)
+    if requests.height == 0:
+        return result
+    entry = take_rows(attributes, requests[SOURCE_ROW].to_numpy())
+    result.update(requests=requests.height, attributes=attribute_summary(entry, max_categories),
+                  operations=[column_key(c) for c in requests.columns if c.startswith(EXCLUSIVE_PREFIX)],
+                  instanced=[column_key(c) for c in requests.columns if c.startswith(INSTANCE_PREFIX)])
+    requests = requests.drop(SOURCE_ROW).with_columns(pl.Series(_ATTRIBUTES, entry))
+    _atomic_write(out, requests.write_parquet)
+    return result
+
+
+def _table_part(path: Path, out: Path, operations: list, instanced: set, chosen) -> tuple[Path, int, int]:
+    """Step 3: one partition's requests with the whole table's columns; the part, its requests
+    and its slowest request's latency."""
+    requests = pl.read_parquet(path)
+    attributes = attribute_frame(requests[_ATTRIBUTES].to_arrow(), chosen)
+    frame = with_table_columns(requests.drop(_ATTRIBUTES), operations, instanced)
+    if attributes.width:
+        frame = pl.concat([frame, attributes], how="horizontal")
+    _atomic_write(out, frame.write_parquet)
+    return Path(out), frame.height, int(frame[S.LATENCY_NS].max())
+
+
+def _calls_part(path: str, endpoint: str, requests: pl.DataFrame, partition_spans: int) -> pl.DataFrame:
+    """The calls of one partition's requests, numbered as the collected table's rows."""
+    from ..model.flows import call_frame
+
+    calls = call_frame(_read_by_trace(path), endpoint, requests.select(S.TRACE_ID, S.SPAN_ID), partition_spans)
+    return calls.with_columns(requests[S.REQUEST].gather(calls[S.REQUEST]).alias(S.REQUEST))
+
+
+def _shuffle_input(path: str | None, row_group: int):
+    """One row group of a store's part, as the shuffle takes it: pandas with pyarrow-backed
+    columns, the attributes as JSON text (``""`` for an empty list). ``path`` None: no row (the
+    collection's metadata).
+
+    Dask's peer-to-peer shuffle cannot carry a nested Arrow column (pandas cannot read back the
+    dtype ``list<struct<...>>[pyarrow]`` it records), so the attributes cross it as text, which
+    round-trips exactly (:func:`_attributes_from_text`). The part is read by pyarrow and handed
+    to pandas without copies, the attributes encoded by polars."""
+    import pandas as pd
+
+    from ..errors import TraceFormatError
+
+    if path is None:
+        spans = S.SPAN_SCHEMA.empty_table()
+    else:
+        try:
+            spans = pq.ParquetFile(path).read_row_group(row_group).select(list(S.SPAN_COLUMNS)).cast(S.SPAN_SCHEMA)
+        except (OSError, pa.ArrowException) as e:
+            raise TraceFormatError(path, f"cannot be read: {e}") from None
+    lists = pl.Series(S.ATTRIBUTES, spans.column(S.ATTRIBUTES))
+    text = pl.select(pl.when(lists.list.len() == 0).then(pl.lit("")).otherwise(
+        pl.struct(lists).struct.json_encode())).to_series().to_arrow().cast(pa.large_string())
+    spans = spans.set_column(spans.column_names.index(S.ATTRIBUTES), S.ATTRIBUTES, text)
+    return spans.to_pandas(types_mapper=pd.ArrowDtype)
+
+
+def _attributes_from_text(spans: pa.Table) -> pa.Table:
+    """Spans in SPAN_SCHEMA from spans whose attributes are the text of :func:`_attributes_as_text`."""
+    text = pl.Series(spans.column(S.ATTRIBUTES)).cast(pl.String)
+    dtype = pl.Struct({S.ATTRIBUTES: _ATTRIBUTES_DTYPE})
+    decoded = pl.select(pl.when(text != "").then(text).str.json_decode(dtype).struct.field(S.ATTRIBUTES)).to_series()
+    lists = pl.select(pl.when(text == "").then(pl.lit([], _ATTRIBUTES_DTYPE)).otherwise(decoded)).to_series()
+    column = lists.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(S.SPAN_SCHEMA.field(S.ATTRIBUTES).type)
+    return spans.set_column(spans.column_names.index(S.ATTRIBUTES), S.ATTRIBUTES, column).cast(S.SPAN_SCHEMA)
+
+
+def _read_by_trace(path) -> pa.Table:
+    """A partition of whole traces, the name columns dictionary-encoded (as a store is read), on
+    the system allocator (whose freed memory goes back at once)."""
+    import pyarrow.dataset as ds
+
+    from ..errors import TraceFormatError
+
+    fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=S.DICTIONARY_COLUMNS))
+    try:
+        return ds.dataset(str(path), schema=S.DICTIONARY_SPAN_SCHEMA, format=fmt).to_table(
+            memory_pool=pa.system_memory_pool())
+    except (OSError, pa.ArrowException) as e:
+        raise TraceFormatError(str(path), f"cannot be read: {e}") from None
+
+
+def _atomic_write(path: Path, write) -> None:
+    """``write(temporary path)``, then rename into ``path``: a retried task leaves one whole file."""
+    tmp = Path(path).with_name(f".{Path(path).name}.{uuid.uuid4().hex}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _workdir(workdir, store: Path) -> Path:
+    """A new work directory (see :func:`dask_trace_table`)."""
+    if workdir is not None:
+        path = Path(workdir)
+        path.mkdir(parents=True, exist_ok=False)
+        return path
+    try:
+        return Path(tempfile.mkdtemp(prefix=f".{store.name}.tracesleuth-work-", dir=store.parent))
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix="tracesleuth-work-"))

@@ -1,0 +1,68 @@
+"""The analyses on a Dask-built table: the in-process results (same seed); the sampled patterns'
+scores counted exactly on every request."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracesleuth.analyses.localize import RootCauseLocalization
+from tracesleuth.analyses.patterns import LatencyDegradationPatterns
+from tracesleuth.model import build_trace_table, root_tables
+from tracesleuth.scale import dask_trace_table
+from tracesleuth.scale.analyses import dkw_epsilon, fit_patterns, on_workers
+from tracesleuth.scale.synthetic import DEGRADED_OPERATION
+from tracesleuth.scale.table import shuffle_by_trace
+
+
+def test_patterns_on_dask_are_the_in_process_patterns(cluster, synthetic_store):
+    reference = LatencyDegradationPatterns(random_state=3).fit(build_trace_table(synthetic_store.read_spans()))
+    assert reference.result_.found and DEGRADED_OPERATION in reference.result_.sub_intervals[0].words
+    with dask_trace_table(synthetic_store.path, scheduler=cluster, partition_spans=10_000) as table:
+        est = LatencyDegradationPatterns(random_state=3)
+        labels, requests = fit_patterns(est, table)
+    assert est.result_.to_dict() == reference.result_.to_dict()
+    assert np.array_equal(labels, reference.labels_) and requests.height == len(labels)
+
+
+def test_sampled_patterns_are_scored_on_every_request(cluster, synthetic_store):
+    full = build_trace_table(synthetic_store.read_spans())
+    with dask_trace_table(synthetic_store.path, scheduler=cluster, partition_spans=10_000) as table:
+        est = LatencyDegradationPatterns(random_state=0)
+        labels, requests = fit_patterns(est, table, sample=2_000, random_state=1)
+    result = est.result_
+    assert result.found and result.n_requests == full.n_requests and len(labels) == full.n_requests
+    assert requests["trace_id"].to_list() == full.frame["trace_id"].to_list()  # table order
+    latency = full.frame["latency_ns"].to_numpy()
+    for s in result.sub_intervals:  # the scores are the exact ones, counted on the whole table here
+        inside = (latency >= s.low_ns) & (latency < s.high_ns)
+        satisfied = s.pattern.satisfied_by(full.frame)
+        assert (s.tp, s.fp, s.n_positives) == ((satisfied & inside).sum(), (satisfied & ~inside).sum(), inside.sum())
+    main = max(result.sub_intervals, key=lambda s: s.n_positives)
+    assert main.f_score > 0.9 and DEGRADED_OPERATION in main.words
+    assert any("uniform sample of 2,000" in n and f"{dkw_epsilon(2_000):.4f}" in n for n in result.notes)
+
+
+def test_sample_needs_a_dask_table_and_a_pattern_solver(synthetic_store):
+    from tracesleuth.errors import ParameterError
+
+    table = build_trace_table(synthetic_store.read_spans())
+    with pytest.raises(ParameterError, match="--scheduler"):
+        fit_patterns(LatencyDegradationPatterns(), table, sample=100)
+    with dask_trace_table(synthetic_store.path, partition_spans=30_000) as dask_table:
+        with pytest.raises(ParameterError, match="kmeans"):
+            fit_patterns(LatencyDegradationPatterns(solver="kmeans"), dask_table, sample=100)
+
+
+def test_localization_with_clusters_on_the_workers_is_the_in_process_one(cluster, trainticket_store):
+    window = (1_674_981_780 * 10**9, 1_674_981_960 * 10**9)  # 2023-01-29 08:43 - 08:46 UTC
+    from tracesleuth.model.table import traces_starting_between
+
+    tables, _ = root_tables(traces_starting_between(trainticket_store.read_spans(), *window))
+    reference = RootCauseLocalization(random_state=0).fit(tables)
+    with shuffle_by_trace(trainticket_store.path, scheduler=cluster, period=window) as partitions:
+        tables, _ = root_tables(partitions, build=lambda p, e: p.table(e).to_trace_table())
+        with on_workers(cluster):
+            est = RootCauseLocalization(random_state=0).fit(tables)
+    assert est.result_.to_dict() == reference.result_.to_dict()
+    assert reference.result_.n_clusters > 1
