@@ -165,7 +165,7 @@ def naive_calls(spans, tt) -> dict:
             "trace_id": r["trace_id"], "request": row_of[(e["trace_id"], e["span_id"])], "span_id": r["span_id"],
             "parent_span_id": r["parent_span_id"], "operation_key": key[i], "service": r["service"],
             "operation": r["operation"], "instance": r["instance"], "kind": r["kind"],
-            "depth": r["depth"] - e["depth"], "start_offset_ns": r["start_ns"] - e["start_ns"],
+            "follows_from": bool(r["follows_from"]), "depth": r["depth"] - e["depth"], "start_offset_ns": r["start_ns"] - e["start_ns"],
             "duration_ns": duration, "exclusive_ns": max(duration - union_length(sync), 0),
             "error": r["status"] == "error", "caller_key": None if i == entry else key[r["parent_row"]],
             "server_service": server, "gap_ns": gap}

@@ -19,6 +19,7 @@ Columns (:mod:`tracesleuth.schema` names them; times after clock-skew correction
 ``parent_span_id``        its parent (String; the entry span's parent lies outside the request)
 ``operation_key``         ``service:operation`` (String)
 ``service``, ``operation``, ``instance``, ``kind``  of the span (String; instance nullable)
+``follows_from``          the span's relation to its parent is declared asynchronous (Boolean)
 ``depth``                 depth below the entry span (Int32; 0 for the entry span)
 ``start_offset_ns``       span start minus the entry span's start, ns (Int64)
 ``duration_ns``           span duration, ns (Int64)
@@ -58,11 +59,11 @@ from .table import _covered_by_children, exclusive_times, requests_of, trace_par
 
 #: Columns of the call view, in order.
 CALL_COLUMNS = (S.TRACE_ID, S.REQUEST, S.SPAN_ID, S.PARENT_SPAN_ID, S.OPERATION_KEY, S.SERVICE, S.OPERATION,
-                S.INSTANCE, S.KIND, S.DEPTH, S.START_OFFSET_NS, S.DURATION_NS, S.EXCLUSIVE_NS, S.ERROR,
+                S.INSTANCE, S.KIND, S.FOLLOWS_FROM, S.DEPTH, S.START_OFFSET_NS, S.DURATION_NS, S.EXCLUSIVE_NS, S.ERROR,
                 S.CALLER_KEY, S.SERVER_SERVICE, S.GAP_NS)
 _SCHEMA = {S.TRACE_ID: pl.String, S.REQUEST: pl.Int64, S.SPAN_ID: pl.String, S.PARENT_SPAN_ID: pl.String,
            S.OPERATION_KEY: pl.String, S.SERVICE: pl.String, S.OPERATION: pl.String, S.INSTANCE: pl.String,
-           S.KIND: pl.String, S.DEPTH: pl.Int32, S.START_OFFSET_NS: pl.Int64, S.DURATION_NS: pl.Int64,
+           S.KIND: pl.String, S.FOLLOWS_FROM: pl.Boolean, S.DEPTH: pl.Int32, S.START_OFFSET_NS: pl.Int64, S.DURATION_NS: pl.Int64,
            S.EXCLUSIVE_NS: pl.Int64, S.ERROR: pl.Boolean, S.CALLER_KEY: pl.String, S.SERVER_SERVICE: pl.String,
            S.GAP_NS: pl.Int64}
 
@@ -85,7 +86,7 @@ def call_frame(spans: pa.Table, endpoint: str, requests: pl.DataFrame, partition
     Returns
     -------
     polars.DataFrame
-        Shape (n_calls, 17), one row per span of every request.
+        Shape (n_calls, 18), one row per span of every request.
     """
     narrow = spans.drop_columns([S.ATTRIBUTES]) if S.ATTRIBUTES in spans.column_names else spans
     attributes = attributes_of(spans)
@@ -125,7 +126,7 @@ def partition_calls(codes: SpanCodes, tree: Tree, endpoint: int, spans: pa.Table
     Returns
     -------
     polars.DataFrame
-        Shape (n_calls, 17): the columns of the module docstring, rows in their order.
+        Shape (n_calls, 18): the columns of the module docstring, rows in their order.
     """
     entry, request = requests_of(codes, tree, endpoint)
     if len(entry) == 0:
@@ -157,6 +158,7 @@ def partition_calls(codes: SpanCodes, tree: Tree, endpoint: int, spans: pa.Table
         _gather(pl.Series(codes.operation_names, dtype=pl.String), codes.operation[rows]).alias(S.OPERATION),
         _gather(pl.Series(codes.instances, dtype=pl.String), codes.instance[rows]).alias(S.INSTANCE),
         _gather(pl.Series(S.SPAN_KINDS, dtype=pl.String), codes.kind[rows]).alias(S.KIND),
+        pl.Series(S.FOLLOWS_FROM, codes.follows_from[rows], dtype=pl.Boolean),
         pl.Series(S.DEPTH, tree.depth[rows] - tree.depth[top], dtype=pl.Int32),
         pl.Series(S.START_OFFSET_NS, start[rows] - start[top], dtype=pl.Int64),
         pl.Series(S.DURATION_NS, end[rows] - start[rows], dtype=pl.Int64),

@@ -158,9 +158,10 @@ class TraceTable:
         Returns
         -------
         polars.DataFrame
-            Shape (n_calls, 17), ``n_calls`` the number of spans of all requests; columns
+            Shape (n_calls, 18), ``n_calls`` the number of spans of all requests; columns
             ``trace_id``, ``request`` (row in :attr:`frame`), ``span_id``, ``parent_span_id``,
-            ``operation_key``, ``service``, ``operation``, ``instance``, ``kind``, ``depth``
+            ``operation_key``, ``service``, ``operation``, ``instance``, ``kind``,
+            ``follows_from``, ``depth``
             (below the entry span), ``start_offset_ns`` (from the entry span's start, ns),
             ``duration_ns``, ``exclusive_ns`` (ns; summed per request and operation they give
             ``exclusive_ns[K]``), ``error``, ``caller_key``, ``server_service`` and ``gap_ns``

@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 
 from ... import schema as S
+from ...errors import ParameterError
 from ...model._calls import synchronous_children
 from ...model.attributes import IDENTIFIER, is_identifier
 from ._model import ATTR_PREFIX, CONTINUOUS_PREFIX, INSTANCE_PREFIX
@@ -39,7 +40,6 @@ __all__ = ["ASYNCHRONOUS", "PASS_THROUGH", "asynchronous_operations", "identifie
 PASS_THROUGH = "pass-through"
 ASYNCHRONOUS = "asynchronous"
 #: Deepest call chain followed from the entry span (a cycle of bad parent ids stops here).
-_MAX_DEPTH = 256
 
 
 def identifier_columns(frame: pl.DataFrame, columns: list[str], rows: np.ndarray) -> list[tuple[str, str]]:
@@ -101,7 +101,9 @@ def asynchronous_operations(table: Any) -> dict[str, int]:
     Parameters
     ----------
     table : TraceTable
-        With its spans (``table.spans``); anything else gives an empty dict.
+        Its call view (:meth:`~tracesleuth.model.TraceTable.calls`) is read, whether the table was
+        built in this process or on Dask; a table without one (a plain DataFrame) gives an empty
+        dict.
 
     Returns
     -------
@@ -110,31 +112,27 @@ def asynchronous_operations(table: Any) -> dict[str, int]:
         which is below an asynchronous link (declared: producer/consumer kind or
         ``FOLLOWS_FROM``) on the way to the entry span.
     """
-    spans = getattr(table, "spans", None)
-    frame = getattr(table, "frame", None)
-    if spans is None or frame is None or S.SPAN_ID not in frame.columns:
+    try:
+        calls = table.calls()
+    except (AttributeError, ParameterError):
         return {}
-    spans = S.plain_spans(spans).select([S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.SERVICE, S.OPERATION, S.KIND,
-                                         S.FOLLOWS_FROM])
-    sp = pl.from_arrow(spans)
-    entries = frame.select(S.TRACE_ID, S.SPAN_ID).drop_nulls()
-    sp = sp.join(entries.select(S.TRACE_ID).unique(), on=S.TRACE_ID, how="semi")
-    link = synchronous_children(sp[S.KIND].to_numpy(), sp[S.FOLLOWS_FROM].fill_null(False).to_numpy())
-    sp = sp.with_columns(pl.Series("_link", link), pl.concat_str(S.SERVICE, pl.lit(":"), S.OPERATION).alias("_key"))
-    children = sp.select(S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, "_link", "_key")
-    frontier = entries.with_columns(pl.lit(True).alias("_sync"))
-    reached = []
-    for _ in range(_MAX_DEPTH):
-        step = children.join(frontier.rename({S.SPAN_ID: S.PARENT_SPAN_ID}), on=[S.TRACE_ID, S.PARENT_SPAN_ID])
-        if step.height == 0:
-            break
-        step = step.with_columns((pl.col("_sync") & pl.col("_link")).alias("_sync"))
-        reached.append(step.select("_key", "_sync"))
-        frontier = step.select(S.TRACE_ID, S.SPAN_ID, "_sync")
-    if not reached:
+    if calls.height == 0:
         return {}
-    per_key = pl.concat(reached).group_by("_key").agg(pl.col("_sync").any().alias("sync"), pl.len().alias("calls"))
-    return {k: int(n) for k, sync, n in per_key.iter_rows() if not sync}
+    calls = calls.select(S.REQUEST, S.SPAN_ID, S.PARENT_SPAN_ID, S.OPERATION_KEY, S.DEPTH, S.KIND,
+                         S.FOLLOWS_FROM).sort(S.DEPTH, maintain_order=True)
+    link = synchronous_children(calls[S.KIND].to_numpy(), calls[S.FOLLOWS_FROM].fill_null(False).to_numpy())
+    depth = calls[S.DEPTH].to_numpy()
+    # a span is waited for when its link and every link above it up to the entry span are synchronous
+    row = calls.with_row_index("_row").select("_row", S.REQUEST, S.SPAN_ID)
+    parent = calls.select(S.REQUEST, pl.col(S.PARENT_SPAN_ID).alias(S.SPAN_ID)).join(
+        row, on=[S.REQUEST, S.SPAN_ID], how="left", maintain_order="left")["_row"].fill_null(-1).to_numpy()
+    waited = depth == 0
+    for d in range(1, int(depth.max()) + 1):  # rows are sorted by depth: parents are done first
+        at = np.flatnonzero(depth == d)
+        waited[at] = link[at] & (parent[at] >= 0) & waited[np.maximum(parent[at], 0)]
+    per_key = (calls.select(S.OPERATION_KEY).with_columns(pl.Series("_waited", waited))
+               .group_by(S.OPERATION_KEY).agg(pl.col("_waited").any(), pl.len()))
+    return {k: int(n) for k, w, n in per_key.iter_rows() if not w}
 
 
 def operation_of(column: str) -> str | None:
