@@ -504,8 +504,9 @@ class LatencyDegradationPatterns(Analysis):
         as well as the parts' patterns explain their parts (F-score against their mean weighted by
         the parts' requests): the hull of the parts' ranges when they
         condition the same attributes (a delay of 50 ms in one, 60 ms in the next), or the best
-        pattern of the union when what tells the parts apart adds little time (a cache hit or
-        miss). Beyond the paper; 0: the paper's objective, no merging.
+        pattern of the union when what tells the parts' requests apart adds little time (a
+        chance difference of another operation between the halves of one delay's band). Beyond
+        the paper; 0: the paper's objective, no merging.
     bandwidth_quantile : float, default=0.3
         Quantile of the mean-shift bandwidth estimate (as ``sklearn.cluster.estimate_bandwidth``).
     split_bandwidth_quantile : float or None, default=0.1
@@ -824,7 +825,8 @@ class LatencyDegradationPatterns(Analysis):
                                          least_precision=least_of[(first, i)])
                         union.append((score(first, i, hlo, hhi), hlo, hhi))
                     ulo, uhi, uf = pruned(first, i)
-                    if ulo is not None and _one_cause((plo, phi), (lo, hi), (ulo, uhi), encodings, codes, data):
+                    members = ((latency_class > first) & (latency_class <= j), (latency_class > j) & (latency_class <= i))
+                    if ulo is not None and _one_cause((plo, phi), (lo, hi), (ulo, uhi), encodings, codes, data, members):
                         union.append((uf, ulo, uhi))
                     best = max(union, key=lambda u: u[0], default=None)
                     n_prev, n_this = class_cum[j + 1] - class_cum[first + 1], class_cum[i + 1] - class_cum[j + 1]
@@ -835,7 +837,7 @@ class LatencyDegradationPatterns(Analysis):
         if len(runs) < len(partition.sub_intervals):
             notes.append(f"{len(partition.sub_intervals) - len(runs)} pair(s) of neighbouring sub-intervals were "
                          "merged: one pattern explains their union as well as each part's, and what told the parts "
-                         "apart adds little time (one cause, e.g. a delay of varying size or a normal bimodality).")
+                         "apart adds little time (one cause, e.g. a delay of varying size or one band cut in halves).")
         subs: list[SubIntervalPattern] = []
         satisfied: list[np.ndarray] = []
         for index, (j, i, lo, hi, exhaustive, _) in enumerate(runs):
@@ -1150,35 +1152,46 @@ def _close_ranges(part1, part2, hull, encodings: list, codes: np.ndarray, data: 
     return True
 
 
-def _one_cause(part1, part2, union, encodings: list, codes: np.ndarray, data: _Inputs) -> bool:
+def _one_cause(part1, part2, union, encodings: list, codes: np.ndarray, data: _Inputs,
+               members: tuple[np.ndarray, np.ndarray]) -> bool:
     """Whether two neighbouring sub-intervals are one cause, given their patterns and the best
-    pattern of their union (each a pair of code-range arrays ``(lo, hi)``).
+    pattern of their union (each a pair of code-range arrays ``(lo, hi)``); ``members`` are the
+    two sub-intervals' requests (boolean masks over the table's rows).
 
     They are when what tells the parts apart adds less time than the cause: every condition of
     either part that the other part does not share and that is on an attribute the union's
-    pattern does not use is continuous and changes its
-    operation's median exclusive time (inside vs outside that part's pattern) by less than three
-    quarters of the smallest time the union's conditions add. A normal bimodality (a cache hit or miss) or a delay of 50
-    or 60 ms then joins its halves; two causes that share an operation but differ by another stay
-    apart. Beyond the paper (its sum of F-scores keeps such halves apart).
+    pattern does not use is continuous, and its operation's median exclusive time differs
+    between the requests of the two parts that satisfy their patterns by less than three
+    quarters of the smallest time the union's cause conditions add (inside vs outside the union's
+    pattern). The cause conditions are the continuous ones with a lower bound (``op >= t``: they
+    select slow calls); an upper bound (``op < t``) only sets the union apart from another cause
+    and adds next to no time, so it sets the limit only when the union has no lower bound.
+    Comparing the parts' requests (not each part's requests with all others) lets a condition
+    that both parts' requests meet, named by one part's pattern only, not count as a
+    difference (a type-2 delay of two operations, one part's pattern naming each). A delay of
+    50 or 60 ms, or one cause's latency band cut in halves that a chance difference of another
+    operation tells apart, then joins its halves; two causes that share an operation but differ
+    by another stay apart. Beyond the paper (its sum of F-scores keeps such halves apart).
     """
     ulo, uhi = union
     in_union = ulo >= 0
     umask = _pattern_mask(ulo, uhi, codes)
-    added = [_effect(encodings[a].condition(ulo[a], uhi[a]), data, umask).added_ns
-             for a in np.flatnonzero(in_union) if not encodings[a].categorical]
+    continuous = [a for a in np.flatnonzero(in_union) if not encodings[a].categorical]
+    causes = [a for a in continuous if ulo[a] > 0] or continuous
+    added = [_effect(encodings[a].condition(ulo[a], uhi[a]), data, umask).added_ns for a in causes]
     added = [abs(x) for x in added if x is not None]
     if not added:
         return False
     limit = 0.75 * min(added)
     shared = (part1[0] >= 0) & (part1[0] == part2[0]) & (part1[1] == part2[1])
+    inside = [_pattern_mask(lo, hi, codes) & m for (lo, hi), m in zip((part1, part2), members)]
     for lo, hi in (part1, part2):
-        pmask = _pattern_mask(lo, hi, codes)
         for a in np.flatnonzero((lo >= 0) & ~in_union & ~shared):
             if encodings[a].categorical:
                 return False
-            effect = _effect(encodings[a].condition(lo[a], hi[a]), data, pmask).added_ns
-            if effect is None or abs(effect) >= limit:
+            condition = encodings[a].condition(lo[a], hi[a])
+            m1, m2 = (_effect(condition, data, m).inside_ns for m in inside)
+            if m1 is None or m2 is None or abs(m1 - m2) >= limit:
                 return False
     return True
 
