@@ -130,11 +130,10 @@ def _exact_scores(estimator, table: DaskTraceTable, sample: int, random_state, s
     result = estimator.result_
     if result.found and result.interval.high_ns == sample_slowest + 1:
         slowest = table.slowest_ns
-        top = result.sub_intervals[-1]
         result = replace(result, interval=replace(result.interval, high_ns=slowest + 1),
                          split_points=result.split_points[:-1] + (slowest + 1,),
-                         sub_intervals=result.sub_intervals[:-1] + (
-                             replace(top, high_ns=slowest + 1) if top.high_ns == sample_slowest + 1 else top,))
+                         sub_intervals=tuple(replace(s, high_ns=slowest + 1) if s.high_ns == sample_slowest + 1 else s
+                                             for s in result.sub_intervals))
     shares = (f"latency shares of the sample within {dkw_epsilon(sample):.4f} of the table's at {CONFIDENCE:.0%} "
               "confidence")
     where = f"found on a uniform sample of {sample:,} of the {table.n_requests:,} requests (seed {random_state})"

@@ -90,6 +90,31 @@ def test_categorical_condition_found():
     assert "attr[version]" not in off.attributes
 
 
+def test_a_degradation_and_a_normal_slow_mode_in_one_band_are_split():
+    """One pattern per sub-interval (the paper) covers two causes whose latencies overlap: a
+    degradation of svc:a and svc:b (+30 ms each) and the normal cache misses of svc:b (+60 ms in
+    8% of the requests) both satisfy ``svc:b >= t``. ``split_causes`` splits that pattern on
+    svc:a, which tells them apart by as much as the degradation adds."""
+    rng = np.random.default_rng(3)
+    n = 2000
+    degraded = rng.random(n) < 0.1
+    miss = ~degraded & (rng.random(n) < 0.08)
+    a = np.round((rng.normal(20, 1, n) + 30 * degraded) * MS).astype(np.int64)
+    b = np.round((rng.normal(30, 1, n) + 30 * degraded + 60 * miss) * MS).astype(np.int64)
+    latency = a + b + np.round(rng.normal(2, 0.2, n) * MS).astype(np.int64)
+    frame = pl.DataFrame({"trace_id": [str(i) for i in range(n)], "latency_ns": latency,
+                          "exclusive_ns[svc:a]": a, "exclusive_ns[svc:b]": b})
+    truth = np.where(degraded, 1, np.where(miss, 2, 0))
+    whole = LatencyDegradationPatterns(random_state=0, split_causes=False, **FAST).fit(frame)
+    split = LatencyDegradationPatterns(random_state=0, **FAST).fit(frame)
+    assert best_match_f(whole.labels_, truth, 1) < 0.8
+    assert best_match_f(split.labels_, truth, 1) >= 0.95 and best_match_f(split.labels_, truth, 2) >= 0.95
+    res = split.result_
+    assert any("covered two causes" in note and "svc:a" in note for note in res.notes)
+    named = [s for s in res.sub_intervals if s.pattern is not None and "svc:a exclusive >=" in s.words]
+    assert len(named) == 1 and "svc:b" in named[0].words
+
+
 def test_same_seed_same_patterns(session):
     a = LatencyDegradationPatterns(random_state=42, **FAST).fit(session.frame)
     b = LatencyDegradationPatterns(random_state=42, **FAST).fit(session.frame)

@@ -62,7 +62,8 @@ INTERVAL_RULES = ("robust", "paper")
 #: every operation offered. The defaults add what is documented as beyond the paper.
 PAPER_SETTINGS = {"interval_rule": "paper", "split_bandwidth_quantile": None, "max_split_points": 6,
                   "split_penalty": 0.0, "min_support": 1, "min_lift": None,
-                  "prune_tolerance": 0.0, "exclude_async": False, "pass_through_share": None, "patience": None}
+                  "prune_tolerance": 0.0, "exclude_async": False, "pass_through_share": None, "patience": None,
+                  "split_causes": False}
 _SUGGESTION = ("Give the degraded interval (--interval A:B, e.g. the latencies you consider slow) or another "
                "endpoint (--endpoint).")
 
@@ -130,7 +131,8 @@ class SubIntervalPattern:
     index : int
         Position in the partition; the value of :attr:`LatencyDegradationPatterns.labels_`.
     low_ns, high_ns : int
-        Latency range ``[low_ns, high_ns)`` in ns.
+        Latency range ``[low_ns, high_ns)`` in ns. Two entries share one range when the
+        sub-interval's pattern covered two causes (``split_causes``): each explains its part.
     pattern : Pattern or None
         The best pattern; None for clusters, or when no condition holds for any request of the
         sub-interval (then ``words`` says so and the F-score is 0).
@@ -507,6 +509,15 @@ class LatencyDegradationPatterns(Analysis):
         pattern of the union when what tells the parts' requests apart adds little time (a
         chance difference of another operation between the halves of one delay's band). Beyond
         the paper; 0: the paper's objective, no merging.
+    split_causes : bool, default=True
+        A sub-interval's pattern is split in two when its requests fall into two groups told
+        apart by an operation it does not name (``op >= t`` vs ``op < t``, each group at least
+        ``min_support`` requests) whose median exclusive time differs between the groups by at
+        least three quarters of the time the pattern's own cause conditions add: the rule by
+        which neighbouring sub-intervals stay apart, applied inside one. One pattern per
+        sub-interval (the paper) otherwise covers two causes whose latencies overlap, e.g. a
+        delay of two operations and a normal slow mode of one of them (cache misses), or two
+        degradations sharing an operation. Repeated on each part. Beyond the paper.
     bandwidth_quantile : float, default=0.3
         Quantile of the mean-shift bandwidth estimate (as ``sklearn.cluster.estimate_bandwidth``).
     split_bandwidth_quantile : float or None, default=0.1
@@ -608,6 +619,7 @@ class LatencyDegradationPatterns(Analysis):
         pass_through_share: float | None = 0.95,
         partition_objective: str = "sum",
         split_penalty: float = 0.5,
+        split_causes: bool = True,
         bandwidth_quantile: float = 0.3,
         split_bandwidth_quantile: float | None = 0.1,
         min_bin_fraction: float = 0.01,
@@ -639,6 +651,7 @@ class LatencyDegradationPatterns(Analysis):
         self.pass_through_share = pass_through_share
         self.partition_objective = partition_objective
         self.split_penalty = split_penalty
+        self.split_causes = split_causes
         self.bandwidth_quantile = bandwidth_quantile
         self.split_bandwidth_quantile = split_bandwidth_quantile
         self.min_bin_fraction = min_bin_fraction
@@ -674,6 +687,7 @@ class LatencyDegradationPatterns(Analysis):
         "pass_through_share": [NONE, Interval(float, 0.0, 1.0, closed="right")],
         "partition_objective": [Options(PARTITION_OBJECTIVES)],
         "split_penalty": [Interval(float, 0.0, 1.0)],
+        "split_causes": [Options((True, False))],
         "bandwidth_quantile": [Interval(float, 0.0, 1.0, closed="right")],
         "split_bandwidth_quantile": [NONE, Interval(float, 0.0, 1.0, closed="right")],
         "min_bin_fraction": [Interval(float, 0.0, 1.0)],
@@ -838,6 +852,8 @@ class LatencyDegradationPatterns(Analysis):
             notes.append(f"{len(partition.sub_intervals) - len(runs)} pair(s) of neighbouring sub-intervals were "
                          "merged: one pattern explains their union as well as each part's, and what told the parts "
                          "apart adds little time (one cause, e.g. a delay of varying size or one band cut in halves).")
+        if self.split_causes:
+            runs = self._split_causes(runs, latency_class, encodings, codes, data, notes)
         subs: list[SubIntervalPattern] = []
         satisfied: list[np.ndarray] = []
         for index, (j, i, lo, hi, exhaustive, _) in enumerate(runs):
@@ -867,6 +883,39 @@ class LatencyDegradationPatterns(Analysis):
         return out
 
     # ----------------------------------------------------------------------------------------
+
+    def _split_causes(self, runs: list[list], latency_class: np.ndarray, encodings: list, codes: np.ndarray,
+                      data: _Inputs, notes: list[str]) -> list[list]:
+        """Each run ``[first, last, lo, hi, exhaustive, f]`` whose pattern covers two causes, as two
+        runs of the same sub-interval (see ``split_causes``)."""
+        least = int(self.min_support)
+        out: list[list] = []
+        todo = list(reversed(runs))
+        while todo:
+            run = todo.pop()
+            j, i, lo, hi = run[:4]
+            split = None
+            if lo is not None:
+                members = _pattern_mask(lo, hi, codes) & (latency_class > j) & (latency_class <= i)
+                if members.sum() >= 2 * least:
+                    split = _cause_split(lo, hi, members, encodings, codes, data, least)
+            if split is None:
+                out.append(run)
+                continue
+            b, t, added, limit = split
+            cond = encodings[b].condition(t, encodings[b].n_bins if lo[b] < 0 else hi[b])
+            notes.append(f"The pattern of latencies [{format_duration_ns(data.latency[members].min())}, "
+                         f"{format_duration_ns(data.latency[members].max())}] covered two causes: its requests with "
+                         f"{cond.describe()} took {format_duration_ns(added)} more there (median), at least 3/4 of "
+                         f"the {format_duration_ns(limit / 0.75)} its own conditions add, so it is split in two "
+                         "(split_causes).")
+            slow_lo, fast_lo, slow_hi, fast_hi = lo.copy(), lo.copy(), hi.copy(), hi.copy()
+            low, high = (0, encodings[b].n_bins) if lo[b] < 0 else (lo[b], hi[b])
+            slow_lo[b], slow_hi[b] = t, high
+            fast_lo[b], fast_hi[b] = low, t
+            todo.append([j, i, fast_lo, fast_hi, run[4], run[5]])
+            todo.append([j, i, slow_lo, slow_hi, run[4], run[5]])
+        return out
 
     def _interval(self, latency: np.ndarray, ms: dict) -> IntervalChoice | str:
         """The interval I with how it was chosen, or why there is none (a str)."""
@@ -1175,14 +1224,9 @@ def _one_cause(part1, part2, union, encodings: list, codes: np.ndarray, data: _I
     """
     ulo, uhi = union
     in_union = ulo >= 0
-    umask = _pattern_mask(ulo, uhi, codes)
-    continuous = [a for a in np.flatnonzero(in_union) if not encodings[a].categorical]
-    causes = [a for a in continuous if ulo[a] > 0] or continuous
-    added = [_effect(encodings[a].condition(ulo[a], uhi[a]), data, umask).added_ns for a in causes]
-    added = [abs(x) for x in added if x is not None]
-    if not added:
+    limit = _cause_limit(ulo, uhi, encodings, codes, data)
+    if limit is None:
         return False
-    limit = 0.75 * min(added)
     shared = (part1[0] >= 0) & (part1[0] == part2[0]) & (part1[1] == part2[1])
     inside = [_pattern_mask(lo, hi, codes) & m for (lo, hi), m in zip((part1, part2), members)]
     for lo, hi in (part1, part2):
@@ -1196,17 +1240,91 @@ def _one_cause(part1, part2, union, encodings: list, codes: np.ndarray, data: _I
     return True
 
 
-def _effect(condition: Condition, data: _Inputs, inside: np.ndarray) -> ConditionEffect:
-    """The condition's attribute inside vs outside the pattern (``inside``: who satisfies it)."""
-    series = data.frame.get_column(condition.attribute)
+def _cause_attributes(lo: np.ndarray, encodings: list) -> list[int]:
+    """A pattern's cause conditions: the continuous ones with a lower bound (``op >= t``: they
+    select slow calls). An upper bound (``op < t``) only sets the pattern apart from another
+    cause and adds next to no time, so it counts only when the pattern has no lower bound."""
+    continuous = [a for a in np.flatnonzero(lo >= 0) if not encodings[a].categorical]
+    return [a for a in continuous if lo[a] > 0] or continuous
+
+
+def _cause_limit(lo: np.ndarray, hi: np.ndarray, encodings: list, codes: np.ndarray, data: _Inputs) -> float | None:
+    """Three quarters of the smallest time (ns) a pattern's cause conditions
+    (:func:`_cause_attributes`) add, median exclusive time inside vs outside the pattern: the
+    time below which what tells two parts apart is not a cause of its own (:func:`_one_cause`).
+    None: no continuous condition."""
+    mask = _pattern_mask(lo, hi, codes)
+    added = [_effect(encodings[a].condition(lo[a], hi[a]), data, mask).added_ns for a in _cause_attributes(lo, encodings)]
+    added = [abs(x) for x in added if x is not None]
+    return 0.75 * min(added) if added else None
+
+
+def _cause_split(lo: np.ndarray, hi: np.ndarray, members: np.ndarray, encodings: list, codes: np.ndarray,
+                 data: _Inputs, least: int) -> tuple[int, int, float, float] | None:
+    """The condition ``op >= t`` on an operation the pattern does not name (or bounds from above
+    only, ``t`` then inside its range) that splits its sub-interval's requests (``members``) into
+    two groups of at least ``least`` requests, each
+    a cause of its own: the groups' median exclusive times of ``op`` differ by at least three
+    quarters of the smallest time the pattern's cause conditions add in either group (its median
+    there minus its median outside the pattern), the rule of :func:`_one_cause` with each group
+    as a part. Among such conditions, the most even split (then the largest difference).
+    Returns ``(attribute, t, difference_ns, limit_ns)`` or None."""
+    causes = _cause_attributes(lo, encodings)
+    if not causes:
+        return None
+    outside = ~_pattern_mask(lo, hi, codes)
+    cause_values = [_attribute_values(data, encodings[a].name) for a in causes]
+    base = [np.nanmedian(v[outside]) if np.isfinite(v[outside]).any() else np.nan for v in cause_values]
+    cause_values = [v[members] for v in cause_values]
+    best, best_key = None, None
+    n = int(members.sum())
+    for b in range(lo.size):
+        enc = encodings[b]
+        if enc.categorical or b in causes:
+            continue
+        values = _attribute_values(data, enc.name)[members]
+        code = codes[members, b]
+        first, last = (1, enc.n_bins) if lo[b] < 0 else (lo[b] + 1, hi[b])
+        for t in range(first, last):
+            slow = code >= t
+            n_slow = int(slow.sum())
+            if n_slow < least or n - n_slow < least:
+                continue
+            a, z = values[slow], values[~slow]
+            if not (np.isfinite(a).any() and np.isfinite(z).any()):
+                continue
+            diff = float(np.nanmedian(a) - np.nanmedian(z))
+            added = [abs(np.nanmedian(v[g]) - m) for v, m in zip(cause_values, base) for g in (slow, ~slow)
+                     if np.isfinite(v[g]).any()]
+            added = [x for x in added if np.isfinite(x)]
+            if not added:
+                continue
+            limit = 0.75 * min(added)
+            key = (min(n_slow, n - n_slow), diff)
+            if limit > 0 and diff >= limit and (best_key is None or key > best_key):
+                best, best_key = (int(b), t, diff, limit), key
+    return best
+
+
+def _attribute_values(data: _Inputs, attribute: str) -> np.ndarray:
+    """A continuous attribute's values over the analysed requests (float, NaN where absent)."""
+    series = data.frame.get_column(attribute)
     if series.len() != data.rows.size:
         series = series.gather(data.rows)
+    return series.cast(pl.Float64).to_numpy()
+
+
+def _effect(condition: Condition, data: _Inputs, inside: np.ndarray) -> ConditionEffect:
+    """The condition's attribute inside vs outside the pattern (``inside``: who satisfies it)."""
     if condition.kind == "categorical":
+        series = data.frame.get_column(condition.attribute)
+        if series.len() != data.rows.size:
+            series = series.gather(data.rows)
         values = series.cast(pl.Utf8).to_numpy()
         has = values == condition.value
         share = lambda m: float(has[m].mean()) if m.any() else None  # noqa: E731
         return ConditionEffect(condition, inside_share=share(inside), outside_share=share(~inside))
-    values = series.cast(pl.Float64).to_numpy()
+    values = _attribute_values(data, condition.attribute)
     present = np.isfinite(values)
     med = lambda m: float(np.median(values[m & present])) if (m & present).any() else None  # noqa: E731
     a, b = med(inside), med(~inside)
