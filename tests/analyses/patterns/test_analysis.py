@@ -110,7 +110,7 @@ def test_a_degradation_and_a_normal_slow_mode_in_one_band_are_split():
     assert best_match_f(whole.labels_, truth, 1) < 0.8
     assert best_match_f(split.labels_, truth, 1) >= 0.95 and best_match_f(split.labels_, truth, 2) >= 0.95
     res = split.result_
-    assert any("covered two causes" in note and "svc:a" in note for note in res.notes)
+    assert any("covered two causes" in note and "svc:a" in note for note in res.notes), res.notes
     named = [s for s in res.sub_intervals if s.pattern is not None and "svc:a exclusive >=" in s.words]
     assert len(named) == 1 and "svc:b" in named[0].words
 

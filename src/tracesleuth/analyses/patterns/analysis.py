@@ -904,10 +904,11 @@ class LatencyDegradationPatterns(Analysis):
                 continue
             b, t, added, limit = split
             cond = encodings[b].condition(t, encodings[b].n_bins if lo[b] < 0 else hi[b])
-            notes.append(f"The pattern of latencies [{format_duration_ns(data.latency[members].min())}, "
-                         f"{format_duration_ns(data.latency[members].max())}] covered two causes: its requests with "
-                         f"{cond.describe()} took {format_duration_ns(added)} more there (median), at least 3/4 of "
-                         f"the {format_duration_ns(limit / 0.75)} its own conditions add, so it is split in two "
+            notes.append(f"A pattern covered two causes (its requests of latencies "
+                         f"{format_duration_ns(data.latency[members].min())} to "
+                         f"{format_duration_ns(data.latency[members].max())}): those with {cond.describe()} took "
+                         f"{format_duration_ns(added)} more there (median), at least 3/4 of the "
+                         f"{format_duration_ns(limit / 0.75)} its own conditions add, so it is split in two "
                          "(split_causes).")
             slow_lo, fast_lo, slow_hi, fast_hi = lo.copy(), lo.copy(), hi.copy(), hi.copy()
             low, high = (0, encodings[b].n_bins) if lo[b] < 0 else (lo[b], hi[b])
