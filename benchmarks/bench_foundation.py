@@ -98,18 +98,10 @@ def synthetic_spans(n_traces: int, seed: int = 0):
     import pyarrow as pa
 
     from tracesleuth import schema as S
+    from tracesleuth.scale.synthetic import SHAPES
 
     rng = np.random.default_rng(seed)
-    shape = [  # (parent index, service, operation, kind, offset_ms, duration_ms)
-        (-1, "web", "gethome", "server", 0, 120),
-        (0, "web", "getprofile", "client", 2, 20), (1, "account", "getprofile", "server", 3, 18),
-        (0, "web", "getcart", "client", 24, 15), (3, "cart", "getcart", "server", 25, 13),
-        (0, "web", "getcategory", "client", 40, 10), (5, "categories", "getcategory", "server", 41, 8),
-        (0, "web", "getbrands", "client", 52, 10), (7, "categories", "getbrands", "server", 53, 8),
-        (0, "web", "getrecommended", "client", 64, 30), (9, "items", "getrecommended", "server", 65, 28),
-        (0, "web", "finditems", "producer", 96, 2), (0, "web", "findfeatures", "producer", 99, 2),
-        (0, "web", "render", "internal", 102, 15),
-    ]
+    shape = SHAPES["GET /home"]  # (parent index, service, operation, kind, offset_ms, duration_ms)
     k = len(shape)
     n = n_traces * k
     t0 = 1_700_000_000_000_000_000 + np.arange(n_traces, dtype=np.int64) * 50_000_000
