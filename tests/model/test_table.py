@@ -51,6 +51,24 @@ def test_exclusive_times_hand_computed():
     assert set(tt.continuous_columns) == {X(k) for k in tt.operations}
 
 
+def test_a_server_span_closing_after_its_client_span_was_waited_for():
+    """The server side of a call closes its span after sending the response, so it may end after
+    the client span that waited for it: the client's exclusive time is then its time outside the
+    server span up to the client's end (its gap), not its whole duration; a late child of any
+    other kind still outlives a parent that did not wait."""
+    spans = [
+        span("1", "1", None, "web", "home", 0, 100, kind="server"),
+        span("1", "2", "1", "web", "getcart", 10, 60, kind="client"),
+        span("1", "3", "2", "cart", "getcart", 12, 63, kind="server"),      # ends 3 ms after its client
+        span("1", "4", "1", "l", "late", 90, 130),                          # outlives its parent
+    ]
+    r = row(build_trace_table(table(spans)), "1")
+    assert r[X("web:getcart")] == 2 * MS                 # 50 - (60 - 12): the gap before the server span
+    assert r[X("cart:getcart")] == 51 * MS
+    assert r[X("web:home")] == 50 * MS                   # 100 - [10, 60]; the late internal span is not waited for
+    assert r[X("l:late")] == 40 * MS
+
+
 def test_signature_ignores_timing_and_sibling_order():
     a = trace_one("1")
     b = [dict(s) for s in trace_one("3")]

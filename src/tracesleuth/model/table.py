@@ -360,15 +360,20 @@ def exclusive_times(codes: SpanCodes, tree: Tree, request: np.ndarray) -> np.nda
 
     Duration minus the union of the synchronous children's intervals, clipped to the span
     (Cortellessa & Traini 2020, Sec. 4.2). Synchronous: :func:`~._calls.synchronous_children`
-    (not producer/consumer, not ``FOLLOWS_FROM``, not ending after its parent; times after
-    clock-skew correction).
+    with the parents' kinds (not producer/consumer, not ``FOLLOWS_FROM``, not ending after its
+    parent unless it is the server span of a client span, which closes after sending the
+    response; times after clock-skew correction). Such a late server span covers its client
+    span up to the client's end: the client waited for it, so the client's exclusive time is
+    its gap, not its whole duration.
     """
     n = codes.n_spans
     pi, start, end = tree.parent, tree.start_ns, tree.end_ns
     pp = np.where(pi >= 0, pi, 0)
-    sync = (pi >= 0) & synchronous_children(codes.kind, codes.follows_from, end_ns=end, parent_end_ns=end[pp]) & (request >= 0)
-    parents, covered = _covered_by_children(pi[sync], np.maximum(start[sync], start[pp[sync]]), end[sync],
-                                            start[pp[sync]])
+    sync = (pi >= 0) & (request >= 0) & synchronous_children(codes.kind, codes.follows_from, end_ns=end,
+                                                             parent_end_ns=end[pp], parent_kind=codes.kind[pp])
+    child_start = np.maximum(start[sync], start[pp[sync]])
+    child_end = np.maximum(np.minimum(end[sync], end[pp[sync]]), child_start)
+    parents, covered = _covered_by_children(pi[sync], child_start, child_end, start[pp[sync]])
     cover = np.zeros(n, dtype=np.int64)
     cover[parents] = covered
     return np.maximum(end - start - cover, 0)
