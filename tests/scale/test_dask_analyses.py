@@ -34,13 +34,43 @@ def test_sampled_patterns_are_scored_on_every_request(cluster, synthetic_store):
     assert result.found and result.n_requests == full.n_requests and len(labels) == full.n_requests
     assert requests["trace_id"].to_list() == full.frame["trace_id"].to_list()  # table order
     latency = full.frame["latency_ns"].to_numpy()
+    scored = np.ones(latency.size, dtype=bool)  # the requests the scores leave out (uncertain_z)
+    if result.uncertain_ns is not None:
+        scored = ~((latency >= result.uncertain_ns) & (latency < result.interval.low_ns))
     for s in result.sub_intervals:  # the scores are the exact ones, counted on the whole table here
         inside = (latency >= s.low_ns) & (latency < s.high_ns)
         satisfied = s.pattern.satisfied_by(full.frame)
-        assert (s.tp, s.fp, s.n_positives) == ((satisfied & inside).sum(), (satisfied & ~inside).sum(), inside.sum())
+        assert (s.tp, s.fp, s.n_positives) == ((satisfied & inside).sum(), (satisfied & ~inside & scored).sum(),
+                                               inside.sum())
     main = max(result.sub_intervals, key=lambda s: s.n_positives)
     assert main.f_score > 0.9 and DEGRADED_OPERATION in main.words
     assert any("uniform sample of 2,000" in n and f"{dkw_epsilon(2_000):.4f}" in n for n in result.notes)
+
+
+def test_a_part_is_labelled_and_scored_with_the_estimators_rules(tmp_path):
+    """What the workers do with a sampled result (``_count_part``): the estimator's labels,
+    compound rules included, and its scores, the uncertain requests left out."""
+    import polars as pl
+
+    from tracesleuth.scale.analyses import _count_part
+
+    ms = 1_000_000
+    rng = np.random.default_rng(1)
+    n = 3000
+    degraded, miss = rng.random(n) < 0.15, rng.random(n) < 0.08
+    a = np.round((rng.normal(20, 1, n) + 40 * degraded) * ms).astype(np.int64)
+    b = np.round((rng.normal(30, 1, n) + rng.lognormal(np.log(110), 0.2, n) * miss) * ms).astype(np.int64)
+    c = np.round(rng.lognormal(np.log(10), 0.3, n) * ms).astype(np.int64)
+    frame = pl.DataFrame({"trace_id": [f"{i:032x}" for i in range(n)], "span_id": [f"{i:016x}" for i in range(n)],
+                          "start_ns": np.arange(n, dtype=np.int64), "latency_ns": a + b + c,
+                          "exclusive_ns[svc:a]": a, "exclusive_ns[svc:b]": b, "exclusive_ns[svc:c]": c})
+    model = LatencyDegradationPatterns(random_state=0, generations=120).fit(frame)
+    result = model.result_
+    assert any(rule.carries for rule in result.compound) and result.uncertain_ns is not None
+    frame.write_parquet(tmp_path / "part.parquet")
+    counted = _count_part(tmp_path / "part.parquet", result)
+    assert np.array_equal(counted["labels"], model.labels_)
+    assert counted["counts"].tolist() == [[s.tp, s.tp + s.fp, s.n_positives] for s in result.sub_intervals]
 
 
 def test_sample_needs_a_dask_table_and_a_pattern_solver(synthetic_store):

@@ -138,7 +138,7 @@ def _exact_scores(estimator, table: DaskTraceTable, sample: int, random_state, s
               "confidence")
     where = f"found on a uniform sample of {sample:,} of the {table.n_requests:,} requests (seed {random_state})"
     subs = result.sub_intervals
-    counted = table.scheduler.compute([delayed(_count_part)(p, subs) for p in table.parts],
+    counted = table.scheduler.compute([delayed(_count_part)(p, result) for p in table.parts],
                                       "scoring the patterns on every request")
     rescored = []
     for s, (tp, satisfied, positives) in zip(subs, sum(c["counts"] for c in counted).tolist()):
@@ -166,23 +166,29 @@ def _take(path, rows: np.ndarray) -> pl.DataFrame:
     return pl.read_parquet(path)[rows]
 
 
-def _count_part(path, subs) -> dict[str, Any]:
-    """Per sub-interval: requests satisfying its pattern inside it, satisfying it, inside it; and
-    the label of each request (the estimator's rule)."""
+def _count_part(path, result) -> dict[str, Any]:
+    """Per sub-interval: requests satisfying its pattern inside it, satisfying it (those the
+    scores leave out, ``result.uncertain_ns``, not counted), inside it; and the label of each
+    request (the estimator's rule, with its ``compound`` rules)."""
     from ..analyses.patterns.analysis import _assign_labels
 
     frame = pl.read_parquet(path)
     latency = frame[S.LATENCY_NS].to_numpy()
+    subs = result.sub_intervals
     counts = np.zeros((len(subs), 3), dtype=np.int64)
+    scored = np.ones(len(latency), dtype=bool)
+    if result.uncertain_ns is not None:
+        scored = ~((latency >= result.uncertain_ns) & (latency < result.interval.low_ns))
     satisfied = []
     for k, s in enumerate(subs):
         inside = (latency >= s.low_ns) & (latency < s.high_ns)
         sat = s.pattern.satisfied_by(frame) if s.pattern is not None else np.zeros(len(latency), dtype=bool)
-        counts[k] = (int((sat & inside).sum()), int(sat.sum()), int(inside.sum()))
+        counts[k] = (int((sat & inside).sum()), int((sat & scored).sum()), int(inside.sum()))
         satisfied.append(sat)
     low, high = (subs[0].low_ns, subs[-1].high_ns) if subs else (0, 0)
+    fits = [rule.fit.satisfied_by(frame) for rule in result.compound]
     return {"counts": counts, "in_interval": int(((latency >= low) & (latency < high)).sum()),
-            "labels": _assign_labels(satisfied, latency, [(s.low_ns, s.high_ns) for s in subs]),
+            "labels": _assign_labels(satisfied, latency, [(s.low_ns, s.high_ns) for s in subs], result.compound, fits),
             "requests": frame.select(S.TRACE_ID, S.SPAN_ID, S.START_NS, S.LATENCY_NS)}
 
 

@@ -218,3 +218,13 @@ def test_two_causes_in_one_sub_interval_are_split(index):
                                 estimator_params={"split_causes": False})
     assert split["f_score"] >= 0.94 and whole["f_score"] <= 0.85, (split, whole)
     assert split["n_clusters"] > whole["n_clusters"]
+
+
+def test_harder_simulator_automatic_interval_meets_its_target():
+    """Issue target: on 30 noised sessions of the harder simulator (``random_state=0``), the GA
+    with the automatic interval and the default settings reaches a mean F-score of at least 0.97
+    and at least 0.90 in every session."""
+    ev = evaluate_patterns(sessions=30, noised=True, simulator="bookshop", interval="auto", solvers=("ga",),
+                           random_state=0)
+    f = ev.rows["f_score"].to_numpy()
+    assert f.mean() >= 0.97 and f.min() >= 0.90, ev.rows.select("session", "f_score", "degradations").rows()

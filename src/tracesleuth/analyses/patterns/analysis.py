@@ -48,8 +48,8 @@ from .split_points import (
     parse_interval,
 )
 
-__all__ = ["ConditionEffect", "DegradationPatternsResult", "LatencyDegradationPatterns", "PAPER_SETTINGS",
-           "SubIntervalPattern"]
+__all__ = ["CompoundLabel", "ConditionEffect", "DegradationPatternsResult", "LatencyDegradationPatterns",
+           "PAPER_SETTINGS", "SubIntervalPattern"]
 
 LATENCY_COLUMN = "latency_ns"
 PATTERN_SOLVERS = ("ga", "bnb")
@@ -63,7 +63,13 @@ INTERVAL_RULES = ("robust", "paper")
 PAPER_SETTINGS = {"interval_rule": "paper", "split_bandwidth_quantile": None, "max_split_points": 6,
                   "split_penalty": 0.0, "min_support": 1, "min_lift": None,
                   "prune_tolerance": 0.0, "exclude_async": False, "pass_through_share": None, "patience": None,
-                  "split_causes": False}
+                  "split_causes": False, "compound_labels": False, "uncertain_z": None}
+#: Two groups' median times of an operation differing by at least this share of the time a
+#: cause adds are two causes (:func:`_one_cause`, :func:`_cause_split`, :func:`_compound`).
+_OWN_CAUSE = 0.75
+#: Differing by less than this share, they are one delay of varying size (:func:`_close_ranges`,
+#: :func:`_compound`).
+_SAME_SIZE = 0.25
 _SUGGESTION = ("Give the degraded interval (--interval A:B, e.g. the latencies you consider slow) or another "
                "endpoint (--endpoint).")
 
@@ -202,6 +208,35 @@ class SubIntervalPattern:
         }
 
 
+@dataclass(frozen=True)
+class CompoundLabel:
+    """A rule by which requests slow for two causes take a faster sub-interval's label
+    (``compound_labels``; beyond the paper).
+
+    Attributes
+    ----------
+    slower, faster : int
+        Sub-interval indices: the requests labelled ``slower`` that satisfy ``fit`` (and no other
+        rule's ``fit`` for the same ``slower``) are labelled ``faster`` when ``carries``.
+    fit : Pattern
+        The faster sub-interval's pattern without its conditions on the slower pattern's cause
+        operations (which the slower cause may have moved).
+    carries : bool
+        Whether the requests that fit carry the faster pattern's cause on top of the slower one's
+        (as large as in its own requests, the two causes independent). False: a rule that only
+        makes another ambiguous.
+    """
+
+    slower: int
+    faster: int
+    fit: Pattern
+    carries: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (``fit`` as a pattern dict)."""
+        return {"slower": self.slower, "faster": self.faster, "fit": self.fit.to_dict(), "carries": self.carries}
+
+
 _FRAME_SCHEMA = {
     "index": pl.Int64,
     "low_ns": pl.Int64,
@@ -254,6 +289,12 @@ class DegradationPatternsResult:
         Columns left out, with the reason (all values missing, too many categories).
     notes : tuple of str
         Anything else worth knowing (requests without latency, budget exhausted...).
+    uncertain_ns : int or None
+        The requests in ``[uncertain_ns, interval.low_ns)`` were left out of the patterns' scores
+        (``uncertain_z``): neither true nor false positives. None: every request counted.
+    compound : tuple of CompoundLabel
+        The rules that gave requests slow for two causes a faster sub-interval's label
+        (``compound_labels``).
     """
 
     found: bool
@@ -270,6 +311,8 @@ class DegradationPatternsResult:
     attributes: tuple[str, ...] = ()
     skipped_attributes: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = field(default=())
+    uncertain_ns: int | None = None
+    compound: tuple[CompoundLabel, ...] = ()
 
     def to_frame(self) -> pl.DataFrame:
         """One row per sub-interval (empty, same columns, when nothing was found)."""
@@ -310,6 +353,8 @@ class DegradationPatternsResult:
             "attributes": list(self.attributes),
             "skipped_attributes": [{"attribute": a, "reason": r} for a, r in self.skipped_attributes],
             "notes": list(self.notes),
+            "uncertain_ns": self.uncertain_ns,
+            "compound": [c.to_dict() for c in self.compound],
         }
         json.dumps(out)  # a failure here is a bug, not bad input
         return out
@@ -452,6 +497,14 @@ class LatencyDegradationPatterns(Analysis):
         (:func:`~tracesleuth.analyses.patterns.split_points.automatic_interval`).
     tail_z : float, default=2.0
         ``"robust"`` rule: the tail cut in standard deviations of the reference mode.
+    uncertain_z : float or None, default=1.0
+        ``"robust"`` rule: the requests below the automatic interval but more than this many
+        standard deviations of the reference mode above its centre are left out of the pattern
+        scores, neither true nor false positives: where a degraded mode overlaps the normal tail,
+        its faster requests lie below the interval's start, and counting them as false positives
+        makes the search add conditions that describe latency, not cause (a pattern naming an
+        optional call that makes the request slower). They are still labelled by the patterns
+        they satisfy. Beyond the paper; None: every request below the interval is normal.
     split_points : sequence of int or str, or None, default=None
         Inner split points of ``I`` (ns, or strings such as ``"420ms"``). None: the density minima
         of the latencies in ``I`` (mean shift).
@@ -517,7 +570,20 @@ class LatencyDegradationPatterns(Analysis):
         which neighbouring sub-intervals stay apart, applied inside one. One pattern per
         sub-interval (the paper) otherwise covers two causes whose latencies overlap, e.g. a
         delay of two operations and a normal slow mode of one of them (cache misses), or two
-        degradations sharing an operation. Repeated on each part. Beyond the paper.
+        degradations sharing an operation. Repeated on each part; a split on an operation the
+        pattern does not name is preferred to one inside the range of its own cause (a delay and a
+        slow normal mode of that operation, told apart at a density minimum of its times). Beyond
+        the paper.
+    compound_labels : bool, default=True
+        A request slow for two independent causes lands in a slower sub-interval than either
+        cause alone, where the pattern of one of them (often a normal slow mode, e.g. cache
+        misses) labels it. It is labelled with a faster sub-interval's pattern instead when it
+        carries that pattern's cause as well: it meets that pattern's conditions but those on the
+        slower pattern's cause operations, its cause operations take as much time as in that
+        pattern's own requests, and the slower pattern's cause occurs without it about as often
+        as with it (independent). A request fitting two faster patterns keeps
+        its label. Each move is a note. Beyond the paper (a request belongs to the sub-interval
+        holding its latency).
     bandwidth_quantile : float, default=0.3
         Quantile of the mean-shift bandwidth estimate (as ``sklearn.cluster.estimate_bandwidth``).
     split_bandwidth_quantile : float or None, default=0.1
@@ -554,8 +620,8 @@ class LatencyDegradationPatterns(Analysis):
         The partition, its patterns and scores.
     labels_ : ndarray of int64, shape (n_requests,)
         Per table row: the index of the sub-interval whose pattern the request satisfies (the one
-        holding its latency when it satisfies several, else the first), or of its cluster; -1 for
-        none.
+        holding its latency when it satisfies several, else the first; a faster one whose cause
+        it carries too with ``compound_labels``), or of its cluster; -1 for none.
     interval_ : LatencyInterval or None
     split_points_ : ndarray of int64, shape (k + 1,)
     encodings_ : tuple of AttributeEncoding
@@ -608,6 +674,7 @@ class LatencyDegradationPatterns(Analysis):
         interval: Any = None,
         interval_rule: str = "robust",
         tail_z: float = 2.0,
+        uncertain_z: float | None = 1.0,
         split_points: Sequence[int | str] | None = None,
         attributes: Sequence[str] | None = None,
         categorical: bool = True,
@@ -620,6 +687,7 @@ class LatencyDegradationPatterns(Analysis):
         partition_objective: str = "sum",
         split_penalty: float = 0.5,
         split_causes: bool = True,
+        compound_labels: bool = True,
         bandwidth_quantile: float = 0.3,
         split_bandwidth_quantile: float | None = 0.1,
         min_bin_fraction: float = 0.01,
@@ -640,6 +708,7 @@ class LatencyDegradationPatterns(Analysis):
         self.interval = interval
         self.interval_rule = interval_rule
         self.tail_z = tail_z
+        self.uncertain_z = uncertain_z
         self.split_points = split_points
         self.attributes = attributes
         self.categorical = categorical
@@ -652,6 +721,7 @@ class LatencyDegradationPatterns(Analysis):
         self.partition_objective = partition_objective
         self.split_penalty = split_penalty
         self.split_causes = split_causes
+        self.compound_labels = compound_labels
         self.bandwidth_quantile = bandwidth_quantile
         self.split_bandwidth_quantile = split_bandwidth_quantile
         self.min_bin_fraction = min_bin_fraction
@@ -679,6 +749,7 @@ class LatencyDegradationPatterns(Analysis):
         "categorical": [Options((True, False))],
         "interval_rule": [Options(INTERVAL_RULES)],
         "tail_z": [Interval(float, 0.0, None, closed="neither")],
+        "uncertain_z": [NONE, Interval(float, 0.0, None)],
         "max_split_points": [Interval(int, 0, None)],
         "min_support": [Interval(int, 1, None)],
         "min_lift": [NONE, Interval(float, 1.0, None)],
@@ -688,6 +759,7 @@ class LatencyDegradationPatterns(Analysis):
         "partition_objective": [Options(PARTITION_OBJECTIVES)],
         "split_penalty": [Interval(float, 0.0, 1.0)],
         "split_causes": [Options((True, False))],
+        "compound_labels": [Options((True, False))],
         "bandwidth_quantile": [Interval(float, 0.0, 1.0, closed="right")],
         "split_bandwidth_quantile": [NONE, Interval(float, 0.0, 1.0, closed="right")],
         "min_bin_fraction": [Interval(float, 0.0, 1.0)],
@@ -793,11 +865,20 @@ class LatencyDegradationPatterns(Analysis):
             detail = "; ".join(f"{a}: {r}" for a, r in skipped) or "the table has no exclusive_ns/instance/attr column"
             raise EmptyDataError(f"No attribute to build conditions from ({detail}).")
         latency_class = np.searchsorted(bounds, latency, side="right")
-        evaluator = PatternEvaluator(codes, np.array([e.n_bins for e in encodings]), latency_class, bounds.size + 1)
+        scored = np.ones(latency.size, dtype=bool)
+        if chosen.uncertain_ns is not None:
+            scored = ~((latency >= chosen.uncertain_ns) & (latency < interval.low_ns))
+            notes.append(f"{int((~scored).sum()):,} request(s) between {format_duration_ns(chosen.uncertain_ns)} "
+                         f"({float(self.uncertain_z):g} standard deviation(s) above the reference mode) and the "
+                         "interval's start are neither clearly normal nor in the interval: the pattern scores leave "
+                         "them out (uncertain_z).")
+        evaluator = PatternEvaluator(codes[scored], np.array([e.n_bins for e in encodings]), latency_class[scored],
+                                     bounds.size + 1)
         k = bounds.size - 1
         pairs = [(j, i) for i in range(1, k + 1) for j in range(i)]
         class_cum = np.concatenate(([0], np.cumsum(evaluator.class_sizes)))
-        least = min_precision([class_cum[i + 1] - class_cum[j + 1] for j, i in pairs], latency.size, self.min_lift)
+        least = min_precision([class_cum[i + 1] - class_cum[j + 1] for j, i in pairs], evaluator.n_requests,
+                              self.min_lift)
         found = self._search(evaluator, np.array([e.categorical for e in encodings]), pairs, least)
         by_pair: dict[tuple[int, int], SearchResult] = {(r.first, r.last): r for r in found}
         least_of = dict(zip(pairs, least))
@@ -858,8 +939,8 @@ class LatencyDegradationPatterns(Analysis):
         satisfied: list[np.ndarray] = []
         for index, (j, i, lo, hi, exhaustive, _) in enumerate(runs):
             sub, mask = self._sub_interval(index, j, i, lo, hi, exhaustive, bounds, evaluator, encodings, codes, data,
-                                           float(min_precision([class_cum[i + 1] - class_cum[j + 1]], latency.size,
-                                                               self.min_lift)[0]))
+                                           float(min_precision([class_cum[i + 1] - class_cum[j + 1]],
+                                                               evaluator.n_requests, self.min_lift)[0]))
             subs.append(sub)
             satisfied.append(mask)
         if self.solver == "bnb":
@@ -873,12 +954,25 @@ class LatencyDegradationPatterns(Analysis):
             notes.append("No sub-interval has a pattern that explains its requests better than chance"
                          + (f" (min_lift={self.min_lift:g})" if self.min_lift is not None else "")
                          + ": the slow requests share no condition the others lack. " + _SUGGESTION)
-        out["labels_"][data.rows] = _assign_labels(satisfied, latency, [(s.low_ns, s.high_ns) for s in subs])
+        ranges = [(s.low_ns, s.high_ns) for s in subs]
+        plain = _assign_labels(satisfied, latency, ranges)
+        compound, fits = (self._compound_rules(plain, [run[2:4] for run in runs], subs, encodings, codes, data)
+                          if self.compound_labels else ((), []))
+        labels = _assign_labels(satisfied, latency, ranges, compound, fits)
+        for rule in compound:
+            moved = int(((plain == rule.slower) & (labels == rule.faster)).sum())
+            if moved:
+                notes.append(f"{moved} request(s) satisfying the pattern of sub-interval {rule.slower} "
+                             f"{subs[rule.slower].latency_words} ({subs[rule.slower].words}) also carry the cause of "
+                             f"sub-interval {rule.faster} ({subs[rule.faster].words}), as large as in its own "
+                             f"requests: slow for both causes, they are labelled {rule.faster} (compound_labels).")
+        out["labels_"][data.rows] = labels
         out["result_"] = DegradationPatternsResult(
             found=True, solver=self.solver, n_requests=int(latency.size), interval=interval, interval_source=source,
             interval_reason=why, split_points=tuple(int(b) for b in bounds), sub_intervals=tuple(subs),
             score=float(partition.score), n_positives=n_pos, attributes=tuple(e.name for e in encodings),
-            skipped_attributes=tuple(skipped), notes=tuple(notes),
+            skipped_attributes=tuple(skipped), notes=tuple(notes), uncertain_ns=chosen.uncertain_ns,
+            compound=tuple(compound),
         )
         return out
 
@@ -908,7 +1002,7 @@ class LatencyDegradationPatterns(Analysis):
                          f"{format_duration_ns(data.latency[members].min())} to "
                          f"{format_duration_ns(data.latency[members].max())}): those with {cond.describe()} took "
                          f"{format_duration_ns(added)} more there (median), at least 3/4 of the "
-                         f"{format_duration_ns(limit / 0.75)} its own conditions add, so it is split in two "
+                         f"{format_duration_ns(limit / _OWN_CAUSE)} its own conditions add, so it is split in two "
                          "(split_causes).")
             slow_lo, fast_lo, slow_hi, fast_hi = lo.copy(), lo.copy(), hi.copy(), hi.copy()
             low, high = (0, encodings[b].n_bins) if lo[b] < 0 else (lo[b], hi[b])
@@ -918,11 +1012,31 @@ class LatencyDegradationPatterns(Analysis):
             todo.append([j, i, slow_lo, slow_hi, run[4], run[5]])
         return out
 
+    def _compound_rules(self, labels: np.ndarray, patterns: list, subs: list, encodings: list, codes: np.ndarray,
+                        data: _Inputs) -> tuple[tuple[CompoundLabel, ...], list[np.ndarray]]:
+        """The rules of ``compound_labels`` for each pair of a slower and a faster pattern (each
+        a pair of code-range arrays, None: no pattern), with the requests each rule's ``fit``
+        holds for; ``labels``: the plain labels (:func:`_assign_labels`)."""
+        rules, fits = [], []
+        for k, slower in enumerate(patterns):
+            for j, faster in enumerate(patterns):
+                if slower[0] is None or faster[0] is None or subs[j].high_ns > subs[k].low_ns:
+                    continue
+                found = _compound(faster, slower, labels == k, labels == j, (labels >= 0) & (labels != j) & (labels != k),
+                                  encodings, codes, data, int(self.min_support))
+                if found is not None:
+                    attributes, fit, carries = found
+                    rules.append(CompoundLabel(k, j, Pattern(encodings[a].condition(faster[0][a], faster[1][a])
+                                                             for a in attributes), carries))
+                    fits.append(fit)
+        return tuple(rules), fits
+
     def _interval(self, latency: np.ndarray, ms: dict) -> IntervalChoice | str:
         """The interval I with how it was chosen, or why there is none (a str)."""
         if self.interval is not None:
             return IntervalChoice(parse_interval(self.interval, latency_ns=latency), "given", "given", 0)
-        return choose_interval(latency, rule=self.interval_rule, tail_z=float(self.tail_z), **ms)
+        return choose_interval(latency, rule=self.interval_rule, tail_z=float(self.tail_z),
+                               uncertain_z=None if self.uncertain_z is None else float(self.uncertain_z), **ms)
 
     def _excluded_columns(self, table: Any, data: _Inputs) -> dict[str, str]:
         """Columns left out of the conditions (identifiers, pass-through, asynchronous) and why."""
@@ -1071,8 +1185,8 @@ class LatencyDegradationPatterns(Analysis):
 # ============================================================================================
 
 
-def choose_interval(latency_ns: np.ndarray, *, rule: str = "robust", tail_z: float = 2.0, **mean_shift: float
-                    ) -> IntervalChoice | str:
+def choose_interval(latency_ns: np.ndarray, *, rule: str = "robust", tail_z: float = 2.0,
+                    uncertain_z: float | None = None, **mean_shift: float) -> IntervalChoice | str:
     """The automatic degraded interval of :class:`LatencyDegradationPatterns`, or why there is none.
 
     Parameters
@@ -1081,6 +1195,8 @@ def choose_interval(latency_ns: np.ndarray, *, rule: str = "robust", tail_z: flo
     rule : {"robust", "paper"}, default="robust"
         :func:`~.split_points.automatic_interval` or the paper's :func:`~.split_points.degraded_interval`.
     tail_z : float, default=2.0
+    uncertain_z : float or None, default=None
+        ``"robust"`` rule: see :func:`~.split_points.automatic_interval`.
     **mean_shift
         ``quantile`` and ``min_bin_fraction``.
 
@@ -1095,7 +1211,7 @@ def choose_interval(latency_ns: np.ndarray, *, rule: str = "robust", tail_z: flo
     if latency.min() == latency.max():
         return f"every request has the same latency ({format_duration_ns(latency[0])})."
     if rule == "robust":
-        choice = automatic_interval(latency, tail_z=tail_z, **mean_shift)
+        choice = automatic_interval(latency, tail_z=tail_z, uncertain_z=uncertain_z, **mean_shift)
         return choice if choice.interval is not None else f"{choice.reason} {_SUGGESTION}"
     interval, clusters = degraded_interval(latency, **mean_shift)
     main = int(np.argmax(clusters.counts))
@@ -1197,7 +1313,7 @@ def _close_ranges(part1, part2, hull, encodings: list, codes: np.ndarray, data: 
         whole = _effect(condition, data, mh).added_ns
         a1 = _effect(condition, data, m1).inside_ns
         a2 = _effect(condition, data, m2).inside_ns
-        if None in (whole, a1, a2) or abs(a1 - a2) >= 0.25 * abs(whole):
+        if None in (whole, a1, a2) or abs(a1 - a2) >= _SAME_SIZE * abs(whole):
             return False
     return True
 
@@ -1257,18 +1373,22 @@ def _cause_limit(lo: np.ndarray, hi: np.ndarray, encodings: list, codes: np.ndar
     mask = _pattern_mask(lo, hi, codes)
     added = [_effect(encodings[a].condition(lo[a], hi[a]), data, mask).added_ns for a in _cause_attributes(lo, encodings)]
     added = [abs(x) for x in added if x is not None]
-    return 0.75 * min(added) if added else None
+    return _OWN_CAUSE * min(added) if added else None
 
 
 def _cause_split(lo: np.ndarray, hi: np.ndarray, members: np.ndarray, encodings: list, codes: np.ndarray,
                  data: _Inputs, least: int) -> tuple[int, int, float, float] | None:
     """The condition ``op >= t`` on an operation the pattern does not name (or bounds from above
-    only, ``t`` then inside its range) that splits its sub-interval's requests (``members``) into
+    only, ``t`` then inside its range), or inside the range of one of its cause conditions (a
+    range of several bins: a delay and a slow normal mode of the same operation, told apart by a
+    density minimum of its times), that splits its sub-interval's requests (``members``) into
     two groups of at least ``least`` requests, each
     a cause of its own: the groups' median exclusive times of ``op`` differ by at least three
     quarters of the smallest time the pattern's cause conditions add in either group (its median
     there minus its median outside the pattern), the rule of :func:`_one_cause` with each group
-    as a part. Among such conditions, the most even split (then the largest difference).
+    as a part. Among such conditions, one on an operation the pattern does not name first (it
+    keeps a request slow for both causes with the cause it does not share), then the most even
+    split, then the largest difference.
     Returns ``(attribute, t, difference_ns, limit_ns)`` or None."""
     causes = _cause_attributes(lo, encodings)
     if not causes:
@@ -1281,7 +1401,7 @@ def _cause_split(lo: np.ndarray, hi: np.ndarray, members: np.ndarray, encodings:
     n = int(members.sum())
     for b in range(lo.size):
         enc = encodings[b]
-        if enc.categorical or b in causes:
+        if enc.categorical or (b in causes and lo[b] == 0):
             continue
         values = _attribute_values(data, enc.name)[members]
         code = codes[members, b]
@@ -1300,11 +1420,63 @@ def _cause_split(lo: np.ndarray, hi: np.ndarray, members: np.ndarray, encodings:
             added = [x for x in added if np.isfinite(x)]
             if not added:
                 continue
-            limit = 0.75 * min(added)
-            key = (min(n_slow, n - n_slow), diff)
+            limit = _OWN_CAUSE * min(added)
+            key = (b not in causes, min(n_slow, n - n_slow), diff)
             if limit > 0 and diff >= limit and (best_key is None or key > best_key):
                 best, best_key = (int(b), t, diff, limit), key
     return best
+
+
+def _compound(faster: tuple, slower: tuple, mine: np.ndarray, own: np.ndarray, elsewhere: np.ndarray,
+              encodings: list, codes: np.ndarray, data: _Inputs, least: int
+              ) -> tuple[list[int], np.ndarray, bool] | None:
+    """Which requests fit a faster pattern though labelled with a slower one (``mine``), and
+    whether they carry the faster one's cause on top of the slower one's (each pattern a pair of
+    code-range arrays ``(lo, hi)``; ``own``: the requests labelled with the faster pattern;
+    ``elsewhere``: those labelled with any third pattern). Returns ``(attributes, fit, carries)``
+    (the fit's attributes, the requests it holds for, a bool), or None when no request of
+    ``mine`` fits or no condition is left to tell.
+
+    A request fits when it meets the faster pattern's conditions but those on the slower
+    pattern's cause attributes (:func:`_cause_attributes`), which the slower cause may have moved.
+    The fitting requests carry the faster cause as well when
+    * the slower pattern has a cause the faster one lacks, independent of the faster cause: it
+      occurs in at least ``least`` requests without the faster cause, and among the requests
+      with the faster cause at most three times as often as among the others, leaving out those of
+      third patterns (which may combine both causes): a cache miss, not the second operation of
+      one delay;
+    * each of the faster pattern's cause attributes takes as much time in them as in the faster
+      pattern's own requests (medians within a quarter of the time its condition adds, the rule
+      of :func:`_close_ranges`), and, where the slower pattern does not name it, at least three
+      quarters of that time more than in the slower pattern's other requests (:func:`_one_cause`).
+    """
+    (lo, hi), (lo_k, hi_k) = faster, slower
+    named = set(_cause_attributes(lo_k, encodings))
+    causes = _cause_attributes(lo, encodings)
+    only = lambda attributes, ranges: _pattern_mask(  # noqa: E731  conditions on these attributes only
+        np.where(np.isin(np.arange(lo.size), list(attributes)), ranges[0], -1), ranges[1], codes)
+    kept = sorted(set(np.flatnonzero(lo >= 0)) - named)
+    if not kept:
+        return None  # nothing would tell
+    fit = only(kept, faster)
+    both = mine & fit
+    if not both.any():
+        return None
+    extra = named - set(causes)
+    slow = only(extra, slower)[~elsewhere]
+    carrying = only(set(np.flatnonzero(lo >= 0)) - extra, faster)[~elsewhere]
+    lacking = ~only(causes, faster)[~elsewhere]
+    carries = bool(extra and carrying.any() and int((slow & lacking).sum()) >= least
+                   and slow[carrying].mean() <= 3 * slow[lacking].mean())
+    pattern = _pattern_mask(lo, hi, codes)
+    for a in causes if carries else ():
+        condition = encodings[a].condition(lo[a], hi[a])
+        added = _effect(condition, data, pattern).added_ns
+        inside, others, usual = (_effect(condition, data, m).inside_ns for m in (both, mine & ~both, own & pattern))
+        if None in (added, inside, usual) or abs(inside - usual) >= _SAME_SIZE * abs(added) or (
+                a not in named and others is not None and inside - others < _OWN_CAUSE * abs(added)):
+            carries = False
+    return kept, fit, carries
 
 
 def _attribute_values(data: _Inputs, attribute: str) -> np.ndarray:
@@ -1373,12 +1545,23 @@ def _exclusive_matrix(data: _Inputs, positives: np.ndarray) -> tuple[np.ndarray,
     return X, names
 
 
-def _assign_labels(satisfied: list[np.ndarray], latency: np.ndarray, ranges: list[tuple[int, int]]) -> np.ndarray:
-    """Sub-interval index per request: own sub-interval's pattern first, else the first satisfied."""
+def _assign_labels(satisfied: list[np.ndarray], latency: np.ndarray, ranges: list[tuple[int, int]],
+                   compound: Sequence[CompoundLabel] = (), fits: Sequence[np.ndarray] = ()) -> np.ndarray:
+    """Sub-interval index per request: own sub-interval's pattern first, else the first satisfied;
+    then the ``compound`` rules (``fits``: the requests each rule's ``fit`` holds for): a request
+    labelled ``slower`` that fits exactly one of that sub-interval's rules takes the rule's
+    ``faster`` label when the rule ``carries``."""
     labels = np.full(latency.size, -1, dtype=np.int64)
     for index in range(len(satisfied) - 1, -1, -1):  # reverse: the first satisfied wins
         labels[satisfied[index]] = index
     for index, (low, high) in enumerate(ranges):
         own = satisfied[index] & (latency >= low) & (latency < high)
         labels[own] = index
+    plain = labels.copy()
+    for slower in sorted({rule.slower for rule in compound}):
+        group = [(rule, fit & (plain == slower)) for rule, fit in zip(compound, fits) if rule.slower == slower]
+        alone = np.sum([m for _, m in group], axis=0) == 1  # two rules fit: ambiguous, kept
+        for rule, m in group:
+            if rule.carries:
+                labels[m & alone] = rule.faster
     return labels

@@ -14,7 +14,10 @@ Protocol (Section 4.3 of [1]_)
   latency of an affected request (as a half-open interval, ``[L_min, L_max + 1 ns)``). With
   ``interval="auto"`` the estimator's automatic interval is used instead
   (:func:`tracesleuth.analyses.patterns.analysis.choose_interval` with its ``interval_rule``: the
-  robust rule by default, the paper's with its settings), as a user without ground truth would.
+  robust rule by default, the paper's with its settings), as a user without ground truth would:
+  the pattern solvers are fitted without an interval and choose it themselves (so what the
+  automatic rule adds, e.g. the uncertain requests below it, applies), the clustering baselines
+  cluster the requests in the same interval.
 * **Pattern solvers** (``"ga"``, ``"bnb"``): the estimator
   :class:`tracesleuth.analyses.patterns.analysis.LatencyDegradationPatterns` is fitted on the whole trace
   table with that interval and its default split points, on the exclusive-time columns only
@@ -326,7 +329,8 @@ def evaluate_session(session: EShopperSession, *, solvers: Sequence[str] = SOLVE
         elif solver in CLUSTERING_METHODS:
             clusters = _cluster(X, inside, truth, names, solver, k_select, random_state)
         else:
-            clusters = _pattern_clusters(solver, table, low, high, random_state, params)
+            clusters = _pattern_clusters(solver, table, (low, high) if interval == "affected" else None, random_state,
+                                         params)
         elapsed = time.perf_counter() - t0
         match = match_clusters(truth, clusters, degradations=names)
         n_clusters = int(len(np.unique(clusters[clusters >= 0])))
@@ -376,9 +380,12 @@ def _interval_settings(params: dict) -> dict:
             "quantile": float(get("bandwidth_quantile")), "min_bin_fraction": float(get("min_bin_fraction"))}
 
 
-def _pattern_clusters(solver: str, table, low: int, high: int, random_state, estimator_params: dict) -> np.ndarray:
-    """The estimator's ``labels_`` (per table row: the sub-interval whose pattern it satisfies, -1)."""
-    estimator = _estimator_class()(solver=solver, interval=(low, high), random_state=random_state,
+def _pattern_clusters(solver: str, table, interval: tuple[int, int] | None, random_state,
+                      estimator_params: dict) -> np.ndarray:
+    """The estimator's ``labels_`` (per table row: the sub-interval whose pattern it satisfies, -1),
+    with the given ``interval`` ``(low_ns, high_ns)`` or its automatic one (None: the same choice
+    as :func:`choose_interval`, made by the estimator as a user's would be)."""
+    estimator = _estimator_class()(solver=solver, interval=interval, random_state=random_state,
                                    **estimator_params)
     return np.asarray(estimator.fit(table).labels_, dtype=np.int64)
 

@@ -405,6 +405,10 @@ class IntervalChoice:
         Centre of the reference mode, ns.
     notes : tuple of str
         Worth knowing beside the reason (the start at or below the median latency).
+    uncertain_ns : int or None
+        Start of the stretch below the interval, ``exp(m + uncertain_z * sigma)``, whose requests
+        are neither clearly normal (beyond the reference mode's usual spread) nor in the
+        interval: the pattern scores leave them out. None: no such stretch (or not asked for).
     """
 
     interval: LatencyInterval | None
@@ -412,6 +416,7 @@ class IntervalChoice:
     reason: str
     mode_ns: int
     notes: tuple[str, ...] = ()
+    uncertain_ns: int | None = None
 
 
 #: Share of a symmetric mode beyond ``tail_z`` standard deviations, for ``tail_z = 2``.
@@ -422,7 +427,7 @@ def _normal_tail(z: float) -> float:
 
 
 def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_share: float = 0.5,
-                       min_excess: float = 3.0, **mean_shift: float) -> IntervalChoice:
+                       min_excess: float = 3.0, uncertain_z: float | None = None, **mean_shift: float) -> IntervalChoice:
     """The robust automatic degraded interval (module notes; beyond the paper).
 
     Parameters
@@ -437,6 +442,9 @@ def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_
     min_excess : float, default=3.0
         Found only when the requests at or above the start are at least ``min_excess`` times what
         a symmetric reference mode would leave beyond the tail cut.
+    uncertain_z : float or None, default=None
+        Where the stretch of uncertain requests below the interval starts, in standard deviations
+        of the reference mode above its centre (:attr:`IntervalChoice.uncertain_ns`). None: none.
     **mean_shift
         ``quantile`` and ``min_bin_fraction`` of :func:`mean_shift_1d`.
 
@@ -511,7 +519,9 @@ def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_
                      "reference mode's spread. If the slow mode is the normal behaviour, give the interval "
                      "(--interval A:B).")
     reason = f"{why}; {above:,} request(s) ({share:.1%}) are at or above it."
-    return IntervalChoice(LatencyInterval(int(low), int(latency.max()) + 1), rule, reason, mode_ns, tuple(notes))
+    uncertain = int(np.ceil(np.exp(m + uncertain_z * sigma))) if uncertain_z is not None and sigma > 0 else None
+    return IntervalChoice(LatencyInterval(int(low), int(latency.max()) + 1), rule, reason, mode_ns, tuple(notes),
+                          uncertain if uncertain is not None and uncertain < low else None)
 
 
 def interval_split_points(
