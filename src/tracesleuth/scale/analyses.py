@@ -170,15 +170,13 @@ def _count_part(path, result) -> dict[str, Any]:
     """Per sub-interval: requests satisfying its pattern inside it, satisfying it (those the
     scores leave out, ``result.uncertain_ns``, not counted), inside it; and the label of each
     request (the estimator's rule, with its ``compound`` rules)."""
-    from ..analyses.patterns.analysis import _assign_labels
+    from ..analyses.patterns.analysis import _assign_labels, _compound_labels, _scored
 
     frame = pl.read_parquet(path)
     latency = frame[S.LATENCY_NS].to_numpy()
     subs = result.sub_intervals
     counts = np.zeros((len(subs), 3), dtype=np.int64)
-    scored = np.ones(len(latency), dtype=bool)
-    if result.uncertain_ns is not None:
-        scored = ~((latency >= result.uncertain_ns) & (latency < result.interval.low_ns))
+    scored = _scored(latency, result.uncertain_ns, result.interval)
     satisfied = []
     for k, s in enumerate(subs):
         inside = (latency >= s.low_ns) & (latency < s.high_ns)
@@ -188,7 +186,8 @@ def _count_part(path, result) -> dict[str, Any]:
     low, high = (subs[0].low_ns, subs[-1].high_ns) if subs else (0, 0)
     fits = [rule.fit.satisfied_by(frame) for rule in result.compound]
     return {"counts": counts, "in_interval": int(((latency >= low) & (latency < high)).sum()),
-            "labels": _assign_labels(satisfied, latency, [(s.low_ns, s.high_ns) for s in subs], result.compound, fits),
+            "labels": _compound_labels(_assign_labels(satisfied, latency, [(s.low_ns, s.high_ns) for s in subs]),
+                                       result.compound, fits),
             "requests": frame.select(S.TRACE_ID, S.SPAN_ID, S.START_NS, S.LATENCY_NS)}
 
 

@@ -865,9 +865,8 @@ class LatencyDegradationPatterns(Analysis):
             detail = "; ".join(f"{a}: {r}" for a, r in skipped) or "the table has no exclusive_ns/instance/attr column"
             raise EmptyDataError(f"No attribute to build conditions from ({detail}).")
         latency_class = np.searchsorted(bounds, latency, side="right")
-        scored = np.ones(latency.size, dtype=bool)
+        scored = _scored(latency, chosen.uncertain_ns, interval)
         if chosen.uncertain_ns is not None:
-            scored = ~((latency >= chosen.uncertain_ns) & (latency < interval.low_ns))
             notes.append(f"{int((~scored).sum()):,} request(s) between {format_duration_ns(chosen.uncertain_ns)} "
                          f"({float(self.uncertain_z):g} standard deviation(s) above the reference mode) and the "
                          "interval's start are neither clearly normal nor in the interval: the pattern scores leave "
@@ -958,7 +957,7 @@ class LatencyDegradationPatterns(Analysis):
         plain = _assign_labels(satisfied, latency, ranges)
         compound, fits = (self._compound_rules(plain, [run[2:4] for run in runs], subs, encodings, codes, data)
                           if self.compound_labels else ((), []))
-        labels = _assign_labels(satisfied, latency, ranges, compound, fits)
+        labels = _compound_labels(plain, compound, fits)
         for rule in compound:
             moved = int(((plain == rule.slower) & (labels == rule.faster)).sum())
             if moved:
@@ -1001,7 +1000,7 @@ class LatencyDegradationPatterns(Analysis):
             notes.append(f"A pattern covered two causes (its requests of latencies "
                          f"{format_duration_ns(data.latency[members].min())} to "
                          f"{format_duration_ns(data.latency[members].max())}): those with {cond.describe()} took "
-                         f"{format_duration_ns(added)} more there (median), at least 3/4 of the "
+                         f"{format_duration_ns(added)} more there (median), at least {_OWN_CAUSE:g} x the "
                          f"{format_duration_ns(limit / _OWN_CAUSE)} its own conditions add, so it is split in two "
                          "(split_causes).")
             slow_lo, fast_lo, slow_hi, fast_hi = lo.copy(), lo.copy(), hi.copy(), hi.copy()
@@ -1479,21 +1478,21 @@ def _compound(faster: tuple, slower: tuple, mine: np.ndarray, own: np.ndarray, e
     return kept, fit, carries
 
 
+def _column(data: _Inputs, attribute: str) -> pl.Series:
+    """An attribute's column over the analysed requests."""
+    series = data.frame.get_column(attribute)
+    return series if series.len() == data.rows.size else series.gather(data.rows)
+
+
 def _attribute_values(data: _Inputs, attribute: str) -> np.ndarray:
     """A continuous attribute's values over the analysed requests (float, NaN where absent)."""
-    series = data.frame.get_column(attribute)
-    if series.len() != data.rows.size:
-        series = series.gather(data.rows)
-    return series.cast(pl.Float64).to_numpy()
+    return _column(data, attribute).cast(pl.Float64).to_numpy()
 
 
 def _effect(condition: Condition, data: _Inputs, inside: np.ndarray) -> ConditionEffect:
     """The condition's attribute inside vs outside the pattern (``inside``: who satisfies it)."""
     if condition.kind == "categorical":
-        series = data.frame.get_column(condition.attribute)
-        if series.len() != data.rows.size:
-            series = series.gather(data.rows)
-        values = series.cast(pl.Utf8).to_numpy()
+        values = _column(data, condition.attribute).cast(pl.Utf8).to_numpy()
         has = values == condition.value
         share = lambda m: float(has[m].mean()) if m.any() else None  # noqa: E731
         return ConditionEffect(condition, inside_share=share(inside), outside_share=share(~inside))
@@ -1545,19 +1544,30 @@ def _exclusive_matrix(data: _Inputs, positives: np.ndarray) -> tuple[np.ndarray,
     return X, names
 
 
-def _assign_labels(satisfied: list[np.ndarray], latency: np.ndarray, ranges: list[tuple[int, int]],
-                   compound: Sequence[CompoundLabel] = (), fits: Sequence[np.ndarray] = ()) -> np.ndarray:
-    """Sub-interval index per request: own sub-interval's pattern first, else the first satisfied;
-    then the ``compound`` rules (``fits``: the requests each rule's ``fit`` holds for): a request
-    labelled ``slower`` that fits exactly one of that sub-interval's rules takes the rule's
-    ``faster`` label when the rule ``carries``."""
+def _assign_labels(satisfied: list[np.ndarray], latency: np.ndarray, ranges: list[tuple[int, int]]) -> np.ndarray:
+    """Sub-interval index per request: own sub-interval's pattern first, else the first satisfied."""
     labels = np.full(latency.size, -1, dtype=np.int64)
     for index in range(len(satisfied) - 1, -1, -1):  # reverse: the first satisfied wins
         labels[satisfied[index]] = index
     for index, (low, high) in enumerate(ranges):
         own = satisfied[index] & (latency >= low) & (latency < high)
         labels[own] = index
-    plain = labels.copy()
+    return labels
+
+
+def _scored(latency: np.ndarray, uncertain_ns: int | None, interval: LatencyInterval) -> np.ndarray:
+    """The requests the patterns' scores count: all but those in ``[uncertain_ns, interval.low_ns)``
+    (``uncertain_z``)."""
+    if uncertain_ns is None:
+        return np.ones(latency.size, dtype=bool)
+    return ~((latency >= uncertain_ns) & (latency < interval.low_ns))
+
+
+def _compound_labels(plain: np.ndarray, compound: Sequence[CompoundLabel], fits: Sequence[np.ndarray]) -> np.ndarray:
+    """The labels of :func:`_assign_labels` (``plain``) after the ``compound`` rules (``fits``: the
+    requests each rule's ``fit`` holds for): a request labelled ``slower`` that fits exactly one
+    of that sub-interval's rules takes the rule's ``faster`` label when the rule ``carries``."""
+    labels = plain.copy()
     for slower in sorted({rule.slower for rule in compound}):
         group = [(rule, fit & (plain == slower)) for rule, fit in zip(compound, fits) if rule.slower == slower]
         alone = np.sum([m for _, m in group], axis=0) == 1  # two rules fit: ambiguous, kept
