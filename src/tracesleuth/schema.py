@@ -33,6 +33,27 @@ follows_from : bool
 attributes : list<struct<key, str, int, float, bool>>
     Typed span (and resource) attributes. Exactly one of the value fields is set per entry; arrays
     and byte strings are kept as their JSON text in ``str``.
+status_message : string, nullable
+    The status description (OTLP ``status.message``, Zipkin ``error`` tag text, Jaeger
+    ``otel.status_description``); ``null`` when the format gives none.
+events : list<struct<time_ns, name, attributes>>, nullable
+    Span events in time order as the format lists them (OTLP ``events``, Jaeger ``logs``, Zipkin
+    ``annotations``): ``time_ns`` Unix epoch nanoseconds, ``name``, typed ``attributes``
+    (:data:`ATTRIBUTE_TYPE`). An exception is an event named :data:`EXCEPTION_EVENT` with
+    :data:`ATTR_EXCEPTION_TYPE`, :data:`ATTR_EXCEPTION_MESSAGE` and
+    :data:`ATTR_EXCEPTION_STACKTRACE`. ``null`` or empty: none (stores written before events
+    were kept read as ``null``).
+links : list<struct<trace_id, span_id, attributes>>, nullable
+    Links to spans of this or other traces (OTLP ``links``, Jaeger references other than the
+    parent's), ids in the canonical form of ``trace_id`` and ``span_id``, typed ``attributes``.
+
+Log-record columns
+------------------
+:data:`LOG_SCHEMA`, after OpenTelemetry's log data model: ``time_ns`` (int64, Unix epoch ns),
+``trace_id`` and ``span_id`` (the span the record was written in, canonical ids; null when the
+record carries no trace context), ``service``, ``instance``, ``severity_number`` (int32, 1-24, 0
+unknown; :data:`SEVERITY_LEVELS`), ``severity_text``, ``body`` (string), ``attributes`` (as for
+spans) and ``template_id`` (int64, the log template of the body; null until templated).
 
 Trace-table columns
 -------------------
@@ -68,6 +89,12 @@ END_NS = "end_ns"
 STATUS = "status"
 FOLLOWS_FROM = "follows_from"
 ATTRIBUTES = "attributes"
+STATUS_MESSAGE = "status_message"
+EVENTS = "events"
+LINKS = "links"
+#: Columns a span store written before events, links and status messages were kept lacks; they
+#: read as null there.
+LATER_SPAN_COLUMNS = (STATUS_MESSAGE, EVENTS, LINKS)
 
 #: Derived column (``end_ns - start_ns``), computed where needed, never stored.
 DURATION_NS = "duration_ns"
@@ -84,6 +111,23 @@ ATTRIBUTE_TYPE = pa.struct(
         pa.field("int", pa.int64()),
         pa.field("float", pa.float64()),
         pa.field("bool", pa.bool_()),
+    ]
+)
+
+#: A span event (:data:`EVENTS`): when, what, and its typed attributes.
+EVENT_TYPE = pa.struct(
+    [
+        pa.field("time_ns", pa.int64(), nullable=False),
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("attributes", pa.list_(ATTRIBUTE_TYPE)),
+    ]
+)
+#: A link to another span (:data:`LINKS`), ids in canonical form, typed attributes.
+LINK_TYPE = pa.struct(
+    [
+        pa.field("trace_id", pa.string(), nullable=False),
+        pa.field("span_id", pa.string(), nullable=False),
+        pa.field("attributes", pa.list_(ATTRIBUTE_TYPE)),
     ]
 )
 
@@ -115,6 +159,48 @@ DICTIONARY_SPAN_SCHEMA = pa.schema(
      for f in SPAN_SCHEMA]
 )
 
+# Log records (OpenTelemetry's log data model), beside the spans: readers of log formats produce
+# them in LOG_SCHEMA, the span store keeps them in a second table partitioned like the spans.
+#: Log record: when the event happened, Unix epoch ns (OTLP ``timeUnixNano``, else its
+#: ``observedTimeUnixNano``).
+TIME_NS = "time_ns"
+#: Log record: OpenTelemetry severity number, 1-24 (TRACE 1-4, DEBUG 5-8, INFO 9-12, WARN 13-16,
+#: ERROR 17-20, FATAL 21-24); 0 when unknown (Int32).
+SEVERITY_NUMBER = "severity_number"
+#: Log record: the severity as the source wrote it (``"ERROR"``, ``"warning"``), null when none.
+SEVERITY_TEXT = "severity_text"
+#: Log record: the message text (a structured body as its JSON text).
+BODY = "body"
+#: Log record: the id of its log template (the body's constant text, variables masked; Int64, null
+#: until templated; :mod:`tracesleuth.io.log_templates`).
+TEMPLATE_ID = "template_id"
+#: Severity numbers at which each level begins (OpenTelemetry logs data model, "Field:
+#: SeverityNumber"); a record is an error from :data:`SEVERITY_ERROR` on.
+SEVERITY_LEVELS = {"TRACE": 1, "DEBUG": 5, "INFO": 9, "WARN": 13, "ERROR": 17, "FATAL": 21}
+SEVERITY_ERROR = SEVERITY_LEVELS["ERROR"]
+
+LOG_SCHEMA = pa.schema(
+    [
+        pa.field(TIME_NS, pa.int64(), nullable=False),
+        pa.field(TRACE_ID, pa.string()),
+        pa.field(SPAN_ID, pa.string()),
+        pa.field(SERVICE, pa.string(), nullable=False),
+        pa.field(INSTANCE, pa.string()),
+        pa.field(SEVERITY_NUMBER, pa.int32(), nullable=False),
+        pa.field(SEVERITY_TEXT, pa.string()),
+        pa.field(BODY, pa.string()),
+        pa.field(ATTRIBUTES, pa.list_(ATTRIBUTE_TYPE)),
+        pa.field(TEMPLATE_ID, pa.int64()),
+    ]
+)
+LOG_COLUMNS = tuple(LOG_SCHEMA.names)
+
+
+def empty_logs() -> pa.Table:
+    """Return an empty log-record table in :data:`LOG_SCHEMA`."""
+    return LOG_SCHEMA.empty_table()
+
+
 #: Columns of the rejected-records report (one row per rejected record).
 REJECT_SCHEMA = pa.schema(
     [
@@ -134,6 +220,13 @@ ATTR_SERVICE_INSTANCE_ID = "service.instance.id"
 ATTR_HOST_NAME = "host.name"
 ATTR_K8S_POD_NAME = "k8s.pod.name"
 ATTR_NET_HOST_IP = "net.host.ip"
+#: The span event that records an exception, and its attributes (OpenTelemetry semantic
+#: conventions, "Semantic Conventions for Exceptions on Spans").
+EXCEPTION_EVENT = "exception"
+ATTR_EXCEPTION_TYPE = "exception.type"
+ATTR_EXCEPTION_MESSAGE = "exception.message"
+ATTR_EXCEPTION_STACKTRACE = "exception.stacktrace"
+ATTR_EXCEPTION_ESCAPED = "exception.escaped"
 #: Resource attributes that name the instance, in order of preference.
 INSTANCE_ATTRIBUTES = (ATTR_K8S_POD_NAME, ATTR_SERVICE_INSTANCE_ID, ATTR_HOST_NAME, ATTR_NET_HOST_IP)
 
