@@ -25,7 +25,8 @@ from tracesleuth.demo import (BAGGAGE_KEYS, DEFAULT_RATE_PER_S, EXIT_BROKEN, REC
                               run_incident)
 from tracesleuth.io import read_spans
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+pytestmark = [pytest.mark.live,
+              pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")]
 
 #: Spans of one homepage request: the load generator's client span, 13 server spans, 10 client
 #: and 2 producer spans, 12 SQLite queries.
