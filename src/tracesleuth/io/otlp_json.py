@@ -221,9 +221,10 @@ def _fill(stream: BinaryIO, buffer: bytearray, filled: int) -> tuple[int, bool, 
         view.release()
 
 
-def _sniff_lines(stream: BinaryIO) -> tuple[bytes, bool, OSError | None]:
+def _sniff_lines(stream: BinaryIO, members: tuple[str, ...] = ("resourceSpans", "resource_spans")
+                 ) -> tuple[bytes, bool, OSError | None]:
     """Read lines until one is a whole request object (the file exporter's layout; a single
-    compact body is then one such line), or until :data:`SNIFF_LINES` lines or
+    compact body is then one such line: an object with one of ``members``), or until :data:`SNIFF_LINES` lines or
     :data:`~tracesleuth.io._jsondoc.MAX_DOCUMENT_BYTES` went by without one (a pretty-printed
     body never has one).
 
@@ -255,7 +256,7 @@ def _sniff_lines(stream: BinaryIO) -> tuple[bytes, bool, OSError | None]:
                 obj = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue
-            if isinstance(obj, dict) and ("resourceSpans" in obj or "resource_spans" in obj):
+            if isinstance(obj, dict) and any(m in obj for m in members):
                 return b"".join(lines), True, None
     return b"".join(lines), False, None
 
