@@ -1,9 +1,14 @@
-"""Readers: trace files in, spans in the canonical schema out (:mod:`tracesleuth.schema`).
+"""Readers: trace and log files in, spans and log records in the canonical schemas out
+(:mod:`tracesleuth.schema`).
 
-One entry point, :func:`read_spans` (or :func:`iter_span_batches` to stream), for every format.
-The format of each file is told from its content, not its name (:func:`detect_format`); gzip is
-decompressed transparently; a path may be a file, a directory or a glob pattern, and
-:func:`read_spans` also reads a span store directory (:mod:`tracesleuth.store`). Formats:
+One entry point per signal, for every format: :func:`read_spans` (or :func:`iter_span_batches`
+to stream) for spans, :func:`read_logs` (or :func:`iter_log_batches`) for log records. The
+format of each file is told from its content, not its name (:func:`detect_format`, which also
+tells span formats from log formats: :func:`is_log_format`); gzip is decompressed transparently;
+a path may be a file, a directory or a glob pattern, and both also read a span store directory
+(:mod:`tracesleuth.store`). A directory may hold spans and logs together: each reader reads its
+own files and notes the others' with one warning (:data:`LOG_FILE_NOTE`, :data:`SPAN_FILE_NOTE`),
+never as rejects. Span formats (:data:`FORMATS`):
 
 =============== ==========================================================================
 ``otlp-json``    OTLP JSON: the collector file exporter's lines, or an OTLP/HTTP JSON body
@@ -15,8 +20,23 @@ decompressed transparently; a path may be a file, a directory or a glob pattern,
 ``mi-log``       request trace log of Mi et al. 2012 (``T_ID:``, ``FUNC:<method>_start|_end``)
 =============== ==========================================================================
 
+Log-record formats (:data:`LOG_FORMATS`; records in :data:`~tracesleuth.schema.LOG_SCHEMA`,
+bounded by :class:`LogLimits`, templated by :class:`tracesleuth.io.log_templates.LogTemplateMiner`):
+
+=================== ======================================================================
+``otlp-logs-json``   OTLP JSON logs: the collector file exporter's ``{"resourceLogs": ...}``
+                     lines, or an OTLP/HTTP JSON body (:mod:`.otlp_logs`)
+``otlp-logs-proto``  OTLP protobuf: an ``ExportLogsServiceRequest``, or length-prefixed messages
+``json-lines-logs``  one JSON object per line with trace context, as structured loggers write
+                     them (python-json-logger, structlog, Logback, zap, Bunyan/pino, ECS, ...;
+                     the field names in :mod:`.json_lines_logs`)
+``nezha-log-csv``    the Nezha log CSV (``Timestamp,TimeUnixNano,Node,PodName,Container,TraceID,
+                     SpanID,Log``; :mod:`.nezha_log`)
+=================== ======================================================================
+
 Bad records never stop a read: each is logged in a :class:`RejectLog` with file, record number,
-field and reason, and ``spans in = spans read + spans rejected``.
+field and reason, and ``spans in = spans read + spans rejected`` (for logs, the reject log's
+``spans`` column counts log records: ``records in = records read + records rejected``).
 
 Damaged input is salvaged: a truncated or corrupt gzip file yields every record before the damage
 and is reported (file and byte offset) and listed in ``damaged_files``; JSON nested deeper than
