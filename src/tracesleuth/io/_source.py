@@ -369,13 +369,16 @@ _LOG_LINE_MEMBERS = re.compile(rb'"(?:message|msg|body|event|log|@m|@mt|@message
 
 
 def _looks_like_json_log(text: bytes) -> bool:
-    """Whether the first line of ``text`` is a complete JSON object with a message or time member
-    (and none of the span documents' members)."""
+    """Whether the first line of ``text`` is a JSON object with a message or time member (and none
+    of the span documents' members): parsed when it is whole; when it runs past the bytes looked
+    at (a line of a megabyte), told by its member names alone."""
     import orjson
 
-    line = text.split(b"\n", 1)[0]
+    line, newline, _ = text.partition(b"\n")
     if not _LOG_LINE_MEMBERS.search(line):
         return False
+    if not newline and len(text) >= SNIFF_BYTES - 3:  # cut by the sniff: the names decide
+        return not re.search(rb'"(?:resourceSpans|resource_spans|data|processes|resourceLogs|resource_logs)"\s*:', line)
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError:

@@ -135,7 +135,7 @@ def _pick(doc: dict, field: str) -> tuple[str | None, Any]:
     """``(member, value)`` of the first member of ``FIELDS[field]`` present with a usable value."""
     for name in FIELDS[field]:
         value = doc.get(name)
-        if value is None or value == "":
+        if value is None:
             continue
         if field in _STRING_ONLY and value.__class__ is not str:
             continue

@@ -215,6 +215,13 @@ class LogTemplateMiner:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ParameterError(f"The {name!r} parameter of LogTemplateMiner must be an int in the range "
                                      f"[{low}, inf). Got {value!r} instead.")
+        if self.max_tokens is not None and (isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int)
+                                            or self.max_tokens < 1):
+            raise ParameterError(f"The 'max_tokens' parameter of LogTemplateMiner must be an int in the range "
+                                 f"[1, inf) or None. Got {self.max_tokens!r} instead.")
+        if self.header is not None and not isinstance(self.header, str):
+            raise ParameterError(f"The 'header' parameter of LogTemplateMiner must be a str (an RE2 pattern) or "
+                                 f"None. Got {self.header!r} instead.")
         if not all(isinstance(r, MaskingRule) for r in self.masking):
             raise ParameterError("The 'masking' parameter of LogTemplateMiner must be a tuple of MaskingRule. "
                                  f"Got {self.masking!r} instead.")
@@ -386,7 +393,9 @@ class LogTemplateMiner:
             "version": STATE_VERSION,
             "settings": {"similarity_threshold": self.similarity_threshold, "depth": self.depth,
                          "max_children": self.max_children, "extra_delimiters": list(self.extra_delimiters),
-                         "masking": [[r.name, r.pattern] for r in self.masking]},
+                         "masking": [[r.name, r.pattern] for r in self.masking], "header": self.header,
+                         "numeric_tokens_are_variables": self.numeric_tokens_are_variables,
+                         "max_tokens": self.max_tokens},
             "templates": [[s, c, n] for (s, c), n in zip(self._keys, self._records)],
             "services": services,
         }

@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import schema as S
+from ._jsondoc import loads_repairing
 from ._logs import LogBatchBuilder, severity_from_text, time_ns
 from .tabular import PRESETS, _extract_all, iter_csv_batches, read_csv_header, utf8_frame
 
@@ -94,11 +95,8 @@ def read_nezha_log_csv(stream: BinaryIO, builder: LogBatchBuilder, *,
 
 def _convert(batch: pa.RecordBatch, records: np.ndarray, builder: LogBatchBuilder) -> pa.RecordBatch:
     present = [c for c in HEADER if c in batch.schema.names and c != "Log"]
-    df, keep = utf8_frame(batch, present, records, builder)
-    raw_log = batch.column("Log")
-    if keep is not None:
-        raw_log = raw_log.filter(pa.array(keep.to_arrow()))
-    body, streams = _decoded(raw_log, df["_record"], builder)
+    df, _ = utf8_frame(batch, present, records, builder, repair=True)  # a log record is evidence: kept
+    body, streams = _decoded(batch.column("Log"), df["_record"], builder)
     pods = df["PodName"]
     services = _extract_all(_POD_SERVICE, pods.drop_nulls().unique().to_list())
     time = df["TimeUnixNano"].str.strip_chars().str.to_integer(strict=False)
@@ -167,23 +165,29 @@ def _decoded(raw_log: pa.Array, records: pl.Series, builder: LogBatchBuilder) ->
 
 
 def _bodies(values: list, records: list, builder: LogBatchBuilder) -> tuple[list, list]:
-    """The ``log`` and ``stream`` members of each ``Log`` value (bytes); a value that is not such
-    JSON is its own body (decoded, invalid UTF-8 replaced), with a warning per record."""
+    """The ``log`` and ``stream`` members of each ``Log`` value (bytes), one by one. Invalid UTF-8
+    is replaced by U+FFFD (a warning per record); a value that is not such JSON is its own body
+    (a warning per record)."""
     bodies, streams = [], []
-    loads = orjson.loads
     for value, record in zip(values, records):
+        if value is None:
+            bodies.append(None)
+            streams.append(None)
+            continue
         try:
-            doc = loads(value)
+            doc, bad = loads_repairing(value)
             text = doc["log"]
             if text.__class__ is not str:
                 raise TypeError
         except (orjson.JSONDecodeError, TypeError, KeyError):
-            text = None if value is None else value.decode("utf-8", "replace")
-            bodies.append(text)
+            bodies.append(value.decode("utf-8", "replace"))
             streams.append(None)
             if value:
                 builder.log.add(builder.source, record, _NOT_JSON, field="Log", spans=0, excerpt=value)
             continue
+        if bad is not None:
+            builder.log.add(builder.source, record, f"invalid UTF-8 (first at byte {bad}) replaced by U+FFFD",
+                            field="Log", spans=0, excerpt=value)
         bodies.append(text[:-1] if text.endswith("\n") else text)
         stream = doc.get("stream")
         streams.append(stream if stream.__class__ is str else None)

@@ -346,11 +346,12 @@ def _convert(batch: pa.RecordBatch, m: TabularMapping, builder: SpanBatchBuilder
     yield validate_spans(raw, attrs, source, log, limits=builder.limits)
 
 
-def utf8_frame(batch: pa.RecordBatch, used: list[str], records: np.ndarray, builder
+def utf8_frame(batch: pa.RecordBatch, used: list[str], records: np.ndarray, builder, *, repair: bool = False
                ) -> tuple[pl.DataFrame, pl.Series | None]:
     """Columns ``used`` of ``batch`` as a polars frame with ``_record`` first, bytes decoded as
     UTF-8 in one pass; a row with invalid bytes in any of them is rejected (one record, into
-    ``builder.log``) and left out.
+    ``builder.log``) and left out, or with ``repair`` kept with the bytes replaced by U+FFFD and
+    a warning naming the column.
 
     Returns
     -------
@@ -366,6 +367,8 @@ def utf8_frame(batch: pa.RecordBatch, used: list[str], records: np.ndarray, buil
         return df.select(pl.Series("_record", records, dtype=pl.Int64),
                          *[pl.col(c).cast(pl.String) if c in binary else pl.col(c) for c in used]), None
     except pl.exceptions.ComputeError:  # some bytes are not UTF-8: find the rows, one column at a time
+        if repair:
+            return _repaired(df, used, binary, records, builder), None
         invalid = np.zeros(df.height, dtype=bool)
         for c in binary:
             invalid |= np.array([v is not None and not _is_utf8(v) for v in df[c].to_list()], dtype=bool)
@@ -377,6 +380,26 @@ def utf8_frame(batch: pa.RecordBatch, used: list[str], records: np.ndarray, buil
     for rec in df.filter(~keep)["_record"]:
         log.add(source, rec, "bytes that are not valid UTF-8", excerpt=None)
     return df.filter(keep), keep
+
+
+def _repaired(df: pl.DataFrame, used: list[str], binary: list[str], records: np.ndarray, builder) -> pl.DataFrame:
+    """``df`` decoded with invalid UTF-8 replaced by U+FFFD, a warning per record and column."""
+    columns = {"_record": pl.Series("_record", records, dtype=pl.Int64)}
+    for c in used:
+        if c not in binary:
+            columns[c] = df[c]
+            continue
+        values = df[c].to_list()
+        decoded = []
+        for rec, v in zip(records.tolist(), values):
+            if v is not None and not _is_utf8(v):
+                builder.log.add(builder.source, rec, "invalid UTF-8 replaced by U+FFFD", field=c, spans=0, excerpt=v)
+                v = v.decode("utf-8", "replace")
+            elif v is not None:
+                v = v.decode("utf-8")
+            decoded.append(v)
+        columns[c] = pl.Series(c, decoded, dtype=pl.String)
+    return pl.DataFrame(columns)
 
 
 def _is_utf8(b: bytes) -> bool:
