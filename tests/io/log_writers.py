@@ -24,7 +24,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from tracesleuth import schema as S
-from writers import attribute_value
+from writers import attribute_value, proto_any_value
 
 LOG_FORMATS = ("otlp-logs-json", "otlp-logs-json-body", "otlp-logs-proto", "otlp-logs-proto-prefixed",
                "json-lines-logs", "nezha-log-csv")
@@ -41,16 +41,6 @@ def rfc3339(ns: int) -> str:
 
 def _attrs(row: dict) -> list[tuple[str, object]]:
     return [(a["key"], attribute_value(a)) for a in row[S.ATTRIBUTES] or []]
-
-
-def _any(value) -> AnyValue:
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    return AnyValue(string_value=str(value))
 
 
 def otlp_logs_request(rows: list[dict]) -> ExportLogsServiceRequest:
@@ -75,7 +65,7 @@ def otlp_logs_request(rows: list[dict]) -> ExportLogsServiceRequest:
             if r[S.SPAN_ID]:
                 lr.span_id = bytes.fromhex(r[S.SPAN_ID])
             for k, v in _attrs(r):
-                lr.attributes.add(key=k, value=_any(v))
+                lr.attributes.add(key=k, value=proto_any_value(v))
     return req
 
 

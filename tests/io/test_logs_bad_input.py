@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from log_writers import encode, write_logs
+from test_bad_input import entries, only
 from test_logs_contract import CART, T0_NS, T1, contract_logs, log_record
 from tracesleuth import schema as S
 from tracesleuth.errors import NoLogsError, ParameterError, TraceFormatError
@@ -25,16 +26,6 @@ def read_all(path, **kwargs):
     log = RejectLog()
     rows = [r for b in iter_log_batches(path, log=log, **kwargs) for r in b.to_pylist()]
     return rows, log
-
-
-def entries(log):
-    return [dict(zip(S.REJECT_SCHEMA.names, r)) for r in log.rows]
-
-
-def only(log, **match):
-    found = [e for e in entries(log) if all(e[k] == v for k, v in match.items())]
-    assert len(found) == 1, entries(log)
-    return found[0]
 
 
 def nezha_line(log: str, *, time="1674981742383150913", trace=T1, span="00f067aa0ba902b7", pod=CART) -> str:

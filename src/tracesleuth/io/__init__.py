@@ -407,31 +407,53 @@ def read_spans(paths, *, format: str | None = None, mapping: TabularMapping | st
     >>> read_spans("store/").formats                        # doctest: +SKIP
     {'store/': 'store'}
     """
-    from ..store import is_store  # imported here: the store imports this package
-
-    listed = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    stores = [p for p in listed if is_store(p)]
-    if stores:
-        if len(listed) > 1:
-            raise TraceFormatError(str(stores[0]), "a span store is read on its own; give it without other paths "
-                                                   f"(got {len(listed)} paths: {_describe(listed)})")
-        return _read_store(stores[0], on_batch)
+    store = _store_of(paths)
+    if store is not None:
+        return _read_store(store, on_batch)
     log = RejectLog()
     formats: dict = {}
     damaged: list = []
-    batches = []
-    for batch in iter_span_batches(paths, format=format, mapping=mapping, log=log, formats=formats,
-                                   damaged=damaged, limits=limits):
-        batches.append(batch)
-        if on_batch is not None:
-            on_batch(batch)
+    batches = _gathered(iter_span_batches(paths, format=format, mapping=mapping, log=log, formats=formats,
+                                          damaged=damaged, limits=limits), on_batch)
     spans = pa.Table.from_batches(batches, schema=S.SPAN_SCHEMA) if batches else S.empty_spans()
     result = SpanReadResult(spans=spans, rejects=log.to_arrow(), formats=formats, spans_rejected=log.spans_rejected,
                             damaged_files=tuple(damaged))
     if spans.num_rows == 0:
-        problems = "; ".join(f"{r[0]} (record {r[1]}): {r[3]}" for r in log.rows[:10]) or "no input files"
-        raise NoSpansError(f"no spans could be read from {_describe(paths)}: {problems}")
+        raise NoSpansError(f"no spans could be read from {_describe(paths)}: {_problems(log)}")
     return result
+
+
+def _store_of(paths):
+    """The span store ``paths`` names (a single store directory), None when it names none.
+
+    Raises
+    ------
+    TraceFormatError
+        When a span store is given with other paths.
+    """
+    from ..store import is_store  # imported here: the store imports this package
+
+    listed = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    stores = [p for p in listed if is_store(p)]
+    if stores and len(listed) > 1:
+        raise TraceFormatError(str(stores[0]), "a span store is read on its own; give it without other paths "
+                                               f"(got {len(listed)} paths: {_describe(listed)})")
+    return stores[0] if stores else None
+
+
+def _gathered(batches: Iterator[pa.RecordBatch], on_batch: Callable | None) -> list[pa.RecordBatch]:
+    """The batches in a list, each shown to ``on_batch`` as it comes."""
+    out = []
+    for batch in batches:
+        out.append(batch)
+        if on_batch is not None:
+            on_batch(batch)
+    return out
+
+
+def _problems(log: RejectLog) -> str:
+    """The first entries of ``log``, for the message of a read that found nothing."""
+    return "; ".join(f"{r[0]} (record {r[1]}): {r[3]}" for r in log.rows[:10]) or "no input files"
 
 
 def _read_store(path, on_batch) -> SpanReadResult:
@@ -570,27 +592,17 @@ def read_logs(paths, *, format: str | None = None, limits: LogLimits | None = No
     >>> result.n_records, result.records_rejected                  # doctest: +SKIP
     (104200, 0)
     """
-    from ..store import is_store  # imported here: the store imports this package
-
-    listed = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    stores = [p for p in listed if is_store(p)]
-    if stores:
-        if len(listed) > 1:
-            raise TraceFormatError(str(stores[0]), "a span store is read on its own; give it without other paths "
-                                                   f"(got {len(listed)} paths: {_describe(listed)})")
-        return _read_store_logs(stores[0], on_batch)
+    store = _store_of(paths)
+    if store is not None:
+        return _read_store_logs(store, on_batch)
     log = RejectLog()
     formats: dict = {}
     damaged: list = []
-    batches = []
-    for batch in iter_log_batches(paths, format=format, log=log, formats=formats, damaged=damaged, limits=limits):
-        batches.append(batch)
-        if on_batch is not None:
-            on_batch(batch)
+    batches = _gathered(iter_log_batches(paths, format=format, log=log, formats=formats, damaged=damaged,
+                                         limits=limits), on_batch)
     logs = pa.Table.from_batches(batches, schema=S.LOG_SCHEMA) if batches else S.empty_logs()
     if logs.num_rows == 0:
-        problems = "; ".join(f"{r[0]} (record {r[1]}): {r[3]}" for r in log.rows[:10]) or "no input files"
-        raise NoLogsError(f"no log records could be read from {_describe(paths)}: {problems}")
+        raise NoLogsError(f"no log records could be read from {_describe(paths)}: {_problems(log)}")
     return LogReadResult(logs=logs, rejects=log.to_arrow(), formats=formats, records_rejected=log.spans_rejected,
                          damaged_files=tuple(damaged))
 

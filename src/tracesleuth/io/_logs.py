@@ -217,12 +217,14 @@ def severity_number(value: Any) -> int | None:
     return None
 
 
+#: A clock time at the start of a message, after a date when there is one, and the blanks after it
+#: (RE2 and Python syntax).
+CLOCK_AT_START = r"^\s*(?:\d{4}-\d{2}-\d{2}[ T])?\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s+"
 #: A level written after a leading clock time at the start of a message, as Logback's and Log4j's
 #: default layouts and Python's ``%(asctime)s %(levelname)s`` write it
 #: (``16:43:25.207 INFO  t.s.TravelServiceImpl#457 ...``, ``2023-01-29 08:42:22,383 WARNING ...``),
 #: optionally in brackets. Only a word that :func:`severity_number` knows is taken as the level.
-LEVEL_IN_TEXT = (r"^\s*(?:\d{4}-\d{2}-\d{2}[ T])?\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s+"
-                 r"\[?([A-Za-z]{3,13})\]?(?:\s|$)")
+LEVEL_IN_TEXT = CLOCK_AT_START + r"\[?([A-Za-z]{3,13})\]?(?:\s|$)"
 
 
 #: Characters of a message's start searched for its level (:data:`LEVEL_IN_TEXT`): a date, a clock

@@ -113,11 +113,10 @@ MASK_WORKERS = 2
 
 
 def _header() -> str:
-    from ._logs import SEVERITY_BY_NAME
+    from ._logs import CLOCK_AT_START, SEVERITY_BY_NAME
 
     levels = "|".join(sorted(SEVERITY_BY_NAME, key=len, reverse=True))
-    return (r"^\s*(?:\d{4}-\d{2}-\d{2}[ T])?\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s+"
-            rf"\[?(?i:{levels})\]?(?:\s+|$)")
+    return CLOCK_AT_START + rf"\[?(?i:{levels})\]?(?:\s+|$)"
 
 
 #: The log header written before the message by Logback's, Log4j's and Python's default layouts:

@@ -35,18 +35,16 @@ from __future__ import annotations
 
 from typing import Any, BinaryIO, Iterator
 
-import orjson
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.logs.v1.logs_pb2 import ResourceLogs
 
 from ._builder import _json_text
-from ._jsondoc import (NESTED_TOO_DEEP, MAX_DEPTH, DocumentShapeError, TooDeep, byte_offset, count_keys, gc_paused,
-                       iter_json_items, json_bytes, loads_repairing, max_depth, warn_replacements)
+from ._jsondoc import MAX_DEPTH, NESTED_TOO_DEEP, DocumentShapeError, count_keys, gc_paused, json_bytes, max_depth
 from ._logs import LogBatchBuilder, severity_number
 from ._otlp import OtlpValueError, ResourceContext, hex_id, json_any_value, json_key_value, proto_any_value
 from ._source import chain
-from .otlp_json import _camel, _sniff_lines
+from .otlp_json import _camel, _sniff_lines, body_batches, request_resources, resource_parts
 from .otlp_proto import _count_spans, _prefixed_units, _raw_units, decode_error_reason
 
 __all__ = ["read_otlp_logs_json", "read_otlp_logs_proto"]
@@ -105,16 +103,9 @@ def read_otlp_logs_json(stream: BinaryIO, builder: LogBatchBuilder) -> Iterator[
             if builder.full():
                 yield builder.flush()
     else:
-        items = iter_json_items(stream, builder, items_of=_resource_logs_of, prefix_of=_prefix_of,
-                                span_keys=RECORD_KEYS, spans_in=lambda rl: _records_in(json_bytes(rl)) if rl else 0)
-        for record, resource_logs in items:
-            if resource_logs.__class__ is TooDeep:
-                resource_logs.report(builder, record)
-                continue
-            with gc_paused():
-                reader.read_resource_logs(resource_logs, record, "")
-            if builder.full():
-                yield builder.flush()
+        yield from body_batches(stream, builder, reader.read_resource_logs, items_of=_resource_logs_of,
+                                prefix_of=_prefix_of, keys=RECORD_KEYS,
+                                count=lambda rl: _records_in(json_bytes(rl)) if rl else 0)
     if error is not None:  # the records before it were read; the caller reports the rest
         raise error
     batch = builder.flush()
@@ -151,49 +142,14 @@ class _JsonReader:
 
     def read_line(self, line: bytes, lineno: int) -> None:
         """One line of the file exporter's output."""
-        try:
-            doc, bad = loads_repairing(line)
-        except orjson.JSONDecodeError as e:
-            self.log.add(self.source, lineno, f"malformed JSON at byte {byte_offset(line, e.pos)} of the line: {e.msg}",
-                         spans=_records_in(line), excerpt=line)
-            return
-        if bad is not None:
-            warn_replacements(self.builder, lineno, doc, bad)
-        if not isinstance(doc, dict):
-            self.log.add(self.source, lineno, f"a line must hold a JSON object, got {type(doc).__name__}",
-                         spans=_records_in(line), excerpt=line)
-            return
-        if "resourceLogs" not in doc and "resource_logs" in doc:
-            doc = _camel(doc)
-        rl_list = doc.get("resourceLogs")
-        if not isinstance(rl_list, list):
-            self.log.add(self.source, lineno, "missing or not a list" if rl_list is None else
-                         f"must be a list, got {type(rl_list).__name__}", field="resourceLogs",
-                         spans=_records_in(line), excerpt=line)
-            return
-        for r, rl in enumerate(rl_list):
+        rl_list = request_resources(self.builder, line, lineno, "resourceLogs", _records_in)
+        for r, rl in enumerate(rl_list or ()):
             self.read_resource_logs(rl, lineno, f"resourceLogs[{r}].")
 
     def read_resource_logs(self, rl: Any, record: int, path: str) -> None:
         """One ``ResourceLogs`` object; ``path`` is its JSON path inside the record."""
-        if isinstance(rl, dict) and "scopeLogs" not in rl and ("scope_logs" in rl
-                                                               or "instrumentation_library_logs" in rl):
-            rl = _camel(rl)
         try:
-            if not isinstance(rl, dict):
-                raise OtlpValueError("", f"must be an object, got {type(rl).__name__}")
-            resource = rl.get("resource") or {}
-            if not isinstance(resource, dict):
-                raise OtlpValueError("resource", f"must be an object, got {type(resource).__name__}")
-            rattrs = resource.get("attributes") or []
-            if not isinstance(rattrs, list):
-                raise OtlpValueError("resource.attributes", f"must be a list, got {type(rattrs).__name__}")
-            items = [json_key_value(kv, f"resource.attributes[{i}]") for i, kv in enumerate(rattrs)]
-            scopes = rl.get("scopeLogs")
-            if scopes is None:
-                scopes = rl.get("instrumentationLibraryLogs", [])
-            if not isinstance(scopes, list):
-                raise OtlpValueError("scopeLogs", f"must be a list, got {type(scopes).__name__}")
+            rl, items, scopes = resource_parts(rl, "scopeLogs", "instrumentationLibraryLogs")
         except OtlpValueError as e:
             self.log.add(self.source, record, str(e), field=path + e.field if e.field else path.rstrip(".") or None,
                          spans=_records_in(json_bytes(rl)) if isinstance(rl, (dict, list)) else 0, excerpt=rl)
