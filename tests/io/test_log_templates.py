@@ -94,7 +94,8 @@ def test_state_is_plain_json_with_the_settings():
     miner = LogTemplateMiner(similarity_threshold=0.5, masking=(MASK_NUMBER,), max_tokens=None)
     miner.assign(table("s", ["a 1", "b 2"]))
     state = json.loads(miner.to_json())
-    assert state["settings"]["similarity_threshold"] == 0.5 and state["settings"]["masking"] == [["NUM", r"\d+(?:\.\d+)?"]]
+    assert state["settings"]["similarity_threshold"] == 0.5
+    assert state["settings"]["masking"] == [["NUM", r"\d+(?:\.\d+)?"]]
     again = LogTemplateMiner.from_json(miner.to_json())
     assert (again.similarity_threshold, again.max_tokens, again.masking) == (0.5, None, (MASK_NUMBER,))
     assert again.to_json() == miner.to_json()

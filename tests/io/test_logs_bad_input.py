@@ -57,7 +57,8 @@ def test_a_record_without_trace_context_is_kept_and_counted(tmp_path):
 def test_invalid_ids_are_dropped_from_a_kept_record_with_a_warning(tmp_path, fmt):
     if fmt == "nezha-log-csv":
         path = tmp_path / "n.csv"
-        path.write_text(HEADER + nezha_line(runtime_json("16:42:22.383 INFO a"), trace="not-an-id", span="12345678901234567"))
+        path.write_text(HEADER + nezha_line(runtime_json("16:42:22.383 INFO a"), trace="not-an-id",
+                                            span="12345678901234567"))
     else:
         path = tmp_path / "n.jsonl"
         path.write_text('{"time": 1714557600, "msg": "a", "trace_id": "not-an-id", "span_id": "12345678901234567"}\n')
@@ -152,8 +153,8 @@ def test_a_record_without_time_is_rejected_and_counted(tmp_path, fmt):
                         + nezha_line(runtime_json("b")))
         bad = [2]
     else:
-        doc = {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"body": {"stringValue": "no time"}},
-                                                               {"timeUnixNano": "5", "body": {"stringValue": "ok"}}]}]}]}
+        records = [{"body": {"stringValue": "no time"}}, {"timeUnixNano": "5", "body": {"stringValue": "ok"}}]
+        doc = {"resourceLogs": [{"scopeLogs": [{"logRecords": records}]}]}
         path.write_bytes(orjson.dumps(doc) + b"\n")
         bad = [1]
     result = read_logs(path)

@@ -65,7 +65,8 @@ def contract_logs() -> pa.Table:
         log_record(T0_NS + 3_000_000_000, T2, "53995c3f42cd8ad8", "payment", PAY, "INFO",
                    "p.PaymentService#60 naïve ☃ ok"),
         log_record(T0_NS - 5_000_000_000, None, None, "cart", CART, "INFO", "c.Application#12 started in 3.2 s"),
-        log_record(T0_NS + 4_000_000_000, T2, "53995c3f42cd8ad8", "payment", PAY, None, "\tat p.Retry.run(Retry.java:9)"),
+        log_record(T0_NS + 4_000_000_000, T2, "53995c3f42cd8ad8", "payment", PAY, None,
+                   "\tat p.Retry.run(Retry.java:9)"),
     ], schema=S.LOG_SCHEMA)
 
 

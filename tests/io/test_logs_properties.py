@@ -18,6 +18,8 @@ from tracesleuth.io import RejectLog, iter_log_batches, read_logs
 from tracesleuth.io._logs import SEVERITY_BY_NAME, severity_number
 from tracesleuth.io.json_lines_logs import DECIMAL_ID_FIELDS, FIELDS
 
+T1 = "4bf92f3577b34da6a3ce929d0e0e4736"
+
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                             HealthCheck.function_scoped_fixture])
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
@@ -142,7 +144,7 @@ def test_datadog_and_google_ids(tmp_path):
     path.write_bytes(orjson.dumps({"time": 1714557600, "msg": "dd", "dd.trace_id": "1234567890123",
                                    "dd.span_id": 987654321}) + b"\n"
                      + orjson.dumps({"timestamp": "2024-05-01T10:00:00Z", "message": "gcp", "severity": "ERROR",
-                                     "logging.googleapis.com/trace": "projects/p/traces/4bf92f3577b34da6a3ce929d0e0e4736",
+                                     "logging.googleapis.com/trace": f"projects/p/traces/{T1}",
                                      "logging.googleapis.com/spanId": "00f067aa0ba902b7"}) + b"\n")
     rows = read_logs(path).logs.to_pylist()
     assert (rows[0][S.TRACE_ID], rows[0][S.SPAN_ID]) == ("0" * 16 + f"{1234567890123:016x}", f"{987654321:016x}")

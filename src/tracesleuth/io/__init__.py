@@ -66,7 +66,8 @@ from ._source import (FORMATS, LOG_FORMATS, detect_format, expand_paths, is_comp
 from .tabular import PRESETS, TabularMapping
 
 __all__ = [
-    "FORMATS", "LOG_FILE_NOTE", "LOG_FORMATS", "LogLimits", "LogReadResult", "MAX_DEPTH", "PRESETS", "REST_NOT_READ",
+    "FORMATS", "LOG_FILE_NOTE", "LOG_FORMATS", "LogBatchBuilder", "LogLimits", "LogReadResult", "MAX_DEPTH",
+    "PRESETS", "REST_NOT_READ",
     "RejectLog", "SPAN_FILE_NOTE", "SpanBatchBuilder", "SpanLimits", "SpanReadResult", "TabularMapping",
     "detect_format", "expand_paths", "is_log_format", "iter_log_batches", "iter_span_batches", "normalize_kind",
     "read_logs", "read_spans", "rejects_by_reason", "severity_number",
@@ -100,7 +101,8 @@ def _reader(fmt: str) -> Reader:
     elif fmt == "nezha-log-csv":
         from .nezha_log import read_nezha_log_csv as r
     else:
-        raise TraceFormatError("<format>", f"unknown format {fmt!r}; expected one of {', '.join(FORMATS + LOG_FORMATS)}")
+        raise TraceFormatError("<format>", f"unknown format {fmt!r}; expected one of "
+                                           f"{', '.join(FORMATS + LOG_FORMATS)}")
     return r
 
 

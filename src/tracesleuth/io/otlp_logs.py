@@ -197,7 +197,8 @@ class _JsonReader:
             if number.__class__ is str:
                 number = severity_number(number) if not number.isdigit() else int(number)
                 if number is None:
-                    raise OtlpValueError("severityNumber", f"not a SEVERITY_NUMBER_* name: {lr['severityNumber']!r:.40}")
+                    raise OtlpValueError("severityNumber",
+                                         f"not a SEVERITY_NUMBER_* name: {lr['severityNumber']!r:.40}")
             else:
                 raise OtlpValueError("severityNumber", f"must be an integer or a SEVERITY_NUMBER_* name, got "
                                                        f"{number!r:.40}")
