@@ -23,6 +23,8 @@ unknown severity text                   severity number 0 (unknown), text kept; 
 severity number outside 0-24            read from the severity text instead (else 0), one warning per record
 body, attribute, service, instance      cut to :class:`LogLimits`, one warning per record and field
 over the limits
+invalid UTF-8                           replaced by U+FFFD, one warning per record (the readers)
+a time without a time zone              read as UTC; one warning per file with the count
 ======================================= ==================================================================
 
 In the reject table (:data:`~tracesleuth.schema.REJECT_SCHEMA`) the column ``spans`` counts the
@@ -36,7 +38,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import polars as pl
@@ -47,6 +49,11 @@ from .. import schema as S
 from ..units import NS_PER_MS, NS_PER_S, NS_PER_US
 from ._builder import (BATCH_SPANS, RejectLog, SpanBatchBuilder, _hex_id, _int64, _limit_attributes, _padded,
                        _to_series, _to_text, _warn_padded, check_limits, cut_strings, limits_from_environment)
+
+
+__all__ = ["BATCH_RECORDS", "DEFAULT_LOG_LIMITS", "LEVEL_IN_TEXT", "LogBatchBuilder", "LogLimits",
+           "NUMERIC_LEVELS", "SEVERITY_BY_NAME", "epoch_ns", "severity_from_text",
+           "severity_number", "time_ns"]
 
 
 @dataclass(frozen=True)
@@ -626,15 +633,3 @@ def _plain(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     if pa.types.is_large_list(values.type) or pa.types.is_list_view(values.type):
         return values.cast(pa.list_(values.type.value_type))
     return values
-
-
-def add_typed_attributes(builder: LogBatchBuilder, items: Iterable[tuple[str, Any]], record: int) -> None:
-    """Append ``(key, value)`` attributes to the record being added (typed as for spans)."""
-    add = builder.attributes.add_attribute
-    for key, value in items:
-        add(key, value, record)
-
-
-__all__ = ["BATCH_RECORDS", "DEFAULT_LOG_LIMITS", "LEVEL_IN_TEXT", "LogBatchBuilder", "LogLimits",
-           "NUMERIC_LEVELS", "SEVERITY_BY_NAME", "add_typed_attributes", "epoch_ns", "severity_from_text",
-           "severity_number", "time_ns"]
