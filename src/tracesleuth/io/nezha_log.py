@@ -203,7 +203,7 @@ def string_attributes(columns: dict[str, pa.Array], n: int) -> pa.ListArray:
     # row-major: row 0's k values, then row 1's, ...
     order = pa.array(np.arange(k * n).reshape(k, n).T.ravel())
     values = pa.concat_arrays([_plain_string(v) for v in columns.values()]).take(order)
-    keys = pa.array(list(columns) * n, pa.string())
+    keys = pa.array(list(columns), pa.string()).take(pa.array(np.tile(np.arange(k), n)))
     counts = np.full(n, k, np.int64)
     if values.null_count:
         present = pc.is_valid(values)
