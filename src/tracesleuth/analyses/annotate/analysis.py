@@ -26,7 +26,7 @@ from .check import ALTERNATIVES, MIN_WINDOW, PERIOD_NS, PROCEDURE, failing, summ
 from .derive import CLUSTERINGS, DEFAULTS, derive_annotations
 from .fileformat import AnnotationSet, load_annotations
 from .measurements import feature_column, feature_columns, feature_of_column, measurements_from_tables, operation_groups
-from .model import METRICS, format_metric
+from .model import METRICS, format_instant, format_metric
 
 __all__ = ["AnnotationsResult", "PerformanceAnnotations"]
 
@@ -206,7 +206,7 @@ class AnnotationsResult:
                     lines.append(f"  FAILS {c.text}{calls}\n        {c.n_passed}/{c.n_windows} windows pass; median "
                                  f"observed {format_metric(c.observed_median, c.metric)} vs expected "
                                  f"{format_metric(c.expected_median, c.metric)} (distance {c.distance:.2f})"
-                                 + (f"; failing since {_when(c.since_ns)}" if c.since_ns is not None and
+                                 + (f"; failing since {format_instant(c.since_ns)} UTC" if c.since_ns is not None and
                                     len(c.periods) > 1 else ""))
                 if self.services:
                     lines.append("Services the failing annotations point to: " + ", ".join(
@@ -242,12 +242,6 @@ class AnnotationsResult:
         if self.notes:
             lines.append(f"{len(self.notes)} note(s), e.g.: {self.notes[0]}")
         return "\n".join(lines)
-
-
-def _when(ns: int) -> str:
-    from datetime import datetime, timezone
-
-    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 _DERIVE_SCHEMA = {"operation": pl.String, "metric": pl.String, "kind": pl.String, "feature": pl.String,

@@ -33,7 +33,8 @@ For one operation and one metric, with measurements ``y`` and candidate features
    scikit-learn's ``GaussianMixture`` with ``k = 1, 2, ...`` components fitted (EM, k-means
    initialization seeded by ``random_state``) to the values (standardized; at most
    :data:`FIT_POINTS` of them, a seeded sample), and the ``k`` of least BIC kept among those
-   whose every component holds at least ``min_cluster_calls`` of the fitted values (Schwarz 1978,
+   whose every component holds at least ``min_cluster_calls`` of the fitted values (stopping
+   after :data:`BIC_PATIENCE` values of ``k`` in a row that do not improve it; Schwarz 1978,
    doi:10.1214/aos/1176344136; the floor keeps a component's mean and standard deviation
    estimated from enough calls: with 20, the standard deviation's relative standard error is
    about 1 / sqrt(2 × 20) = 16 %). Each component is a cluster: its mean, standard deviation
@@ -97,6 +98,9 @@ CLUSTERINGS = ("bic", "elbow")
 #: The mixture is fitted on at most this many values (a seeded sample): BIC's choice is made on
 #: as many, and 16,000 values of one operation over six minutes took 0.4 s per k.
 FIT_POINTS = 2000
+#: More components are not tried once this many in a row have not lowered the BIC (it is
+#: near-convex in k: the likelihood gains shrink while the penalty grows linearly).
+BIC_PATIENCE = 2
 #: Regularization of a component's variance, in the values' variance: a component narrower than
 #: 1 % of the operation's spread is a point (the constant annotation's 1 %), and EM does not
 #: collapse on repeated values (durations recorded in whole microseconds).
@@ -265,6 +269,8 @@ def mixture_clusters(y: np.ndarray, *, max_clusters: int = 8, min_cluster_calls:
         bics[k] = float(model.bic(z))
         if best is None or bics[k] < bics[best[0]]:
             best = (k, model)
+        elif k - best[0] >= BIC_PATIENCE:
+            break
     model = best[1]
     clusters = [Cluster(centroid=center + scale * float(m), sd=scale * float(np.sqrt(v)), weight=float(w))
                 for m, v, w in zip(model.means_.ravel(), model.covariances_.ravel(), model.weights_)]

@@ -44,7 +44,7 @@ from scipy.special import ndtr, ndtri
 from ...units import format_duration_ns
 
 __all__ = ["Annotation", "Calibration", "Cluster", "ClusteredAnnotation", "ConstantAnnotation", "CorrelatedAnnotation", "KINDS",
-           "METRICS", "Metric", "annotation_from_dict", "format_metric", "format_value"]
+           "METRICS", "Metric", "annotation_from_dict", "format_instant", "format_metric", "format_value"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,19 @@ def format_value(value: float, unit: str) -> str:
                 return f"{value / factor:.4g} {name}"
         return f"{value:.4g} B"
     return f"{value:.4g}"
+
+
+def format_instant(ns: int | None) -> str:
+    """A Unix time in ns as ``YYYY-MM-DD HH:MM`` UTC (the periods of a check); a dash for None.
+
+    Examples
+    --------
+    >>> format_instant(1674999000 * 10**9), format_instant(None)
+    ('2023-01-29 13:30', '—')
+    """
+    from datetime import datetime, timezone
+
+    return "—" if ns is None else datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
 def format_metric(value: float | None, metric: str) -> str:
