@@ -48,7 +48,8 @@ annotations is the paper's Figure 2); it **holds** when none failed. The run's *
 the share of all assertions that passed (:attr:`~.analysis.AnnotationsResult.pass_rate`), its
 **holding rate** the share of the annotations checked that hold. Per period, the windows tested
 and failed (the drift of the annotation over a time range) and ``since_ns``, the start of the
-first period with a failed window. An annotation whose operation has no measurement here (or
+ongoing run of failing periods (an isolated earlier failure, as the adjustment allows when many
+assertions fail, does not move it back). An annotation whose operation has no measurement here (or
 too few, or lacks its feature in every call) is listed as not checked, with the reason, and
 counts in neither rate.
 """
@@ -127,7 +128,9 @@ class AnnotationCheck:
     shift : float or None
         The median signed ``t`` of its windows (> 0: slower than the annotation).
     since_ns : int or None
-        Start of the first period (Unix ns) with a failed window.
+        Since when it fails (Unix ns): the start of the ongoing run of periods with a failed
+        window, up to the last period checked; when the last period passes (it recovered), the
+        start of the first period with a failed window. None when none failed.
     periods : tuple of (int, int, int)
         ``(period start ns, windows tested, windows failed)`` in time order.
     service : str
@@ -427,6 +430,11 @@ def summarize(annotation: Annotation, tests: WindowTests, failed: np.ndarray, fa
         mine = starts == p
         periods.append((int(p), int(mine.sum()), int(failed[mine].sum())))
     since = next((p for p, _, f in periods if f), None)
+    if periods and periods[-1][2]:  # still failing: since the start of the ongoing run of failing periods
+        k = len(periods) - 1
+        while k > 0 and periods[k - 1][2]:
+            k -= 1
+        since = periods[k][0]
     return AnnotationCheck(
         operation=annotation.operation, metric=annotation.metric, kind=annotation.kind, text=annotation.text(),
         n_measurements=tests.n_measurements, n_windows=n, n_passed=n - n_failed, pass_share=(n - n_failed) / n,
