@@ -347,8 +347,11 @@ def window_tests(annotation: Annotation, measurements: pl.DataFrame, *, window: 
     parts = [slices[k] for k in keep]
 
     sizes = np.array([s.stop - s.start for s in parts], dtype=np.float64)
-    index = np.concatenate([np.arange(s.start, s.stop) for s in parts])
-    ys, xs = y[index], None if x is None else x[index]
+    if n_short:  # the tested windows' calls, gathered
+        index = np.concatenate([np.arange(s.start, s.stop) for s in parts])
+        ys, xs = y[index], None if x is None else x[index]
+    else:  # every window: one slice of the calls
+        ys, xs = y[parts[0].start:parts[-1].stop], None if x is None else x[parts[0].start:parts[-1].stop]
     bounds = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
     if float(np.max(annotation.variance(xs))) == 0:  # exact: a value off the curve is no chance event
         mean = annotation.expected(xs)
