@@ -51,7 +51,10 @@ def _period_ns(text: str) -> int | None:
 
     if text.strip().lower() == "none":
         return None
-    value = parse_duration(text)
+    try:
+        value = parse_duration(text)
+    except ParameterError as exc:
+        raise ParameterError(f"--period {text!r}: {exc}") from None
     if not value or value <= 0:
         raise ParameterError(f"--period {text!r}: give a positive duration (e.g. 60s, 300s) or 'none'")
     return int(value)
