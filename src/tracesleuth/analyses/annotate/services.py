@@ -24,37 +24,15 @@ is in the top three for most fault windows; without step 2, a network delay into
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import polars as pl
 
 from ... import schema as S
+from ..localize.analysis import ServiceSuspect  # the shape every analysis's ``services`` has
 
 __all__ = ["CALLER_SHARE", "ServiceSuspect", "call_graph", "rank_services"]
 
 #: Share of a client span's evidence that stays with the calling service (step 2).
 CALLER_SHARE = 0.5
-
-
-@dataclass(frozen=True)
-class ServiceSuspect:
-    """A service and the failing annotations that point to it (the shape of the other analyses').
-
-    Attributes
-    ----------
-    service : str
-    score : float
-        Higher = more suspicious (module docstring, step 3).
-    evidence : tuple of str
-        The origins attributed to it, in words.
-    """
-
-    service: str
-    score: float
-    evidence: tuple = ()
-
-    def to_dict(self) -> dict:
-        return {"service": self.service, "score": self.score, "evidence": list(self.evidence)}
 
 
 def call_graph(frame: pl.DataFrame) -> dict[str, set]:
@@ -84,7 +62,8 @@ def rank_services(checks, graph: dict[str, set]) -> tuple[ServiceSuspect, ...]:
     Returns
     -------
     tuple of ServiceSuspect
-        Most suspicious first; only services with evidence.
+        Most suspicious first; only services with evidence (``score``: step 3; ``evidence``: the
+        origins attributed to it, in words).
 
     Examples
     --------
