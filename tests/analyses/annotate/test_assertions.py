@@ -265,3 +265,18 @@ def test_measurements_name_the_service_a_client_span_calls():
     callee = frame.filter(pl.col(S.OPERATION_KEY) == "front:GET cart")[S.SERVER_SERVICE].unique().to_list()
     assert callee == ["cart"]
     assert frame.filter(pl.col(S.OPERATION_KEY) == "cart:get")[S.SERVER_SERVICE].null_count() == 40
+
+
+def test_a_feature_missing_in_the_new_traces_is_named():
+    import pyarrow as pa
+
+    from tracesleuth.analyses.annotate.synthetic import planted_case, planted_spans
+
+    est = PerformanceAnnotations(random_state=0).fit(*planted_case(0).args)
+    spans = planted_spans(200, random_state=1)
+    bare = spans.set_column(spans.schema.get_field_index(S.ATTRIBUTES), S.ATTRIBUTES,
+                            pa.nulls(spans.num_rows, spans.schema.field(S.ATTRIBUTES).type))
+    res = PerformanceAnnotations(annotations=est.annotations_).fit(root_tables(bare)[0]).result_
+    correlated = [c for c in res.checks if c.kind == "correlated"]
+    assert correlated and all(not c.checked and "feature" in c.note for c in correlated)
+    assert any("depth(path) is in none of its calls" in n for n in res.notes)
