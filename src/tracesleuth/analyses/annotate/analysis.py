@@ -294,7 +294,7 @@ class PerformanceAnnotations(Analysis):
     outlier_fence : float or None, default=3.0
         Calls beyond this many interquartile ranges from the quartiles are set aside from the
         correlation and the fit (at most 5 % of them; :mod:`.derive`); None: the paper's method
-        (``outlier_fence=None, elbow_lookahead=0``: the paper's derivation exactly).
+        (``outlier_fence=None, elbow_lookahead=0, clustering="elbow"``: the paper's derivation exactly).
     annotations : AnnotationSet, str, os.PathLike or None, default=None
         Given: ``fit`` checks them against the calls instead of deriving (:mod:`.check`).
     window : int, default=30

@@ -58,7 +58,8 @@ For one operation and one metric, with measurements ``y`` and candidate features
 
 Defaults (the paper gives no values; these are documented choices, tested on the planted cases
 of :mod:`.synthetic` and the SQLite workload of :mod:`.workload`): ``min_correlation=0.5``
-(a moderate linear association, Cohen's convention), ``max_relative_error=0.5`` (timing noise
+(a moderate linear association, Cohen's convention), ``min_cluster_calls=20`` (step 6),
+``max_relative_error=0.5`` (timing noise
 of a third of the mean is common on a shared machine), ``outlier_fence=3`` (Tukey's far out),
 ``constant_tolerance=0.01`` (1 %), ``elbow_ratio=4``: k-means splits one normal cluster in two
 with a ratio of about 2.75 (in one dimension the error of a normal falls to 1 - 2/π of itself),

@@ -190,7 +190,7 @@ def annotations_section(result: Any) -> Section:
                           [[Code(a.operation), a.metric, a.kind, a.n_samples, getattr(a, "correlation", None),
                             getattr(a, "relative_error", None), a.text()] for a in result.annotations.annotations[:MAX_ROWS]],
                           caption="Derived annotations (Section 3: correlated by Pearson correlation and polynomial "
-                                  "regression, clustered by k-means, constant)"))
+                                  "regression, clustered by a normal mixture chosen by BIC, constant)"))
         if result.skipped:
             section.add(Bullets([f"{o} {m}: not annotated, {r}" for o, m, r in result.skipped[:MAX_ROWS]]))
     if result.notes:
