@@ -261,7 +261,7 @@ def mixture_clusters(y: np.ndarray, *, max_clusters: int = 8, min_cluster_calls:
         center, scale = float(y.mean()), float(y.std()) or 1.0
     z = ((fit - center) / scale).reshape(-1, 1)
     best, bics = None, {}
-    for k in range(1, max_clusters + 1):
+    for k in range(1, min(max_clusters, len(np.unique(fit))) + 1):  # no more components than distinct values
         if k > 1 and k * min_cluster_calls > len(fit):
             break
         model = GaussianMixture(k, reg_covar=MIN_COMPONENT_VARIANCE, random_state=rng).fit(z)
