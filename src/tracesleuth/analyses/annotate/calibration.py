@@ -26,6 +26,12 @@ between-window variation, in score units, which are comparable across operations
 Bayes pooling), and the calibration says so (``pooled``). When no operation has enough windows,
 ``tau² = 0`` and a note asks for a derivation over several periods.
 
+Measured (``tracesleuth evaluate annotate``, six normal minutes derived and six others checked,
+medians over five seeded splits): 99.0 % of TrainTicket's assertions and 98.7 % of
+OnlineBoutique's pass (the paper's test: 92.7 % on TrainTicket); annotations derived from
+TrainTicket's one fault-free minute pass 98.0 % of 4,395 assertions on its 28 other normal minutes
+(40.3 % before; 187 windows were faster and are reported, not failed).
+
 Why by hand and not ``statsmodels.stats.meta_analysis.combine_effects``: it computes the same
 DerSimonian-Laird estimate; four lines of arithmetic do not justify a dependency on statsmodels
 (and patsy), which nothing else of the project needs.

@@ -17,9 +17,11 @@ service shows in its callers' client spans while its own server spans are as fas
    to it (each in [0, 1]: an annotation that fails every window counts 1); services ranked by
    it, most suspicious first, ties by the number of failed assertions, then by name.
 
-Measured (``tracesleuth evaluate annotate``): on the recorded latency faults the injected service
-is in the top three for most fault windows; without step 2, a network delay into
-``currencyservice`` ranked it nowhere (its callers first).
+Measured (``tracesleuth evaluate annotate``, five splits): the injected service is in the top
+three for 70 % of the 90 latency fault windows: all 50 of OnlineBoutique's (first in 34), 13 of
+TrainTicket's 40 (its cpu_contention faults move its pass rate by about one point: 98.9 % against
+100 % on normal minutes). Without step 2, the network delay into ``currencyservice`` ranked it
+nowhere (its callers first).
 """
 
 from __future__ import annotations
