@@ -129,7 +129,7 @@ def synthetic_spans(n_traces: int, seed: int = 0):
         S.STATUS: pa.array(["unset"] * n, pa.string()), S.FOLLOWS_FROM: pa.array(np.zeros(n, bool)),
         S.ATTRIBUTES: pa.array([[]] * n, pa.list_(S.ATTRIBUTE_TYPE)),
     }
-    return pa.table(cols, schema=S.SPAN_SCHEMA)
+    return S.with_later_columns(pa.table(cols, schema=S.PRE_EVENTS_SPAN_SCHEMA))
 
 
 def write_otlp_json(path: Path, n_spans: int, seed: int = 0, int_numbers: bool = False) -> None:

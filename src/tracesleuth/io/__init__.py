@@ -80,7 +80,7 @@ class SpanReadResult:
     Attributes
     ----------
     spans : pyarrow.Table
-        The accepted spans, shape (n_spans, 12): in :data:`~tracesleuth.schema.SPAN_SCHEMA` when
+        The accepted spans, shape (n_spans, 15): in :data:`~tracesleuth.schema.SPAN_SCHEMA` when
         read from files, in :data:`~tracesleuth.schema.DICTIONARY_SPAN_SCHEMA` (the same values,
         names dictionary-encoded) when read from a span store.
     rejects : pyarrow.Table
