@@ -49,7 +49,7 @@ from .. import schema as S
 from ..errors import EmptyDataError, ParameterError
 from ..model.assembly import AssemblyReport, assemble_codes, attributes_of
 from ..model.attributes import attribute_frame, attribute_summary, choose_columns, merge_attribute_summaries
-from ..model._codes import SOURCE_ROW, encode_spans, take_rows
+from ..model._codes import SOURCE_ROW, encode_spans, narrow_spans, take_rows
 from ..model.table import (EXCLUSIVE_PREFIX, INSTANCE_PREFIX, MAX_CATEGORIES, PARTITION_SPANS, TraceTable,
                            column_key, merge_endpoints, partition_requests, resolve_endpoint, root_endpoints,
                            traces_starting_between, with_table_columns)
@@ -485,7 +485,7 @@ def _write_by_trace(partition, path: Path, period: tuple | None) -> dict:
     if spans.num_rows == 0:
         return out
     _atomic_write(path, lambda tmp: pq.write_table(spans, tmp, **_BY_TRACE_PARQUET))
-    codes = encode_spans(spans.drop_columns([S.ATTRIBUTES]))
+    codes = encode_spans(narrow_spans(spans))
     out["operations"] = dict(zip(codes.operation_keys, codes.operation_names))
     out["endpoints"] = root_endpoints(codes)
     return out
@@ -494,7 +494,7 @@ def _write_by_trace(partition, path: Path, period: tuple | None) -> dict:
 def _requests_part(path: Path, endpoint: str, out: Path, max_categories: int) -> dict:
     """Step 2: the requests of one partition of whole traces, with their entry spans' attributes."""
     spans = _read_by_trace(path)
-    codes = encode_spans(spans.drop_columns([S.ATTRIBUTES]))
+    codes = encode_spans(narrow_spans(spans))
     attributes = attributes_of(spans)
     tree, report = assemble_codes(codes, attributes)
     result = {"path": Path(out), "spans_path": str(path), "assembly": report, "requests": 0, "operations": [],
