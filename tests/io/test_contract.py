@@ -163,3 +163,47 @@ def test_a_directory_of_mixed_formats_reads_as_one_table(tmp_path):
     result = read_spans(tmp_path)
     assert sorted(result.formats.values()) == ["jaeger-json", "otlp-json", "zipkin-json"]
     assert result.n_spans == 3 * expected.num_rows and result.spans_rejected == 0
+
+
+def test_jaeger_references_beyond_the_parent_are_links(tmp_path):
+    """As OpenTelemetry's Jaeger translator maps them: every reference but the one that makes the
+    parent is a link (into another trace, a second CHILD_OF, a FOLLOWS_FROM), with its
+    ``opentracing.ref_type``; a log without ``event`` is named by its ``message``, else "log"."""
+    import orjson
+
+    t = "4bf92f3577b34da6a3ce929d0e0e4736"
+    doc = {"data": [{"traceID": t, "processes": {"p1": {"serviceName": "svc"}}, "spans": [
+        {"traceID": t, "spanID": "00000000000000a1", "operationName": "root", "startTime": 1, "duration": 9,
+         "processID": "p1", "references": []},
+        {"traceID": t, "spanID": "00000000000000a2", "operationName": "child", "startTime": 2, "duration": 5,
+         "processID": "p1", "references": [
+             {"refType": "FOLLOWS_FROM", "traceID": T3, "spanID": "00000000000000f1"},
+             {"refType": "CHILD_OF", "traceID": t, "spanID": "00000000000000a1"},
+             {"refType": "CHILD_OF", "traceID": t, "spanID": "00000000000000a3"}],
+         "tags": [{"key": "otel.status_description", "type": "string", "value": "half done"}],
+         "logs": [{"timestamp": 3, "fields": [{"key": "message", "type": "string", "value": "cache miss"}]},
+                  {"timestamp": 4, "fields": [{"key": "level", "type": "string", "value": "info"}]}]}]}]}
+    path = tmp_path / "j.json"
+    path.write_bytes(orjson.dumps(doc))
+    child = next(r for r in read_spans(path).spans.to_pylist() if r[S.SPAN_ID] == "00000000000000a2")
+    assert child[S.PARENT_SPAN_ID] == "00000000000000a1" and not child[S.FOLLOWS_FROM]
+    assert [(ln[S.TRACE_ID], ln[S.SPAN_ID], [(a["key"], a["str"]) for a in ln[S.ATTRIBUTES]]) for ln in child[S.LINKS]] == [
+        (T3, "00000000000000f1", [(S.ATTR_OPENTRACING_REF_TYPE, "follows_from")]),
+        (t, "00000000000000a3", [(S.ATTR_OPENTRACING_REF_TYPE, "child_of")])]
+    assert [(e["time_ns"], e["name"], [a["key"] for a in e[S.ATTRIBUTES]]) for e in child[S.EVENTS]] == [
+        (3_000, "cache miss", ["message"]), (4_000, "log", ["level"])]
+    assert child[S.STATUS_MESSAGE] == "half done"
+
+
+@pytest.mark.parametrize("error, description, status, message", [
+    ("card declined", None, "error", "card declined"), ("true", None, "error", None), ("", None, "error", None),
+    ("", "gateway said no", "error", "gateway said no"), (None, None, "unset", None)])
+def test_zipkin_error_text_is_the_status_message(tmp_path, error, description, status, message):
+    import orjson
+
+    tags = {k: v for k, v in (("error", error), ("otel.status_description", description)) if v is not None}
+    path = tmp_path / "z.json"
+    path.write_bytes(orjson.dumps([{"traceId": "1" * 32, "id": "2" * 16, "name": "pay", "timestamp": 1, "duration": 2,
+                                    "localEndpoint": {"serviceName": "svc"}, "tags": tags}]))
+    (row,) = read_spans(path).spans.to_pylist()
+    assert (row[S.STATUS], row[S.STATUS_MESSAGE], row[S.ATTRIBUTES]) == (status, message, [])
