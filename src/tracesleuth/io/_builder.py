@@ -809,8 +809,8 @@ def _finish(columns: dict, events, links, records: np.ndarray, source: str, log:
             limits: SpanLimits) -> pa.RecordBatch:
     """The accepted spans' batch from their columns (every one but the events and links, in
     their schema types) and their raw events and links, checked and within ``limits``."""
-    columns[S.EVENTS] = _event_lists(events, records, source, log)
-    columns[S.LINKS] = _link_lists(links, records, source, log)
+    columns[S.EVENTS] = _entry_lists(events, records, source, log, S.EVENT_TYPE, _checked_events)
+    columns[S.LINKS] = _entry_lists(links, records, source, log, S.LINK_TYPE, _checked_links)
     batch = pa.RecordBatch.from_arrays([columns[f.name] for f in S.SPAN_SCHEMA], schema=S.SPAN_SCHEMA)
     batch = _apply_limits(batch, records, source, log, limits)
     log.spans_read[source] += batch.num_rows
@@ -853,16 +853,26 @@ def _warn_dropped(log: RejectLog, source: str, records: np.ndarray, at: np.ndarr
     _warn_records(log, source, records, at, field, reason, [f"{field}={v!r}" for v in excerpts])
 
 
-def _event_lists(events, records: np.ndarray, source: str, log: RejectLog) -> pa.ListArray:
-    """Each span's events in :data:`~tracesleuth.schema.EVENT_TYPE`: times parsed by the rules of
-    span times, an event whose time fails them dropped and reported (its span kept)."""
+def _entry_lists(lists, records: np.ndarray, source: str, log: RejectLog, value_type: pa.DataType,
+                 check) -> pa.ListArray:
+    """Each span's events (or links) in ``value_type``, their entries checked by ``check``
+    (:func:`_checked_events`, :func:`_checked_links`); empty lists for none."""
     n = len(records)
-    if events is None:
-        return _empty_lists(n, S.EVENT_TYPE)
-    events = _combined(events)
-    offsets, values, mask = _list_parts(events)
+    if lists is None:
+        return _empty_lists(n, value_type)
+    offsets, values, mask = _list_parts(_combined(lists))
     if len(values) == 0:
-        return _empty_lists(n, S.EVENT_TYPE, mask)
+        return _empty_lists(n, value_type, mask)
+    offsets, children = check(offsets, values, records, source, log)
+    entries = pa.StructArray.from_arrays(children, fields=list(value_type))
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), entries, mask=mask)
+
+
+def _checked_events(offsets: np.ndarray, values: pa.StructArray, records: np.ndarray, source: str, log: RejectLog
+                    ) -> tuple[np.ndarray, list]:
+    """Raw events (``offsets`` from 0 into ``values``) with their times parsed by the rules of
+    span times; an event whose time fails them dropped and reported (its span kept). Returns the
+    offsets and the children of :data:`~tracesleuth.schema.EVENT_TYPE`."""
     raw_times = values.field("time_ns")
     times = _times_ns(raw_times)
     bad = np.asarray(times.is_null().to_numpy(zero_copy_only=False))
@@ -878,9 +888,7 @@ def _event_lists(events, records: np.ndarray, source: str, log: RejectLog) -> pa
         times = times.filter(pa.array(~(bad | negative)))
     names = values.field("name")
     names = names.cast(pa.string()) if names.null_count == 0 else pc.fill_null(names.cast(pa.string()), "")
-    children = [times.cast(pa.int64()), names, values.field(S.ATTRIBUTES).cast(pa.list_(S.ATTRIBUTE_TYPE))]
-    entries = pa.StructArray.from_arrays(children, fields=list(S.EVENT_TYPE))
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), entries, mask=mask)
+    return offsets, [times.cast(pa.int64()), names, values.field(S.ATTRIBUTES).cast(pa.list_(S.ATTRIBUTE_TYPE))]
 
 
 def _times_ns(times: pa.Array) -> pa.Array:
@@ -900,16 +908,11 @@ def _times_ns(times: pa.Array) -> pa.Array:
     return frame.select(_int64("t")).to_series().to_arrow()
 
 
-def _link_lists(links, records: np.ndarray, source: str, log: RejectLog) -> pa.ListArray:
-    """Each span's links in :data:`~tracesleuth.schema.LINK_TYPE`: ids normalised by the rules of
-    span ids, a link whose ids fail them dropped and reported (its span kept)."""
-    n = len(records)
-    if links is None:
-        return _empty_lists(n, S.LINK_TYPE)
-    links = _combined(links)
-    offsets, values, mask = _list_parts(links)
-    if len(values) == 0:
-        return _empty_lists(n, S.LINK_TYPE, mask)
+def _checked_links(offsets: np.ndarray, values: pa.StructArray, records: np.ndarray, source: str, log: RejectLog
+                   ) -> tuple[np.ndarray, list]:
+    """Raw links with their ids normalised by the rules of span ids; a link whose ids fail them
+    dropped and reported (its span kept). Returns the offsets and the children of
+    :data:`~tracesleuth.schema.LINK_TYPE`."""
     raw_trace, raw_span = values.field(S.TRACE_ID).cast(pa.string()), values.field(S.SPAN_ID).cast(pa.string())
     canonical = all(not ids.null_count and S.hex_digits(ids, width) is not None
                     and not pc.any(pc.equal(ids, "0" * width)).as_py()
@@ -939,9 +942,7 @@ def _link_lists(links, records: np.ndarray, source: str, log: RejectLog) -> pa.L
             keep = pa.array(~drop)
             offsets, values = _drop_entries(offsets, values, drop)
             trace, span = trace.filter(keep), span.filter(keep)
-    children = [trace, span, values.field(S.ATTRIBUTES).cast(pa.list_(S.ATTRIBUTE_TYPE))]
-    entries = pa.StructArray.from_arrays(children, fields=list(S.LINK_TYPE))
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), entries, mask=mask)
+    return offsets, [trace, span, values.field(S.ATTRIBUTES).cast(pa.list_(S.ATTRIBUTE_TYPE))]
 
 
 _NEGATIVE_TIME = "negative timestamp (times are unsigned nanoseconds since the Unix epoch)"
@@ -1065,16 +1066,10 @@ def _limit_attributes(attrs: pa.ListArray, records: np.ndarray, source: str, log
     """The attribute lists cut to ``max_n`` entries and their string values to ``max_chars``
     characters, each cut reported (``field``: the column, ``what``: whose attribute lists they
     are, for the message); None when none is over."""
-    if len(attrs) == 0:
+    counted = _counted(attrs, records, source, log, max_n, field, what)
+    if counted is None:
         return None
-    offsets, values, mask = _list_parts(attrs)
-    if len(values) == 0:
-        return None
-    changed = False
-    cut = _cut_lists(offsets, values, records, source, log, max_n, field, what)
-    if cut is not None:
-        offsets, values = cut
-        changed = True
+    offsets, values, mask, changed = counted
     text = values.field("str")
     over = _longer_than(text, max_chars)
     if over is not None:
@@ -1099,6 +1094,19 @@ def _limit_attributes(attrs: pa.ListArray, records: np.ndarray, source: str, log
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values, mask=mask)
 
 
+def _counted(lists: pa.ListArray, records: np.ndarray, source: str, log: RejectLog, max_n: int | None, field: str,
+             what: str) -> tuple | None:
+    """``(offsets, values, mask, cut)`` of lists cut to ``max_n`` entries (:func:`_cut_lists`;
+    ``cut``: whether one was), or None when no list has an entry."""
+    if len(lists) == 0:
+        return None
+    offsets, values, mask = _list_parts(lists)
+    if len(values) == 0:
+        return None
+    cut = _cut_lists(offsets, values, records, source, log, max_n, field, what)
+    return (offsets, values, mask, False) if cut is None else (*cut, mask, True)
+
+
 def _cut_lists(offsets: np.ndarray, values: pa.Array, records: np.ndarray, source: str, log: RejectLog,
                max_n: int | None, field: str, what: str) -> tuple[np.ndarray, pa.Array] | None:
     """Lists (``offsets`` from 0 into ``values``) cut to their first ``max_n`` entries, one
@@ -1119,16 +1127,10 @@ def _limit_entries(lists: pa.ListArray, records: np.ndarray, source: str, log: R
     ``max_attributes`` and their string values to ``max_chars`` characters, each cut reported
     (``field``: the column); None when nothing is over (decided from the offsets when a batch
     has no entries)."""
-    if len(lists) == 0:
+    counted = _counted(lists, records, source, log, max_n, field, what)
+    if counted is None:
         return None
-    offsets, values, mask = _list_parts(lists)
-    if len(values) == 0:
-        return None
-    changed = False
-    cut = _cut_lists(offsets, values, records, source, log, max_n, field, what)
-    if cut is not None:
-        offsets, values = cut
-        changed = True
+    offsets, values, mask, changed = counted
     attributes = _limit_attributes(values.field(S.ATTRIBUTES), _entry_records(offsets, records), source, log,
                                    max_attributes, max_chars, f"{field}.{S.ATTRIBUTES}", f"{what} attribute")
     if attributes is not None:

@@ -507,20 +507,16 @@ class _RequestReader:
         for key, value in converted:
             b.add_attribute(key, value, record)
         ctx.extend(b, b.attr_key[n_attrs:])
-        for i, event in enumerate(self._entries(sp, "events", record, where)):
-            try:
-                time_ns, event_name, event_attrs = _careful_event(event)
-            except OtlpValueError as e:
-                self._drop(record, f"event dropped: {e}", f"{where}.events[{i}]", e, event)
-                continue
-            b.add_event(time_ns, event_name, event_attrs, record)
-        for i, link in enumerate(self._entries(sp, "links", record, where)):
-            try:
-                trace_id, span_id, link_attrs = _careful_link(link)
-            except OtlpValueError as e:
-                self._drop(record, f"link dropped: {e}", f"{where}.links[{i}]", e, link)
-                continue
-            b.add_link(trace_id, span_id, link_attrs, record)
+        for member, what, careful, add in (("events", "event", _careful_event, b.add_event),
+                                           ("links", "link", _careful_link, b.add_link)):
+            for i, entry in enumerate(self._entries(sp, member, record, where)):
+                try:
+                    fields = careful(entry)
+                except OtlpValueError as e:
+                    self.log.add(self.source, record, f"{what} dropped: {e}", spans=0, excerpt=entry,
+                                 field=f"{where}.{member}[{i}]" + (f".{e.field}" if e.field else ""))
+                    continue
+                add(*fields, record)
         return tid, sid, pid, name, kind, sp.get("startTimeUnixNano"), sp.get("endTimeUnixNano"), status, message
 
     def _entries(self, sp: dict, member: str, record: int, where: str) -> list:
@@ -533,10 +529,6 @@ class _RequestReader:
                          field=f"{where}.{member}", spans=0, excerpt=entries)
             return []
         return entries
-
-    def _drop(self, record: int, reason: str, where: str, error: OtlpValueError, entry: Any) -> None:
-        self.log.add(self.source, record, reason, field=where + (f".{error.field}" if error.field else ""), spans=0,
-                     excerpt=entry)
 
 
 def _fast_attributes(attrs: list, columns: tuple) -> None:
