@@ -337,7 +337,7 @@ def exception_columns(spans: pa.Table) -> tuple[np.ndarray, pa.Array]:
                     if len(typed):
                         owner = pc.list_parent_indices(attributes).to_numpy()[typed]
                         named, first_key = np.unique(owner, return_index=True)
-                        found.append(keys.field("str").take(pa.array(typed[first_key])))
+                        found.append(keys.field("str").take(pa.array(typed[first_key])).cast(pa.string()))
                         at[offset + spans_with[named]] = taken + np.arange(len(named))
                         taken += len(named)
             offset += len(chunk)
