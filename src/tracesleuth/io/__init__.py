@@ -15,8 +15,14 @@ decompressed transparently; a path may be a file, a directory or a glob pattern,
 ``mi-log``       request trace log of Mi et al. 2012 (``T_ID:``, ``FUNC:<method>_start|_end``)
 =============== ==========================================================================
 
+Every format keeps what it has of a span's events, links and status message (OTLP all of them;
+Jaeger logs, references beyond the parent's and ``otel.status_description``; Zipkin annotations and
+the ``error`` tag's text; canonical Parquet all of them, CSV the status message): the reader
+contract test, ``tests/io/test_contract.py``, lists what each keeps.
+
 Bad records never stop a read: each is logged in a :class:`RejectLog` with file, record number,
-field and reason, and ``spans in = spans read + spans rejected``.
+field and reason, and ``spans in = spans read + spans rejected``; a malformed event or link is
+dropped with a warning, its span kept.
 
 Damaged input is salvaged: a truncated or corrupt gzip file yields every record before the damage
 and is reported (file and byte offset) and listed in ``damaged_files``; JSON nested deeper than
