@@ -134,9 +134,9 @@ class SpanLimits:
         ``max_links``, ``OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT`` (else ``OTEL_ATTRIBUTE_COUNT_LIMIT``)
         ``max_event_attributes`` and ``OTEL_LINK_ATTRIBUTE_COUNT_LIMIT`` (else
         ``OTEL_ATTRIBUTE_COUNT_LIMIT``) ``max_link_attributes``; the specification's precedence
-        (the model-specific variable first). An empty variable is unset. Name bounds have no OpenTelemetry variable and keep their
-        defaults. :func:`tracesleuth.io.read_spans`, ``tracesleuth ingest`` and the collector use
-        these limits unless given others.
+        (the model-specific variable first). An empty variable is unset. Name bounds have no
+        OpenTelemetry variable and keep their defaults. :func:`tracesleuth.io.read_spans`,
+        ``tracesleuth ingest`` and the collector use these limits unless given others.
 
         Parameters
         ----------
@@ -925,7 +925,8 @@ def _checked_links(offsets: np.ndarray, values: pa.StructArray, records: np.ndar
         df = pl.DataFrame({"_record": owners, "_raw_trace": pl.from_arrow(raw_trace),
                            "_raw_span": pl.from_arrow(raw_span)}).with_columns(
             *[_hex_id(raw_col, width).alias(field) for field, raw_col, width, _ in fields])
-        df = df.with_columns(**{f"_padded{raw_col}": _padded(raw_col, field, width) for field, raw_col, width, _ in fields})
+        df = df.with_columns(**{f"_padded{raw_col}": _padded(raw_col, field, width)
+                                for field, raw_col, width, _ in fields})
         drop = np.zeros(len(values), dtype=bool)
         for field, raw_col, width, what in fields:
             bad = df[field].is_null().to_numpy()

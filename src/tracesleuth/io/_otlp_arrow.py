@@ -304,8 +304,9 @@ def _events(lists: pa.ListArray) -> pa.ListArray | None:
     if events.null_count or events.field("timeUnixNano").null_count:
         raise NotClean("an event without timeUnixNano")
     names = events.field("name")
-    values = pa.StructArray.from_arrays([events.field("timeUnixNano"), names.fill_null("") if names.null_count else names,
-                                         _typed_lists(events.field("attributes"))], fields=list(RAW_EVENT_TYPE))
+    values = pa.StructArray.from_arrays([events.field("timeUnixNano"), names.fill_null("") if names.null_count
+                                         else names, _typed_lists(events.field("attributes"))],
+                                        fields=list(RAW_EVENT_TYPE))
     return pa.ListArray.from_arrays(_list_offsets(lists), values)
 
 

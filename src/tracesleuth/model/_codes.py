@@ -353,7 +353,8 @@ def narrow_spans(spans: pa.Table) -> pa.Table:
     if S.EVENTS not in spans.column_names or HAS_EXCEPTION in spans.column_names:
         return spans.drop_columns(drop)
     has, kind = exception_columns(spans)
-    return spans.drop_columns(drop).append_column(HAS_EXCEPTION, pa.array(has)).append_column(FIRST_EXCEPTION_TYPE, kind)
+    narrow = spans.drop_columns(drop).append_column(HAS_EXCEPTION, pa.array(has))
+    return narrow.append_column(FIRST_EXCEPTION_TYPE, kind)
 
 
 def encode_spans(spans: pa.Table, rows: np.ndarray | None = None) -> SpanCodes:
