@@ -368,11 +368,14 @@ class SpanStore:
         return sorted(top.glob("part-*.parquet")) + sorted(top.glob("date=*/hour=*/part-*.parquet"))
 
     def scan(self) -> pl.LazyFrame:
-        """All spans as a polars LazyFrame (nothing read until collected)."""
+        """All spans as a polars LazyFrame (nothing read until collected); the columns a part
+        written before events and links were kept lacks (:data:`~tracesleuth.schema.LATER_SPAN_COLUMNS`)
+        read as null."""
+        empty = pl.from_arrow(S.empty_spans())
         files = self.span_files()
         if not files:
-            return pl.from_arrow(S.empty_spans()).lazy()  # type: ignore[union-attr]
-        return pl.scan_parquet([str(f) for f in files])
+            return empty.lazy()  # type: ignore[union-attr]
+        return pl.scan_parquet([str(f) for f in files], schema=empty.schema, missing_columns="insert")
 
     def read_spans(self, *, dictionary: bool = True, on_batch=None) -> pa.Table:
         """All spans as one Arrow table, in part order.
@@ -388,6 +391,9 @@ class SpanStore:
 
         Notes
         -----
+        A part written before events, links and status messages were kept lacks those columns
+        (:data:`~tracesleuth.schema.LATER_SPAN_COLUMNS`): its spans read with them null.
+
         The spans are allocated by the system allocator, not Arrow's default (mimalloc), which
         keeps the Parquet decoder's freed buffers. Reading the TrainTicket day (65 MB of Arrow
         as plain strings, 26.5 MB dictionary-encoded) then peaks 52 MB above where it started,

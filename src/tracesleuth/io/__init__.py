@@ -23,8 +23,7 @@ never as rejects. Span formats (:data:`FORMATS`):
 Log-record formats (:data:`LOG_FORMATS`; records in :data:`~tracesleuth.schema.LOG_SCHEMA`,
 bounded by :class:`LogLimits`, templated by :class:`tracesleuth.io.log_templates.LogTemplateMiner`):
 
-=================== ======================================================================
-``otlp-logs-json``   OTLP JSON logs: the collector file exporter's ``{"resourceLogs": ...}``
+=================== ===============================================================``otlp-logs-json``   OTLP JSON logs: the collector file exporter's ``{"resourceLogs": ...}``
                      lines, or an OTLP/HTTP JSON body (:mod:`.otlp_logs`)
 ``otlp-logs-proto``  OTLP protobuf: an ``ExportLogsServiceRequest``, or length-prefixed messages
 ``json-lines-logs``  one JSON object per line with trace context, as structured loggers write
@@ -37,6 +36,15 @@ bounded by :class:`LogLimits`, templated by :class:`tracesleuth.io.log_templates
 Bad records never stop a read: each is logged in a :class:`RejectLog` with file, record number,
 field and reason, and ``spans in = spans read + spans rejected`` (for logs, the reject log's
 ``spans`` column counts log records: ``records in = records read + records rejected``).
+=======
+Every format keeps what it has of a span's events, links and status message (OTLP all of them;
+Jaeger logs, references beyond the parent's and ``otel.status_description``; Zipkin annotations and
+the ``error`` tag's text; canonical Parquet all of them, CSV the status message): the reader
+contract test, ``tests/io/test_contract.py``, lists what each keeps.
+
+Bad records never stop a read: each is logged in a :class:`RejectLog` with file, record number,
+field and reason, and ``spans in = spans read + spans rejected``; a malformed event or link is
+dropped with a warning, its span kept.
 
 Damaged input is salvaged: a truncated or corrupt gzip file yields every record before the damage
 and is reported (file and byte offset) and listed in ``damaged_files``; JSON nested deeper than
@@ -113,7 +121,7 @@ class SpanReadResult:
     Attributes
     ----------
     spans : pyarrow.Table
-        The accepted spans, shape (n_spans, 12): in :data:`~tracesleuth.schema.SPAN_SCHEMA` when
+        The accepted spans, shape (n_spans, 15): in :data:`~tracesleuth.schema.SPAN_SCHEMA` when
         read from files, in :data:`~tracesleuth.schema.DICTIONARY_SPAN_SCHEMA` (the same values,
         names dictionary-encoded) when read from a span store.
     rejects : pyarrow.Table

@@ -83,7 +83,10 @@ def read_otlp_proto(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.
     -----
     The mapping is that of :func:`~tracesleuth.io.otlp_json.read_otlp_json`: ids are the bytes as
     hexadecimal, times are ``fixed64`` Unix epoch nanoseconds, unchanged; ``bytes_value``
-    attributes are kept as base64 text (as OTLP JSON writes them).
+    attributes are kept as base64 text (as OTLP JSON writes them). ``status.message``,
+    ``events`` (``time_unix_nano``, ``name``, ``attributes``) and ``links`` (``trace_id``,
+    ``span_id``, ``attributes``) are kept; a link whose ids are not 16 and 8 bytes is dropped and
+    reported, its span kept.
     """
     first = stream.read(1)
     stream = chain(first, stream)
@@ -316,9 +319,20 @@ def _read_resource_spans(data: bytes, builder: SpanBatchBuilder, record: int, in
             for kv in sp.attributes:
                 add_attribute(kv.key, proto_any_value(kv.value), record)
             ctx.extend(builder, keys[n_attrs:])
+            for ev in sp.events:
+                builder.add_event(ev.time_unix_nano, ev.name, [(kv.key, proto_any_value(kv.value))
+                                                               for kv in ev.attributes], record)
+            for ln in sp.links:
+                builder.add_link(_id_hex(ln.trace_id, 16), _id_hex(ln.span_id, 8),
+                                 [(kv.key, proto_any_value(kv.value)) for kv in ln.attributes], record)
             status = status_of(sp.status.code, builder, record) if sp.status.code else "unset"
-            # OTLP ids are exactly 16 (trace) and 8 (span) bytes; other lengths are invalid ids.
-            tid, sid, pid = sp.trace_id, sp.span_id, sp.parent_span_id
-            add(record, tid.hex() if len(tid) == 16 else "", sid.hex() if len(sid) == 8 else "",
-                (pid.hex() if len(pid) == 8 else "!") if pid else None, service, sp.name,
-                instance, kind_of(sp.kind), sp.start_time_unix_nano, sp.end_time_unix_nano, status)
+            tid, pid = sp.trace_id, sp.parent_span_id
+            add(record, _id_hex(tid, 16), _id_hex(sp.span_id, 8), (pid.hex() if len(pid) == 8 else "!") if pid else None,
+                service, sp.name, instance, kind_of(sp.kind), sp.start_time_unix_nano, sp.end_time_unix_nano, status,
+                status_message=sp.status.message)
+
+
+def _id_hex(raw: bytes, n_bytes: int) -> str:
+    """OTLP ids are exactly 16 (trace) and 8 (span) bytes: their hexadecimal text; any other
+    length is no id (``""``, which the builder rejects or drops as such)."""
+    return raw.hex() if len(raw) == n_bytes else ""

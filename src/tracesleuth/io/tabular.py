@@ -48,8 +48,9 @@ class TabularMapping:
         Column with the span's start time, in ``start_unit`` since the Unix epoch.
     end, duration : str, optional
         The end time (in ``start_unit``) or the duration (in ``duration_unit``); one is required.
-    parent_span_id, service, instance, kind, status : str, optional
-        Columns; a missing service column gives ``unknown_service``.
+    parent_span_id, service, instance, kind, status, status_message : str, optional
+        Columns; a missing service column gives ``unknown_service``, an empty status message
+        is none.
     root_parent_values : tuple of str, default=("", "root", "0", "null", "None")
         Parent values that mean "this span is a root".
     service_pattern : str, optional
@@ -73,6 +74,7 @@ class TabularMapping:
     kind: str | None = S.KIND
     status: str | None = S.STATUS
     follows_from: str | None = S.FOLLOWS_FROM
+    status_message: str | None = S.STATUS_MESSAGE
     root_parent_values: tuple = ("", "root", "0", "null", "None")
     service_pattern: str | None = None
     start_unit: str = "ns"
@@ -106,6 +108,7 @@ PRESETS: dict[str, TabularMapping] = {
         name="nezha", trace_id="TraceID", span_id="SpanID", parent_span_id="ParentID",
         operation="OperationName", service="PodName", instance="PodName", service_pattern=_KUBERNETES_POD,
         start="StartTimeUnixNano", end="EndTimeUnixNano", kind=None, status=None, follows_from=None,
+        status_message=None,
     ),
 }
 
@@ -265,8 +268,9 @@ def read_parquet(stream: BinaryIO, builder: SpanBatchBuilder, *, mapping: Tabula
                  source_path=None) -> Iterator[pa.RecordBatch]:
     """Read a span Parquet file row group by row group (canonical columns or a mapping).
 
-    A file written by tracesleuth (its span store) carries the canonical schema, attributes
-    included, and is passed through the same checks as every other input. Parquet needs random
+    A file written by tracesleuth (its span store) carries the canonical schema, attributes,
+    events and links included, and is passed through the same checks as every other input (a
+    part written before events and links were kept has none). Parquet needs random
     access: ``source_path`` (the file itself) is read when given, else ``stream`` must be seekable.
     """
     pf = pq.ParquetFile(source_path if source_path is not None else stream)
@@ -280,18 +284,23 @@ def read_parquet(stream: BinaryIO, builder: SpanBatchBuilder, *, mapping: Tabula
 def _convert(batch: pa.RecordBatch, m: TabularMapping, builder: SpanBatchBuilder, records: np.ndarray
              ) -> Iterator[pa.RecordBatch]:
     source, log = builder.source, builder.log
-    attrs = None
-    if S.ATTRIBUTES in batch.schema.names and m.name == "canonical":
-        a = batch.column(S.ATTRIBUTES)
-        if a.type == pa.list_(S.ATTRIBUTE_TYPE):
-            attrs = a
-        batch = batch.drop_columns([S.ATTRIBUTES])
+    nested = {}  # the canonical nested columns, passed through when of their canonical type
+    if m.name == "canonical":
+        for name in S.NESTED_SPAN_COLUMNS:
+            if name in batch.schema.names:
+                a = batch.column(name)
+                if a.type == S.SPAN_SCHEMA.field(name).type:
+                    nested[name] = a
+                batch = batch.drop_columns([name])
+    attrs = nested.get(S.ATTRIBUTES)
     used = [c for c in dict.fromkeys(
         (m.trace_id, m.span_id, m.parent_span_id, m.service, m.operation, m.instance, m.kind, m.status,
-         m.follows_from, m.start, m.end, m.duration, *m.attribute_columns)) if c and c in batch.schema.names]
+         m.follows_from, m.status_message, m.start, m.end, m.duration, *m.attribute_columns))
+        if c and c in batch.schema.names]
     df, keep = utf8_frame(batch, used, records, builder)
-    if keep is not None and attrs is not None:
-        attrs = attrs.filter(pa.array(keep.to_arrow()))
+    if keep is not None:
+        nested = {name: a.filter(pa.array(keep.to_arrow())) for name, a in nested.items()}
+        attrs = nested.get(S.ATTRIBUTES)
 
     def col(name: str | None, default=None) -> pl.Expr:
         if name and name in df.columns:
@@ -318,6 +327,7 @@ def _convert(batch: pa.RecordBatch, m: TabularMapping, builder: SpanBatchBuilder
     kind = col(m.kind, "unspecified").fill_null("unspecified")
     status = col(m.status, "unset").fill_null("unset").str.to_lowercase()
     follows = col(m.follows_from, "false").fill_null("false").str.to_lowercase().is_in(["true", "1", "yes"])
+    message = col(m.status_message)
     raw = df.lazy().select(
         pl.col("_record"),
         col(m.trace_id).alias("_raw_trace"),
@@ -333,6 +343,7 @@ def _convert(batch: pa.RecordBatch, m: TabularMapping, builder: SpanBatchBuilder
           .when(status.is_in(["2", "error", "status_code_error"])).then(pl.lit("error"))
           .when(status.is_in(["1", "status_code_ok"])).then(pl.lit("ok")).otherwise(pl.lit("unset")).alias(S.STATUS),
         follows.alias(S.FOLLOWS_FROM),
+        pl.when(message != "").then(message).alias(S.STATUS_MESSAGE),
     )
     if has_kind:
         raw = raw.with_columns(pl.col(S.KIND).replace_strict({k: normalize_kind(k) for k in distinct[1]},
@@ -343,7 +354,8 @@ def _convert(batch: pa.RecordBatch, m: TabularMapping, builder: SpanBatchBuilder
             attrs = df.select(pl.concat_list([pl.struct(key=pl.lit(c), str=pl.col(c), int=pl.lit(None, pl.Int64),
                                                          float=pl.lit(None, pl.Float64), bool=pl.lit(None, pl.Boolean))
                                                for c in present]).alias("a")).to_arrow().column("a").combine_chunks()
-    yield validate_spans(raw, attrs, source, log, limits=builder.limits)
+    yield validate_spans(raw, attrs, source, log, limits=builder.limits, events=nested.get(S.EVENTS),
+                         links=nested.get(S.LINKS))
 
 
 def utf8_frame(batch: pa.RecordBatch, used: list[str], records: np.ndarray, builder, *, repair: bool = False
