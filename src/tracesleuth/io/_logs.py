@@ -540,7 +540,8 @@ class LogBatchBuilder:
             cut = cut_strings(columns[name], limit, what, name, records, source, log)
             if cut is not None:
                 columns[name] = cut
-        cut_attrs = _limit_attributes(attrs, records, source, log, limits)
+        cut_attrs = _limit_attributes(attrs, records, source, log, limits.max_attributes,
+                                      limits.max_attribute_value_chars, S.ATTRIBUTES)
         columns[S.ATTRIBUTES] = attrs if cut_attrs is None else cut_attrs
         columns[S.TEMPLATE_ID] = pa.nulls(len(time), pa.int64())
         log.spans_read[source] += len(time)
