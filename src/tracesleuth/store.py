@@ -1,4 +1,5 @@
-"""The embedded span store: a directory of Parquet files in the canonical span schema.
+"""The embedded span store: a directory of Parquet files in the canonical schemas, written in
+transactions.
 
 Layout (version 2)::
 
@@ -7,22 +8,73 @@ Layout (version 2)::
       tracesleuth-store.lock     the writers' lock (``flock``); empty
       spans/date=<YYYY-MM-DD>/hour=<HH>/part-<n>.parquet
                                  spans (SPAN_SCHEMA) that start in that hour (UTC), append-only
+      logs/date=<YYYY-MM-DD>/hour=<HH>/part-<n>.parquet
+                                 log records (LOG_SCHEMA) written in that hour (UTC), append-only
       rejects/part-<n>.parquet   rejected records and warnings (REJECT_SCHEMA)
+      tracesleuth-templates.json the log-template miner's state (templates of the stored logs)
+      .staging/<ingest-id>/      the parts of an ingest not committed yet (never read)
 
-The span parts are partitioned Hive-style by the hour their spans start in (``start_ns``, UTC):
-every span of ``spans/date=2023-01-29/hour=08/`` starts in ``[08:00, 09:00)`` of 2023-01-29. Any
-Parquet reader that knows Hive partitions reads them directly and can skip hours by the two
-partition columns (strings), e.g. ``dask.dataframe.read_parquet("STORE/spans", filters=[("date",
-"==", "2023-01-29"), ("hour", ">=", "08")])``, polars ``scan_parquet("STORE/spans/**/*.parquet",
-hive_partitioning=True)``, DuckDB ``read_parquet('STORE/spans/*/*/*.parquet',
-hive_partitioning=true)``, Spark. The columns of a part are exactly :data:`SPAN_SCHEMA` (the
-partition columns are in the path only). A trace whose spans start in several hours has spans in
-several partitions: partitions are by time, not by trace (:mod:`tracesleuth.scale` shuffles them
-by trace id). Stores of version 1 (written before partitions) keep their flat layout,
-``spans/part-<n>.parquet``; they are read, and appended to, as before.
+The span and log parts are partitioned Hive-style by the hour their records start in (spans by
+``start_ns``, logs by ``time_ns``, UTC): every span of ``spans/date=2023-01-29/hour=08/`` starts
+in ``[08:00, 09:00)`` of 2023-01-29. Any Parquet reader that knows Hive partitions reads them
+directly and can skip hours by the two partition columns (strings), e.g.
+``dask.dataframe.read_parquet("STORE/spans", filters=[("date", "==", "2023-01-29"), ("hour",
+">=", "08")])``, polars ``scan_parquet("STORE/spans/**/*.parquet", hive_partitioning=True)``,
+DuckDB ``read_parquet('STORE/spans/*/*/*.parquet', hive_partitioning=true)``, Spark. The
+columns of a part are exactly its schema's (the partition columns are in the path only). A
+trace whose spans start in several hours has spans in several partitions: partitions are by
+time, not by trace (:mod:`tracesleuth.scale` shuffles them by trace id). Stores of version 1
+(written before partitions) keep their flat layout, ``spans/part-<n>.parquet`` (and
+``logs/part-<n>.parquet``); they are read, and appended to, as before.
 
+Ingests are transactions
+------------------------
+An ingest (:func:`ingest`, a :class:`Transaction`) commits all its parts at once or none:
+
+1. *Staging.* Under the store lock it makes ``.staging/<id>/`` and takes an exclusive
+   ``flock`` on ``.staging/<id>/owner.lock``, held for its whole life (the kernel releases it
+   when the process dies, however it dies). Its parts are written there (``spans/...``,
+   ``logs/...``, ``rejects/...``, each under a temporary name, fsynced, renamed); no reader
+   lists ``.staging`` (its name starts with a dot: ``spans/**/part-*.parquet`` never matches
+   it), so they are invisible.
+2. *Commit*, all under the store lock: the staged directories are fsynced; each part gets its
+   final name (the next free part number of its table: numbers stay unique and in commit
+   order); the manifest gets the ingest's entry in state ``"committing"`` with the list of
+   ``moves`` (staged name, final name), replaced atomically (temporary file, fsync, rename,
+   fsync of the store directory). **That replacement is the commit point.** Then every part
+   is renamed into place, the directories it entered are fsynced, and the entry is rewritten in
+   state ``"committed"`` (the moves dropped); the staging directory is removed.
+3. *Recovery*, under the store lock, by every writer before it reserves a part or commits, and
+   by every reader before it lists parts when a staging directory exists: an entry left
+   ``"committing"`` (its writer died between the commit point and the end) is rolled forward
+   (its staged files still exist: they are renamed into place, the entry marked committed); a
+   staging directory whose ``owner.lock`` can be locked has lost its writer before the commit
+   point and is removed.
+
+So SIGINT, SIGTERM or kill -9 at any moment leaves the store as it was, or with the whole
+ingest once the commit point is passed. A reader lists parts under a shared lock (the commit
+holds the exclusive one), so it never sees part of an ingest; an external reader globbing the
+directories may see a commit's renames half done for the milliseconds they take (or, after a
+crash in them, until a tracesleuth reader or writer next opens the store).
+
+Manifest entries written before transactions have no ``state``: they are committed. An entry
+names its span parts (``parts``), log parts (``log_parts``), reject parts (``reject_parts``),
+the records it read and rejected, and each file it read with its SHA-256 (``files``).
+
+Idempotence
+-----------
+Each input file's content hash (SHA-256 of its bytes as on disk, streamed) is recorded in its
+ingest's entry. A file whose hash a committed entry records is skipped, and so is a file a live
+ingest is reading at the same moment (each claims its hashes under the lock, in
+``.staging/<id>/claim.json``) and a second file of the same content in one ingest; ``force=True``
+reads them all. Ingesting the same input twice leaves the store unchanged.
+
+Other writers
+-------------
 Many writers may share a store at once (several ``tracesleuth ingest`` runs and a
-``tracesleuth collect``, in any number of processes):
+``tracesleuth collect``, in any number of processes). The receiver (:mod:`tracesleuth.collector`)
+keeps its own durability (a write-ahead log, converted idempotently) and publishes its parts one
+by one, directly, with :meth:`SpanStore.append_spans`:
 
 - A part number is *reserved* under the store lock (an exclusive ``fcntl.flock`` on
   ``tracesleuth-store.lock``, held for the few microseconds of a directory listing and a file
@@ -31,23 +83,28 @@ Many writers may share a store at once (several ``tracesleuth ingest`` runs and 
   Only that writer ever writes this temporary file or the part it becomes.
 - A part is *published* atomically: written under its temporary name, fsynced, renamed to its
   final name (under the lock, so that a reservation's listing never misses a part being
-  renamed), and its directory fsynced. A reader lists ``part-*.parquet`` only, which a temporary
-  name never matches, so it never sees a half-written part; a crash loses at most the parts
-  being written (their temporary files stay behind, never read).
+  renamed), and its directory fsynced. A crash loses at most the parts being written (their
+  temporary files stay behind, never read).
 - The manifest is read, changed and replaced (temporary file, fsync, rename) under the lock, so
-  no ingest's entry is lost; each entry names the parts that ingest wrote and the spans it read.
+  no ingest's entry is lost.
 - A new store is created under the lock too, so simultaneous first writers agree on one store.
+  An ingest creates its store only at its commit: an ingest that stores nothing leaves no store.
 
-Part numbers are unique across a store and give the order of the parts (the order of their
-reservation); a reservation lists every partition of its kind.
+Part numbers are unique across a table and give the order of its parts; a reservation lists
+every partition of its table.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
+import hashlib
+import itertools
 import json
 import os
 import re
+import shutil
+import signal
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -64,11 +121,20 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from . import schema as S
-from .errors import TraceFormatError
+from ._signals import Interrupted, SignalGuard, signal_name
+from .errors import NothingStoredError, TraceFormatError
 
 MANIFEST = "tracesleuth-store.json"
 #: The writers' lock file (see the module docstring).
 LOCK = "tracesleuth-store.lock"
+#: Where ingests stage their parts until they commit (see the module docstring).
+STAGING = ".staging"
+#: The lock file a staging ingest holds for its life (a cleaner that can take it knows the owner died).
+OWNER_LOCK = "owner.lock"
+#: The content hashes a staging ingest is reading (so that a simultaneous ingest skips them).
+CLAIM = "claim.json"
+#: Manifest entry states (entries written before transactions have none: committed).
+COMMITTING, COMMITTED = "committing", "committed"
 #: The version new stores are written in (2: span parts partitioned by hour).
 STORE_VERSION = 2
 #: Versions read (and appended to, each in its own layout): 1, flat; 2, partitioned by hour.
@@ -92,6 +158,31 @@ SPAN_PARQUET_OPTIONS = dict(
                     f"{S.ATTRIBUTES}.list.element.key", f"{S.ATTRIBUTES}.list.element.str"],
     write_statistics=[S.TRACE_ID, S.SERVICE, S.OPERATION, S.START_NS, S.END_NS],
 )
+#: How log parts are encoded, on the same rule: dictionary pages for services, instances,
+#: severities and attribute keys; statistics for what :meth:`SpanStore.read_logs` filters on.
+LOG_PARQUET_OPTIONS = dict(
+    compression="zstd",
+    use_dictionary=[S.SERVICE, S.INSTANCE, S.SEVERITY_TEXT, f"{S.ATTRIBUTES}.list.element.key"],
+    write_statistics=[S.TIME_NS, S.TRACE_ID, S.SPAN_ID, S.SERVICE, S.SEVERITY_NUMBER, S.TEMPLATE_ID],
+)
+
+
+@dataclass(frozen=True)
+class _Table:
+    """One table of the store: its directory, schema, the time column its partitions go by
+    (None: one flat directory) and its Parquet encoding."""
+
+    kind: str
+    schema: pa.Schema
+    time_column: str | None
+    options: dict
+
+
+SPANS = _Table("spans", S.SPAN_SCHEMA, S.START_NS, SPAN_PARQUET_OPTIONS)
+LOGS = _Table("logs", S.LOG_SCHEMA, S.TIME_NS, LOG_PARQUET_OPTIONS)
+REJECTS = _Table("rejects", S.REJECT_SCHEMA, None, dict(compression="zstd"))
+#: The store's tables, in commit order.
+TABLES = {t.kind: t for t in (SPANS, LOGS, REJECTS)}
 
 
 def is_store(path) -> bool:
@@ -128,6 +219,12 @@ class IngestSummary:
         This ingest's first rejected records and warnings (rows of
         :data:`~tracesleuth.schema.REJECT_SCHEMA`); other writers' rejects in the same store are
         not among them.
+    skipped_files : list of dict
+        Files not read: ``{"path", "sha256", "reason"}``, their content being in the store
+        already (or being ingested by another ingest, or the same as another file of this one);
+        ``force=True`` reads them.
+    ingest_id : str
+        The ingest's manifest entry id (empty when nothing was committed).
     """
 
     spans_read: int
@@ -140,11 +237,34 @@ class IngestSummary:
     seconds: float
     damaged_files: tuple = ()
     examples: list = ()
+    skipped_files: list = ()
+    ingest_id: str = ""
 
     def to_dict(self) -> dict:
         """JSON-safe dictionary."""
         return {k: getattr(self, k) for k in self.__dataclass_fields__} | {
-            "parts": list(self.parts), "damaged_files": list(self.damaged_files), "examples": list(self.examples)}
+            "parts": list(self.parts), "damaged_files": list(self.damaged_files), "examples": list(self.examples),
+            "skipped_files": list(self.skipped_files)}
+
+
+class IngestInterrupted(Interrupted):
+    """An ingest stopped by SIGINT or SIGTERM (a :class:`KeyboardInterrupt`, so that whatever
+    catches Ctrl-C catches it).
+
+    Attributes
+    ----------
+    signum : int
+        The signal (``signal.SIGINT`` for a plain KeyboardInterrupt).
+    committed : bool
+        Whether the ingest had passed its commit point (then it is in the store whole; else
+        nothing of it is).
+    message : str
+        One line: what was, and was not, committed.
+    """
+
+    def __init__(self, signum: int, committed: bool, message: str):
+        self.committed, self.message = committed, message
+        super().__init__(signum, message)
 
 
 class SpanStore:
@@ -169,7 +289,7 @@ class SpanStore:
     Any number of writers, in any number of processes, may append to one store at the same
     time, and may create it at the same time: part names are reserved and parts published under
     the store lock, and the manifest is changed under it (see :mod:`tracesleuth.store`).
-    Readers take no lock and see only whole parts.
+    Readers list parts under a shared lock and see only whole parts and whole ingests.
     """
 
     def __init__(self, path, *, create: bool = True):
@@ -180,13 +300,13 @@ class SpanStore:
             return
         if not create:
             raise TraceFormatError(str(self.path), "not a tracesleuth span store (no manifest)")
-        self._refuse_foreign()
+        _refuse_foreign(self.path)
         self.path.mkdir(parents=True, exist_ok=True)
         with self._locked():  # another writer may be creating it at the same moment
             if is_store(self.path):
                 self._check_version()
                 return
-            self._refuse_foreign()
+            _refuse_foreign(self.path)
             (self.path / "spans").mkdir(exist_ok=True)
             (self.path / "rejects").mkdir(exist_ok=True)
             self._write_manifest({"version": STORE_VERSION, "created": time.time(), "ingests": []})
@@ -204,40 +324,63 @@ class SpanStore:
             self._layout = LAYOUTS[self.manifest()["version"]]
         return self._layout
 
-    def _refuse_foreign(self) -> None:
-        """Raise unless ``path`` is absent, empty, holds only what creating a store makes, or has
-        meanwhile become a store (created by another writer)."""
-        if not self.path.exists():
-            return
-        foreign = not self.path.is_dir() or any(
-            e.name not in _CREATION_NAMES or (e.is_dir() and any(e.iterdir())) for e in self.path.iterdir())
-        if foreign and not is_store(self.path):
-            raise TraceFormatError(str(self.path), "exists and is not a span store; refusing to write into it")
-
     @contextmanager
     def _locked(self) -> Iterator[None]:
         """Hold the store lock (exclusive ``flock`` on :data:`LOCK`; blocks while another writer holds it)."""
-        fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        with _store_lock(self.path):
+            yield
+
+    @contextmanager
+    def _shared(self) -> Iterator[None]:
+        """Hold the store lock shared (readers listing parts: no commit is half done meanwhile)."""
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fd = os.open(self.path / LOCK, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:  # no lock file: nothing ever wrote here with a lock (or it cannot be read)
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
             yield
         finally:
-            os.close(fd)  # releases the lock
+            os.close(fd)
 
     # -- manifest -----------------------------------------------------------------------
     def _write_manifest(self, meta: dict) -> None:
         """Replace the manifest atomically and durably (call with the store lock held)."""
-        tmp = self.path / (MANIFEST + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(json.dumps(meta, indent=1))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path / MANIFEST)
-        fsync_dir(self.path)
+        _replace_json(self.path / MANIFEST, meta, indent=1)
 
     def manifest(self) -> dict:
         """The manifest: version, creation time, one entry per ingest."""
         return json.loads((self.path / MANIFEST).read_text())
+
+    def ingests(self) -> list[dict]:
+        """The committed ingests' manifest entries, oldest first (an entry still being committed
+        is rolled forward first)."""
+        self._settle()
+        return [e for e in self.manifest()["ingests"] if e.get("state", COMMITTED) == COMMITTED]
+
+    # -- transactions: recovery -----------------------------------------------------------
+    def _recover(self) -> None:
+        """Finish or drop what dead ingests left (call with the store lock held; :func:`_recover`)."""
+        _recover(self.path)
+
+    def _settle(self) -> None:
+        """Before reading: roll forward a commit left half done, if any (cheap when no ingest
+        is staging: one directory listing)."""
+        staging = self.path / STAGING
+        try:
+            with os.scandir(staging) as entries:
+                if not any(entries):
+                    return
+        except FileNotFoundError:
+            return
+        if any(e.get("state") == COMMITTING for e in self.manifest()["ingests"]):
+            try:
+                with self._locked():
+                    self._recover()
+            except PermissionError as e:
+                raise TraceFormatError(str(self.path), "an ingest's commit was left half done and the store "
+                                       f"cannot be written to finish it ({e}); open it once with write access") from e
 
     # -- writing -----------------------------------------------------------------------
     def _part_name(self, number: int) -> str:
@@ -245,12 +388,12 @@ class SpanStore:
         return f"part-{number:06d}.parquet"
 
     def _next_part(self, kind: str, partition: str | None = None) -> Path:
-        """Reserve the next part of ``kind`` (``spans``/``rejects``) for this writer alone.
+        """Reserve the next part of ``kind`` (``spans``/``logs``/``rejects``) for this writer alone.
 
-        Under the store lock: one more than the highest number named by a part or a part being
-        written in any partition of ``kind``, whose temporary file (:func:`_tmp_name`) is created
-        empty with ``O_EXCL`` in ``kind/partition``. The caller writes that temporary file, then
-        publishes it (:meth:`_publish`) or removes it.
+        Under the store lock (after :meth:`_recover`): one more than the highest number named by
+        a part or a part being written in any partition of ``kind``, whose temporary file
+        (:func:`_tmp_name`) is created empty with ``O_EXCL`` in ``kind/partition``. The caller
+        writes that temporary file, then publishes it (:meth:`_publish`) or removes it.
 
         Returns
         -------
@@ -259,13 +402,10 @@ class SpanStore:
         """
         top = self.path / kind
         folder = top if partition is None else top / partition
-        if not folder.is_dir():
-            folder.mkdir(parents=True, exist_ok=True)
-            for made in (folder.parent, top):  # the new directories' entries made durable
-                fsync_dir(made)
+        _make_dirs(folder, self.path)
         with self._locked():
-            numbers = [int(m.group(1)) for _, _, names in os.walk(top) for m in map(_PART_NUMBER.match, names) if m]
-            number = max(numbers, default=-1) + 1
+            self._recover()  # a commit left half done holds numbers not yet in place
+            number = _highest_number(top) + 1
             while True:  # O_EXCL: even a writer that ignores the lock cannot share the file
                 final = folder / self._part_name(number)
                 try:
@@ -284,17 +424,16 @@ class SpanStore:
         fsync_dir(final.parent)
         return final
 
-    def _write_part(self, kind: str, table: pa.Table) -> Path:
-        final = self._next_part(kind)
-        try:
-            pq.write_table(table, _tmp_name(final), compression="zstd")
-        except BaseException:
-            _tmp_name(final).unlink(missing_ok=True)
-            raise
-        return self._publish(final)
+    def _skip_partition(self, partition: str | None) -> bool:
+        """Whether spans of ``partition`` are not to be written by this append (a subclass's hook)."""
+        return False
 
     def append_spans(self, batches: Iterable[pa.RecordBatch], *, part_spans: int = PART_SPANS) -> list[Path]:
         """Append spans, writing a new part each ``part_spans`` spans. Returns the parts written.
+
+        Each part is published as soon as it is complete, on its own (the receiver's way, whose
+        write-ahead log makes it durable and idempotent); an ingest of files uses a
+        :class:`Transaction` instead, whose parts appear all at once.
 
         Batches are gathered into row groups of about :data:`ROW_GROUP_SPANS` spans, each encoded
         and compressed by a background thread while the next ones are read (at most one row
@@ -308,64 +447,35 @@ class SpanStore:
         least recently written part first), and the spans waiting for a row group over all
         hours are at most about ``2 * ROW_GROUP_SPANS``.
         """
-        parts: list[Path] = []
-        open_parts: dict[str | None, _Partition] = {}  # least recently written first
-        with ThreadPoolExecutor(1, thread_name_prefix="tracesleuth-store") as pool:
-            try:
-                for batch in batches:
-                    if batch.num_rows == 0:
-                        continue
-                    for name, piece in self._by_partition(batch):
-                        partition = open_parts.pop(name, None) or _Partition(self, name, pool, part_spans)
-                        open_parts[name] = partition
-                        parts += partition.add(piece)
-                    while sum(p.held for p in open_parts.values()) > 2 * ROW_GROUP_SPANS:
-                        parts += max(open_parts.values(), key=lambda p: p.held).write()
-                    while sum(p.part is not None for p in open_parts.values()) > MAX_OPEN_PARTITIONS:
-                        parts += open_parts.pop(next(n for n, p in open_parts.items() if p.part is not None)).close()
-                while open_parts:
-                    parts += open_parts.pop(next(iter(open_parts))).close()
-            finally:
-                for partition in open_parts.values():  # an error: drop the unfinished parts
-                    partition.discard()
-        return parts
+        return _append(self, SPANS, batches, part_spans)
 
-    def _by_partition(self, batch: pa.RecordBatch) -> Iterator[tuple[str | None, pa.RecordBatch]]:
-        """``(partition, spans)`` of a batch: one piece per hour its spans start in (``None``, the
-        whole batch, in a flat store)."""
-        if self.layout == "flat":
-            yield None, batch
-            return
-        hours = batch.column(S.START_NS).to_numpy(zero_copy_only=False) // PARTITION_NS
-        if hours.min() == hours.max():
-            yield partition_name(int(hours[0])), batch
-            return
-        order = np.argsort(hours, kind="stable")
-        cuts = np.flatnonzero(np.diff(hours[order])) + 1
-        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)]):
-            yield partition_name(int(hours[order[a]])), batch.take(pa.array(order[a:b]))
-
-    def _skip_partition(self, partition: str | None) -> bool:
-        """Whether spans of ``partition`` are not to be written by this append (a subclass's hook)."""
-        return False
+    def append_logs(self, batches: Iterable[pa.RecordBatch], *, part_records: int = PART_SPANS) -> list[Path]:
+        """Append log records (:data:`~tracesleuth.schema.LOG_SCHEMA`), part by part, as
+        :meth:`append_spans` appends spans (partitioned by the hour of ``time_ns``)."""
+        return _append(self, LOGS, batches, part_records)
 
     def append_rejects(self, rejects: pa.Table) -> Path | None:
         """Append rejected-record rows (REJECT_SCHEMA)."""
-        return self._write_part("rejects", rejects) if rejects.num_rows else None
-
-    def record_ingest(self, entry: dict) -> None:
-        """Add an ingest entry to the manifest (read, changed and replaced under the store lock,
-        so entries added by simultaneous writers are all kept)."""
-        with self._locked():
-            meta = self.manifest()
-            meta["ingests"].append(entry)
-            self._write_manifest(meta)
+        if not rejects.num_rows:
+            return None
+        (part,) = _append(self, REJECTS, rejects.to_batches(), 1 << 62)
+        return part
 
     # -- reading -----------------------------------------------------------------------
+    def _parts(self, kind: str) -> list[Path]:
+        """The committed parts of table ``kind``, in order (by hour, then by number)."""
+        self._settle()
+        top = self.path / kind
+        with self._shared():
+            return sorted(top.glob("part-*.parquet")) + sorted(top.glob("date=*/hour=*/part-*.parquet"))
+
     def span_files(self) -> list[Path]:
         """The span parts, in order (by hour, then by number)."""
-        top = self.path / "spans"
-        return sorted(top.glob("part-*.parquet")) + sorted(top.glob("date=*/hour=*/part-*.parquet"))
+        return self._parts(SPANS.kind)
+
+    def log_files(self) -> list[Path]:
+        """The log parts, in order (by hour, then by number)."""
+        return self._parts(LOGS.kind)
 
     def scan(self) -> pl.LazyFrame:
         """All spans as a polars LazyFrame (nothing read until collected)."""
@@ -410,33 +520,428 @@ class SpanStore:
 
     def read_rejects(self) -> pa.Table:
         """Every rejected-record row of every ingest."""
-        files = sorted((self.path / "rejects").glob("part-*.parquet"))
+        files = self._parts(REJECTS.kind)
         if not files:
             return S.REJECT_SCHEMA.empty_table()
         return pa.concat_tables([pq.read_table(f, schema=S.REJECT_SCHEMA) for f in files])
 
 
+class Transaction:
+    """One ingest's writes to a store: staged where no reader looks, committed all at once or
+    not at all (the protocol is in the module docstring).
+
+    Parameters
+    ----------
+    path : str or Path
+        The store directory; it need not be a store yet (the store is created at the commit,
+        so a transaction that commits nothing leaves none behind).
+
+    Attributes
+    ----------
+    id : str
+        The transaction's id: its staging directory's name and its manifest entry's ``id``.
+    state : str
+        ``"new"``, ``"staging"`` (after :meth:`begin`), ``"committed"`` or ``"aborted"``.
+
+    Raises
+    ------
+    TraceFormatError
+        When ``path`` exists and is neither a store nor an empty directory.
+
+    Examples
+    --------
+    >>> txn = Transaction("store/")                          # doctest: +SKIP
+    >>> txn.begin()                                          # doctest: +SKIP
+    >>> txn.append(SPANS, batches)                           # doctest: +SKIP
+    >>> txn.commit({"paths": ["traces/"]})                   # doctest: +SKIP
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+        _refuse_foreign(self.path)
+        self.id = uuid.uuid4().hex
+        self.dir = self.path / STAGING / self.id
+        self.layout = SpanStore(self.path, create=False).layout if is_store(self.path) else LAYOUTS[STORE_VERSION]
+        self.state = "new"
+        self.staged: dict[str, list[Path]] = {kind: [] for kind in TABLES}
+        self._numbers = itertools.count()
+        self._owner: int | None = None
+        self._made = False
+
+    # -- the writer interface _append uses ----------------------------------------------------
+    def _next_part(self, kind: str, partition: str | None = None) -> Path:
+        folder = self.dir / kind if partition is None else self.dir / kind / partition
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / f"part-{next(self._numbers):06d}.parquet"
+
+    def _publish(self, final: Path) -> Path:
+        tmp = _tmp_name(final)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, final)  # (the staging directories are fsynced once, at the commit)
+        self.staged[final.relative_to(self.dir).parts[0]].append(final)
+        return final
+
+    def _skip_partition(self, partition: str | None) -> bool:
+        return False
+
+    # -- life cycle ------------------------------------------------------------------------------
+    def begin(self) -> None:
+        """Make the staging directory and take its owner lock (under the store lock, so that no
+        cleaner sees the directory without its lock held)."""
+        if self.state != "new":
+            raise RuntimeError(f"transaction {self.id} is {self.state}")
+        self._made = not self.path.exists()
+        self.path.mkdir(parents=True, exist_ok=True)
+        with _store_lock(self.path):
+            (self.path / STAGING).mkdir(exist_ok=True)
+            self.dir.mkdir()
+            fd = os.open(self.dir / OWNER_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._owner = fd
+        self.state = "staging"
+
+    def claim(self, hashes: dict[str, str], *, force: bool = False) -> dict[str, str]:
+        """Claim the content of the files to be read; say which to skip.
+
+        Under the store lock: a file whose hash a committed ingest records, or that a live
+        ingest has claimed, or that another file of this transaction has, is to be skipped
+        (unless ``force``); the others' hashes are written to this transaction's claim.
+
+        Parameters
+        ----------
+        hashes : dict of str to str
+            ``{file: sha256}``, in reading order; a file of no bytes has the hash ``""`` and
+            is never skipped (it adds nothing).
+        force : bool, default=False
+            Skip nothing.
+
+        Returns
+        -------
+        dict of str to str
+            ``{file: reason}`` of the files to skip.
+        """
+        skip: dict[str, str] = {}
+        with _store_lock(self.path):
+            _recover(self.path)
+            committed: dict[str, str] = {}
+            if is_store(self.path) and not force:
+                for entry in SpanStore(self.path, create=False).manifest()["ingests"]:
+                    for f in entry.get("files", ()):
+                        committed.setdefault(f["sha256"], f"ingest {entry['id'][:12]} of {f['path']}")
+            claimed = {} if force else _live_claims(self.path, self.id)
+            mine: dict[str, str] = {}
+            for path, digest in hashes.items():
+                if not digest:
+                    continue
+                if force:
+                    mine.setdefault(digest, path)
+                elif digest in committed:
+                    skip[path] = f"already in the store (same content: {committed[digest]})"
+                elif digest in claimed:
+                    skip[path] = f"being ingested by another ingest (pid {claimed[digest]})"
+                elif digest in mine:
+                    skip[path] = f"same content as {mine[digest]}, read by this ingest"
+                else:
+                    mine[digest] = path
+            _replace_json(self.dir / CLAIM, {"pid": os.getpid(), "sha256": sorted(mine)}, durable=False)
+        return skip
+
+    def append(self, table: _Table, batches: Iterable[pa.RecordBatch], part_rows: int = PART_SPANS) -> list[Path]:
+        """Stage records of ``table`` (:data:`SPANS`, :data:`LOGS` or :data:`REJECTS`) as
+        :meth:`SpanStore.append_spans` writes them. Returns the staged parts."""
+        if self.state != "staging":
+            raise RuntimeError(f"transaction {self.id} is {self.state}, not staging")
+        return _append(self, table, batches, part_rows)
+
+    def commit(self, entry: dict) -> dict[str, list[str]]:
+        """Commit every staged part at once, with the manifest entry ``entry`` (given ``id``,
+        ``state``, ``time``, ``parts``, ``log_parts`` and ``reject_parts`` here). The store is
+        created when absent. Run it with signals held (an interruption in its middle is rolled
+        forward by the next reader or writer, but is better not had).
+
+        Returns
+        -------
+        dict of str to list of str
+            The final names of the parts of each table, relative to the store.
+        """
+        if self.state != "staging":
+            raise RuntimeError(f"transaction {self.id} is {self.state}, not staging")
+        store = SpanStore(self.path)  # created now when absent
+        with store._locked():
+            store._recover()
+            for folder in {p.parent for parts in self.staged.values() for p in parts}:
+                fsync_dir(folder)
+            moves, finals = [], {kind: [] for kind in TABLES}
+            for kind, staged in self.staged.items():
+                number = _highest_number(self.path / kind) + 1
+                for part in staged:
+                    final = self.path / kind / part.parent.relative_to(self.dir / kind) / store._part_name(number)
+                    number += 1
+                    moves.append([_rel(part, self.path), _rel(final, self.path)])
+                    finals[kind].append(_rel(final, self.path))
+            entry = {"id": self.id, "pid": os.getpid(), "time": time.time(), **entry, "state": COMMITTING,
+                     "parts": finals[SPANS.kind], "log_parts": finals[LOGS.kind],
+                     "reject_parts": finals[REJECTS.kind], "moves": moves}
+            meta = store.manifest()
+            meta["ingests"].append(entry)
+            store._write_manifest(meta)  # the commit point
+            _roll_forward(self.path, entry)
+            store._write_manifest(meta)
+            self.state = "committed"
+            self._release()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            _remove_if_empty(self.path / STAGING)
+        return finals
+
+    def abort(self) -> None:
+        """Drop every staged part (nothing after a commit); remove the directory the
+        transaction made when nothing else is in it."""
+        if self.state in ("committed", "aborted"):
+            return
+        if self.state == "new":
+            self.state = "aborted"
+            return
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.state = "aborted"
+        self._release()
+        if not self.path.is_dir():
+            return
+        with _store_lock(self.path):
+            _remove_if_empty(self.path / STAGING)
+            if is_store(self.path):
+                return
+            if {e.name for e in self.path.iterdir()} == {LOCK}:
+                (self.path / LOCK).unlink()  # (a writer waiting on it re-opens: see _store_lock)
+                if self._made:
+                    self.path.rmdir()
+
+    def _release(self) -> None:
+        if self._owner is not None:
+            os.close(self._owner)
+            self._owner = None
+
+
+def _recover(store_path: Path) -> None:
+    """Roll forward the commits their writers left half done, and remove the staging
+    directories of writers that died before their commit point (call with the store lock held;
+    see the module docstring). ``store_path`` need not be a store yet (an ingest into a new
+    store killed before its commit leaves a staging directory and no manifest)."""
+    staging = store_path / STAGING
+    try:
+        names = os.listdir(staging)
+    except FileNotFoundError:
+        return
+    if not names:
+        return
+    done: set[str] = set()
+    if is_store(store_path):
+        meta = json.loads((store_path / MANIFEST).read_text())
+        unfinished = [e for e in meta["ingests"] if e.get("state") == COMMITTING]
+        for entry in unfinished:
+            _roll_forward(store_path, entry)
+            done.add(entry["id"])
+        if unfinished:
+            _replace_json(store_path / MANIFEST, meta, indent=1)
+    for name in names:
+        folder = staging / name
+        if name in done or not _owner_alive(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+    _remove_if_empty(staging)
+
+
+def _roll_forward(store_path: Path, entry: dict) -> None:
+    """Rename the staged parts of a ``committing`` entry into place, durably, and mark it
+    committed (the caller then writes the manifest, and only then removes the staging
+    directory: until the entry is committed its staging directory is what recovery looks for)."""
+    folders = set()
+    for staged, final in entry.get("moves", ()):
+        source, target = store_path / staged, store_path / final
+        if source.exists():
+            _make_dirs(target.parent, store_path)
+            os.replace(source, target)
+            folders.add(target.parent)
+        elif not target.exists():  # (only if someone removed staged files by hand)
+            entry.setdefault("missing", []).append(final)
+    for folder in folders:
+        fsync_dir(folder)
+    entry["state"] = COMMITTED
+    entry.pop("moves", None)
+
+
+def _owner_alive(folder: Path) -> bool:
+    """Whether the ingest staging in ``folder`` is alive (holds its owner lock)."""
+    try:
+        fd = os.open(folder / OWNER_LOCK, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return False  # (begin() makes the directory and its lock under the store lock)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _live_claims(store_path: Path, own: str) -> dict[str, int]:
+    """``{sha256: pid}`` claimed by the live ingests of the store other than ``own``."""
+    claims: dict[str, int] = {}
+    try:
+        names = os.listdir(store_path / STAGING)
+    except FileNotFoundError:
+        return claims
+    for name in names:
+        folder = store_path / STAGING / name
+        if name == own or not _owner_alive(folder):
+            continue
+        try:
+            claim = json.loads((folder / CLAIM).read_text())
+        except (OSError, ValueError):
+            continue
+        claims.update(dict.fromkeys(claim.get("sha256", ()), claim.get("pid")))
+    return claims
+
+
+@contextmanager
+def _store_lock(path: Path) -> Iterator[None]:
+    """Hold the store lock of the directory ``path`` (exclusive ``flock`` on :data:`LOCK`). The
+    lock file of a directory that never became a store may be removed (:meth:`Transaction.abort`):
+    a writer that locked a removed file opens the new one and locks again."""
+    while True:
+        fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            same = os.stat(path / LOCK).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _refuse_foreign(path: Path) -> None:
+    """Raise unless ``path`` is absent, empty, holds only what creating a store (or staging an
+    ingest into a new one) makes, or has meanwhile become a store."""
+    if not path.exists():
+        return
+    foreign = not path.is_dir() or any(
+        e.name not in _CREATION_NAMES or (e.is_dir() and e.name != STAGING and any(e.iterdir()))
+        for e in path.iterdir())
+    if foreign and not is_store(path):
+        raise TraceFormatError(str(path), "exists and is not a span store; refusing to write into it")
+
+
+def _replace_json(path: Path, doc: dict, *, indent: int | None = None, durable: bool = True) -> None:
+    """Replace a JSON file atomically (temporary file, rename); durably (fsyncs) unless told not."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(json.dumps(doc, indent=indent))
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+    if durable:
+        fsync_dir(path.parent)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    """Remove a directory when it is empty (with the store lock held: no writer adds to it meanwhile)."""
+    try:
+        folder.rmdir()
+    except OSError:  # not empty, or absent
+        pass
+
+
+def _make_dirs(folder: Path, root: Path) -> None:
+    """Make ``folder`` (below ``root``) with its parents, their new entries made durable."""
+    if folder.is_dir():
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    for made in [folder.parent, *folder.parent.parents]:
+        fsync_dir(made)
+        if made == root:
+            break
+
+
+def _highest_number(top: Path) -> int:
+    """The highest part number named by a part, or a part being written, below ``top`` (-1 when none)."""
+    return max((int(m.group(1)) for _, _, names in os.walk(top) for m in map(_PART_NUMBER.match, names) if m),
+               default=-1)
+
+
+def _rel(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
+# -- writing parts ---------------------------------------------------------------------------------
+def _append(target, table: _Table, batches: Iterable[pa.RecordBatch], part_rows: int) -> list[Path]:
+    """Write ``batches`` of ``table`` as parts of ``target`` (a :class:`SpanStore`: published
+    one by one; a :class:`Transaction`: staged), as :meth:`SpanStore.append_spans` describes."""
+    parts: list[Path] = []
+    open_parts: dict[str | None, _Partition] = {}  # least recently written first
+    with ThreadPoolExecutor(1, thread_name_prefix="tracesleuth-store") as pool:
+        try:
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                for name, piece in _by_partition(target.layout, table, batch):
+                    partition = open_parts.pop(name, None) or _Partition(target, table, name, pool, part_rows)
+                    open_parts[name] = partition
+                    parts += partition.add(piece)
+                while sum(p.held for p in open_parts.values()) > 2 * ROW_GROUP_SPANS:
+                    parts += max(open_parts.values(), key=lambda p: p.held).write()
+                while sum(p.part is not None for p in open_parts.values()) > MAX_OPEN_PARTITIONS:
+                    parts += open_parts.pop(next(n for n, p in open_parts.items() if p.part is not None)).close()
+            while open_parts:
+                parts += open_parts.pop(next(iter(open_parts))).close()
+        finally:
+            for partition in open_parts.values():  # an error: drop the unfinished parts
+                partition.discard()
+    return parts
+
+
+def _by_partition(layout: str, table: _Table, batch: pa.RecordBatch) -> Iterator[tuple[str | None, pa.RecordBatch]]:
+    """``(partition, records)`` of a batch: one piece per hour its records start in (``None``,
+    the whole batch, in a flat store or a table without partitions)."""
+    if layout == "flat" or table.time_column is None:
+        yield None, batch
+        return
+    hours = batch.column(table.time_column).to_numpy(zero_copy_only=False) // PARTITION_NS
+    if hours.min() == hours.max():
+        yield partition_name(int(hours[0])), batch
+        return
+    order = np.argsort(hours, kind="stable")
+    cuts = np.flatnonzero(np.diff(hours[order])) + 1
+    for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)]):
+        yield partition_name(int(hours[order[a]])), batch.take(pa.array(order[a:b]))
+
+
 class _PartWriter:
-    """One span part of ``store`` (reserved on creation) being written row group by row group on
+    """One part of ``target`` (reserved on creation) being written row group by row group on
     ``pool`` (one group in flight)."""
 
-    def __init__(self, store: SpanStore, pool: ThreadPoolExecutor, partition: str | None = None):
-        self.store, self.pool = store, pool
-        self.final = store._next_part("spans", partition)
+    def __init__(self, target, table: _Table, pool: ThreadPoolExecutor, partition: str | None = None):
+        self.target, self.table, self.pool = target, table, pool
+        self.final = target._next_part(table.kind, partition)
         self.tmp = _tmp_name(self.final)
         try:
-            self.writer = pq.ParquetWriter(self.tmp, S.SPAN_SCHEMA, **SPAN_PARQUET_OPTIONS)
+            self.writer = pq.ParquetWriter(self.tmp, table.schema, **table.options)
         except BaseException:
             self.tmp.unlink(missing_ok=True)
             raise
         self.in_flight = None
-        self.spans = 0
+        self.rows = 0
 
     def write(self, batches: list[pa.RecordBatch]) -> None:
-        table = pa.Table.from_batches(batches, schema=S.SPAN_SCHEMA)
+        data = pa.Table.from_batches(batches, schema=self.table.schema)
         self.wait()
-        self.in_flight = self.pool.submit(self.writer.write_table, table, row_group_size=table.num_rows)
-        self.spans += table.num_rows
+        self.in_flight = self.pool.submit(self.writer.write_table, data, row_group_size=data.num_rows)
+        self.rows += data.num_rows
 
     def wait(self) -> None:
         if self.in_flight is not None:
@@ -446,7 +951,7 @@ class _PartWriter:
     def publish(self) -> Path:
         self.wait()
         self.writer.close()
-        return self.store._publish(self.final)
+        return self.target._publish(self.final)
 
     def discard(self) -> None:
         if self.in_flight is not None:
@@ -456,35 +961,35 @@ class _PartWriter:
 
 
 class _Partition:
-    """The spans of one partition of an :meth:`SpanStore.append_spans` call: those waiting for a row
-    group, and the part being written (reserved when its first row group is written)."""
+    """The records of one partition of an :func:`_append` call: those waiting for a row group,
+    and the part being written (reserved when its first row group is written)."""
 
-    def __init__(self, store: SpanStore, name: str | None, pool: ThreadPoolExecutor, part_spans: int):
-        self.store, self.name, self.pool, self.part_spans = store, name, pool, part_spans
-        self.skip = store._skip_partition(name)
+    def __init__(self, target, table: _Table, name: str | None, pool: ThreadPoolExecutor, part_rows: int):
+        self.target, self.table, self.name, self.pool, self.part_rows = target, table, name, pool, part_rows
+        self.skip = target._skip_partition(name)
         self.pending: list[pa.RecordBatch] = []
         self.held = 0
         self.part: _PartWriter | None = None
 
     def add(self, batch: pa.RecordBatch) -> list[Path]:
-        """Take a batch; write a row group when enough spans wait. Returns the parts published."""
+        """Take a batch; write a row group when enough records wait. Returns the parts published."""
         if self.skip:
             return []
         self.pending.append(batch)
         self.held += batch.num_rows
-        if self.held < ROW_GROUP_SPANS and (self.part.spans if self.part else 0) + self.held < self.part_spans:
+        if self.held < ROW_GROUP_SPANS and (self.part.rows if self.part else 0) + self.held < self.part_rows:
             return []
         return self.write()
 
     def write(self) -> list[Path]:
-        """Write the waiting spans as a row group; publish the part once it is full."""
+        """Write the waiting records as a row group; publish the part once it is full."""
         if not self.pending:
             return []
         if self.part is None:
-            self.part = _PartWriter(self.store, self.pool, self.name)
+            self.part = _PartWriter(self.target, self.table, self.pool, self.name)
         self.part.write(self.pending)
         self.pending, self.held = [], 0
-        if self.part.spans < self.part_spans:
+        if self.part.rows < self.part_rows:
             return []
         part, self.part = self.part, None
         return [part.publish()]
@@ -512,8 +1017,9 @@ def partition_name(hour: int) -> str:
 #: The number of a part or of a part being written: ``part-000007.parquet``,
 #: ``part-000007-seg-000000000042.parquet``, ``.part-000007.parquet.tmp``.
 _PART_NUMBER = re.compile(r"\.?part-(\d+)")
-#: What creating a store makes in its directory before the manifest (a crash may leave these).
-_CREATION_NAMES = frozenset({LOCK, MANIFEST + ".tmp", "spans", "rejects"})
+#: What creating a store makes in its directory before the manifest (a crash may leave these),
+#: and the staging directory of an ingest into a new store.
+_CREATION_NAMES = frozenset({LOCK, MANIFEST + ".tmp", "spans", "rejects", STAGING})
 
 
 def _tmp_name(final: Path) -> Path:
@@ -530,21 +1036,33 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def file_sha256(path) -> str:
+    """The SHA-256 of a file's bytes as they are on disk (compressed files are not inflated),
+    hex, read in a stream (memory does not grow with the file); ``""`` for an empty file."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return ""
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 def ingest(paths, store: SpanStore | str | os.PathLike, *, format: str | None = None, mapping=None,
-           on_batch=None) -> IngestSummary:
-    """Read trace files and append their spans to a span store, streaming.
+           on_batch=None, force: bool = False) -> IngestSummary:
+    """Read trace files into a span store, streaming, as one transaction.
 
     Parameters
     ----------
     paths : str, path or list
         Files, directories or glob patterns (see :func:`tracesleuth.io.iter_span_batches`).
     store : SpanStore or path
-        Destination, created when absent, once every path is known to name something (a
-        mistyped path leaves no store behind).
+        Destination, created at the commit when absent (an ingest that stores nothing, or a
+        mistyped path, leaves no store behind).
     format, mapping
         As for :func:`tracesleuth.io.read_spans`.
     on_batch : callable, optional
         Called with each record batch (progress reporting).
+    force : bool, default=False
+        Read files whose content (SHA-256) the store already holds, or that another file of this
+        ingest has; by default they are skipped and listed in ``skipped_files``.
 
     Returns
     -------
@@ -553,35 +1071,92 @@ def ingest(paths, store: SpanStore | str | os.PathLike, *, format: str | None = 
     Raises
     ------
     TraceFormatError
-        When a path names nothing that exists (before the store is created), or ``store``
+        When a path names nothing that exists (before anything is created), or ``store``
         exists and is not a span store.
+    NothingStoredError
+        When nothing was stored (every file skipped, empty or rejected); its ``summary`` says
+        what was read and rejected. Nothing was committed and no store was created.
+    IngestInterrupted
+        On SIGINT or SIGTERM (in the main thread): nothing was committed (or, when the signal
+        came during the commit, the whole ingest was); its ``message`` says which.
+
+    Notes
+    -----
+    All of the ingest's parts appear at once, at its commit, or none does (a
+    :class:`Transaction`; see the module docstring), whatever stops it: an exception, a signal,
+    kill -9 or a power cut.
     """
     from .io import RejectLog, expand_paths, iter_span_batches, rejects_by_reason
 
-    files = expand_paths(paths)
-    store = store if isinstance(store, SpanStore) else SpanStore(store)
-    log, formats, damaged = RejectLog(), {}, []
+    files = list(dict.fromkeys(str(f) for f in expand_paths(paths)))  # raises before anything is created
+    path = store.path if isinstance(store, SpanStore) else Path(store)
     t0 = time.perf_counter()
+    log, formats, damaged = RejectLog(), {}, []
+    read = {"spans": 0}
+    txn = Transaction(path)
+    given = [str(p) for p in (paths if isinstance(paths, (list, tuple)) else [paths])]
+    with SignalGuard() as signals:
+        try:
+            hashes = {f: file_sha256(f) for f in files}
+            txn.begin()
+            skipped = txn.claim(hashes, force=force)
+            todo = [f for f in files if f not in skipped]
 
-    def batches():
-        for b in iter_span_batches(files, format=format, mapping=mapping, log=log, formats=formats,
-                                   damaged=damaged):
-            if on_batch is not None:
-                on_batch(b)
-            yield b
+            def batches():
+                for b in iter_span_batches(todo, format=format, mapping=mapping, log=log, formats=formats,
+                                           damaged=damaged):
+                    read["spans"] += b.num_rows
+                    if on_batch is not None:
+                        on_batch(b)
+                    yield b
 
-    parts = store.append_spans(batches())
-    rejects = log.to_arrow()
-    store.append_rejects(rejects)
-    summary = IngestSummary(
-        spans_read=sum(log.spans_read.values()), spans_rejected=log.spans_rejected,
-        rejected_records=log.n_rejected_records, warnings=log.n_warnings,
-        parts=tuple(str(p.relative_to(store.path)) for p in parts), formats=formats,
-        reasons=rejects_by_reason(rejects),
-        seconds=time.perf_counter() - t0, damaged_files=tuple(str(f) for f in damaged),
-        examples=rejects.slice(0, MAX_EXAMPLES).to_pylist(),
-    )
-    store.record_ingest({"id": uuid.uuid4().hex, "pid": os.getpid(), "time": time.time(), "paths": [str(p) for p in (paths if isinstance(paths, (list, tuple)) else [paths])],
-                         "spans_read": summary.spans_read, "spans_rejected": summary.spans_rejected,
-                         "parts": list(summary.parts)})
+            staged = txn.append(SPANS, batches()) if todo else []
+            rejects = log.to_arrow()
+            if rejects.num_rows:
+                txn.append(REJECTS, rejects.to_batches(), 1 << 62)
+            summary = IngestSummary(
+                spans_read=sum(log.spans_read.values()), spans_rejected=log.spans_rejected,
+                rejected_records=log.n_rejected_records, warnings=log.n_warnings, parts=(), formats=formats,
+                reasons=rejects_by_reason(rejects), seconds=time.perf_counter() - t0,
+                damaged_files=tuple(str(f) for f in damaged), examples=rejects.slice(0, MAX_EXAMPLES).to_pylist(),
+                skipped_files=[{"path": f, "sha256": hashes[f], "reason": r} for f, r in skipped.items()])
+            if not staged:
+                signals.hold()
+                txn.abort()
+                raise NothingStoredError(_nothing_stored(files, skipped, summary), summary=summary)
+            entry = {"paths": given, "spans_read": summary.spans_read, "spans_rejected": summary.spans_rejected,
+                     "files": [{"path": f, "sha256": hashes[f], "bytes": os.path.getsize(f),
+                                "format": formats.get(f)} for f in todo if hashes[f]]}
+            signals.hold()  # the commit, and what follows it, is not cut short
+            finals = txn.commit(entry)
+        except KeyboardInterrupt as e:
+            signals.hold()
+            txn.abort()
+            signum = getattr(e, "signum", signal.SIGINT)
+            raise IngestInterrupted(signum, False, (
+                f"interrupted by {signal_name(signum)}: nothing committed; {len(formats)} of "
+                f"{len(files)} file(s) read ({read['spans']:,} spans) discarded")) from None
+        except BaseException:
+            signals.hold()
+            txn.abort()
+            raise
+        held = signals.held
+    summary = dataclasses.replace(summary, parts=tuple(finals[SPANS.kind]), seconds=time.perf_counter() - t0,
+                                  ingest_id=txn.id)
+    if held:
+        raise IngestInterrupted(held[0], True, (
+            f"interrupted by {signal_name(held[0])} during the commit, which was completed: the ingest "
+            f"is in the store whole ({summary.spans_read:,} spans in {len(summary.parts)} part(s))"))
     return summary
+
+
+def _nothing_stored(files: list[str], skipped: dict, summary: IngestSummary) -> str:
+    """Why an ingest stored nothing, in one line."""
+    if files and len(skipped) == len(files):
+        return (f"nothing to store: every file ({len(files)}) is already in the store or being ingested "
+                f"(same content; --force adds them again)")
+    parts = [f"{len(skipped)} file(s) skipped (already in the store)"] if skipped else []
+    if summary.spans_rejected:
+        parts.append(f"{summary.spans_rejected:,} span(s) rejected")
+    return (f"nothing stored: no span could be read from {len(files) - len(skipped)} file(s)"
+            + (f" ({'; '.join(parts)})" if parts else "") + "; see the reasons")
