@@ -541,7 +541,8 @@ class Transaction:
     id : str
         The transaction's id: its staging directory's name and its manifest entry's ``id``.
     state : str
-        ``"new"``, ``"staging"`` (after :meth:`begin`), ``"committed"`` or ``"aborted"``.
+        ``"new"``, ``"staging"`` (after :meth:`begin`), ``"committing"`` (past the commit point:
+        an error now leaves the end of the commit to recovery), ``"committed"`` or ``"aborted"``.
 
     Raises
     ------
@@ -686,6 +687,7 @@ class Transaction:
             meta = store.manifest()
             meta["ingests"].append(entry)
             store._write_manifest(meta)  # the commit point
+            self.state = COMMITTING  # from here on, an error leaves the rest to recovery (abort drops nothing)
             _roll_forward(self.path, entry)
             store._write_manifest(meta)
             self.state = "committed"
@@ -699,8 +701,8 @@ class Transaction:
         transaction made when nothing else is in it."""
         if self.state in ("committed", "aborted"):
             return
-        if self.state == "new":
-            self.state = "aborted"
+        if self.state in ("new", COMMITTING):  # nothing staged yet / the commit point passed: not ours to drop
+            self._release()
             return
         shutil.rmtree(self.dir, ignore_errors=True)
         self.state = "aborted"
