@@ -10,8 +10,12 @@ Layout (version 2)::
                                  spans (SPAN_SCHEMA) that start in that hour (UTC), append-only
       logs/date=<YYYY-MM-DD>/hour=<HH>/part-<n>.parquet
                                  log records (LOG_SCHEMA) written in that hour (UTC), append-only
-      rejects/part-<n>.parquet   rejected records and warnings (REJECT_SCHEMA)
-      tracesleuth-templates.json the log-template miner's state (templates of the stored logs)
+      rejects/part-<n>.parquet   rejected span records and warnings (REJECT_SCHEMA)
+      log_rejects/part-<n>.parquet
+                                 rejected log records and warnings (REJECT_SCHEMA, ``spans``
+                                 counting the log records lost)
+      tracesleuth-templates.json the log-template miner's state (the stored logs' templates)
+      tracesleuth-templates.lock the templating ingests' lock (``flock``); empty
       .staging/<ingest-id>/      the parts of an ingest not committed yet (never read)
 
 The span and log parts are partitioned Hive-style by the hour their records start in (spans by
@@ -60,6 +64,24 @@ crash in them, until a tracesleuth reader or writer next opens the store).
 Manifest entries written before transactions have no ``state``: they are committed. An entry
 names its span parts (``parts``), log parts (``log_parts``), reject parts (``reject_parts``),
 the records it read and rejected, and each file it read with its SHA-256 (``files``).
+
+Logs
+----
+Log records are the store's second table, partitioned like the spans and written in the same
+transaction (:func:`ingest` takes span and log files together, telling each file's kind from its
+content). Each record gets its template id from the store's
+:class:`~tracesleuth.io.log_templates.LogTemplateMiner`, whose state (``tracesleuth-templates.json``)
+is committed with the parts: staged beside them and renamed over the old state at the commit
+(rolled forward with them). Templating is *serialised*: an ingest with log files takes
+``tracesleuth-templates.lock`` before it loads the state and keeps it until its commit or abort,
+so two ingests never template from the same state (each continues from the templates the previous
+one committed; a template id means one template in every part). Re-assigning at the commit from
+the latest state was the alternative; it would rewrite the staged log parts under the store lock,
+blocking every writer for as long, and Drain's templates change as they learn, so a merge of two
+miners' templates would not be exact. The lock is taken after the store lock is released and
+never while holding it, so the two cannot deadlock. :meth:`SpanStore.read_logs` reads the logs
+of a set of spans, or of services and a period (hour partitions pruned, row groups skipped by
+their statistics); :meth:`SpanStore.log_summary` counts them for ``tracesleuth info``.
 
 Idempotence
 -----------
@@ -117,6 +139,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -133,6 +156,13 @@ STAGING = ".staging"
 OWNER_LOCK = "owner.lock"
 #: The content hashes a staging ingest is reading (so that a simultaneous ingest skips them).
 CLAIM = "claim.json"
+#: The log-template miner's state (:class:`tracesleuth.io.log_templates.LogTemplateMiner` as JSON).
+TEMPLATES = "tracesleuth-templates.json"
+#: The lock an ingest holds from loading the templates' state to committing it (templating is serial).
+TEMPLATES_LOCK = "tracesleuth-templates.lock"
+#: Span ids held in memory at once by the count of joined log records (the semi-join runs in
+#: buckets of span-id hashes, each of about this many spans: ~50 bytes each in the hash table).
+JOIN_BUCKET_SPANS = 4_000_000
 #: Manifest entry states (entries written before transactions have none: committed).
 COMMITTING, COMMITTED = "committing", "committed"
 #: The version new stores are written in (2: span parts partitioned by hour).
@@ -147,6 +177,8 @@ PARTITION_NS = 3_600_000_000_000
 MAX_OPEN_PARTITIONS = 8
 #: Spans per Parquet part written by an ingest.
 PART_SPANS = 1_000_000
+#: ``part_rows`` that writes everything given in one part (a reject table).
+ONE_PART = 1 << 62
 #: Spans per row group of a part (batches are gathered up to about this many).
 ROW_GROUP_SPANS = 131_072
 #: How span parts are encoded: zstd; dictionary pages only for the columns of few distinct values
@@ -181,8 +213,10 @@ class _Table:
 SPANS = _Table("spans", S.SPAN_SCHEMA, S.START_NS, SPAN_PARQUET_OPTIONS)
 LOGS = _Table("logs", S.LOG_SCHEMA, S.TIME_NS, LOG_PARQUET_OPTIONS)
 REJECTS = _Table("rejects", S.REJECT_SCHEMA, None, dict(compression="zstd"))
+#: Rejected log records and warnings (REJECT_SCHEMA, its ``spans`` column counting the *records* lost).
+LOG_REJECTS = _Table("log_rejects", S.REJECT_SCHEMA, None, dict(compression="zstd"))
 #: The store's tables, in commit order.
-TABLES = {t.kind: t for t in (SPANS, LOGS, REJECTS)}
+TABLES = {t.kind: t for t in (SPANS, LOGS, REJECTS, LOG_REJECTS)}
 
 
 def is_store(path) -> bool:
@@ -207,7 +241,7 @@ class IngestSummary:
     parts : tuple of str
         The span parts written, relative to the store directory.
     formats : dict of str to str
-        The format read from each file.
+        The format read from each span file.
     reasons : list of dict
         Rejects grouped by reason, as :func:`tracesleuth.io.rejects_by_reason` gives them.
     seconds : float
@@ -225,6 +259,18 @@ class IngestSummary:
         ``force=True`` reads them.
     ingest_id : str
         The ingest's manifest entry id (empty when nothing was committed).
+    logs_read, logs_rejected : int
+        Log records stored and log records lost with rejected entries.
+    log_formats : dict of str to str
+        The format read from each log file.
+    log_warnings : int
+        Log entries kept with a stated change (a cut body, an id made null, ...).
+    log_reasons : list of dict
+        Log rejects and warnings grouped by reason: ``{"reason", "entries", "records_lost"}``.
+    log_parts : tuple of str
+        The log parts written, relative to the store directory.
+    templates : int
+        Log templates in the store after this ingest (0 when it read no log).
     """
 
     spans_read: int
@@ -239,12 +285,20 @@ class IngestSummary:
     examples: list = ()
     skipped_files: list = ()
     ingest_id: str = ""
+    logs_read: int = 0
+    logs_rejected: int = 0
+    log_formats: dict = dataclasses.field(default_factory=dict)
+    log_warnings: int = 0
+    log_reasons: list = ()
+    log_parts: tuple = ()
+    templates: int = 0
 
     def to_dict(self) -> dict:
         """JSON-safe dictionary."""
         return {k: getattr(self, k) for k in self.__dataclass_fields__} | {
             "parts": list(self.parts), "damaged_files": list(self.damaged_files), "examples": list(self.examples),
-            "skipped_files": list(self.skipped_files)}
+            "skipped_files": list(self.skipped_files), "log_reasons": list(self.log_reasons),
+            "log_parts": list(self.log_parts)}
 
 
 class IngestInterrupted(Interrupted):
@@ -454,11 +508,12 @@ class SpanStore:
         :meth:`append_spans` appends spans (partitioned by the hour of ``time_ns``)."""
         return _append(self, LOGS, batches, part_records)
 
-    def append_rejects(self, rejects: pa.Table) -> Path | None:
-        """Append rejected-record rows (REJECT_SCHEMA)."""
+    def append_rejects(self, rejects: pa.Table, *, table: _Table = REJECTS) -> Path | None:
+        """Append rejected-record rows (REJECT_SCHEMA) of spans, or with ``table=LOG_REJECTS``
+        of log records."""
         if not rejects.num_rows:
             return None
-        (part,) = _append(self, REJECTS, rejects.to_batches(), 1 << 62)
+        (part,) = _append(self, table, rejects.to_batches(), ONE_PART)
         return part
 
     # -- reading -----------------------------------------------------------------------
@@ -519,11 +574,112 @@ class SpanStore:
         return pa.Table.from_batches(batches, schema=schema)
 
     def read_rejects(self) -> pa.Table:
-        """Every rejected-record row of every ingest."""
-        files = self._parts(REJECTS.kind)
+        """Every rejected-record row of every ingest (the spans')."""
+        return self._read_reject_parts(REJECTS)
+
+    def read_log_rejects(self) -> pa.Table:
+        """Every rejected log record and warning of every ingest (REJECT_SCHEMA, whose ``spans``
+        column counts the log records lost)."""
+        return self._read_reject_parts(LOG_REJECTS)
+
+    def _read_reject_parts(self, table: _Table) -> pa.Table:
+        files = self._parts(table.kind)
         if not files:
             return S.REJECT_SCHEMA.empty_table()
         return pa.concat_tables([pq.read_table(f, schema=S.REJECT_SCHEMA) for f in files])
+
+    def read_logs(self, *, start_ns: int | None = None, end_ns: int | None = None, services=None, trace_ids=None,
+                  span_ids=None, columns=None, on_batch=None) -> pa.Table:
+        """The stored log records that match every filter given, in part order.
+
+        Parameters
+        ----------
+        start_ns, end_ns : int, optional
+            Records with ``start_ns <= time_ns < end_ns`` (Unix epoch ns); only the hour
+            partitions that overlap the period are opened.
+        services : iterable of str, optional
+            Records of these services.
+        trace_ids, span_ids : iterable of str, optional
+            Records written in these traces / spans (canonical ids, as in the span table): the
+            logs of a set of spans are ``read_logs(span_ids=spans["span_id"])``.
+        columns : list of str, optional
+            The columns to read (default: all of :data:`~tracesleuth.schema.LOG_SCHEMA`).
+        on_batch : callable, optional
+            Called with each record batch as it is read (progress reporting).
+
+        Returns
+        -------
+        pyarrow.Table
+            Shape (n_records, len(columns)), in :data:`~tracesleuth.schema.LOG_SCHEMA` (or the
+            columns asked for). Row groups whose statistics exclude the filters are skipped.
+
+        Raises
+        ------
+        TraceFormatError
+            When a column asked for is not one of the log schema's.
+
+        Examples
+        --------
+        >>> store = SpanStore("store/", create=False)                       # doctest: +SKIP
+        >>> slow = store.read_spans().filter(...)                            # doctest: +SKIP
+        >>> store.read_logs(span_ids=slow["span_id"], columns=["span_id", "body"])  # doctest: +SKIP
+        """
+        unknown = [c for c in (columns or ()) if c not in S.LOG_COLUMNS]
+        if unknown:
+            raise TraceFormatError(str(self.path), f"no such log column; the log columns are "
+                                   f"{', '.join(S.LOG_COLUMNS)}", field=unknown[0])
+        schema = S.LOG_SCHEMA if columns is None else pa.schema([S.LOG_SCHEMA.field(c) for c in columns])
+        files = [f for f in self.log_files() if _may_hold(f, start_ns, end_ns)]
+        if not files:
+            return schema.empty_table()
+        conditions = []
+        if start_ns is not None:
+            conditions.append(ds.field(S.TIME_NS) >= start_ns)
+        if end_ns is not None:
+            conditions.append(ds.field(S.TIME_NS) < end_ns)
+        for column, values in ((S.SERVICE, services), (S.TRACE_ID, trace_ids), (S.SPAN_ID, span_ids)):
+            if values is not None:  # (an Arrow column, dictionary-encoded as the store reads ids, or any iterable)
+                values = values.cast(pa.string()) if isinstance(values, (pa.Array, pa.ChunkedArray)) else \
+                    pa.array(list(values), pa.string())
+                conditions.append(ds.field(column).isin(pc.unique(values)))
+        condition = None
+        for c in conditions:
+            condition = c if condition is None else condition & c
+        scanner = ds.dataset([str(f) for f in files], schema=S.LOG_SCHEMA, format="parquet").scanner(
+            columns=list(schema.names), filter=condition, memory_pool=pa.system_memory_pool())
+        if on_batch is None:
+            return scanner.to_table()
+        batches = []
+        for batch in scanner.to_batches():
+            batches.append(batch)
+            on_batch(batch)
+        return pa.Table.from_batches(batches, schema=schema)
+
+    def log_templates(self) -> pa.Table:
+        """The templates of the stored log records: ``template_id``, ``service``, ``template``
+        (the constant text, variables masked) and ``records`` (how many were assigned it), as
+        :meth:`tracesleuth.io.log_templates.LogTemplateMiner.templates` gives them (empty when
+        no log was stored)."""
+        return _load_miner(self.path).templates()
+
+    def log_summary(self) -> dict:
+        """What the store holds of logs: ``{"records", "joined", "rejected", "templates"}``.
+
+        ``records``: log records stored (from the parts' footers); ``joined``: those whose
+        ``(trace_id, span_id)`` is a span of the store (:func:`count_joined`, memory bounded);
+        ``rejected``: log records the ingests rejected; ``templates``: log templates.
+        """
+        logs, spans = self.log_files(), self.span_files()
+        records = sum(pq.ParquetFile(f).metadata.num_rows for f in logs)
+        n_spans = sum(pq.ParquetFile(f).metadata.num_rows for f in spans)
+        joined = 0
+        if records and n_spans:
+            ids = [S.TRACE_ID, S.SPAN_ID]
+            joined = count_joined(pl.scan_parquet([str(f) for f in logs]).select(ids),
+                                  pl.scan_parquet([str(f) for f in spans]).select(ids), n_spans)
+        rejected = self.read_log_rejects().column("spans")
+        return {"records": records, "joined": joined, "rejected": int(pc.sum(rejected).as_py() or 0),
+                "templates": _load_miner(self.path).n_templates_ if (self.path / TEMPLATES).exists() else 0}
 
 
 class Transaction:
@@ -567,6 +723,8 @@ class Transaction:
         self.staged: dict[str, list[Path]] = {kind: [] for kind in TABLES}
         self._numbers = itertools.count()
         self._owner: int | None = None
+        self._templates_lock: int | None = None
+        self._miner = None
         self._made = False
 
     # -- the writer interface _append uses ----------------------------------------------------
@@ -648,18 +806,49 @@ class Transaction:
             _replace_json(self.dir / CLAIM, {"pid": os.getpid(), "sha256": sorted(mine)}, durable=False)
         return skip
 
+    def templates(self):
+        """The store's log-template miner, for this transaction to template its log records.
+
+        The first call takes the templates lock (:data:`TEMPLATES_LOCK`; it waits while another
+        ingest holds it), rolls forward a commit left half done (whose templates may not be in
+        place yet) and loads the state the last commit left; the lock is held until this
+        transaction commits the miner's new state (with its parts) or aborts. So ingests with
+        logs template one after another, each continuing from the templates of the previous:
+        a template id means the same template in every part, whatever ran at the same time.
+
+        Returns
+        -------
+        tracesleuth.io.log_templates.LogTemplateMiner
+        """
+        if self.state != "staging":
+            raise RuntimeError(f"transaction {self.id} is {self.state}, not staging")
+        if self._miner is None:
+            self._templates_lock = _lock_fd(self.path / TEMPLATES_LOCK)
+            with _store_lock(self.path):
+                _recover(self.path)
+            self._miner = _load_miner(self.path)
+        return self._miner
+
+    @property
+    def n_templates(self) -> int:
+        """Templates of the miner after this transaction (0 when it templated nothing)."""
+        return 0 if self._miner is None else self._miner.n_templates_
+
     def append(self, table: _Table, batches: Iterable[pa.RecordBatch], part_rows: int = PART_SPANS) -> list[Path]:
-        """Stage records of ``table`` (:data:`SPANS`, :data:`LOGS` or :data:`REJECTS`) as
-        :meth:`SpanStore.append_spans` writes them. Returns the staged parts."""
+        """Stage records of ``table`` (:data:`SPANS`, :data:`LOGS`, :data:`REJECTS` or
+        :data:`LOG_REJECTS`) as :meth:`SpanStore.append_spans` writes them. Returns the staged
+        parts."""
         if self.state != "staging":
             raise RuntimeError(f"transaction {self.id} is {self.state}, not staging")
         return _append(self, table, batches, part_rows)
 
     def commit(self, entry: dict) -> dict[str, list[str]]:
-        """Commit every staged part at once, with the manifest entry ``entry`` (given ``id``,
-        ``state``, ``time``, ``parts``, ``log_parts`` and ``reject_parts`` here). The store is
-        created when absent. Run it with signals held (an interruption in its middle is rolled
-        forward by the next reader or writer, but is better not had).
+        """Commit every staged part at once, and the log templates' new state (when
+        :meth:`templates` was called), with the manifest entry ``entry`` (given ``id``,
+        ``state``, ``time``, ``parts``, ``log_parts``, ``reject_parts`` and
+        ``log_reject_parts`` here). The store is created when absent. Run it with signals held
+        (an interruption in its middle is rolled forward by the next reader or writer, but is
+        better not had).
 
         Returns
         -------
@@ -681,9 +870,14 @@ class Transaction:
                     number += 1
                     moves.append([_rel(part, self.path), _rel(final, self.path)])
                     finals[kind].append(_rel(final, self.path))
+            if self._miner is not None:  # the templates' state replaces the store's with the parts
+                staged = self.dir / TEMPLATES
+                _replace_json(staged, self._miner.to_json(), durable=True)
+                moves.append([_rel(staged, self.path), TEMPLATES])
             entry = {"id": self.id, "pid": os.getpid(), "time": time.time(), **entry, "state": COMMITTING,
                      "parts": finals[SPANS.kind], "log_parts": finals[LOGS.kind],
-                     "reject_parts": finals[REJECTS.kind], "moves": moves}
+                     "reject_parts": finals[REJECTS.kind], "log_reject_parts": finals[LOG_REJECTS.kind],
+                     **({"templates": self.n_templates} if self._miner is not None else {}), "moves": moves}
             meta = store.manifest()
             meta["ingests"].append(entry)
             store._write_manifest(meta)  # the commit point
@@ -713,15 +907,19 @@ class Transaction:
             _remove_if_empty(self.path / STAGING)
             if is_store(self.path):
                 return
-            if {e.name for e in self.path.iterdir()} == {LOCK}:
-                (self.path / LOCK).unlink()  # (a writer waiting on it re-opens: see _store_lock)
+            left = {e.name for e in self.path.iterdir()}
+            if left <= {LOCK, TEMPLATES_LOCK}:
+                for name in left:  # (a writer waiting on one re-opens it: see _lock_fd)
+                    (self.path / name).unlink()
                 if self._made:
                     self.path.rmdir()
 
     def _release(self) -> None:
-        if self._owner is not None:
-            os.close(self._owner)
-            self._owner = None
+        for name in ("_owner", "_templates_lock"):
+            fd = getattr(self, name)
+            if fd is not None:
+                os.close(fd)
+                setattr(self, name, None)
 
 
 def _recover(store_path: Path) -> None:
@@ -771,6 +969,58 @@ def _roll_forward(store_path: Path, entry: dict) -> None:
     entry.pop("moves", None)
 
 
+def count_joined(logs: pl.LazyFrame, spans: pl.LazyFrame, n_spans: int, *,
+                 bucket_spans: int = JOIN_BUCKET_SPANS) -> int:
+    """How many log records are written in a span of ``spans``: a semi-join on ``(trace_id,
+    span_id)`` (a record without trace context joins nothing).
+
+    The join runs in buckets of the span-id hash, each holding about ``bucket_spans`` span ids
+    in memory (both inputs are scanned once per bucket), so memory does not grow with the store.
+
+    Parameters
+    ----------
+    logs, spans : polars.LazyFrame
+        Frames with the columns ``trace_id`` and ``span_id`` (strings).
+    n_spans : int
+        Rows of ``spans`` (sizes the buckets).
+    bucket_spans : int, default=JOIN_BUCKET_SPANS
+
+    Returns
+    -------
+    int
+    """
+    ids = [S.TRACE_ID, S.SPAN_ID]
+    buckets = max(1, -(-n_spans // bucket_spans))
+    key = [pl.col(c).cast(pl.String) for c in ids]
+    logs, spans = logs.select(key).drop_nulls(), spans.select(key)
+    joined = 0
+    for k in range(buckets):
+        if buckets > 1:
+            mine = pl.col(S.SPAN_ID).hash(seed=0) % buckets == k
+            bucket_logs, bucket_spans_ = logs.filter(mine), spans.filter(mine)
+        else:
+            bucket_logs, bucket_spans_ = logs, spans
+        joined += bucket_logs.join(bucket_spans_.unique(), on=ids, how="semi").select(pl.len()).collect().item()
+    return joined
+
+
+def _may_hold(part: Path, start_ns: int | None, end_ns: int | None) -> bool:
+    """Whether a part may hold records of ``[start_ns, end_ns)`` (by its hour partition; a flat
+    part always may)."""
+    hour = partition_hour(part)
+    if hour is None:
+        return True
+    return (start_ns is None or (hour + 1) * PARTITION_NS > start_ns) and (end_ns is None or hour * PARTITION_NS < end_ns)
+
+
+def _load_miner(store_path: Path):
+    """The store's log-template miner (its saved state, or a new one)."""
+    from .io.log_templates import LogTemplateMiner
+
+    path = store_path / TEMPLATES
+    return LogTemplateMiner.from_json(path.read_text()) if path.exists() else LogTemplateMiner()
+
+
 def _owner_alive(folder: Path) -> bool:
     """Whether the ingest staging in ``folder`` is alive (holds its owner lock)."""
     try:
@@ -807,23 +1057,28 @@ def _live_claims(store_path: Path, own: str) -> dict[str, int]:
 
 @contextmanager
 def _store_lock(path: Path) -> Iterator[None]:
-    """Hold the store lock of the directory ``path`` (exclusive ``flock`` on :data:`LOCK`). The
-    lock file of a directory that never became a store may be removed (:meth:`Transaction.abort`):
-    a writer that locked a removed file opens the new one and locks again."""
-    while True:
-        fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            same = os.stat(path / LOCK).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)
+    """Hold the store lock of the directory ``path`` (exclusive ``flock`` on :data:`LOCK`)."""
+    fd = _lock_fd(path / LOCK)
     try:
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def _lock_fd(lock: Path) -> int:
+    """Take an exclusive ``flock`` on the file ``lock`` (created when absent; waits while another
+    holds it); returns the descriptor, whose closing releases it. The lock files of a directory
+    that never became a store may be removed (:meth:`Transaction.abort`): a writer that locked a
+    removed file opens the new one and locks again."""
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
 
 
 def _refuse_foreign(path: Path) -> None:
@@ -838,11 +1093,12 @@ def _refuse_foreign(path: Path) -> None:
         raise TraceFormatError(str(path), "exists and is not a span store; refusing to write into it")
 
 
-def _replace_json(path: Path, doc: dict, *, indent: int | None = None, durable: bool = True) -> None:
-    """Replace a JSON file atomically (temporary file, rename); durably (fsyncs) unless told not."""
+def _replace_json(path: Path, doc: dict | str, *, indent: int | None = None, durable: bool = True) -> None:
+    """Replace a JSON file (``doc``, or JSON text) atomically (temporary file, rename); durably
+    (fsyncs) unless told not."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w") as f:
-        f.write(json.dumps(doc, indent=indent))
+        f.write(doc if isinstance(doc, str) else json.dumps(doc, indent=indent))
         if durable:
             f.flush()
             os.fsync(f.fileno())
@@ -1016,12 +1272,22 @@ def partition_name(hour: int) -> str:
     return f"date={moment:%Y-%m-%d}/hour={moment:%H}"
 
 
+def partition_hour(path: Path) -> int | None:
+    """The hour (since the epoch) of a part in a Hive partition ``date=D/hour=H`` (the inverse of
+    :func:`partition_name`); None for a part of a flat layout."""
+    hour, date = path.parent.name, path.parent.parent.name
+    if not (hour.startswith("hour=") and date.startswith("date=")):
+        return None
+    moment = datetime.strptime(f"{date[5:]} {hour[5:]}", "%Y-%m-%d %H").replace(tzinfo=timezone.utc)
+    return int(moment.timestamp()) // 3600
+
+
 #: The number of a part or of a part being written: ``part-000007.parquet``,
 #: ``part-000007-seg-000000000042.parquet``, ``.part-000007.parquet.tmp``.
 _PART_NUMBER = re.compile(r"\.?part-(\d+)")
 #: What creating a store makes in its directory before the manifest (a crash may leave these),
 #: and the staging directory of an ingest into a new store.
-_CREATION_NAMES = frozenset({LOCK, MANIFEST + ".tmp", "spans", "rejects", STAGING})
+_CREATION_NAMES = frozenset({LOCK, TEMPLATES_LOCK, MANIFEST + ".tmp", "spans", "rejects", STAGING})
 
 
 def _tmp_name(final: Path) -> Path:
@@ -1049,19 +1315,26 @@ def file_sha256(path) -> str:
 
 def ingest(paths, store: SpanStore | str | os.PathLike, *, format: str | None = None, mapping=None,
            on_batch=None, force: bool = False) -> IngestSummary:
-    """Read trace files into a span store, streaming, as one transaction.
+    """Read trace and log files into a span store, streaming, as one transaction.
 
     Parameters
     ----------
     paths : str, path or list
-        Files, directories or glob patterns (see :func:`tracesleuth.io.iter_span_batches`).
+        Files, directories or glob patterns (see :func:`tracesleuth.io.iter_span_batches`), of
+        spans and log records together: each file's kind is told from its content
+        (:func:`tracesleuth.io.detect_format`, :func:`tracesleuth.io.is_log_format`). Log records
+        go to the store's log table, each given its template
+        (:class:`~tracesleuth.io.log_templates.LogTemplateMiner`, whose state the store keeps).
     store : SpanStore or path
         Destination, created at the commit when absent (an ingest that stores nothing, or a
         mistyped path, leaves no store behind).
-    format, mapping
-        As for :func:`tracesleuth.io.read_spans`.
+    format : str, optional
+        Force one format (span or log) for every file, as for :func:`tracesleuth.io.read_spans`
+        and :func:`tracesleuth.io.read_logs`.
+    mapping
+        As for :func:`tracesleuth.io.read_spans` (span CSV/Parquet).
     on_batch : callable, optional
-        Called with each record batch (progress reporting).
+        Called with each span batch (progress reporting).
     force : bool, default=False
         Read files whose content (SHA-256) the store already holds, or that another file of this
         ingest has; by default they are skipped and listed in ``skipped_files``.
@@ -1086,15 +1359,16 @@ def ingest(paths, store: SpanStore | str | os.PathLike, *, format: str | None = 
     -----
     All of the ingest's parts appear at once, at its commit, or none does (a
     :class:`Transaction`; see the module docstring), whatever stops it: an exception, a signal,
-    kill -9 or a power cut.
+    kill -9 or a power cut. An ingest with log files templates them one ingest at a time (it
+    holds the templates lock from loading the miner's state to committing it).
     """
-    from .io import RejectLog, expand_paths, iter_span_batches, rejects_by_reason
+    from .io import RejectLog, expand_paths, iter_log_batches, iter_span_batches, rejects_by_reason
 
     files = list(dict.fromkeys(str(f) for f in expand_paths(paths)))  # raises before anything is created
     path = store.path if isinstance(store, SpanStore) else Path(store)
     t0 = time.perf_counter()
-    log, formats, damaged = RejectLog(), {}, []
-    read = {"spans": 0}
+    log, log_log, formats, log_formats, damaged = RejectLog(), RejectLog(), {}, {}, []
+    read = {"spans": 0, "logs": 0}
     txn = Transaction(path)
     given = [str(p) for p in (paths if isinstance(paths, (list, tuple)) else [paths])]
     with SignalGuard() as signals:
@@ -1103,53 +1377,120 @@ def ingest(paths, store: SpanStore | str | os.PathLike, *, format: str | None = 
             txn.begin()
             skipped = txn.claim(hashes, force=force)
             todo = [f for f in files if f not in skipped]
+            kinds = file_kinds(todo, format)
+            span_files = [f for f in todo if kinds[f] == SPANS.kind]
+            log_files = [f for f in todo if kinds[f] == LOGS.kind]
 
-            def batches():
-                for b in iter_span_batches(todo, format=format, mapping=mapping, log=log, formats=formats,
+            def span_batches():
+                for b in iter_span_batches(span_files, format=format, mapping=mapping, log=log, formats=formats,
                                            damaged=damaged):
                     read["spans"] += b.num_rows
                     if on_batch is not None:
                         on_batch(b)
                     yield b
 
-            staged = txn.append(SPANS, batches()) if todo else []
-            rejects = log.to_arrow()
-            if rejects.num_rows:
-                txn.append(REJECTS, rejects.to_batches(), 1 << 62)
+            def log_batches(miner):
+                for b in iter_log_batches(log_files, format=format, log=log_log, formats=log_formats,
+                                          damaged=damaged):
+                    read["logs"] += b.num_rows
+                    yield _with_templates(b, miner)
+
+            staged = txn.append(SPANS, span_batches()) if span_files else []
+            if log_files:
+                staged += txn.append(LOGS, log_batches(txn.templates()))
+            rejects, log_rejects = log.to_arrow(), log_log.to_arrow()
+            for table, rows in ((REJECTS, rejects), (LOG_REJECTS, log_rejects)):
+                if rows.num_rows:
+                    txn.append(table, rows.to_batches(), ONE_PART)
             summary = IngestSummary(
                 spans_read=sum(log.spans_read.values()), spans_rejected=log.spans_rejected,
                 rejected_records=log.n_rejected_records, warnings=log.n_warnings, parts=(), formats=formats,
                 reasons=rejects_by_reason(rejects), seconds=time.perf_counter() - t0,
                 damaged_files=tuple(str(f) for f in damaged), examples=rejects.slice(0, MAX_EXAMPLES).to_pylist(),
-                skipped_files=[{"path": f, "sha256": hashes[f], "reason": r} for f, r in skipped.items()])
+                skipped_files=[{"path": f, "sha256": hashes[f], "reason": r} for f, r in skipped.items()],
+                logs_read=read["logs"], logs_rejected=log_log.spans_rejected, log_formats=log_formats,
+                log_warnings=log_log.n_warnings,
+                log_reasons=[{"reason": r["reason"], "entries": r["records"], "records_lost": r["spans"]}
+                             for r in rejects_by_reason(log_rejects)])
             if not staged:
                 signals.hold()
                 txn.abort()
                 raise NothingStoredError(_nothing_stored(files, skipped, summary), summary=summary)
             entry = {"paths": given, "spans_read": summary.spans_read, "spans_rejected": summary.spans_rejected,
-                     "files": [{"path": f, "sha256": hashes[f], "bytes": os.path.getsize(f),
-                                "format": formats.get(f)} for f in todo if hashes[f]]}
+                     "logs_read": summary.logs_read, "logs_rejected": summary.logs_rejected,
+                     "files": [{"path": f, "sha256": hashes[f], "bytes": os.path.getsize(f), "kind": kinds[f],
+                                "format": formats.get(f) or log_formats.get(f)} for f in todo if hashes[f]]}
             signals.hold()  # the commit, and what follows it, is not cut short
             finals = txn.commit(entry)
         except KeyboardInterrupt as e:
             signals.hold()
             txn.abort()
             signum = getattr(e, "signum", signal.SIGINT)
+            what = f"{read['spans']:,} spans" + (f", {read['logs']:,} log records" if read["logs"] else "")
             raise IngestInterrupted(signum, False, (
-                f"interrupted by {signal_name(signum)}: nothing committed; {len(formats)} of "
-                f"{len(files)} file(s) read ({read['spans']:,} spans) discarded")) from None
+                f"interrupted by {signal_name(signum)}: nothing committed; {len(formats) + len(log_formats)} of "
+                f"{len(files)} file(s) read ({what}) discarded")) from None
         except BaseException:
             signals.hold()
             txn.abort()
             raise
         held = signals.held
-    summary = dataclasses.replace(summary, parts=tuple(finals[SPANS.kind]), seconds=time.perf_counter() - t0,
-                                  ingest_id=txn.id)
+    summary = dataclasses.replace(summary, parts=tuple(finals[SPANS.kind]), log_parts=tuple(finals[LOGS.kind]),
+                                  templates=txn.n_templates, seconds=time.perf_counter() - t0, ingest_id=txn.id)
     if held:
         raise IngestInterrupted(held[0], True, (
             f"interrupted by {signal_name(held[0])} during the commit, which was completed: the ingest "
-            f"is in the store whole ({summary.spans_read:,} spans in {len(summary.parts)} part(s))"))
+            f"is in the store whole ({summary.spans_read:,} spans and {summary.logs_read:,} log records in "
+            f"{len(summary.parts) + len(summary.log_parts)} part(s))"))
     return summary
+
+
+def file_kinds(files, format: str | None = None) -> dict[str, str]:
+    """Each file's table, ``"spans"`` or ``"logs"``, from ``format`` when given, else from its
+    content (:func:`tracesleuth.io.detect_format` on its first bytes, decompressed).
+
+    Parameters
+    ----------
+    files : list of str or Path
+        Files (not directories: see :func:`tracesleuth.io.expand_paths`).
+    format : str, optional
+        A span or log format every file is in.
+
+    Returns
+    -------
+    dict of str to str
+        ``{file: "spans" | "logs"}``; a file whose format cannot be told (empty, unreadable,
+        unknown) is ``"spans"``: the span readers report it.
+    """
+    from .io import PREFETCH_WORKERS, detect_format, is_log_format
+    from .io._source import open_binary, peek
+
+    if format is not None:
+        return dict.fromkeys(map(str, files), LOGS.kind if is_log_format(format) else SPANS.kind)
+
+    def kind(f: str) -> str:
+        try:
+            with open_binary(Path(f)) as stream:
+                head, _ = peek(stream)
+            if head.strip() and is_log_format(detect_format(head, f)):
+                return LOGS.kind
+        except (OSError, EOFError, TraceFormatError):
+            pass
+        return SPANS.kind
+
+    files = list(map(str, files))
+    if len(files) <= 1:
+        return {f: kind(f) for f in files}
+    with ThreadPoolExecutor(PREFETCH_WORKERS, thread_name_prefix="tracesleuth-sniff") as pool:
+        # (inflating the heads releases the GIL: 132 gzip files of the Nezha day in about half the time)
+        return dict(zip(files, pool.map(kind, files)))
+
+
+def _with_templates(batch: pa.RecordBatch, miner) -> pa.RecordBatch:
+    """A log batch with each record's template id (``miner.assign``)."""
+    ids = miner.assign(batch)
+    ids = ids.cast(pa.int64()) if isinstance(ids, pa.Array) else pa.array(np.asarray(ids, dtype=np.int64))
+    return batch.set_column(batch.schema.get_field_index(S.TEMPLATE_ID), S.LOG_SCHEMA.field(S.TEMPLATE_ID), ids)
 
 
 def _nothing_stored(files: list[str], skipped: dict, summary: IngestSummary) -> str:
@@ -1160,5 +1501,7 @@ def _nothing_stored(files: list[str], skipped: dict, summary: IngestSummary) -> 
     parts = [f"{len(skipped)} file(s) skipped (already in the store)"] if skipped else []
     if summary.spans_rejected:
         parts.append(f"{summary.spans_rejected:,} span(s) rejected")
-    return (f"nothing stored: no span could be read from {len(files) - len(skipped)} file(s)"
+    if summary.logs_rejected:
+        parts.append(f"{summary.logs_rejected:,} log record(s) rejected")
+    return (f"nothing stored: no span or log record could be read from {len(files) - len(skipped)} file(s)"
             + (f" ({'; '.join(parts)})" if parts else "") + "; see the reasons")

@@ -115,6 +115,10 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace files, direct
         raise typer.Exit(1)
 
 
+#: Reasons of log rejects and warnings an ingest prints at most (all are in --json).
+MAX_LOG_REASONS = 5
+
+
 def _ingest_doc(summary, output: Path) -> dict:
     return summary.to_dict() | {"store": str(output), "spans_in": summary.spans_read + summary.spans_rejected}
 
@@ -122,13 +126,13 @@ def _ingest_doc(summary, output: Path) -> dict:
 def _print_ingest(summary, output: Path) -> None:
     """The text report of an ingest (stored or not)."""
     read = len(summary.formats)
-    if read or not summary.skipped_files:
+    if read or not (summary.skipped_files or summary.log_formats):
         out.print(f"Read [bold]{summary.spans_read + summary.spans_rejected:,}[/] spans from "
                   f"{read} file(s) in {summary.seconds:.2f} s: "
                   f"[green]{summary.spans_read:,} stored[/], [red]{summary.spans_rejected:,} rejected[/] "
                   f"({summary.rejected_records:,} records), {summary.warnings:,} warnings.")
     fmts: dict = {}
-    for f in summary.formats.values():
+    for f in [*summary.formats.values(), *summary.log_formats.values()]:
         fmts[f] = fmts.get(f, 0) + 1
     if fmts:
         out.print("Formats: " + ", ".join(f"{k} ({v} files)" for k, v in sorted(fmts.items())))
@@ -136,9 +140,16 @@ def _print_ingest(summary, output: Path) -> None:
         first = summary.skipped_files[0]
         out.print(f"Skipped {len(summary.skipped_files)} file(s) whose content is in the store already or being "
                   f"ingested (--force reads them), e.g. {first['path']}: {first['reason']}", markup=False)
+    if summary.log_formats:
+        out.print(f"Read [bold]{summary.logs_read + summary.logs_rejected:,}[/] log records from "
+                  f"{len(summary.log_formats)} file(s): [green]{summary.logs_read:,} stored[/], "
+                  f"[red]{summary.logs_rejected:,} rejected[/], {summary.log_warnings:,} warnings"
+                  + (f"; {summary.templates:,} log templates in the store" if summary.templates else "") + ".")
+        for r in summary.log_reasons[:MAX_LOG_REASONS]:
+            out.print(f"  {r['reason']}: {r['entries']:,} entries, {r['records_lost']:,} records lost", markup=False)
     if summary.ingest_id:
-        out.print(f"Store: {output} ({len(summary.parts)} new part(s), committed as ingest "
-                  f"{summary.ingest_id[:12]})", markup=False)
+        out.print(f"Store: {output} ({len(summary.parts) + len(summary.log_parts)} new part(s), committed as "
+                  f"ingest {summary.ingest_id[:12]})", markup=False)
     _print_rejects(summary.reasons, summary.examples, summary.spans_rejected)
     if summary.damaged_files:
         out.print(f"{len(summary.damaged_files)} file(s) not read to their end (records after the damage lost): "
@@ -149,14 +160,15 @@ def _print_ingest(summary, output: Path) -> None:
 def info(paths: PathsArg, format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
     """Traces, spans, services, operations, endpoints and their latency percentiles and error rates."""
     from ..io import rejects_by_reason
-    from ..model.summary import summarize
+    from ..model.summary import summarize, summarize_logs
 
     result = read_input(paths, format, mapping)
     s = summarize(result)
+    logs = summarize_logs([str(p) for p in paths], result.spans, format=format)
     reasons = rejects_by_reason(result.rejects)
     if json:
         emit_json(s.to_dict() | {"spans_rejected": result.spans_rejected, "rejects": reasons,
-                                 "files": len(result.formats)})
+                                 "files": len(result.formats), "logs": logs.to_dict()})
         return
     a = s.assembly
     out.print(f"[bold]{s.traces:,}[/] traces, [bold]{s.spans:,}[/] spans, {s.services} services, "
@@ -178,6 +190,7 @@ def info(paths: PathsArg, format: FormatOpt = None, mapping: MappingOpt = None, 
         out.print(t)
     if s.endpoints.height and s.endpoints["error_rate"].null_count() == s.endpoints.height:
         out.print("Error rates unknown: no span of the input has a status set.", markup=False)
+    out.print(logs.describe(), markup=False)
     _print_rejects(reasons, _reject_rows(result.rejects), result.spans_rejected)
 
 
