@@ -58,3 +58,8 @@ class ParameterError(TraceSleuthError):
 
 class EmptyDataError(TraceSleuthError):
     """An analysis was given no data it can work on (empty table, no request in the interval)."""
+
+
+class NoLogsError(TraceSleuthError):
+    """No log record could be read from the given paths (all files empty, unknown, of spans, or
+    rejected)."""

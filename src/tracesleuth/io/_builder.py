@@ -99,11 +99,7 @@ class SpanLimits:
     max_links: int | None = 128
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ParameterError(f"The {f.name!r} parameter of SpanLimits must be an int in the range "
-                                     f"[1, inf) or None. Got {value!r} instead.")
+        check_limits(self)
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> "SpanLimits":
@@ -134,17 +130,7 @@ class SpanLimits:
         >>> SpanLimits.from_environment({"OTEL_ATTRIBUTE_COUNT_LIMIT": "32"}).max_attributes
         32
         """
-        environ = os.environ if environ is None else environ
-        values = {}
-        for name, variables in _LIMIT_VARIABLES.items():
-            variable = next((v for v in variables if environ.get(v, "").strip()), None)
-            if variable is None:
-                continue
-            text = environ[variable].strip()
-            if not (text.isascii() and text.isdigit() and int(text) >= 1):
-                raise ParameterError(f"The environment variable {variable} must be a positive integer "
-                                     f"(the {name!r} span limit). Got {environ[variable]!r} instead.")
-            values[name] = int(text)
+        values = limits_from_environment(_LIMIT_VARIABLES, "span", environ)
         return cls(**values) if values else DEFAULT_SPAN_LIMITS
 
 
@@ -155,6 +141,40 @@ _LIMIT_VARIABLES = {
     "max_events": ("OTEL_SPAN_EVENT_COUNT_LIMIT",),
     "max_links": ("OTEL_SPAN_LINK_COUNT_LIMIT",),
 }
+
+
+def check_limits(limits) -> None:
+    """Raise :class:`ParameterError` unless every field of the limits dataclass ``limits`` is a
+    positive int or None (shared by :class:`SpanLimits` and the log reader's ``LogLimits``)."""
+    for f in fields(limits):
+        value = getattr(limits, f.name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ParameterError(f"The {f.name!r} parameter of {type(limits).__name__} must be an int in the range "
+                                 f"[1, inf) or None. Got {value!r} instead.")
+
+
+def limits_from_environment(variables: Mapping[str, tuple], what: str,
+                            environ: Mapping[str, str] | None = None) -> dict:
+    """``{bound: value}`` set by OpenTelemetry environment variables: for each bound, the first
+    of its ``variables`` (by precedence) that is set and not empty.
+
+    Raises
+    ------
+    ParameterError
+        A variable that is not a positive integer, named with its value and ``what`` limit it sets.
+    """
+    environ = os.environ if environ is None else environ
+    values = {}
+    for name, names in variables.items():
+        variable = next((v for v in names if environ.get(v, "").strip()), None)
+        if variable is None:
+            continue
+        text = environ[variable].strip()
+        if not (text.isascii() and text.isdigit() and int(text) >= 1):
+            raise ParameterError(f"The environment variable {variable} must be a positive integer "
+                                 f"(the {name!r} {what} limit). Got {environ[variable]!r} instead.")
+        values[name] = int(text)
+    return values
 
 
 #: The limits applied when none are given (:class:`SpanLimits`' defaults).
@@ -410,15 +430,7 @@ class SpanBatchBuilder:
             return None
         if len(self.attr_offsets) != n + 1:  # pragma: no cover - reader bug, not input
             raise AssertionError("attributes added after the last span")
-        attrs = pa.ListArray.from_arrays(
-            pa.array(self.attr_offsets, pa.int32()),
-            pa.StructArray.from_arrays(
-                [pa.array(self.attr_key, pa.string()), pa.array(self.attr_str, pa.string()),
-                 pa.array(self.attr_int, pa.int64()), pa.array(self.attr_float, pa.float64()),
-                 pa.array(self.attr_bool, pa.bool_())],
-                fields=list(S.ATTRIBUTE_TYPE),
-            ),
-        )
+        attrs = self.attributes_array()
         fast = self._arrow_raw()
         if fast is not None:  # every field of the plain type: the vectorized path of an Arrow table
             self._reset()
@@ -442,6 +454,19 @@ class SpanBatchBuilder:
         self._reset()
         return validate_spans(raw, attrs, self.source, self.log, limits=self.limits)
 
+
+    def attributes_array(self) -> pa.ListArray:
+        """The attribute lists added so far, one per ``attr_offsets`` interval, as an Arrow list
+        array of :data:`~tracesleuth.schema.ATTRIBUTE_TYPE`."""
+        return pa.ListArray.from_arrays(
+            pa.array(self.attr_offsets, pa.int32()),
+            pa.StructArray.from_arrays(
+                [pa.array(self.attr_key, pa.string()), pa.array(self.attr_str, pa.string()),
+                 pa.array(self.attr_int, pa.int64()), pa.array(self.attr_float, pa.float64()),
+                 pa.array(self.attr_bool, pa.bool_())],
+                fields=list(S.ATTRIBUTE_TYPE),
+            ),
+        )
 
     def _arrow_raw(self) -> pa.Table | None:
         """The waiting spans as an Arrow table of :data:`RAW_COLUMNS` when every value has its
@@ -689,14 +714,9 @@ def _apply_limits(batch: pa.RecordBatch, records: np.ndarray, source: str, log: 
     for name, limit, what in ((S.SERVICE, limits.max_service_chars, "service name"),
                               (S.OPERATION, limits.max_operation_chars, "operation name"),
                               (S.INSTANCE, limits.max_instance_chars, "instance name")):
-        values = batch.column(name)
-        over = _longer_than(values, limit)
-        if over is None:
-            continue
-        rows = np.flatnonzero(over)
-        _warn_records(log, source, records, rows, name, _cut_reason(what, limit),
-                      [_cut_excerpt(v) for v in values.take(pa.array(rows)).to_pylist()])
-        columns[name] = pc.if_else(pa.array(over), pc.utf8_slice_codeunits(values, 0, limit), values)
+        cut = cut_strings(batch.column(name), limit, what, name, records, source, log)
+        if cut is not None:
+            columns[name] = cut
     attrs = _limit_attributes(batch.column(S.ATTRIBUTES), records, source, log, limits)
     if attrs is not None:
         columns[S.ATTRIBUTES] = attrs
@@ -704,6 +724,20 @@ def _apply_limits(batch: pa.RecordBatch, records: np.ndarray, source: str, log: 
         return batch
     return pa.RecordBatch.from_arrays([columns.get(f.name, batch.column(f.name)) for f in batch.schema],
                                       schema=batch.schema)
+
+
+def cut_strings(values: pa.Array, limit: int | None, what: str, field: str, records: np.ndarray, source: str,
+                log: RejectLog) -> pa.Array | None:
+    """``values`` with the strings longer than ``limit`` characters cut to it, one warning per
+    record naming ``field`` (``what`` in the reason, the original length in the excerpt); None
+    when none is over (decided from the Arrow offsets)."""
+    over = _longer_than(values, limit)
+    if over is None:
+        return None
+    rows = np.flatnonzero(over)
+    _warn_records(log, source, records, rows, field, _cut_reason(what, limit),
+                  [_cut_excerpt(v) for v in values.take(pa.array(rows)).to_pylist()])
+    return pc.if_else(pa.array(over), pc.utf8_slice_codeunits(values, 0, limit), values)
 
 
 def _limit_attributes(attrs: pa.ListArray, records: np.ndarray, source: str, log: RejectLog,

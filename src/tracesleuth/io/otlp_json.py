@@ -113,16 +113,8 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
                                     spans=count_keys(cut_off, SPAN_KEYS), excerpt=cut_off)
                 raise block_error
     else:
-        items = iter_json_items(stream, builder, items_of=_resource_spans_of, prefix_of=_prefix_of,
-                                span_keys=SPAN_KEYS, spans_in=_spans_in)
-        for record, resource_spans in items:
-            if resource_spans.__class__ is TooDeep:
-                resource_spans.report(builder, record)
-                continue
-            with gc_paused():
-                reader.read_resource_spans(resource_spans, record, "")
-            if builder.full():
-                yield builder.flush()
+        yield from body_batches(stream, builder, reader.read_resource_spans, items_of=_resource_spans_of,
+                                prefix_of=_prefix_of, keys=SPAN_KEYS, count=_spans_in)
     if error is not None:  # the records before it were read; the caller reports the rest
         raise error
     batch = builder.flush()
@@ -221,9 +213,10 @@ def _fill(stream: BinaryIO, buffer: bytearray, filled: int) -> tuple[int, bool, 
         view.release()
 
 
-def _sniff_lines(stream: BinaryIO) -> tuple[bytes, bool, OSError | None]:
+def _sniff_lines(stream: BinaryIO, members: tuple[str, ...] = ("resourceSpans", "resource_spans")
+                 ) -> tuple[bytes, bool, OSError | None]:
     """Read lines until one is a whole request object (the file exporter's layout; a single
-    compact body is then one such line), or until :data:`SNIFF_LINES` lines or
+    compact body is then one such line: an object with one of ``members``), or until :data:`SNIFF_LINES` lines or
     :data:`~tracesleuth.io._jsondoc.MAX_DOCUMENT_BYTES` went by without one (a pretty-printed
     body never has one).
 
@@ -255,7 +248,7 @@ def _sniff_lines(stream: BinaryIO) -> tuple[bytes, bool, OSError | None]:
                 obj = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue
-            if isinstance(obj, dict) and ("resourceSpans" in obj or "resource_spans" in obj):
+            if isinstance(obj, dict) and any(m in obj for m in members):
                 return b"".join(lines), True, None
     return b"".join(lines), False, None
 
@@ -302,6 +295,86 @@ def _camel(obj: Any) -> Any:
     return obj
 
 
+def body_batches(stream: BinaryIO, builder, read: Callable[[Any, int, str], None], *, items_of: Callable,
+                 prefix_of: Callable, keys: tuple[bytes, ...], count: Callable[[Any], int]) -> Iterator[pa.RecordBatch]:
+    """The full batches of one OTLP JSON body (spans or logs): each element of its resource list
+    (``items_of``; streamed, salvaged: :func:`~tracesleuth.io._jsondoc.iter_json_items`) given to
+    ``read(element, record, "")``; an element nested too deep is rejected. The caller flushes the
+    last batch."""
+    items = iter_json_items(stream, builder, items_of=items_of, prefix_of=prefix_of, span_keys=keys, spans_in=count)
+    for record, item in items:
+        if item.__class__ is TooDeep:
+            item.report(builder, record)
+            continue
+        with gc_paused():
+            read(item, record, "")
+        if builder.full():
+            yield builder.flush()
+
+
+def _snake(name: str) -> str:
+    """``resourceSpans`` -> ``resource_spans`` (protobuf's own JSON names)."""
+    return "".join("_" + c.lower() if c.isupper() else c for c in name)
+
+
+def request_resources(builder, line: bytes, lineno: int, member: str, count: Callable[[bytes], int]) -> list | None:
+    """The ``member`` list (``"resourceSpans"``, ``"resourceLogs"``) of one line of the collector
+    file exporter's output, its ``snake_case`` spelling accepted; None when the line is not such a
+    request (then rejected into ``builder.log`` with the ``count(line)`` records it held). Shared
+    by the span and log readers."""
+    source, log = builder.source, builder.log
+    try:
+        doc, bad = loads_repairing(line)
+    except orjson.JSONDecodeError as e:
+        log.add(source, lineno, f"malformed JSON at byte {byte_offset(line, e.pos)} of the line: {e.msg}",
+                spans=count(line), excerpt=line)
+        return None
+    if bad is not None:
+        warn_replacements(builder, lineno, doc, bad)
+    if not isinstance(doc, dict):
+        log.add(source, lineno, f"a line must hold a JSON object, got {type(doc).__name__}", spans=count(line),
+                excerpt=line)
+        return None
+    if member not in doc and _snake(member) in doc:
+        doc = _camel(doc)
+    items = doc.get(member)
+    if not isinstance(items, list):
+        log.add(source, lineno, "missing or not a list" if items is None else
+                f"must be a list, got {type(items).__name__}", field=member, spans=count(line), excerpt=line)
+        return None
+    return items
+
+
+def resource_parts(obj: Any, scopes: str, legacy: str) -> tuple[dict, list, list]:
+    """``(object, resource attributes as (key, value), scope list)`` of one ``ResourceSpans`` or
+    ``ResourceLogs`` object (``scopes``: ``"scopeSpans"``/``"scopeLogs"``, ``legacy``: the pre-1.0
+    ``instrumentationLibrary*`` name; ``snake_case`` spellings renamed). Shared by the span and
+    log readers.
+
+    Raises
+    ------
+    OtlpValueError
+        Naming the first field of the wrong type.
+    """
+    if isinstance(obj, dict) and scopes not in obj and (_snake(scopes) in obj or _snake(legacy) in obj):
+        obj = _camel(obj)
+    if not isinstance(obj, dict):
+        raise OtlpValueError("", f"must be an object, got {type(obj).__name__}")
+    resource = obj.get("resource") or {}
+    if not isinstance(resource, dict):
+        raise OtlpValueError("resource", f"must be an object, got {type(resource).__name__}")
+    rattrs = resource.get("attributes") or []
+    if not isinstance(rattrs, list):
+        raise OtlpValueError("resource.attributes", f"must be a list, got {type(rattrs).__name__}")
+    items = [json_key_value(kv, f"resource.attributes[{i}]") for i, kv in enumerate(rattrs)]
+    found = obj.get(scopes)
+    if found is None:
+        found = obj.get(legacy, [])
+    if not isinstance(found, list):
+        raise OtlpValueError(scopes, f"must be a list, got {type(found).__name__}")
+    return obj, items, found
+
+
 class _RequestReader:
     """Turns parsed OTLP JSON requests into builder columns."""
 
@@ -312,49 +385,14 @@ class _RequestReader:
     # -- records ------------------------------------------------------------------------------
     def read_line(self, line: bytes, lineno: int) -> None:
         """One line of the file exporter's output."""
-        try:
-            doc, bad = loads_repairing(line)
-        except orjson.JSONDecodeError as e:
-            self.log.add(self.source, lineno, f"malformed JSON at byte {byte_offset(line, e.pos)} of the "
-                         f"line: {e.msg}", spans=count_keys(line, SPAN_KEYS), excerpt=line)
-            return
-        if bad is not None:
-            warn_replacements(self.builder, lineno, doc, bad)
-        if not isinstance(doc, dict):
-            self.log.add(self.source, lineno, f"a line must hold a JSON object, got {type(doc).__name__}",
-                         spans=count_keys(line, SPAN_KEYS), excerpt=line)
-            return
-        if "resourceSpans" not in doc and "resource_spans" in doc:
-            doc = _camel(doc)
-        rs_list = doc.get("resourceSpans")
-        if not isinstance(rs_list, list):
-            self.log.add(self.source, lineno, "missing or not a list" if rs_list is None else
-                         f"must be a list, got {type(rs_list).__name__}", field="resourceSpans",
-                         spans=count_keys(line, SPAN_KEYS), excerpt=line)
-            return
-        for r, rs in enumerate(rs_list):
+        rs_list = request_resources(self.builder, line, lineno, "resourceSpans", lambda b: count_keys(b, SPAN_KEYS))
+        for r, rs in enumerate(rs_list or ()):
             self.read_resource_spans(rs, lineno, f"resourceSpans[{r}].")
 
     def read_resource_spans(self, rs: Any, record: int, path: str) -> None:
         """One ``ResourceSpans`` object; ``path`` is its JSON path inside the record."""
-        if isinstance(rs, dict) and "scopeSpans" not in rs and ("scope_spans" in rs
-                                                                or "instrumentation_library_spans" in rs):
-            rs = _camel(rs)
         try:
-            if not isinstance(rs, dict):
-                raise OtlpValueError("", f"must be an object, got {type(rs).__name__}")
-            resource = rs.get("resource") or {}
-            if not isinstance(resource, dict):
-                raise OtlpValueError("resource", f"must be an object, got {type(resource).__name__}")
-            rattrs = resource.get("attributes") or []
-            if not isinstance(rattrs, list):
-                raise OtlpValueError("resource.attributes", f"must be a list, got {type(rattrs).__name__}")
-            items = [json_key_value(kv, f"resource.attributes[{i}]") for i, kv in enumerate(rattrs)]
-            scopes = rs.get("scopeSpans")
-            if scopes is None:
-                scopes = rs.get("instrumentationLibrarySpans", [])
-            if not isinstance(scopes, list):
-                raise OtlpValueError("scopeSpans", f"must be a list, got {type(scopes).__name__}")
+            rs, items, scopes = resource_parts(rs, "scopeSpans", "instrumentationLibrarySpans")
         except OtlpValueError as e:
             self.log.add(self.source, record, str(e), field=path + e.field if e.field else path.rstrip(".") or None,
                          spans=_spans_in(rs) if isinstance(rs, (dict, list)) else 0, excerpt=rs)

@@ -197,8 +197,10 @@ def _read_up_to(stream: BinaryIO, length: int) -> bytes:
     return b"".join(parts)
 
 
-def _raw_units(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[tuple[int, int | None, bytes]]:
-    """``(record, None, ResourceSpans bytes)`` for each ``resource_spans`` of one raw request."""
+def _raw_units(stream: BinaryIO, builder: SpanBatchBuilder, *, field: str = "resource_spans"
+               ) -> Iterator[tuple[int, int | None, bytes]]:
+    """``(record, None, ResourceSpans bytes)`` for each ``resource_spans`` of one raw request
+    (``ResourceLogs`` of ``resource_logs`` alike: the same field numbers; ``field`` names it)."""
     offset, record = 0, 0
     while True:
         start = offset
@@ -239,14 +241,15 @@ def _raw_units(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[tuple[in
         except _WireError as e:
             spans = e.args[1] if len(e.args) > 1 else 0
             builder.log.add(builder.source, record + 1, f"protobuf framing broken at byte {start}: {e.args[0]}; "
-                            f"{record} complete record(s) before it were read", field="resource_spans",
+                            f"{record} complete record(s) before it were read", field=field,
                             spans=spans)
             return
 
 
-def _prefixed_units(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[tuple[int, int, bytes]]:
+def _prefixed_units(stream: BinaryIO, builder: SpanBatchBuilder, *, message: str = "ExportTraceServiceRequest"
+                    ) -> Iterator[tuple[int, int, bytes]]:
     """``(record, index, ResourceSpans bytes)`` for each ``resource_spans`` of each
-    length-prefixed request."""
+    length-prefixed request (``message`` names the request type in the rejects)."""
     offset, record = 0, 0
     while True:
         prefix = stream.read(4)
@@ -273,7 +276,7 @@ def _prefixed_units(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[tup
             fields = list(_fields(data))
         except _WireError as e:
             spans = sum(_count_spans(rs) for f, w, rs in _safe_fields(data) if f == _RESOURCE_SPANS and w == _LEN)
-            builder.log.add(builder.source, record, f"not an ExportTraceServiceRequest (request at byte {offset}): "
+            builder.log.add(builder.source, record, f"not an {message} (request at byte {offset}): "
                             f"{e.args[0]}", spans=spans, excerpt=data[:64])
             fields = []
         index = 0
