@@ -72,6 +72,23 @@ def test_spans_and_logs_of_one_directory_go_in_one_ingest(tmp_path, capsys):
     assert read_logs(tmp_path / "s").logs.equals(logs)  # tracesleuth.io.read_logs of a store: the store's
 
 
+def test_file_kinds_sniff_the_head_as_the_readers_see_it(tmp_path):
+    import gzip
+    from pathlib import Path
+
+    from tracesleuth.io._source import head_bytes, open_binary, peek
+
+    src = _small_day(tmp_path / "in")
+    text = (src / "08_43_log.csv").read_bytes() * 400  # > 64 KiB
+    (tmp_path / "big.csv.gz").write_bytes(gzip.compress(text))
+    (tmp_path / "cut.csv.gz").write_bytes(gzip.compress(text)[:300])
+    for f in (src / "08_43_log.csv", tmp_path / "big.csv.gz", tmp_path / "cut.csv.gz"):
+        with open_binary(Path(f)) as stream:
+            head, _ = peek(stream)
+        assert head_bytes(f) == head
+    assert set(file_kinds([tmp_path / "big.csv.gz", tmp_path / "cut.csv.gz"]).values()) == {"logs"}
+
+
 def test_info_on_files_counts_the_log_files_among_them(tmp_path, capsys):
     src = _small_day(tmp_path / "in")
     assert main(["info", str(src), "--json"]) == 0
