@@ -58,7 +58,7 @@ def _print_rejects(reasons: list[dict], examples: list[dict], total_spans: int) 
 
 
 @app.command(cls=Command)
-def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace files, directories or glob patterns.",
+def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace and log files, directories or glob patterns.",
                                                        metavar=PATHS, show_default=False)],
            output: Annotated[Path, typer.Option("-o", "--output", metavar="DIR",
                                                 help="Span store directory (created).")],
@@ -67,7 +67,7 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace files, direct
            force: Annotated[bool, typer.Option("--force", help="Read files whose content is in the store already "
                                                "(by default they are skipped, and said so).")] = False,
            format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
-    """Read trace files into a Parquet span store, reporting what was read, rejected and why.
+    """Read trace and log files into a Parquet span store, reporting what was read, rejected and why.
 
     An ingest is one transaction: all its parts appear in the store at once, or none (Ctrl-C,
     SIGTERM, kill -9: the store is as before). A file whose content the store already holds is
@@ -158,7 +158,8 @@ def _print_ingest(summary, output: Path) -> None:
 
 @app.command(cls=Command)
 def info(paths: PathsArg, format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
-    """Traces, spans, services, operations, endpoints and their latency percentiles and error rates."""
+    """Traces, spans, services, operations, endpoints and their latency percentiles and error rates;
+    and the log records: how many, how many were written in a span of the input, rejected, templates."""
     from ..io import rejects_by_reason
     from ..model.summary import summarize, summarize_logs
 
