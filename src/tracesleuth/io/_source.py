@@ -208,6 +208,25 @@ def _read(stream: BinaryIO, n: int) -> bytes:
         raise OSError(f"corrupt compressed data: {e}") from e
 
 
+def head_bytes(path, n: int = SNIFF_BYTES) -> bytes:
+    """The first ``n`` bytes of a file as its readers see them (gzip, told by its magic bytes,
+    decompressed), inflating no more than that: for telling a file's format without opening it
+    for reading (:func:`open_binary` inflates up to 1 MiB at a time, the whole of a small file).
+    Corrupt or truncated compressed data ends the head early (the readers report the damage)."""
+    with open(path, "rb") as raw:
+        data = raw.read(GZIP_PIECE_BYTES)
+        if data[:2] != _GZIP_MAGIC:
+            return data[:n] + (raw.read(n - len(data)) if len(data) < n else b"")
+        d, out = zlib.decompressobj(16 + zlib.MAX_WBITS), bytearray()
+        while data and len(out) < n and not d.eof:
+            try:
+                out += d.decompress(data, n - len(out))
+            except zlib.error:
+                break
+            data = d.unconsumed_tail or raw.read(GZIP_PIECE_BYTES)
+        return bytes(out)
+
+
 def peek(stream: BinaryIO, n: int = SNIFF_BYTES) -> tuple[bytes, BinaryIO]:
     """Return the first ``n`` bytes of ``stream`` and a stream that still yields them."""
     head = _read(stream, n)

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from .. import schema as S
 from ..errors import TraceFormatError
-from ..store import PARTITION_NS, SpanStore, is_store
+from ..store import PARTITION_NS, SpanStore, is_store, partition_hour
 
 __all__ = ["PERIOD_MARGIN_HOURS", "StoreParts", "store_parts"]
 
@@ -56,7 +56,7 @@ class StoreParts:
         its first span; spans starting more than an hour after the period's end are not read).
         Parts of a flat store (version 1) are all kept."""
         first, last = low_ns // PARTITION_NS, (high_ns - 1) // PARTITION_NS + PERIOD_MARGIN_HOURS
-        keep = [k for k, f in enumerate(self.files) if (h := _hour_of(f)) is None or first <= h <= last]
+        keep = [k for k, f in enumerate(self.files) if (h := partition_hour(f)) is None or first <= h <= last]
         return StoreParts(self.store, *(tuple(column[k] for k in keep) for column in
                                         (self.files, self.spans, self.row_groups)))
 
@@ -152,17 +152,6 @@ def _part_frame(path):
 
     spans = S.SPAN_SCHEMA.empty_table() if path is None else read_part(path)
     return spans.to_pandas(types_mapper=pd.ArrowDtype)
-
-
-def _hour_of(path: Path) -> int | None:
-    """The hour (since the epoch) of a part in a Hive partition ``date=D/hour=H``; None when flat."""
-    from datetime import datetime, timezone
-
-    hour, date = path.parent.name, path.parent.parent.name
-    if not (hour.startswith("hour=") and date.startswith("date=")):
-        return None
-    moment = datetime.strptime(f"{date[5:]} {hour[5:]}", "%Y-%m-%d %H").replace(tzinfo=timezone.utc)
-    return int(moment.timestamp()) // 3600
 
 
 def _same_type(got: pa.DataType, want: pa.DataType) -> bool:
