@@ -8,7 +8,7 @@ each follows one law, so every path of the derivation runs:
 
 * linear in ``x`` plus normal noise (10 % of the mean): correlated, degree 1;
 * quadratic in a log-uniform ``x`` plus noise: correlated, degree 2;
-* two or three log-normal modes, unrelated to any feature: clustered (k-means and the elbow);
+* two or three log-normal modes, unrelated to any feature: clustered (a normal mixture chosen by BIC);
 * an exact constant: constant.
 
 Prints the wall time (median of ``--runs``) and the process's CPU time (the machine may be shared:

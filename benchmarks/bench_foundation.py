@@ -9,7 +9,9 @@ fresh process so that peak RSS is its own):
   part (library code pages, allocator arenas of the reader threads) plus a part proportional
   to the spans;
 * ingest spans/s of a synthetic OTLP JSON file-exporter file (``--otlp-spans`` spans), as the
-  collector writes it (integers as strings), and with some integers as JSON numbers;
+  collector writes it (integers as strings), and with some integers as JSON numbers; reading it
+  alone, and reading it with an ``exception`` event (and an error status with its message) on 10%
+  of the spans and a link on 5% (what keeping events and links costs);
 * trace-table build spans/s on spans already loaded (TrainTicket, and synthetic E-Shopper-like
   sets of ``--table-traces`` and ``--large-traces`` traces of 14 spans; more than 500,000
   spans are built in partitions of whole traces);
@@ -129,15 +131,21 @@ def synthetic_spans(n_traces: int, seed: int = 0):
         S.STATUS: pa.array(["unset"] * n, pa.string()), S.FOLLOWS_FROM: pa.array(np.zeros(n, bool)),
         S.ATTRIBUTES: pa.array([[]] * n, pa.list_(S.ATTRIBUTE_TYPE)),
     }
-    return pa.table(cols, schema=S.SPAN_SCHEMA)
+    return S.with_later_columns(pa.table(cols, schema=S.PRE_EVENTS_SPAN_SCHEMA))
 
 
-def write_otlp_json(path: Path, n_spans: int, seed: int = 0, int_numbers: bool = False) -> None:
+#: Share of the spans with an exception event, and with a link, in the events variant of the file.
+EXCEPTION_SHARE, LINK_SHARE = 0.10, 0.05
+
+
+def write_otlp_json(path: Path, n_spans: int, seed: int = 0, int_numbers: bool = False, events: bool = False) -> None:
     """A collector file-exporter file: one ExportTraceServiceRequest JSON per line, 512 spans each.
 
     64-bit integers are decimal strings, as the collector writes them; with ``int_numbers`` one
     of the two integer attributes of each span is a JSON number instead (some SDKs write
-    numbers; a file mixing both is the reader's slowest case)."""
+    numbers; a file mixing both is the reader's slowest case). With ``events``, a share
+    :data:`EXCEPTION_SHARE` of the spans failed with an exception event (type, message, a
+    5-line stack trace) and :data:`LINK_SHARE` have a link."""
     import numpy as np
     import orjson
 
@@ -163,6 +171,16 @@ def write_otlp_json(path: Path, n_spans: int, seed: int = 0, int_numbers: bool =
                                    {"key": "retry", "value": {"boolValue": False}}],
                     "status": {"code": 0},
                 })
+                draw = rng.random() if events else 1.0
+                if draw < EXCEPTION_SHARE:
+                    spans[-1]["status"] = {"code": 2, "message": "invalid argument"}
+                    spans[-1]["events"] = [{"timeUnixNano": str(start + 10_000), "name": "exception", "attributes": [
+                        {"key": "exception.type", "value": {"stringValue": "ValueError"}},
+                        {"key": "exception.message", "value": {"stringValue": f"bad item {s % 100}"}},
+                        {"key": "exception.stacktrace",
+                         "value": {"stringValue": "Traceback (most recent call last):\n  File \"app.py\", line 7\n" * 5}}]}]
+                elif draw < EXCEPTION_SHARE + LINK_SHARE:
+                    spans[-1]["links"] = [{"traceId": f"{t + 1:032x}"[::-1], "spanId": f"{s + 1:016x}"[::-1]}]
             made += len(spans)
             doc = {"resourceSpans": [{"resource": {"attributes": [
                 {"key": "service.name", "value": {"stringValue": f"svc-{made % 5}"}},
@@ -272,6 +290,9 @@ def main() -> int:
         for name, int_numbers in (("ingest_otlp_json", False), ("ingest_otlp_json_mixed_ints", True)):
             write_otlp_json(d / f"{name}.json", a.otlp_spans, int_numbers=int_numbers)
             plan.append((name, "ingest", str(d / f"{name}.json")))
+        write_otlp_json(d / "events.json", a.otlp_spans, events=True)
+        plan += [("read_otlp_json", "read", str(d / "ingest_otlp_json.json")),
+                 ("read_otlp_json_events", "read", str(d / "events.json"))]
         for name, traces in (("table_synthetic", a.table_traces), ("table_synthetic_large", a.large_traces)):
             if traces:
                 SpanStore(d / name).append_spans(synthetic_spans(traces).to_batches())

@@ -37,9 +37,29 @@ class NoSpansError(TraceSleuthError):
     """Nothing usable was read from the given paths (all files empty, unknown or rejected)."""
 
 
+class NothingStoredError(TraceSleuthError):
+    """An ingest stored nothing: every file was skipped (its content already in the store),
+    empty or rejected. Nothing was committed, and no store was created.
+
+    Attributes
+    ----------
+    summary : tracesleuth.store.IngestSummary
+        What was read, rejected and skipped.
+    """
+
+    def __init__(self, message: str, *, summary=None):
+        self.summary = summary
+        super().__init__(message)
+
+
 class ParameterError(TraceSleuthError):
     """A setting has a value outside what is allowed (named, with the allowed values and what was given)."""
 
 
 class EmptyDataError(TraceSleuthError):
     """An analysis was given no data it can work on (empty table, no request in the interval)."""
+
+
+class NoLogsError(TraceSleuthError):
+    """No log record could be read from the given paths (all files empty, unknown, of spans, or
+    rejected)."""

@@ -45,7 +45,8 @@ events : list<struct<time_ns, name, attributes>>, nullable
     were kept read as ``null``).
 links : list<struct<trace_id, span_id, attributes>>, nullable
     Links to spans of this or other traces (OTLP ``links``, Jaeger references other than the
-    parent's), ids in the canonical form of ``trace_id`` and ``span_id``, typed ``attributes``.
+    parent's, with :data:`ATTR_OPENTRACING_REF_TYPE`), ids in the canonical form of ``trace_id``
+    and ``span_id``, typed ``attributes``. ``null`` or empty: none.
 
 Log-record columns
 ------------------
@@ -67,8 +68,10 @@ back). Per request: :data:`LATENCY_NS`, :data:`SIGNATURE`, :data:`ERROR`, :data:
 (String, a categorical entry-span attribute) and ``num[KEY]`` (Int64 or Float64, a numeric
 entry-span attribute, in the attribute's own unit). Per call (one row per span of a request):
 :data:`REQUEST`, :data:`OPERATION_KEY`, :data:`DEPTH`, :data:`START_OFFSET_NS`,
-:data:`DURATION_NS`, :data:`EXCLUSIVE_NS`, :data:`CALLER_KEY`, :data:`SERVER_SERVICE`,
-:data:`GAP_NS`, beside span columns of the span schema.
+:data:`DURATION_NS`, :data:`EXCLUSIVE_NS`, :data:`ERROR`, :data:`EXCEPTION_TYPE`,
+:data:`CALLER_KEY`, :data:`SERVER_SERVICE`, :data:`GAP_NS`, beside span columns of the span
+schema. A span counts as failed (:data:`ERROR`) when its status is ``error`` or it has an
+:data:`EXCEPTION_EVENT` event.
 """
 
 from __future__ import annotations
@@ -145,9 +148,19 @@ SPAN_SCHEMA = pa.schema(
         pa.field(STATUS, pa.string(), nullable=False),
         pa.field(FOLLOWS_FROM, pa.bool_(), nullable=False),
         pa.field(ATTRIBUTES, pa.list_(ATTRIBUTE_TYPE)),
+        pa.field(STATUS_MESSAGE, pa.string()),
+        pa.field(EVENTS, pa.list_(EVENT_TYPE)),
+        pa.field(LINKS, pa.list_(LINK_TYPE)),
     ]
 )
 SPAN_COLUMNS = tuple(SPAN_SCHEMA.names)
+#: :data:`SPAN_SCHEMA` without :data:`LATER_SPAN_COLUMNS`: the columns of a store part written
+#: before events, links and status messages were kept, and of span generators that make none
+#: (:func:`with_later_columns` completes such a table).
+PRE_EVENTS_SPAN_SCHEMA = pa.schema([f for f in SPAN_SCHEMA if f.name not in LATER_SPAN_COLUMNS])
+#: Columns holding nested values (lists of structs): never dictionary-encoded, carried as JSON
+#: text where a step cannot carry nested Arrow columns (the Dask shuffle).
+NESTED_SPAN_COLUMNS = (ATTRIBUTES, EVENTS, LINKS)
 
 #: String columns whose values repeat across many spans. A span store reads them
 #: dictionary-encoded (:data:`DICTIONARY_SPAN_SCHEMA`): the same values in a fraction of the
@@ -227,6 +240,9 @@ ATTR_EXCEPTION_TYPE = "exception.type"
 ATTR_EXCEPTION_MESSAGE = "exception.message"
 ATTR_EXCEPTION_STACKTRACE = "exception.stacktrace"
 ATTR_EXCEPTION_ESCAPED = "exception.escaped"
+#: Link attribute naming the OpenTracing reference a link was made from (``child_of`` or
+#: ``follows_from``), as OpenTelemetry's Jaeger translator sets it.
+ATTR_OPENTRACING_REF_TYPE = "opentracing.ref_type"
 #: Resource attributes that name the instance, in order of preference.
 INSTANCE_ATTRIBUTES = (ATTR_K8S_POD_NAME, ATTR_SERVICE_INSTANCE_ID, ATTR_HOST_NAME, ATTR_NET_HOST_IP)
 
@@ -237,8 +253,15 @@ OPERATION_KEY = "operation_key"
 LATENCY_NS = "latency_ns"
 #: Canonical call-structure string of a request (no timing).
 SIGNATURE = "signature"
-#: Some span of the request (table) or the span itself (call view) has status ``error``.
+#: Some span of the request (table) or the span itself (call view) failed: its status is
+#: ``error``, or it has an :data:`EXCEPTION_EVENT` event (an exception recorded on a span whose
+#: status was left unset or ok is a failure all the same: OpenTelemetry's instrumentations record
+#: the exception and set the status separately, and a handled exception may leave it unset).
 ERROR = "error"
+#: Call view: the ``exception.type`` (:data:`ATTR_EXCEPTION_TYPE`) of the span's first
+#: :data:`EXCEPTION_EVENT` event (String; null when the span has none, or its first one names no
+#: type).
+EXCEPTION_TYPE = "exception_type"
 #: The request's trace has orphan spans or several roots.
 INCOMPLETE = "incomplete"
 #: Exclusive (self) time, ns: per call in the call view, ``exclusive_ns[K]`` summed per request.
@@ -338,6 +361,29 @@ def hex_digits(ids: pa.Array, width: int) -> np.ndarray | None:
 def empty_spans() -> pa.Table:
     """Return an empty span table in :data:`SPAN_SCHEMA`."""
     return SPAN_SCHEMA.empty_table()
+
+
+def with_later_columns(spans: pa.Table) -> pa.Table:
+    """``spans`` with the :data:`LATER_SPAN_COLUMNS` it lacks added as nulls, in schema order.
+
+    A span store part (or a collector WAL record) written before events, links and status
+    messages were kept has every other column of :data:`SPAN_SCHEMA`; read with this, it reads
+    as if written now, its spans without events, links or status message. A table that has
+    them all is returned as it is.
+
+    Examples
+    --------
+    >>> old = empty_spans().drop_columns(list(LATER_SPAN_COLUMNS))
+    >>> with_later_columns(old).schema.equals(SPAN_SCHEMA)
+    True
+    """
+    missing = [c for c in LATER_SPAN_COLUMNS if c not in spans.column_names]
+    if not missing:
+        return spans
+    for name in missing:
+        spans = spans.append_column(SPAN_SCHEMA.field(name), pa.nulls(spans.num_rows, SPAN_SCHEMA.field(name).type))
+    order = [c for c in SPAN_COLUMNS if c in spans.column_names]
+    return spans.select(order + [c for c in spans.column_names if c not in SPAN_COLUMNS])
 
 
 def plain_spans(spans: pa.Table) -> pa.Table:

@@ -166,3 +166,34 @@ def test_one_receiver_per_store(tmp_path):
     second = Collector(tmp_path / "store", CollectorSettings())
     second.start()  # released at close
     second.close()
+
+
+def test_events_links_and_status_messages_survive_the_wal_into_parts(store):
+    """A request's exception event, link and status message are stored: decode, WAL record,
+    Parquet part, read back; a record written before they were kept reads with them null."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    body, valid = proto_request(8, seed=11)
+    request = ExportTraceServiceRequest.FromString(body)
+    sp = request.resource_spans[0].scope_spans[0].spans[3]
+    sp.status.code, sp.status.message = 2, "card declined"
+    ev = sp.events.add()
+    ev.time_unix_nano, ev.name = sp.start_time_unix_nano + 10, S.EXCEPTION_EVENT
+    kv = ev.attributes.add()
+    kv.key, kv.value.string_value = S.ATTR_EXCEPTION_TYPE, "PaymentError"
+    ln = sp.links.add()
+    ln.trace_id, ln.span_id = bytes(range(1, 17)), bytes(range(1, 9))
+    new = decode("otlp-proto", request.SerializeToString(), "with events")
+    old, _ = _decoded(12)
+    old_spans = old.spans.drop_columns(list(S.LATER_SPAN_COLUMNS))
+    path = _segment(store.path / "wal", 5, [encode_record(old_spans, old.rejects), encode_record(new.spans, new.rejects)])
+    assert read_segment(path).spans.schema == S.SPAN_SCHEMA
+    convert_segment(store, path)
+    spans = read_spans(str(store.path)).spans
+    row = spans.filter(pa.compute.equal(spans.column(S.SPAN_ID), sp.span_id.hex())).to_pylist()[0]
+    assert row[S.STATUS_MESSAGE] == "card declined" and row[S.STATUS] == "error"
+    assert row[S.EVENTS] == [{"time_ns": sp.start_time_unix_nano + 10, "name": S.EXCEPTION_EVENT, S.ATTRIBUTES: [
+        {"key": S.ATTR_EXCEPTION_TYPE, "str": "PaymentError", "int": None, "float": None, "bool": None}]}]
+    assert row[S.LINKS] == [{S.TRACE_ID: bytes(range(1, 17)).hex(), S.SPAN_ID: bytes(range(1, 9)).hex(),
+                             S.ATTRIBUTES: []}]
+    assert spans.num_rows == 8 + 20 and spans.column(S.EVENTS).null_count == 20  # the old record's spans

@@ -10,7 +10,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from spans import span, table
+from spans import event, link, span, table
 from tracesleuth import schema as S
 from tracesleuth.errors import ParameterError
 from tracesleuth.io import RejectLog, iter_span_batches
@@ -272,3 +272,136 @@ def test_rejected_ids_are_not_counted_as_padded():
     validate_spans(raw, None, "f", log)
     assert [r[3] for r in log.rows] == ["missing, all zero, or not a hexadecimal id of at most 16 digits",
                                         "1 span id(s) shorter than 16 hexadecimal digits left-padded with zeros"]
+
+
+# -- events and links ---------------------------------------------------------------------------
+#: What each format keeps of events and links (:mod:`test_contract`): Zipkin has event names and
+#: times only and no links; CSV neither.
+EVENT_ATTRIBUTES = ("otlp-json", "otlp-json-body", "otlp-proto", "otlp-proto-prefixed", "jaeger-json", "parquet")
+WITH_LINKS = EVENT_ATTRIBUTES
+LINK_ATTRIBUTES = ("otlp-json", "otlp-json-body", "otlp-proto", "otlp-proto-prefixed", "parquet")
+T2 = "5b8efff798038103d269b633813fc60c"
+
+
+def crowded_trace():
+    """A span over the event and link limits: 150 events, the first an exception with a long
+    stack trace and 150 attributes; 140 links into another trace, the first with 140 attributes."""
+    first = event(S.EXCEPTION_EVENT, 1, {S.ATTR_EXCEPTION_STACKTRACE: BLOB, **{f"e{j:03d}": j for j in range(149)}})
+    events = [first] + [event(f"tick {j}", 2 + j / 100) for j in range(149)]
+    links = [link(T2, f"{j + 1:x}", {f"l{k:03d}": k for k in range(140)} if j == 0 else None) for j in range(140)]
+    return table([span(T1, "a1", None, "checkout", "POST /cart", 0, 100, events=events, links=links,
+                       attributes={S.ATTR_SERVICE_NAME: "checkout"})])
+
+
+@pytest.mark.parametrize("fmt", WITH_ATTRIBUTES)
+def test_every_reader_cuts_events_and_links_and_reports(tmp_path, fmt):
+    path = write(fmt, crowded_trace(), tmp_path / f"t.{fmt}")
+    (row,), log = read_all(path)
+    assert log.spans_rejected == 0
+    events = row[S.EVENTS]
+    assert len(events) == 128 and events[0]["name"] == S.EXCEPTION_EVENT and events[-1]["name"] == "tick 126"
+    (w,) = warnings(log, S.EVENTS)
+    assert (w["reason"], w["record"], w["excerpt"]) == ("event list cut to its first 128 events", 1, "150 events")
+    if fmt in EVENT_ATTRIBUTES:
+        attributes = events[0][S.ATTRIBUTES]
+        assert len(attributes) == 128 and attributes[0]["str"] == "x" * 4096
+        assert warnings(log, f"{S.EVENTS}.{S.ATTRIBUTES}")[0]["reason"] == \
+            "event attribute list cut to its first 128 event attributes"
+        (value,) = warnings(log, f"{S.EVENTS}.{S.ATTRIBUTES}.{S.ATTR_EXCEPTION_STACKTRACE}")
+        assert value["reason"] == "attribute value cut to its first 4096 characters"
+        assert value["excerpt"].startswith("5000 characters: xxx")
+    if fmt in WITH_LINKS:
+        assert len(row[S.LINKS]) == 128 and row[S.LINKS][0][S.SPAN_ID] == f"{1:016x}"
+        assert warnings(log, S.LINKS)[0]["reason"] == "link list cut to its first 128 links"
+    if fmt in LINK_ATTRIBUTES:
+        assert len(row[S.LINKS][0][S.ATTRIBUTES]) == 128
+        assert warnings(log, f"{S.LINKS}.{S.ATTRIBUTES}")[0]["reason"] == \
+            "link attribute list cut to its first 128 link attributes"
+
+
+def test_event_and_link_limits_are_configurable_and_read_from_the_environment():
+    limits = SpanLimits.from_environment({"OTEL_ATTRIBUTE_COUNT_LIMIT": "5", "OTEL_LINK_ATTRIBUTE_COUNT_LIMIT": "2",
+                                          "OTEL_SPAN_EVENT_COUNT_LIMIT": "3", "OTEL_SPAN_LINK_COUNT_LIMIT": "1"})
+    assert (limits.max_event_attributes, limits.max_link_attributes, limits.max_events, limits.max_links) == (5, 2, 3, 1)
+    assert SpanLimits.from_environment({"OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT": "7"}).max_event_attributes == 7
+    log = RejectLog()
+    b = SpanBatchBuilder("mem", log, limits=SpanLimits(max_events=1, max_event_attributes=1, max_links=None,
+                                                       max_attribute_value_chars=2))
+    b.add_event(15, "exception", {"exception.type": "KeyError", "exception.message": "m"}, 1)
+    b.add_event(16, "retry", None, 1)
+    for j in range(200):
+        b.add_link(T2, f"{j + 1:016x}", None, 1)
+    b.add(1, T1, "1" * 16, None, "svc", "op", None, "server", 10, 20)
+    row = b.flush().to_pylist()[0]
+    assert row[S.EVENTS] == [{"time_ns": 15, "name": "exception", S.ATTRIBUTES: [
+        {"key": "exception.type", "str": "Ke", "int": None, "float": None, "bool": None}]}]
+    assert len(row[S.LINKS]) == 200  # unbounded
+    assert sorted((w["field"], w["reason"]) for w in warnings(log)) == [
+        (S.EVENTS, "event list cut to its first 1 events"),
+        (f"{S.EVENTS}.{S.ATTRIBUTES}", "event attribute list cut to its first 1 event attributes"),
+        (f"{S.EVENTS}.{S.ATTRIBUTES}.exception.type", "attribute value cut to its first 2 characters")]
+
+
+def _raw_events(times):
+    return pa.array([[{"time_ns": t, "name": "e", S.ATTRIBUTES: []} for t in ts] for ts in times],
+                    pa.list_(_builder.RAW_EVENT_TYPE))
+
+
+def _raw_links(ids):
+    return pa.array([[{S.TRACE_ID: t, S.SPAN_ID: s, S.ATTRIBUTES: []} for t, s in pairs] for pairs in ids],
+                    pa.list_(_builder.RAW_LINK_TYPE))
+
+
+def test_bad_event_times_and_link_ids_drop_the_entry_not_the_span_on_both_paths():
+    """An event time that is not an integer timestamp, a link id that is not an id: the entry is
+    dropped and reported (record and field), the span kept; link ids are normalised like span
+    ids (a padded one reported, a 64-bit trace id widened silently); both paths agree."""
+    raw = _raw(3)
+    events = _raw_events([["1500", "-4", "1.6e3"], ["x"], []])
+    links = _raw_links([[(T2.upper(), "ABC"), ("zz", "1" * 16)], [("0" * 32, "1" * 16), ("af7651916cd43dd0", "0")],
+                        [("", "1")]])
+    results = []
+    for form in (raw, pl.from_arrow(raw)):
+        log = RejectLog()
+        results.append((validate_spans(form, None, "f", log, events=events, links=links), log.rows))
+    (batch, rows), (general, general_rows) = results
+    assert batch.equals(general) and rows == general_rows
+    assert batch.num_rows == 3 and not any(r[4] for r in rows)  # no span lost
+    assert [[e["time_ns"] for e in es] for es in batch.column(S.EVENTS).to_pylist()] == [[1500, 1600], [], []]
+    assert batch.column(S.LINKS).to_pylist() == [
+        [{S.TRACE_ID: T2, S.SPAN_ID: "0000000000000abc", S.ATTRIBUTES: []}],
+        [], []]
+    found = {(r[1], r[2], r[3]) for r in rows}
+    assert (1, "events.time_ns", "event dropped: " + _builder._NEGATIVE_TIME) in found
+    assert (2, "events.time_ns", "event dropped: its time is missing or not an integer timestamp") in found
+    assert (1, "links.trace_id", "link dropped: its trace id is missing, all zero, or not a hexadecimal id of at "
+                                 "most 32 digits") in found
+    assert (2, "links.trace_id", "link dropped: its trace id is missing, all zero, or not a hexadecimal id of at "
+                                 "most 32 digits") in found  # all zero
+    assert (2, "links.span_id", "link dropped: its span id is missing, all zero, or not a hexadecimal id of at "
+                                "most 16 digits") in found  # the first failing id of a link names it
+    assert (3, "links.trace_id", "link dropped: its trace id is missing, all zero, or not a hexadecimal id of at "
+                                 "most 32 digits") in found
+    assert (1, "links.span_id", "1 link span id(s) shorter than 16 hexadecimal digits left-padded with zeros") in found
+    assert not any(f == "links.trace_id" and "padded" in why for _, f, why in found)
+
+
+@pytest.mark.parametrize("fmt,body,field", [
+    ("otlp-json", {"events": [{"timeUnixNano": "5", "name": 7}, {"timeUnixNano": "6", "name": "ok"}],
+                   "links": [{"traceId": 3, "spanId": "1" * 16}]}, ("resourceSpans[0].scopeSpans[0].spans[0].events[0].name",
+                                                                 "resourceSpans[0].scopeSpans[0].spans[0].links[0].traceId")),
+    ("jaeger-json", {"logs": [{"timestamp": "soon", "fields": []}, {"timestamp": 6, "fields": [
+        {"key": "message", "type": "string", "value": "ok"}]}]}, ("logs[0].timestamp",)),
+    ("zipkin-json", {"annotations": [{"timestamp": 5}, {"timestamp": 6, "value": "ok"}]}, ("annotations[0].value",)),
+])
+def test_a_malformed_event_or_link_is_dropped_with_a_warning_and_its_span_kept(tmp_path, fmt, body, field):
+    path = write(fmt, table([span(T1, "a1", None, "checkout", "POST /cart", 0, 100)]), tmp_path / f"t.{fmt}")
+    doc = orjson.loads(path.read_bytes().splitlines()[0] if fmt == "otlp-json" else path.read_bytes())
+    target = (doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0] if fmt == "otlp-json" else
+              doc["data"][0]["spans"][0] if fmt == "jaeger-json" else doc[0])
+    target.update(body)
+    path.write_bytes(orjson.dumps(doc) + b"\n")
+    (row,), log = read_all(path)
+    assert [e["name"] for e in row[S.EVENTS]] == ["ok"] and row[S.LINKS] == []
+    assert log.spans_rejected == 0 and sorted(w["field"] for w in warnings(log)) == sorted(field)
+    assert all(w["reason"].startswith(("event dropped", "link dropped")) for w in warnings(log))

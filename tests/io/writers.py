@@ -6,6 +6,13 @@ writers treat the attributes whose key is in :data:`RESOURCE_KEYS` as the resour
 process's, for Jaeger) and group spans by service, instance and those attributes; every other
 attribute is the span's. OTLP always writes ``service.name`` as a resource attribute, so a table
 whose attributes lack it reads back with it added.
+
+Events, links and status messages are written as each format's producers write them (as
+OpenTelemetry's exporters and translators map them): OTLP as they are; Jaeger events as logs
+(the name in the ``event`` field, OpenTelemetry's Jaeger mapping), links as ``FOLLOWS_FROM``
+references after the parent's, the status message as the ``otel.status_description`` tag; Zipkin
+events as annotations (their name as the value: attributes are lost), the status message as the
+``error`` tag's text of an error span; CSV only the status message (a plain column).
 """
 
 from __future__ import annotations
@@ -46,6 +53,11 @@ def attribute_value(entry: dict):
         if entry[f] is not None:
             return entry[f]
     return None
+
+
+def entry_attributes(entry: dict) -> list[tuple[str, object]]:
+    """``(key, value)`` of an event's or a link's attributes."""
+    return [(a["key"], attribute_value(a)) for a in entry[S.ATTRIBUTES] or []]
 
 
 def split_attributes(row: dict) -> tuple[list[tuple[str, object]], list[tuple[str, object]]]:
@@ -104,6 +116,16 @@ def otlp_json_span(r: dict, *, int_times: bool = False) -> dict:
         "attributes": [{"key": k, "value": otlp_any_value(v)} for k, v in span_attrs],
         "status": {"code": OTLP_STATUS[r[S.STATUS]]} if r[S.STATUS] != "unset" else {},
     }
+    if r[S.STATUS_MESSAGE]:
+        out["status"]["message"] = r[S.STATUS_MESSAGE]
+    if r[S.EVENTS]:
+        out["events"] = [{"timeUnixNano": e["time_ns"] if int_times else str(e["time_ns"]), "name": e["name"],
+                          "attributes": [{"key": k, "value": otlp_any_value(v)} for k, v in entry_attributes(e)]}
+                         for e in r[S.EVENTS]]
+    if r[S.LINKS]:
+        out["links"] = [{"traceId": ln[S.TRACE_ID], "spanId": ln[S.SPAN_ID],
+                         "attributes": [{"key": k, "value": otlp_any_value(v)} for k, v in entry_attributes(ln)]}
+                        for ln in r[S.LINKS]]
     return out
 
 
@@ -164,7 +186,13 @@ def otlp_proto_requests(rows: list[dict], *, spans_per_request: int = 1_000_000)
                     name=r[S.OPERATION], kind=OTLP_KIND[r[S.KIND]],
                     start_time_unix_nano=r[S.START_NS], end_time_unix_nano=r[S.END_NS],
                     attributes=[KeyValue(key=k, value=proto_any_value(v)) for k, v in span_attrs],
-                    status=Status(code=OTLP_STATUS[r[S.STATUS]]),
+                    status=Status(code=OTLP_STATUS[r[S.STATUS]], message=r[S.STATUS_MESSAGE] or ""),
+                    events=[Span.Event(time_unix_nano=e["time_ns"], name=e["name"],
+                                       attributes=[KeyValue(key=k, value=proto_any_value(v))
+                                                   for k, v in entry_attributes(e)]) for e in r[S.EVENTS] or []],
+                    links=[Span.Link(trace_id=bytes.fromhex(ln[S.TRACE_ID]), span_id=bytes.fromhex(ln[S.SPAN_ID]),
+                                     attributes=[KeyValue(key=k, value=proto_any_value(v))
+                                                 for k, v in entry_attributes(ln)]) for ln in r[S.LINKS] or []],
                 ))
             requests.append(ExportTraceServiceRequest(resource_spans=[rs]))
     return requests
@@ -228,15 +256,23 @@ def write_jaeger_json(table: pa.Table, path: Path, *, single_trace: bool = False
                 tags.append(jaeger_tag("error", True))
             if r[S.STATUS] != "unset":
                 tags.append(jaeger_tag("otel.status_code", r[S.STATUS].upper()))
+            if r[S.STATUS_MESSAGE]:
+                tags.append(jaeger_tag("otel.status_description", r[S.STATUS_MESSAGE]))
             refs = []
             if r[S.PARENT_SPAN_ID]:
                 refs.append({"refType": "FOLLOWS_FROM" if r[S.FOLLOWS_FROM] else "CHILD_OF",
                              "traceID": _jaeger_id(trace_id), "spanID": r[S.PARENT_SPAN_ID]})
+            # links after the parent's reference, as FOLLOWS_FROM (their attributes are lost)
+            refs += [{"refType": "FOLLOWS_FROM", "traceID": _jaeger_id(ln[S.TRACE_ID]), "spanID": ln[S.SPAN_ID]}
+                     for ln in r[S.LINKS] or []]
+            logs = [{"timestamp": e["time_ns"] // 1000,
+                     "fields": [jaeger_tag("event", e["name"])] + [jaeger_tag(k, v) for k, v in entry_attributes(e)]}
+                    for e in r[S.EVENTS] or []]
             spans.append({
                 "traceID": _jaeger_id(trace_id), "spanID": r[S.SPAN_ID], "flags": 1,
                 "operationName": r[S.OPERATION], "references": refs,
                 "startTime": r[S.START_NS] // 1000, "duration": (r[S.END_NS] - r[S.START_NS]) // 1000,
-                "tags": tags, "logs": [], "processID": pid, "warnings": None,
+                "tags": tags, "logs": logs, "processID": pid, "warnings": None,
             })
         data.append({"traceID": _jaeger_id(trace_id), "spans": spans, "processes": processes, "warnings": None})
     doc = data[0] if single_trace else {"data": data, "total": 0, "limit": 0, "offset": 0, "errors": None}
@@ -259,7 +295,7 @@ def write_zipkin_json(table: pa.Table, path: Path, *, compress: bool = False) ->
                 local["ipv4"] = r[S.INSTANCE]
         tags = {a["key"]: zipkin_tag(attribute_value(a)) for a in r[S.ATTRIBUTES] or []}
         if r[S.STATUS] == "error":
-            tags["error"] = ""
+            tags["error"] = r[S.STATUS_MESSAGE] or ""
         elif r[S.STATUS] == "ok":
             tags["otel.status_code"] = "OK"
         span = {"traceId": _jaeger_id(r[S.TRACE_ID]), "id": r[S.SPAN_ID], "name": r[S.OPERATION],
@@ -271,6 +307,8 @@ def write_zipkin_json(table: pa.Table, path: Path, *, compress: bool = False) ->
             span["kind"] = ZIPKIN_KIND[r[S.KIND]]
         if tags:
             span["tags"] = tags
+        if r[S.EVENTS]:
+            span["annotations"] = [{"timestamp": e["time_ns"] // 1000, "value": e["name"]} for e in r[S.EVENTS]]
         spans.append(span)
     path.write_bytes(maybe_gzip(orjson.dumps(spans), compress))
     return path
@@ -278,15 +316,16 @@ def write_zipkin_json(table: pa.Table, path: Path, *, compress: bool = False) ->
 
 # -- CSV and Parquet --------------------------------------------------------------------------------
 def write_csv(table: pa.Table, path: Path, *, compress: bool = False) -> Path:
-    """Canonical column names; the attributes column is dropped (CSV has no nested values)."""
+    """Canonical column names; the attributes, events and links columns are dropped (CSV has no
+    nested values)."""
     buf = io.BytesIO()
-    pacsv.write_csv(table.drop_columns([S.ATTRIBUTES]), buf)
+    pacsv.write_csv(table.drop_columns(list(S.NESTED_SPAN_COLUMNS)), buf)
     path.write_bytes(maybe_gzip(buf.getvalue(), compress))
     return path
 
 
 def write_parquet(table: pa.Table, path: Path, *, compress: bool = False) -> Path:
-    """Canonical columns, attributes included."""
+    """Canonical columns, attributes, events and links included."""
     buf = io.BytesIO()
     pq.write_table(table, buf)
     path.write_bytes(maybe_gzip(buf.getvalue(), compress))

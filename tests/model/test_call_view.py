@@ -5,9 +5,10 @@ from collections import defaultdict
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import pytest
 
-from spans import MS, span, table
+from spans import MS, event, span, table
 from tracesleuth import schema as S
 from tracesleuth.errors import ParameterError
 from tracesleuth.io import read_spans
@@ -109,6 +110,45 @@ def test_call_view_is_cached_partition_independent_and_needs_spans():
         TraceTable(frame=tt.frame, endpoint=tt.endpoint, operations=tt.operations).calls()
 
 
+def failing_trace(tid="1"):
+    """A request whose spans fail in each way: status error (b), an exception event with the status
+    left unset (c: handled, typed), an untyped exception after a plain event (d), a plain event only
+    (e), two exceptions (f: the first's type counts)."""
+    exc = lambda at, kind=None: event(S.EXCEPTION_EVENT, at, {S.ATTR_EXCEPTION_TYPE: kind} if kind else {})  # noqa: E731
+    return [
+        span(tid, "1", None, "web", "home", 0, 100),
+        span(tid, "2", "1", "b", "pay", 10, 20, status="error", status_message="declined"),
+        span(tid, "3", "1", "c", "stock", 20, 30, events=[exc(25, "KeyError")]),
+        span(tid, "4", "1", "d", "ship", 30, 40, status="ok", events=[event("retry", 31), exc(35)]),
+        span(tid, "5", "1", "e", "mail", 40, 50, events=[event("cache.miss", 41, {"key": "x"})]),
+        span(tid, "6", "1", "f", "log", 50, 60, events=[exc(51, "TimeoutError"), exc(52, "ValueError")]),
+    ]
+
+
+def test_a_span_with_an_exception_event_fails_whatever_its_status():
+    tt = build_trace_table(table(failing_trace("1") + failing_trace("2")[:1] + [
+        span("3", "1", None, "web", "home", 0, 100), span("3", "2", "1", "e", "mail", 40, 50,
+                                                           events=[event("cache.miss", 41)])]))
+    assert tt.frame.sort(S.TRACE_ID)[S.ERROR].to_list() == [True, False, False]
+    c = calls_of(tt, "1")
+    assert {k: (r[S.ERROR], r[S.EXCEPTION_TYPE]) for k, r in c.items()} == {
+        "1": (False, None), "2": (True, None), "3": (True, "KeyError"), "4": (True, None), "5": (False, None),
+        "6": (True, "TimeoutError")}
+    assert tt.calls().schema[S.EXCEPTION_TYPE] == pl.String
+
+
+def test_spans_without_events_read_as_without_exceptions():
+    """Spans of a store written before events were kept (the column null) or with none at all."""
+    spans = table(failing_trace("1"))
+    for old in (spans.set_column(spans.column_names.index(S.EVENTS), S.EVENTS,
+                                 pa.nulls(spans.num_rows, spans.schema.field(S.EVENTS).type)),
+                spans.drop_columns(list(S.LATER_SPAN_COLUMNS))):
+        tt = build_trace_table(old)
+        assert tt.frame[S.ERROR].to_list() == [True]  # b's status
+        assert tt.calls()[S.ERROR].to_list() == [False, True, False, False, False, False]
+        assert tt.calls()[S.EXCEPTION_TYPE].null_count() == 6
+
+
 def test_instance_latencies():
     tt = build_trace_table(table(rpc_trace("1") + rpc_trace("2")))
     lat = tt.instance_latencies()
@@ -167,9 +207,19 @@ def naive_calls(spans, tt) -> dict:
             "operation": r["operation"], "instance": r["instance"], "kind": r["kind"],
             "follows_from": bool(r["follows_from"]), "depth": r["depth"] - e["depth"], "start_offset_ns": r["start_ns"] - e["start_ns"],
             "duration_ns": duration, "exclusive_ns": max(duration - union_length(sync), 0),
-            "error": r["status"] == "error", "caller_key": None if i == entry else key[r["parent_row"]],
+            "error": r["status"] == "error" or any(ev["name"] == "exception" for ev in r["events"] or []),
+            "exception_type": naive_exception_type(r["events"]),
+            "caller_key": None if i == entry else key[r["parent_row"]],
             "server_service": server, "gap_ns": gap}
     return out
+
+
+def naive_exception_type(events):
+    """``exception.type`` of the first exception event, one event at a time."""
+    for ev in events or []:
+        if ev["name"] == "exception":
+            return next((a["str"] for a in ev["attributes"] or [] if a["key"] == "exception.type"), None)
+    return None
 
 
 def union_length(intervals) -> int:

@@ -98,3 +98,20 @@ def test_latency_over_time_heatmap_counts_every_request_and_marks_events():
     centers = (np.array(heat.y[:-1]) + np.array(heat.y[1:])) / 2
     mean_by_time = (z * centers[:, None]).sum(0) / np.maximum(z.sum(0), 1)
     assert mean_by_time[-5:].mean() > mean_by_time[:5].mean() + 20
+
+
+def test_the_gantt_hover_names_a_span_s_exception_and_status_message():
+    from spans import event, span, table
+
+    from tracesleuth import schema as S
+
+    spans = table([span("t", "1", None, "web", "home", 0, 100),
+                   span("t", "2", "1", "pay", "charge", 10, 40, status="error", status_message="declined",
+                        events=[event("retry", 12), event(S.EXCEPTION_EVENT, 30, {
+                            S.ATTR_EXCEPTION_TYPE: "CardError", S.ATTR_EXCEPTION_MESSAGE: "insufficient funds"})])])
+    req = request_spans(spans, "t".rjust(32, "0"))
+    assert req["exception"].to_list() == [None, "CardError: insufficient funds"]
+    assert req[S.STATUS_MESSAGE].to_list() == [None, "declined"]
+    text = " ".join(str(t) for trace in request_gantt_figure(req).data for t in (trace.hovertext or ()))
+    assert "exception CardError: insufficient funds" in text and "status error (declined)" in text
+    assert request_spans(_spans([("01", None, "a", "x", "server", 0, 10)]), "t")["exception"].to_list() == [None]

@@ -84,3 +84,33 @@ def test_rejects_by_reason_is_the_one_grouping(tmp_path):
     assert summary.reasons == rejects_by_reason(result.rejects)
     reasons, _ = _reject_summary(result.rejects)
     assert reasons == [[g["reason"], g["records"], g["spans"]] for g in summary.reasons]
+
+
+def test_a_part_written_before_events_were_kept_reads_with_them_null(tmp_path):
+    """A store part of the older schema (no status message, events or links columns) beside new
+    ones: read_spans, scan, the Dask path's part check and a re-read as Parquet all take it."""
+    from spans import event, link
+
+    from tracesleuth.scale.spans import read_part, store_parts
+
+    store = SpanStore(tmp_path / "store")
+    new = table([span("a1", "1", None, "web", "home", 0, 10, status="error", status_message="boom",
+                      events=[event(S.EXCEPTION_EVENT, 5, {S.ATTR_EXCEPTION_TYPE: "KeyError"})],
+                      links=[link("b1", "2")])])
+    store.append_spans(new.to_batches())
+    old_part = store.span_files()[0].with_name("part-000007.parquet")
+    old = table([span("a2", "3", None, "web", "home", 1, 11)]).drop_columns(list(S.LATER_SPAN_COLUMNS))
+    assert old.schema.equals(S.PRE_EVENTS_SPAN_SCHEMA)
+    pq.write_table(old, old_part)
+    spans = _sorted(store.read_spans())
+    assert spans.schema.equals(S.SPAN_SCHEMA)
+    assert spans.column(S.EVENTS).to_pylist() == [new.column(S.EVENTS).to_pylist()[0], None]
+    assert spans.column(S.STATUS_MESSAGE).to_pylist() == ["boom", None]
+    assert store.scan().collect().height == 2 and store.scan().collect()[S.LINKS].null_count() == 1
+    parts = store_parts(store)
+    assert parts.n_spans == 2 and read_part(old_part).schema.equals(S.SPAN_SCHEMA)
+    assert read_spans(str(old_part)).spans.column(S.EVENTS).to_pylist() == [[]]
+    # a part missing only some of the later columns is not an older part: refused, named
+    pq.write_table(new.drop_columns([S.LINKS]), old_part)
+    with pytest.raises(TraceFormatError, match=S.LINKS):
+        store_parts(store)

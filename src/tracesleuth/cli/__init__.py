@@ -7,9 +7,25 @@ from __future__ import annotations
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
-    from .. import use_system_allocator
-    from .app import run
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code.
 
-    use_system_allocator()
-    return run(argv)
+    From its first instant SIGINT and SIGTERM raise an exception (:class:`~tracesleuth._signals.SignalGuard`),
+    so that a command stopped by either cleans up (``ingest`` drops what it staged; a Dask
+    cluster is closed) and exits ``128 + signal`` (130, 143) with one line on stderr.
+    """
+    import signal
+    import sys
+
+    from .._signals import SignalGuard, signal_name
+
+    with SignalGuard():
+        try:
+            from .. import use_system_allocator
+            from .app import run
+
+            use_system_allocator()
+            return run(argv)
+        except KeyboardInterrupt as e:  # before a command ran (while starting)
+            signum = getattr(e, "signum", signal.SIGINT)
+            sys.stderr.write(f"interrupted by {signal_name(signum)} while starting: nothing done\n")
+            return 128 + signum

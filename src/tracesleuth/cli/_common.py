@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import signal
 import sys
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
@@ -23,10 +24,19 @@ from rich.console import Console
 
 from ..errors import ParameterError, TraceSleuthError
 
-__all__ = ["BOOLEAN_WORDS", "Command", "EndpointOpt", "FormatOpt", "Group", "JsonOpt", "MappingOpt", "NezhaDataOpt",
+__all__ = ["BOOLEAN_WORDS", "Command", "CommandInterrupted", "EndpointOpt", "FormatOpt", "Group", "JsonOpt", "MappingOpt", "NezhaDataOpt",
            "PATHS", "PathsArg", "SchedulerOpt", "SeedOpt", "check_paths", "command_scope", "dask_scheduler",
            "emit_json", "err", "input_store", "keep_open", "open_scheduler", "out", "parse_time_range", "progress",
            "read_input", "run_evaluation", "select_period", "trace_table", "write_frame"]
+
+
+class CommandInterrupted(BaseException):
+    """A command stopped by SIGINT or SIGTERM, on its way to :func:`tracesleuth.cli.app.run`
+    (which says so in one line and exits ``128 + signum``)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signum)
 
 
 class Command(typer.core.TyperCommand):
@@ -43,6 +53,14 @@ class Command(typer.core.TyperCommand):
         super().__init__(*args, **kwargs)
         if self.help:  # a docstring's line breaks are not the help's: keep only paragraph breaks
             self.help = re.sub(r"(?<!\n)\n(?!\n)", " ", inspect.cleandoc(self.help))
+
+    def invoke(self, ctx):
+        # Typer turns a KeyboardInterrupt into a silent exit 130 (SIGTERM's too, which
+        # tracesleuth.cli.main raises as one): carried past it instead, for run() to report.
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as e:
+            raise CommandInterrupted(getattr(e, "signum", signal.SIGINT)) from e
 
     def collect_usage_pieces(self, ctx) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -11,10 +12,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..errors import TraceSleuthError
-from ._common import (BOOLEAN_WORDS, PATHS, Command, EndpointOpt, FormatOpt, Group, JsonOpt, MappingOpt, PathsArg,
-                      SchedulerOpt, SeedOpt, check_paths, command_scope, dask_scheduler, emit_json, err, input_store,
-                      keep_open, open_scheduler, out, progress, read_input, trace_table, write_frame)
+from .._signals import signal_name
+from ..errors import NothingStoredError, TraceSleuthError
+from ._common import (BOOLEAN_WORDS, PATHS, Command, CommandInterrupted, EndpointOpt, FormatOpt, Group, JsonOpt,
+                      MappingOpt, PathsArg, SchedulerOpt, SeedOpt, check_paths, command_scope, dask_scheduler,
+                      emit_json, err, input_store, keep_open, open_scheduler, out, progress, read_input, trace_table,
+                      write_frame)
 
 
 app = typer.Typer(name="tracesleuth", cls=Group, no_args_is_help=True, add_completion=False,
@@ -55,68 +58,118 @@ def _print_rejects(reasons: list[dict], examples: list[dict], total_spans: int) 
 
 
 @app.command(cls=Command)
-def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace files, directories or glob patterns.",
+def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace and log files, directories or glob patterns.",
                                                        metavar=PATHS, show_default=False)],
            output: Annotated[Path, typer.Option("-o", "--output", metavar="DIR",
                                                 help="Span store directory (created).")],
            allow_partial: Annotated[bool, typer.Option("--allow-partial", help="Exit 0 even when a file could "
                                        "not be read to its end (the damage is still reported).")] = False,
+           force: Annotated[bool, typer.Option("--force", help="Read files whose content is in the store already "
+                                               "(by default they are skipped, and said so).")] = False,
            format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
-    """Read trace files into a Parquet span store, reporting what was read, rejected and why.
+    """Read trace and log files into a Parquet span store, reporting what was read, rejected and why.
 
-    Exit code 1 when nothing was stored, or when a file could not be read to its end
-    (truncated or corrupt: the records after the damage are lost) unless --allow-partial."""
-    from ..store import SpanStore, ingest as do_ingest
+    An ingest is one transaction: all its parts appear in the store at once, or none (Ctrl-C,
+    SIGTERM, kill -9: the store is as before). A file whose content the store already holds is
+    skipped (--force reads it again). Exit code 2 when nothing was stored (every file skipped,
+    empty or rejected: no store is created); 1 when a file could not be read to its end
+    (truncated or corrupt: the records after the damage are lost) unless --allow-partial;
+    130/143 when interrupted by SIGINT/SIGTERM."""
+    try:
+        from ..store import ingest as do_ingest
 
-    check_paths(paths)  # before the store is created: a mistyped path leaves nothing behind
-    store = SpanStore(output)
-    with progress("ingesting") as bar:
-        task = bar.add_task("ingest", spans=0)
-        seen = [0]
+        check_paths(paths)  # before the store is created: a mistyped path leaves nothing behind
+        with progress("ingesting") as bar:
+            task = bar.add_task("ingest", spans=0)
+            seen = [0]
 
-        def tick(batch):
-            seen[0] += batch.num_rows
-            bar.update(task, spans=seen[0])
+            def tick(batch):
+                seen[0] += batch.num_rows
+                bar.update(task, spans=seen[0])
 
-        summary = do_ingest([str(p) for p in paths], store, format=format, mapping=mapping, on_batch=tick)
-    doc = summary.to_dict() | {"store": str(output), "spans_in": summary.spans_read + summary.spans_rejected}
-    failed = summary.spans_read == 0 or (bool(summary.damaged_files) and not allow_partial)
+            summary = do_ingest([str(p) for p in paths], output, format=format, mapping=mapping, on_batch=tick,
+                                force=force)
+    except KeyboardInterrupt as e:  # SIGINT or SIGTERM (main() turns SIGTERM into an exception too)
+        signum = getattr(e, "signum", signal.SIGINT)
+        committed = getattr(e, "committed", False)  # (an IngestInterrupted says what it left)
+        message = getattr(e, "message", None) or \
+            f"interrupted by {signal_name(signum)} before the ingest began: nothing committed"
+        if json:
+            emit_json({"error": message, "type": "IngestInterrupted", "committed": committed})
+        else:
+            err.print(message, markup=False, soft_wrap=True)
+        raise typer.Exit(128 + signum) from None
+    except NothingStoredError as e:
+        if json:
+            emit_json(_ingest_doc(e.summary, output) | {"error": str(e), "type": type(e).__name__})
+        else:
+            _print_ingest(e.summary, output)
+            err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True, highlight=False)
+        raise typer.Exit(2) from None
+    failed = bool(summary.damaged_files) and not allow_partial
     if json:
-        emit_json(doc)
-        if failed:
-            raise typer.Exit(1)
-        return
-    out.print(f"Read [bold]{summary.spans_read + summary.spans_rejected:,}[/] spans from "
-              f"{len(summary.formats)} file(s) in {summary.seconds:.2f} s: "
-              f"[green]{summary.spans_read:,} stored[/], [red]{summary.spans_rejected:,} rejected[/] "
-              f"({summary.rejected_records:,} records), {summary.warnings:,} warnings.")
-    fmts: dict = {}
-    for f in summary.formats.values():
-        fmts[f] = fmts.get(f, 0) + 1
-    out.print("Formats: " + ", ".join(f"{k} ({v} files)" for k, v in sorted(fmts.items())))
-    out.print(f"Store: {output} ({len(summary.parts)} new part(s))", markup=False)
-    _print_rejects(summary.reasons, summary.examples, summary.spans_rejected)
-    if summary.damaged_files:
-        out.print(f"{len(summary.damaged_files)} file(s) not read to their end (records after the damage lost): "
-                  + ", ".join(summary.damaged_files), markup=False)
-    if summary.spans_read == 0:
-        err.print("error: nothing was stored (every record was rejected; see the reasons above)", markup=False)
+        emit_json(_ingest_doc(summary, output))
+    else:
+        _print_ingest(summary, output)
     if failed:
         raise typer.Exit(1)
 
 
+#: Reasons of log rejects and warnings an ingest prints at most (all are in --json).
+MAX_LOG_REASONS = 5
+
+
+def _ingest_doc(summary, output: Path) -> dict:
+    return summary.to_dict() | {"store": str(output), "spans_in": summary.spans_read + summary.spans_rejected}
+
+
+def _print_ingest(summary, output: Path) -> None:
+    """The text report of an ingest (stored or not)."""
+    read = len(summary.formats)
+    if read or not (summary.skipped_files or summary.log_formats):
+        out.print(f"Read [bold]{summary.spans_read + summary.spans_rejected:,}[/] spans from "
+                  f"{read} file(s) in {summary.seconds:.2f} s: "
+                  f"[green]{summary.spans_read:,} stored[/], [red]{summary.spans_rejected:,} rejected[/] "
+                  f"({summary.rejected_records:,} records), {summary.warnings:,} warnings.")
+    fmts: dict = {}
+    for f in [*summary.formats.values(), *summary.log_formats.values()]:
+        fmts[f] = fmts.get(f, 0) + 1
+    if fmts:
+        out.print("Formats: " + ", ".join(f"{k} ({v} files)" for k, v in sorted(fmts.items())))
+    if summary.skipped_files:
+        first = summary.skipped_files[0]
+        out.print(f"Skipped {len(summary.skipped_files)} file(s) whose content is in the store already or being "
+                  f"ingested (--force reads them), e.g. {first['path']}: {first['reason']}", markup=False)
+    if summary.log_formats:
+        out.print(f"Read [bold]{summary.logs_read + summary.logs_rejected:,}[/] log records from "
+                  f"{len(summary.log_formats)} file(s): [green]{summary.logs_read:,} stored[/], "
+                  f"[red]{summary.logs_rejected:,} rejected[/], {summary.log_warnings:,} warnings"
+                  + (f"; {summary.templates:,} log templates in the store" if summary.templates else "") + ".")
+        for r in summary.log_reasons[:MAX_LOG_REASONS]:
+            out.print(f"  {r['reason']}: {r['entries']:,} entries, {r['records_lost']:,} records lost", markup=False)
+    if summary.ingest_id:
+        out.print(f"Store: {output} ({len(summary.parts) + len(summary.log_parts)} new part(s), committed as "
+                  f"ingest {summary.ingest_id[:12]})", markup=False)
+    _print_rejects(summary.reasons, summary.examples, summary.spans_rejected)
+    if summary.damaged_files:
+        out.print(f"{len(summary.damaged_files)} file(s) not read to their end (records after the damage lost): "
+                  + ", ".join(summary.damaged_files), markup=False)
+
+
 @app.command(cls=Command)
 def info(paths: PathsArg, format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
-    """Traces, spans, services, operations, endpoints and their latency percentiles and error rates."""
+    """Traces, spans, services, operations, endpoints and their latency percentiles and error rates;
+    and the log records: how many, how many were written in a span of the input, rejected, templates."""
     from ..io import rejects_by_reason
-    from ..model.summary import summarize
+    from ..model.summary import summarize, summarize_logs
 
     result = read_input(paths, format, mapping)
     s = summarize(result)
+    logs = summarize_logs([str(p) for p in paths], result.spans, format=format)
     reasons = rejects_by_reason(result.rejects)
     if json:
         emit_json(s.to_dict() | {"spans_rejected": result.spans_rejected, "rejects": reasons,
-                                 "files": len(result.formats)})
+                                 "files": len(result.formats), "logs": logs.to_dict()})
         return
     a = s.assembly
     out.print(f"[bold]{s.traces:,}[/] traces, [bold]{s.spans:,}[/] spans, {s.services} services, "
@@ -138,6 +191,7 @@ def info(paths: PathsArg, format: FormatOpt = None, mapping: MappingOpt = None, 
         out.print(t)
     if s.endpoints.height and s.endpoints["error_rate"].null_count() == s.endpoints.height:
         out.print("Error rates unknown: no span of the input has a status set.", markup=False)
+    out.print(logs.describe(), markup=False)
     _print_rejects(reasons, _reject_rows(result.rejects), result.spans_rejected)
 
 
@@ -239,10 +293,11 @@ def run(argv: list[str] | None = None) -> int:
     Returns
     -------
     int
-        The exit code: 0 on success, 1 when ``ingest`` stored nothing or could not read a file
-        to its end (without ``--allow-partial``), 2 for a usage or input mistake (one ``error:``
-        line on stderr, or with ``--json`` one JSON document ``{"error", "type"}`` on stdout),
-        130 when interrupted.
+        The exit code: 0 on success, 1 when ``ingest`` could not read a file to its end
+        (without ``--allow-partial``), 2 for a usage or input mistake, or an ``ingest`` that
+        stored nothing (one ``error:`` line on stderr, or with ``--json`` one JSON document
+        ``{"error", "type"}`` on stdout), ``128 + signal`` when interrupted by SIGINT (130) or
+        SIGTERM (143), with one line on stderr.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -254,9 +309,16 @@ def run(argv: list[str] | None = None) -> int:
         return _fail(_input_message(e, argv), type(e).__name__, argv)
     except typer.Exit as e:
         return e.exit_code
-    except (typer.Abort, KeyboardInterrupt):
+    except CommandInterrupted as e:  # SIGINT or SIGTERM (see Command.invoke)
+        err.print(f"interrupted by {signal_name(e.signum)}", markup=False)
+        return 128 + e.signum
+    except typer.Abort:
         err.print("aborted", markup=False)
         return 130
+    except KeyboardInterrupt as e:  # (outside a command: while Typer prepares one)
+        signum = getattr(e, "signum", signal.SIGINT)
+        err.print(f"interrupted by {signal_name(signum)}", markup=False)
+        return 128 + signum
     except Exception as e:
         # Click's usage errors. Typer >= 0.22 raises those of the Click it vendors (typer._click),
         # older Typer those of the installed Click: told apart by their class, not by one import.

@@ -109,7 +109,8 @@ class SegmentContents:
 
 
 def read_segment(path: Path) -> SegmentContents:
-    """Read every whole record of a segment, stopping at the first bad one."""
+    """Read every whole record of a segment, stopping at the first bad one (a record written
+    before events, links and status messages were kept reads with them null)."""
     data = memoryview(path.read_bytes())
     spans, rejects, pos, records, damaged = [], [], 0, 0, False
     while pos < len(data):
@@ -137,7 +138,7 @@ def read_segment(path: Path) -> SegmentContents:
         if a is None or a.num_rows != n_spans or b.num_rows != n_rejects:
             damaged = True
             break
-        spans.append(a)
+        spans.append(S.with_later_columns(a))  # a record written before events and links were kept
         rejects.append(b)
         records += 1
         pos = end

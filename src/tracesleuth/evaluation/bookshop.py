@@ -332,7 +332,7 @@ class _SpanBuilder:
 
     def __init__(self, rng, ids, factors, pods):
         self.rng, self.ids, self.factors, self.pods = rng, ids, factors, pods
-        self.rows: dict[str, list] = {name: [] for name in S.SPAN_SCHEMA.names}
+        self.rows: dict[str, list] = {name: [] for name in S.PRE_EVENTS_SPAN_SCHEMA.names}
         self._drawn: dict[str, list] = {}
 
     def _draw(self, key: str, law: ExecutionTime) -> int:
@@ -436,4 +436,4 @@ class _SpanBuilder:
             self._serve(call, sent + self._hop(), first, "consumer")
 
     def table(self) -> pa.Table:
-        return pa.Table.from_pydict(self.rows, schema=S.SPAN_SCHEMA)
+        return S.with_later_columns(pa.Table.from_pydict(self.rows, schema=S.PRE_EVENTS_SPAN_SCHEMA))

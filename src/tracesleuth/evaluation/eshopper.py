@@ -376,7 +376,7 @@ class EShopperSession:
     ----------
     spans : pyarrow.Table
         The session's spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`, shape
-        (25 * n_requests, 12). They carry no trace of the ground truth.
+        (25 * n_requests, 15). They carry no trace of the ground truth.
     labels : polars.DataFrame
         One row per request in start order: ``trace_id`` (str), ``degradation`` (str, null when
         the request is not affected).
@@ -783,7 +783,7 @@ def _build_spans(trace_ids: list[str], starts: np.ndarray, own: np.ndarray, base
         pa.array(per_span("follows", bool), pa.bool_()),
         attributes,
     ]
-    return pa.Table.from_arrays(arrays, schema=S.SPAN_SCHEMA)
+    return S.with_later_columns(pa.Table.from_arrays(arrays, schema=S.PRE_EVENTS_SPAN_SCHEMA))
 
 
 def _unique_span_ids(rng: np.random.Generator, n: int, per_trace: int) -> list[str]:

@@ -8,6 +8,13 @@ hexadecimal, timestamps integral, end not before start) run once per batch, vect
 record number and the field at fault. So ``spans in = spans stored + spans rejected`` holds by
 construction. The same pass applies OpenTelemetry's span limits (:class:`SpanLimits`): what it cuts
 is kept, cut, and reported as a warning.
+
+A span's events and links (:meth:`SpanBatchBuilder.add_event`, :meth:`SpanBatchBuilder.add_link`)
+and its status message are accumulated the same way, as offsets and flat columns, and checked in
+the same pass: an event whose time is not an integer timestamp, or a link whose ids are not ids,
+is dropped with a warning naming the record and the field (its span is kept); link ids are
+normalised like span ids. A batch without events or links pays only for two columns of empty
+lists.
 """
 
 from __future__ import annotations
@@ -60,10 +67,18 @@ class SpanLimits:
     max_instance_chars : int or None, default=256
         Characters kept of an instance name (a pod, host or instance id: at most 253 in DNS).
     max_events : int or None, default=128
-        The SDK's ``OTEL_SPAN_EVENT_COUNT_LIMIT``. The span schema keeps no events (the readers
-        skip them), so nothing is cut today; the bound is here for a reader that keeps them.
+        Events kept per span, the first ones in the order the format lists them; the SDK's
+        ``OTEL_SPAN_EVENT_COUNT_LIMIT`` default.
     max_links : int or None, default=128
-        The SDK's ``OTEL_SPAN_LINK_COUNT_LIMIT``; like ``max_events``, nothing is kept to cut.
+        Links kept per span, the first ones; the SDK's ``OTEL_SPAN_LINK_COUNT_LIMIT`` default.
+    max_event_attributes : int or None, default=128
+        Attributes kept per event, the first ones; the SDK's
+        ``OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT`` default. String values of event attributes are
+        bounded by ``max_attribute_value_chars`` like the span's (an exception's stack trace
+        longer than that is cut).
+    max_link_attributes : int or None, default=128
+        Attributes kept per link, the first ones; the SDK's ``OTEL_LINK_ATTRIBUTE_COUNT_LIMIT``
+        default.
 
     Raises
     ------
@@ -97,13 +112,11 @@ class SpanLimits:
     max_instance_chars: int | None = 256
     max_events: int | None = 128
     max_links: int | None = 128
+    max_event_attributes: int | None = 128
+    max_link_attributes: int | None = 128
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ParameterError(f"The {f.name!r} parameter of SpanLimits must be an int in the range "
-                                     f"[1, inf) or None. Got {value!r} instead.")
+        check_limits(self)
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> "SpanLimits":
@@ -113,11 +126,13 @@ class SpanLimits:
         ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`` (else ``OTEL_ATTRIBUTE_COUNT_LIMIT``) bounds
         ``max_attributes``, ``OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT`` (else
         ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``) ``max_attribute_value_chars``,
-        ``OTEL_SPAN_EVENT_COUNT_LIMIT`` ``max_events`` and ``OTEL_SPAN_LINK_COUNT_LIMIT``
-        ``max_links``; the specification's precedence (the span-specific variable first). An
-        empty variable is unset. Name bounds have no OpenTelemetry variable and keep their
-        defaults. :func:`tracesleuth.io.read_spans`, ``tracesleuth ingest`` and the collector use
-        these limits unless given others.
+        ``OTEL_SPAN_EVENT_COUNT_LIMIT`` ``max_events``, ``OTEL_SPAN_LINK_COUNT_LIMIT``
+        ``max_links``, ``OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT`` (else ``OTEL_ATTRIBUTE_COUNT_LIMIT``)
+        ``max_event_attributes`` and ``OTEL_LINK_ATTRIBUTE_COUNT_LIMIT`` (else
+        ``OTEL_ATTRIBUTE_COUNT_LIMIT``) ``max_link_attributes``; the specification's precedence
+        (the model-specific variable first). An empty variable is unset. Name bounds have no
+        OpenTelemetry variable and keep their defaults. :func:`tracesleuth.io.read_spans`,
+        ``tracesleuth ingest`` and the collector use these limits unless given others.
 
         Parameters
         ----------
@@ -134,17 +149,7 @@ class SpanLimits:
         >>> SpanLimits.from_environment({"OTEL_ATTRIBUTE_COUNT_LIMIT": "32"}).max_attributes
         32
         """
-        environ = os.environ if environ is None else environ
-        values = {}
-        for name, variables in _LIMIT_VARIABLES.items():
-            variable = next((v for v in variables if environ.get(v, "").strip()), None)
-            if variable is None:
-                continue
-            text = environ[variable].strip()
-            if not (text.isascii() and text.isdigit() and int(text) >= 1):
-                raise ParameterError(f"The environment variable {variable} must be a positive integer "
-                                     f"(the {name!r} span limit). Got {environ[variable]!r} instead.")
-            values[name] = int(text)
+        values = limits_from_environment(_LIMIT_VARIABLES, "span", environ)
         return cls(**values) if values else DEFAULT_SPAN_LIMITS
 
 
@@ -154,7 +159,43 @@ _LIMIT_VARIABLES = {
     "max_attribute_value_chars": ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"),
     "max_events": ("OTEL_SPAN_EVENT_COUNT_LIMIT",),
     "max_links": ("OTEL_SPAN_LINK_COUNT_LIMIT",),
+    "max_event_attributes": ("OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT"),
+    "max_link_attributes": ("OTEL_LINK_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT"),
 }
+
+
+def check_limits(limits) -> None:
+    """Raise :class:`ParameterError` unless every field of the limits dataclass ``limits`` is a
+    positive int or None (shared by :class:`SpanLimits` and the log reader's ``LogLimits``)."""
+    for f in fields(limits):
+        value = getattr(limits, f.name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ParameterError(f"The {f.name!r} parameter of {type(limits).__name__} must be an int in the range "
+                                 f"[1, inf) or None. Got {value!r} instead.")
+
+
+def limits_from_environment(variables: Mapping[str, tuple], what: str,
+                            environ: Mapping[str, str] | None = None) -> dict:
+    """``{bound: value}`` set by OpenTelemetry environment variables: for each bound, the first
+    of its ``variables`` (by precedence) that is set and not empty.
+
+    Raises
+    ------
+    ParameterError
+        A variable that is not a positive integer, named with its value and ``what`` limit it sets.
+    """
+    environ = os.environ if environ is None else environ
+    values = {}
+    for name, names in variables.items():
+        variable = next((v for v in names if environ.get(v, "").strip()), None)
+        if variable is None:
+            continue
+        text = environ[variable].strip()
+        if not (text.isascii() and text.isdigit() and int(text) >= 1):
+            raise ParameterError(f"The environment variable {variable} must be a positive integer "
+                                 f"(the {name!r} {what} limit). Got {environ[variable]!r} instead.")
+        values[name] = int(text)
+    return values
 
 
 #: The limits applied when none are given (:class:`SpanLimits`' defaults).
@@ -278,6 +319,90 @@ def rejects_by_reason(rejects: pa.Table | None) -> list[dict]:
     return sorted(rows, key=lambda d: (-d["spans"], -d["records"], d["reason"]))
 
 
+def _typed(value: Any) -> tuple | None:
+    """``(str, int, float, bool)`` of an attribute value, exactly one of them set; None for None.
+
+    Integers beyond int64 and structured values (lists, dicts: JSON text; bytes: hexadecimal)
+    are kept as text.
+    """
+    if isinstance(value, bool):
+        return None, None, None, value
+    if isinstance(value, int):
+        return (None, value, None, None) if _INT64_MIN <= value <= _INT64_MAX else (str(value), None, None, None)
+    if isinstance(value, float):
+        return None, None, value, None
+    if isinstance(value, str):
+        return value, None, None, None
+    if value is None:
+        return None
+    return (_json_text(value) if not isinstance(value, (bytes, bytearray)) else value.hex()), None, None, None
+
+
+def _items(attributes: Any) -> Iterable[tuple[str, Any]]:
+    """``(key, value)`` pairs of a mapping or an iterable of pairs (None: none)."""
+    if attributes is None:
+        return ()
+    return attributes.items() if isinstance(attributes, Mapping) else attributes
+
+
+class _EntryAttributes:
+    """Typed attributes of the events (or links) being accumulated: flat columns, and the offset
+    where each entry's attributes end (as :class:`SpanBatchBuilder` keeps a span's)."""
+
+    __slots__ = ("offsets", "key", "str", "int", "float", "bool")
+
+    def __init__(self) -> None:
+        self.offsets: list[int] = [0]
+        self.key: list[str] = []
+        self.str: list[str | None] = []
+        self.int: list[int | None] = []
+        self.float: list[float | None] = []
+        self.bool: list[bool | None] = []
+
+    def close(self, items: Iterable[tuple[str, Any]], builder: "SpanBatchBuilder", record: int, field: str,
+              max_count: int | None) -> None:
+        """Append one entry's attributes; a string value over the builder's value bound is cut
+        here (reported with ``field``), before it is copied again, when the entry keeps it."""
+        limit = builder._max_chars
+        kept = 0
+        for key, value in items:
+            typed = _typed(value)
+            if typed is None:
+                continue
+            s, i, f, b = typed
+            if limit is not None and s is not None and len(s) > limit and (max_count is None or kept < max_count):
+                builder.log.add(builder.source, record, _cut_reason("attribute value", limit), field=f"{field}.{key}",
+                                spans=0, excerpt=_cut_excerpt(s))
+                s = s[:limit]
+            self.key.append(str(key))
+            self.str.append(s)
+            self.int.append(i)
+            self.float.append(f)
+            self.bool.append(b)
+            kept += 1
+        self.offsets.append(len(self.key))
+
+    def truncate(self, entries: int) -> None:
+        """Keep the attributes of the first ``entries`` entries only."""
+        del self.offsets[entries + 1:]
+        end = self.offsets[-1]
+        for col in (self.key, self.str, self.int, self.float, self.bool):
+            del col[end:]
+
+    def to_arrow(self) -> pa.ListArray:
+        """One attribute list per entry (:data:`~tracesleuth.schema.ATTRIBUTE_TYPE`)."""
+        return _attribute_lists(self.offsets, self.key, self.str, self.int, self.float, self.bool)
+
+
+def _attribute_lists(offsets, key, str_, int_, float_, bool_) -> pa.ListArray:
+    return pa.ListArray.from_arrays(
+        pa.array(offsets, pa.int32()),
+        pa.StructArray.from_arrays(
+            [pa.array(key, pa.string()), pa.array(str_, pa.string()), pa.array(int_, pa.int64()),
+             pa.array(float_, pa.float64()), pa.array(bool_, pa.bool_())],
+            fields=list(S.ATTRIBUTE_TYPE)))
+
+
 class SpanBatchBuilder:
     """Accumulates spans of one source as columns and emits validated Arrow record batches.
 
@@ -295,10 +420,12 @@ class SpanBatchBuilder:
 
     Notes
     -----
-    Timestamps may be given as ``int`` or as decimal strings (OTLP JSON encodes 64-bit integers as
-    strings); they are parsed in bulk at :meth:`flush`. Ids may be given in any case and without
-    leading zeros; they are normalised to lower-case, zero-padded hexadecimal (a padded id is
-    reported, see :func:`validate_spans`).
+    Timestamps (of spans and of events) may be given as ``int`` or as decimal strings (OTLP
+    JSON encodes 64-bit integers as strings); they are parsed in bulk at :meth:`flush`. Ids (of
+    spans and of links) may be given in any case and without leading zeros; they are normalised
+    to lower-case, zero-padded hexadecimal (a padded id is reported, see :func:`validate_spans`).
+    A span's attributes, events and links are added before the span itself (:meth:`add`), and
+    kept as offsets into flat columns: no per-span Python object survives the call.
     """
 
     def __init__(self, source: str, log: RejectLog, *, batch_spans: int = BATCH_SPANS,
@@ -322,12 +449,23 @@ class SpanBatchBuilder:
         self.end_ns: list[Any] = []
         self.status: list[str] = []
         self.follows_from: list[bool] = []
+        self.status_message: list[str | None] = []
         self.attr_offsets: list[int] = [0]
         self.attr_key: list[str] = []
         self.attr_str: list[str | None] = []
         self.attr_int: list[int | None] = []
         self.attr_float: list[float | None] = []
         self.attr_bool: list[bool | None] = []
+        #: Where each span's events end in the event columns (as ``attr_offsets``).
+        self.event_offsets: list[int] = [0]
+        self.event_time: list[Any] = []
+        self.event_name: list[Any] = []
+        self.event_attributes = _EntryAttributes()
+        #: Where each span's links end in the link columns.
+        self.link_offsets: list[int] = [0]
+        self.link_trace_id: list[Any] = []
+        self.link_span_id: list[Any] = []
+        self.link_attributes = _EntryAttributes()
 
     def __len__(self) -> int:
         return len(self.trace_id)
@@ -338,22 +476,10 @@ class SpanBatchBuilder:
 
     def add_attribute(self, key: str, value: Any, record: int) -> None:
         """Append one typed attribute to the span being added (call before :meth:`add`)."""
-        s = i = f = b = None
-        if isinstance(value, bool):
-            b = value
-        elif isinstance(value, int):
-            if _INT64_MIN <= value <= _INT64_MAX:
-                i = value
-            else:
-                s = str(value)
-        elif isinstance(value, float):
-            f = value
-        elif isinstance(value, str):
-            s = value
-        elif value is None:
+        typed = _typed(value)
+        if typed is None:
             return
-        else:
-            s = _json_text(value) if not isinstance(value, (bytes, bytearray)) else value.hex()
+        s, i, f, b = typed
         limit = self._max_chars
         # cut here, before the value is copied again (an attribute beyond the count limit is
         # dropped at flush: its value is not reported)
@@ -368,11 +494,55 @@ class SpanBatchBuilder:
         self.attr_float.append(f)
         self.attr_bool.append(b)
 
+    def add_event(self, time_ns: Any, name: Any, attributes: Any, record: int) -> None:
+        """Append one event to the span being added (call before :meth:`add`, like
+        :meth:`add_attribute`).
+
+        Parameters
+        ----------
+        time_ns : int or str
+            Unix epoch nanoseconds (decimal text accepted); checked at :meth:`flush`: an event
+            whose time is not an integer timestamp is dropped and reported, its span kept.
+        name : str
+        attributes : mapping or iterable of (str, object), or None
+            Typed as span attributes are (:meth:`add_attribute`).
+        record : int
+            The span's record (named in a warning).
+        """
+        self.event_time.append(time_ns)
+        self.event_name.append(name)
+        self.event_attributes.close(_items(attributes), self, record, f"{S.EVENTS}.{S.ATTRIBUTES}",
+                                    self.limits.max_event_attributes)
+
+    def add_link(self, trace_id: Any, span_id: Any, attributes: Any, record: int) -> None:
+        """Append one link to the span being added (call before :meth:`add`).
+
+        Parameters
+        ----------
+        trace_id, span_id : str
+            Hexadecimal ids, normalised at :meth:`flush` like span ids; a link whose ids are not
+            ids is dropped and reported, its span kept.
+        attributes : mapping or iterable of (str, object), or None
+        record : int
+        """
+        self.link_trace_id.append(trace_id)
+        self.link_span_id.append(span_id)
+        self.link_attributes.close(_items(attributes), self, record, f"{S.LINKS}.{S.ATTRIBUTES}",
+                                   self.limits.max_link_attributes)
+
     def discard_pending_attributes(self) -> None:
-        """Drop the attributes added since the last span (its span is being rejected)."""
+        """Drop the attributes, events and links added since the last span (its span is being
+        rejected)."""
         start = self.attr_offsets[-1]
         for col in (self.attr_key, self.attr_str, self.attr_int, self.attr_float, self.attr_bool):
             del col[start:]
+        events, links = self.event_offsets[-1], self.link_offsets[-1]
+        if len(self.event_time) > events:
+            del self.event_time[events:], self.event_name[events:]
+            self.event_attributes.truncate(events)
+        if len(self.link_trace_id) > links:
+            del self.link_trace_id[links:], self.link_span_id[links:]
+            self.link_attributes.truncate(links)
 
     def add_attributes(self, items: Iterable[tuple[str, Any]], record: int) -> None:
         """Append several typed attributes to the span being added."""
@@ -381,11 +551,12 @@ class SpanBatchBuilder:
 
     def add(self, record: int, trace_id: Any, span_id: Any, parent_span_id: Any, service: Any,
             operation: Any, instance: Any, kind: str, start_ns: Any, end_ns: Any,
-            status: str = "unset", follows_from: bool = False) -> None:
-        """Append one span; attributes added since the previous span belong to it.
+            status: str = "unset", follows_from: bool = False, status_message: str | None = None) -> None:
+        """Append one span; attributes, events and links added since the previous span belong to it.
 
         ``kind`` must already be one of :data:`~tracesleuth.schema.SPAN_KINDS` (see
-        :func:`normalize_kind`) and ``status`` one of :data:`~tracesleuth.schema.STATUS_CODES`.
+        :func:`normalize_kind`) and ``status`` one of :data:`~tracesleuth.schema.STATUS_CODES`;
+        an empty ``status_message`` is none (null).
         """
         self.record.append(record)
         self.trace_id.append(trace_id)
@@ -399,7 +570,10 @@ class SpanBatchBuilder:
         self.end_ns.append(end_ns)
         self.status.append(status)
         self.follows_from.append(follows_from)
+        self.status_message.append(status_message or None)
         self.attr_offsets.append(len(self.attr_key))
+        self.event_offsets.append(len(self.event_time))
+        self.link_offsets.append(len(self.link_trace_id))
 
     # -- flushing -------------------------------------------------------------------------
     def flush(self) -> pa.RecordBatch | None:
@@ -408,21 +582,15 @@ class SpanBatchBuilder:
         n = len(self.trace_id)
         if n == 0:
             return None
-        if len(self.attr_offsets) != n + 1:  # pragma: no cover - reader bug, not input
-            raise AssertionError("attributes added after the last span")
-        attrs = pa.ListArray.from_arrays(
-            pa.array(self.attr_offsets, pa.int32()),
-            pa.StructArray.from_arrays(
-                [pa.array(self.attr_key, pa.string()), pa.array(self.attr_str, pa.string()),
-                 pa.array(self.attr_int, pa.int64()), pa.array(self.attr_float, pa.float64()),
-                 pa.array(self.attr_bool, pa.bool_())],
-                fields=list(S.ATTRIBUTE_TYPE),
-            ),
-        )
+        if len(self.attr_offsets) != n + 1 or len(self.event_offsets) != n + 1 \
+                or len(self.link_offsets) != n + 1:  # pragma: no cover - reader bug, not input
+            raise AssertionError("attributes, events or links added after the last span")
+        attrs = self.attributes_array()
+        nested = {"events": self._events(), "links": self._links()}
         fast = self._arrow_raw()
         if fast is not None:  # every field of the plain type: the vectorized path of an Arrow table
             self._reset()
-            return validate_spans(fast, attrs, self.source, self.log, limits=self.limits)
+            return validate_spans(fast, attrs, self.source, self.log, limits=self.limits, **nested)
         raw = pl.DataFrame(
             {
                 "_record": pl.Series(self.record, dtype=pl.Int64),
@@ -437,11 +605,42 @@ class SpanBatchBuilder:
                 "_end": _to_series(self.end_ns),
                 S.STATUS: pl.Series(self.status, dtype=pl.String),
                 S.FOLLOWS_FROM: pl.Series(self.follows_from, dtype=pl.Boolean),
+                S.STATUS_MESSAGE: _to_text(self.status_message),
             }
         )
         self._reset()
-        return validate_spans(raw, attrs, self.source, self.log, limits=self.limits)
+        return validate_spans(raw, attrs, self.source, self.log, limits=self.limits, **nested)
 
+    def _events(self) -> pa.ListArray | None:
+        """The waiting spans' events in :data:`RAW_EVENT_TYPE` (None when no span has one)."""
+        if not self.event_time:
+            return None
+        values = pa.StructArray.from_arrays(
+            [_raw_values(self.event_time, pa.int64()), pa.array([_text(v) for v in self.event_name], pa.string()),
+             self.event_attributes.to_arrow()], names=[f.name for f in S.EVENT_TYPE])
+        return pa.ListArray.from_arrays(pa.array(self.event_offsets, pa.int32()), values)
+
+    def _links(self) -> pa.ListArray | None:
+        """The waiting spans' links in :data:`RAW_LINK_TYPE` (None when no span has one)."""
+        if not self.link_trace_id:
+            return None
+        values = pa.StructArray.from_arrays(
+            [_raw_values(self.link_trace_id, pa.string()), _raw_values(self.link_span_id, pa.string()),
+             self.link_attributes.to_arrow()], names=[f.name for f in S.LINK_TYPE])
+        return pa.ListArray.from_arrays(pa.array(self.link_offsets, pa.int32()), values)
+
+    def attributes_array(self) -> pa.ListArray:
+        """The attribute lists added so far, one per ``attr_offsets`` interval, as an Arrow list
+        array of :data:`~tracesleuth.schema.ATTRIBUTE_TYPE`."""
+        return pa.ListArray.from_arrays(
+            pa.array(self.attr_offsets, pa.int32()),
+            pa.StructArray.from_arrays(
+                [pa.array(self.attr_key, pa.string()), pa.array(self.attr_str, pa.string()),
+                 pa.array(self.attr_int, pa.int64()), pa.array(self.attr_float, pa.float64()),
+                 pa.array(self.attr_bool, pa.bool_())],
+                fields=list(S.ATTRIBUTE_TYPE),
+            ),
+        )
 
     def _arrow_raw(self) -> pa.Table | None:
         """The waiting spans as an Arrow table of :data:`RAW_COLUMNS` when every value has its
@@ -451,7 +650,7 @@ class SpanBatchBuilder:
         columns = {"_record": self.record, "_raw_trace": self.trace_id, "_raw_span": self.span_id,
                    "_raw_parent": self.parent_span_id, S.SERVICE: self.service, S.OPERATION: self.operation,
                    S.INSTANCE: self.instance, S.KIND: self.kind, "_start": self.start_ns, "_end": self.end_ns,
-                   S.STATUS: self.status, S.FOLLOWS_FROM: self.follows_from}
+                   S.STATUS: self.status, S.FOLLOWS_FROM: self.follows_from, S.STATUS_MESSAGE: self.status_message}
         arrays = {}
         for name, values in columns.items():
             try:
@@ -465,16 +664,44 @@ class SpanBatchBuilder:
         return pa.table(arrays)
 
 
-_ARROW_RAW_TYPES = {"_record": pa.int64(), "_start": pa.int64(), "_end": pa.int64(), S.FOLLOWS_FROM: pa.bool_()}
-_NULLABLE_RAW = ("_raw_parent", S.INSTANCE)
+def _text(value: Any) -> str:
+    """A name as text (None: ``""``)."""
+    return "" if value is None else value if value.__class__ is str else str(value)
 
-#: Columns of the raw frame :func:`validate_spans` takes (ids and times not yet normalised).
+
+def _raw_values(values: list, plain: pa.DataType) -> pa.Array:
+    """``values`` as an Arrow array of type ``plain`` when every one is of its plain Python type
+    (``int`` within int64, ``str``), else as text (None stays null) for :func:`validate_spans` to
+    parse by the rules of span times and ids."""
+    kind = int if pa.types.is_integer(plain) else str
+    if all(v.__class__ is kind for v in values):
+        try:
+            return pa.array(values, plain)
+        except (OverflowError, pa.ArrowException):
+            pass
+    return pa.array([None if v is None else v if v.__class__ is str else
+                     None if v.__class__ is bool else str(v) for v in values], pa.string())
+
+
+_ARROW_RAW_TYPES = {"_record": pa.int64(), "_start": pa.int64(), "_end": pa.int64(), S.FOLLOWS_FROM: pa.bool_()}
+_NULLABLE_RAW = ("_raw_parent", S.INSTANCE, S.STATUS_MESSAGE)
+
+#: Columns of the raw frame :func:`validate_spans` takes (ids and times not yet normalised);
+#: :data:`~tracesleuth.schema.STATUS_MESSAGE` may be there too (else it is null).
 RAW_COLUMNS = ("_record", "_raw_trace", "_raw_span", "_raw_parent", S.SERVICE, S.OPERATION, S.INSTANCE,
                S.KIND, "_start", "_end", S.STATUS, S.FOLLOWS_FROM)
+#: Raw events, as :func:`validate_spans` takes them: :data:`~tracesleuth.schema.EVENT_TYPE`
+#: with ``time_ns`` as an integer or as text, not yet checked.
+RAW_EVENT_TYPE = pa.struct([pa.field("time_ns", pa.string()), pa.field("name", pa.string()),
+                            pa.field(S.ATTRIBUTES, pa.list_(S.ATTRIBUTE_TYPE))])
+#: Raw links: :data:`~tracesleuth.schema.LINK_TYPE` with ids as text, not yet normalised.
+RAW_LINK_TYPE = pa.struct([pa.field(S.TRACE_ID, pa.string()), pa.field(S.SPAN_ID, pa.string()),
+                           pa.field(S.ATTRIBUTES, pa.list_(S.ATTRIBUTE_TYPE))])
 
 
 def validate_spans(raw: pl.DataFrame | pl.LazyFrame | pa.Table, attrs: pa.Array | None, source: str, log: RejectLog,
-                   *, limits: SpanLimits | None = None) -> pa.RecordBatch:
+                   *, limits: SpanLimits | None = None, events: pa.Array | None = None,
+                   links: pa.Array | None = None) -> pa.RecordBatch:
     """Normalise and check a raw span frame, log the failing spans, return the rest as a batch.
 
     Parameters
@@ -482,20 +709,28 @@ def validate_spans(raw: pl.DataFrame | pl.LazyFrame | pa.Table, attrs: pa.Array 
     raw : polars.DataFrame or LazyFrame, or pyarrow.Table
         Columns :data:`RAW_COLUMNS`: ``_record`` (1-based record number), ids as text, times as
         integers or decimal text in nanoseconds, the other canonical columns as they are (an
-        Arrow table's text columns may be dictionary-encoded).
+        Arrow table's text columns may be dictionary-encoded); a ``status_message`` column is
+        optional (else null).
     attrs : pyarrow.ListArray or None
         One attribute list per row (:data:`~tracesleuth.schema.ATTRIBUTE_TYPE`); None for none.
+    events : pyarrow.ListArray or None
+        One event list per row: :data:`~tracesleuth.schema.EVENT_TYPE`, or :data:`RAW_EVENT_TYPE`
+        (``time_ns`` as text, any integer type or its canonical int64); None for none.
+    links : pyarrow.ListArray or None
+        One link list per row: :data:`~tracesleuth.schema.LINK_TYPE` or :data:`RAW_LINK_TYPE`
+        (ids not yet normalised); None for none.
     source : str
         File named in the rejects.
     log : RejectLog
         Receives one entry per rejected span, and the warnings (padded ids, cuts).
     limits : SpanLimits, optional
-        Bounds on names and attributes (default :data:`DEFAULT_SPAN_LIMITS`).
+        Bounds on names, attributes, events and links (default :data:`DEFAULT_SPAN_LIMITS`).
 
     Returns
     -------
     pyarrow.RecordBatch
-        The accepted spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
+        The accepted spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`; a span without events
+        or links has empty lists.
 
     Notes
     -----
@@ -511,16 +746,20 @@ def validate_spans(raw: pl.DataFrame | pl.LazyFrame | pa.Table, attrs: pa.Array 
       with the count (Zipkin allows this for 64-bit ids). A 16-digit trace id is a 64-bit
       (Zipkin, Jaeger) id, documented as padded to 128 bits, and is not reported;
     - names and attributes over ``limits``, cut (:class:`SpanLimits`): one warning per record
-      and field, saying what was kept, with the original length in the excerpt.
+      and field, saying what was kept, with the original length in the excerpt; so are events
+      and links beyond ``limits.max_events`` and ``limits.max_links``, and event and link
+      attributes beyond their count and length bounds;
+    - an event whose time is missing, not an integer or negative (the rules of span times), and
+      a link whose trace or span id is not an id (the rules of span ids): dropped, one warning
+      per record and field; link ids shorter than their width are padded as span ids are, with
+      one warning per batch and field.
     """
     limits = DEFAULT_SPAN_LIMITS if limits is None else limits
     if isinstance(raw, pa.Table):
-        batch = _as_is(raw, attrs)
-        if batch is not None:
-            records = raw.column("_record")
-            batch = _apply_limits(batch, records.to_numpy(), source, log, limits)
-            log.spans_read[source] += batch.num_rows
-            return batch
+        columns = _as_is(raw, attrs)
+        if columns is not None:
+            records = raw.column("_record").to_numpy()
+            return _finish(columns, events, links, records, source, log, limits)
         raw = pl.from_arrow(S.plain_spans(raw))
     # Columns already canonical (the common case: lower-case ids of full width, int64 or decimal-text
     # times) are taken as they are; the general normalisation runs only on a column that needs it.
@@ -575,7 +814,7 @@ def validate_spans(raw: pl.DataFrame | pl.LazyFrame | pa.Table, attrs: pa.Array 
     df = lf.with_columns(_reason=reason, _field=fieldname).collect()
     n = df.height
     if attrs is None:
-        attrs = pa.array([[]] * n, type=pa.list_(S.ATTRIBUTE_TYPE))
+        attrs = _empty_lists(n, S.ATTRIBUTE_TYPE)
     ok = df["_reason"].is_null()
     if not ok.all():
         for rec, fld, why, tid, sid, st, en in df.filter(~ok).select(
@@ -583,19 +822,160 @@ def validate_spans(raw: pl.DataFrame | pl.LazyFrame | pa.Table, attrs: pa.Array 
         ).iter_rows():
             log.add(source, rec, why, field=fld, excerpt=f"trace_id={tid!r} span_id={sid!r} start={st!r} end={en!r}")
         df = df.filter(ok)
-        attrs = attrs.filter(pa.array(ok.to_arrow()))
+        keep = pa.array(ok.to_arrow())
+        attrs = attrs.filter(keep)
+        events = None if events is None else events.filter(keep)
+        links = None if links is None else links.filter(keep)
     for raw_col, id_field, width, what in ids:
         if raw_col in padded:
             _warn_padded(df, raw_col, id_field, width, what, source, log)
-    cols = df.select([c for c in S.SPAN_COLUMNS if c != S.ATTRIBUTES]).to_arrow()
-    arrays = [cols.column(c).combine_chunks().cast(S.SPAN_SCHEMA.field(c).type) for c in cols.column_names]
-    if isinstance(attrs, pa.ChunkedArray):
-        attrs = attrs.combine_chunks()
-    batch = pa.RecordBatch.from_arrays(arrays + [attrs.cast(S.SPAN_SCHEMA.field(S.ATTRIBUTES).type)],
-                                       schema=S.SPAN_SCHEMA)
-    batch = _apply_limits(batch, df["_record"].to_numpy(), source, log, limits)
+    if S.STATUS_MESSAGE not in df.columns:
+        df = df.with_columns(pl.lit(None, pl.String).alias(S.STATUS_MESSAGE))
+    cols = df.select([c for c in S.SPAN_COLUMNS if c not in S.NESTED_SPAN_COLUMNS]).to_arrow()
+    columns = {c: cols.column(c).combine_chunks().cast(S.SPAN_SCHEMA.field(c).type) for c in cols.column_names}
+    columns[S.ATTRIBUTES] = _combined(attrs).cast(S.SPAN_SCHEMA.field(S.ATTRIBUTES).type)
+    return _finish(columns, events, links, df["_record"].to_numpy(), source, log, limits)
+
+
+def _finish(columns: dict, events, links, records: np.ndarray, source: str, log: RejectLog,
+            limits: SpanLimits) -> pa.RecordBatch:
+    """The accepted spans' batch from their columns (every one but the events and links, in
+    their schema types) and their raw events and links, checked and within ``limits``."""
+    columns[S.EVENTS] = _entry_lists(events, records, source, log, S.EVENT_TYPE, _checked_events)
+    columns[S.LINKS] = _entry_lists(links, records, source, log, S.LINK_TYPE, _checked_links)
+    batch = pa.RecordBatch.from_arrays([columns[f.name] for f in S.SPAN_SCHEMA], schema=S.SPAN_SCHEMA)
+    batch = _apply_limits(batch, records, source, log, limits)
     log.spans_read[source] += batch.num_rows
     return batch
+
+
+def _combined(array):
+    """A chunked array as one array (an array as it is)."""
+    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+
+
+def _empty_lists(n: int, value_type: pa.DataType, mask: pa.Array | None = None) -> pa.ListArray:
+    """``n`` empty lists of ``value_type`` (null where ``mask`` is set): offsets only."""
+    return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), pa.array([], value_type), mask=mask)
+
+
+def _list_parts(lists: pa.ListArray) -> tuple[np.ndarray, pa.Array, pa.Array | None]:
+    """``(offsets, values, validity mask)`` of a list array: int64 offsets from 0 into ``values``
+    (the values of its lists only), and the mask of its null lists (None when none is)."""
+    offsets = _offsets(lists).astype(np.int64)
+    values = lists.values.slice(offsets[0], offsets[-1] - offsets[0])
+    return offsets - offsets[0], values, (lists.is_null() if lists.null_count else None)
+
+
+def _entry_records(offsets: np.ndarray, records: np.ndarray) -> np.ndarray:
+    """The record of each entry (event, link) of lists with ``offsets``."""
+    return np.repeat(records, np.diff(offsets))
+
+
+def _drop_entries(offsets: np.ndarray, values: pa.Array, drop: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+    """Lists without the entries where ``drop`` is set: new offsets and values."""
+    owner = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    kept = np.bincount(owner[~drop], minlength=len(offsets) - 1)
+    return np.concatenate([[0], np.cumsum(kept)]), values.filter(pa.array(~drop))
+
+
+def _warn_dropped(log: RejectLog, source: str, records: np.ndarray, at: np.ndarray, field: str, reason: str,
+                  excerpts: list) -> None:
+    """One warning per record among the entries ``at`` (dropped, their spans kept)."""
+    _warn_records(log, source, records, at, field, reason, [f"{field}={v!r}" for v in excerpts])
+
+
+def _entry_lists(lists, records: np.ndarray, source: str, log: RejectLog, value_type: pa.DataType,
+                 check) -> pa.ListArray:
+    """Each span's events (or links) in ``value_type``, their entries checked by ``check``
+    (:func:`_checked_events`, :func:`_checked_links`); empty lists for none."""
+    n = len(records)
+    if lists is None:
+        return _empty_lists(n, value_type)
+    offsets, values, mask = _list_parts(_combined(lists))
+    if len(values) == 0:
+        return _empty_lists(n, value_type, mask)
+    offsets, children = check(offsets, values, records, source, log)
+    entries = pa.StructArray.from_arrays(children, fields=list(value_type))
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), entries, mask=mask)
+
+
+def _checked_events(offsets: np.ndarray, values: pa.StructArray, records: np.ndarray, source: str, log: RejectLog
+                    ) -> tuple[np.ndarray, list]:
+    """Raw events (``offsets`` from 0 into ``values``) with their times parsed by the rules of
+    span times; an event whose time fails them dropped and reported (its span kept). Returns the
+    offsets and the children of :data:`~tracesleuth.schema.EVENT_TYPE`."""
+    raw_times = values.field("time_ns")
+    times = _times_ns(raw_times)
+    bad = np.asarray(times.is_null().to_numpy(zero_copy_only=False))
+    negative = np.asarray(pc.fill_null(pc.less(times, 0), False).to_numpy(zero_copy_only=False))
+    if bad.any() or negative.any():
+        owners = _entry_records(offsets, records)
+        for drop, reason in ((bad, "missing or not an integer timestamp"), (negative, _NEGATIVE_TIME)):
+            at = np.flatnonzero(drop)
+            if len(at):
+                _warn_dropped(log, source, owners, at, f"{S.EVENTS}.time_ns", f"event dropped: its time is {reason}"
+                              if drop is bad else f"event dropped: {reason}", raw_times.take(pa.array(at)).to_pylist())
+        offsets, values = _drop_entries(offsets, values, bad | negative)
+        times = times.filter(pa.array(~(bad | negative)))
+    names = values.field("name")
+    names = names.cast(pa.string()) if names.null_count == 0 else pc.fill_null(names.cast(pa.string()), "")
+    return offsets, [times.cast(pa.int64()), names, values.field(S.ATTRIBUTES).cast(pa.list_(S.ATTRIBUTE_TYPE))]
+
+
+def _times_ns(times: pa.Array) -> pa.Array:
+    """Int64 nanoseconds of raw times (null where missing or not an integer timestamp); the rules
+    of span times (:func:`_int64`): int64 and decimal text as is, integral floats, the rest null."""
+    if times.type == pa.int64():
+        return times
+    if pa.types.is_signed_integer(times.type):
+        return times.cast(pa.int64())
+    if (pa.types.is_string(times.type) or pa.types.is_large_string(times.type)) and not times.null_count \
+            and pc.all(pc.ascii_is_decimal(times)).as_py():
+        try:
+            return pc.cast(times, pa.int64())
+        except pa.ArrowInvalid:  # beyond int64: the general rule says so
+            pass
+    frame = pl.DataFrame({"t": pl.from_arrow(times) if len(times) else pl.Series("t", [], pl.String)})
+    return frame.select(_int64("t")).to_series().to_arrow()
+
+
+def _checked_links(offsets: np.ndarray, values: pa.StructArray, records: np.ndarray, source: str, log: RejectLog
+                   ) -> tuple[np.ndarray, list]:
+    """Raw links with their ids normalised by the rules of span ids; a link whose ids fail them
+    dropped and reported (its span kept). Returns the offsets and the children of
+    :data:`~tracesleuth.schema.LINK_TYPE`."""
+    raw_trace, raw_span = values.field(S.TRACE_ID).cast(pa.string()), values.field(S.SPAN_ID).cast(pa.string())
+    canonical = all(not ids.null_count and S.hex_digits(ids, width) is not None
+                    and not pc.any(pc.equal(ids, "0" * width)).as_py()
+                    for ids, width in ((raw_trace, S.TRACE_ID_HEX_CHARS), (raw_span, S.SPAN_ID_HEX_CHARS)))
+    trace, span = raw_trace, raw_span
+    if not canonical:
+        owners = _entry_records(offsets, records)
+        fields = ((f"{S.LINKS}.{S.TRACE_ID}", "_raw_trace", S.TRACE_ID_HEX_CHARS, "link trace id"),
+                  (f"{S.LINKS}.{S.SPAN_ID}", "_raw_span", S.SPAN_ID_HEX_CHARS, "link span id"))
+        df = pl.DataFrame({"_record": owners, "_raw_trace": pl.from_arrow(raw_trace),
+                           "_raw_span": pl.from_arrow(raw_span)}).with_columns(
+            *[_hex_id(raw_col, width).alias(field) for field, raw_col, width, _ in fields])
+        df = df.with_columns(**{f"_padded{raw_col}": _padded(raw_col, field, width)
+                                for field, raw_col, width, _ in fields})
+        drop = np.zeros(len(values), dtype=bool)
+        for field, raw_col, width, what in fields:
+            bad = df[field].is_null().to_numpy()
+            at = np.flatnonzero(bad & ~drop)  # one reason per link: the first failing id
+            if len(at):
+                _warn_dropped(log, source, owners, at, field, f"link dropped: its {what[5:]} is missing, all zero, or "
+                              f"not a hexadecimal id of at most {width} digits", df[raw_col].gather(at).to_list())
+            drop |= bad
+        kept = df.filter(pl.Series(~drop)) if drop.any() else df
+        for field, raw_col, width, what in fields:
+            _warn_padded(kept, raw_col, field, width, what, source, log)
+        trace, span = (df[field].to_arrow().cast(pa.string()) for field, *_ in fields)
+        if drop.any():
+            keep = pa.array(~drop)
+            offsets, values = _drop_entries(offsets, values, drop)
+            trace, span = trace.filter(keep), span.filter(keep)
+    return offsets, [trace, span, values.field(S.ATTRIBUTES).cast(pa.list_(S.ATTRIBUTE_TYPE))]
 
 
 _NEGATIVE_TIME = "negative timestamp (times are unsigned nanoseconds since the Unix epoch)"
@@ -689,49 +1069,53 @@ def _apply_limits(batch: pa.RecordBatch, records: np.ndarray, source: str, log: 
     for name, limit, what in ((S.SERVICE, limits.max_service_chars, "service name"),
                               (S.OPERATION, limits.max_operation_chars, "operation name"),
                               (S.INSTANCE, limits.max_instance_chars, "instance name")):
-        values = batch.column(name)
-        over = _longer_than(values, limit)
-        if over is None:
-            continue
-        rows = np.flatnonzero(over)
-        _warn_records(log, source, records, rows, name, _cut_reason(what, limit),
-                      [_cut_excerpt(v) for v in values.take(pa.array(rows)).to_pylist()])
-        columns[name] = pc.if_else(pa.array(over), pc.utf8_slice_codeunits(values, 0, limit), values)
-    attrs = _limit_attributes(batch.column(S.ATTRIBUTES), records, source, log, limits)
+        cut = cut_strings(batch.column(name), limit, what, name, records, source, log)
+        if cut is not None:
+            columns[name] = cut
+    attrs = _limit_attributes(batch.column(S.ATTRIBUTES), records, source, log, limits.max_attributes,
+                              limits.max_attribute_value_chars, S.ATTRIBUTES)
     if attrs is not None:
         columns[S.ATTRIBUTES] = attrs
+    for name, max_n, max_attributes, what in ((S.EVENTS, limits.max_events, limits.max_event_attributes, "event"),
+                                              (S.LINKS, limits.max_links, limits.max_link_attributes, "link")):
+        entries = _limit_entries(batch.column(name), records, source, log, max_n, max_attributes,
+                                 limits.max_attribute_value_chars, name, what)
+        if entries is not None:
+            columns[name] = entries
     if not columns:
         return batch
     return pa.RecordBatch.from_arrays([columns.get(f.name, batch.column(f.name)) for f in batch.schema],
                                       schema=batch.schema)
 
 
+def cut_strings(values: pa.Array, limit: int | None, what: str, field: str, records: np.ndarray, source: str,
+                log: RejectLog) -> pa.Array | None:
+    """``values`` with the strings longer than ``limit`` characters cut to it, one warning per
+    record naming ``field`` (``what`` in the reason, the original length in the excerpt); None
+    when none is over (decided from the Arrow offsets)."""
+    over = _longer_than(values, limit)
+    if over is None:
+        return None
+    rows = np.flatnonzero(over)
+    _warn_records(log, source, records, rows, field, _cut_reason(what, limit),
+                  [_cut_excerpt(v) for v in values.take(pa.array(rows)).to_pylist()])
+    return pc.if_else(pa.array(over), pc.utf8_slice_codeunits(values, 0, limit), values)
+
+
 def _limit_attributes(attrs: pa.ListArray, records: np.ndarray, source: str, log: RejectLog,
-                      limits: SpanLimits) -> pa.ListArray | None:
-    """The attribute lists cut to ``limits.max_attributes`` entries and their string values to
-    ``limits.max_attribute_value_chars`` characters, each cut reported; None when none is over."""
-    if len(attrs) == 0:
+                      max_n: int | None, max_chars: int | None, field: str, what: str = "attribute"
+                      ) -> pa.ListArray | None:
+    """The attribute lists cut to ``max_n`` entries and their string values to ``max_chars``
+    characters, each cut reported (``field``: the column, ``what``: whose attribute lists they
+    are, for the message); None when none is over."""
+    counted = _counted(attrs, records, source, log, max_n, field, what)
+    if counted is None:
         return None
-    offsets = _offsets(attrs).astype(np.int64)
-    if offsets[-1] == offsets[0]:
-        return None
-    lengths = offsets[1:] - offsets[:-1]
-    values = attrs.values.slice(offsets[0], offsets[-1] - offsets[0])
-    offsets -= offsets[0]
-    changed = False
-    max_n = limits.max_attributes
-    if max_n is not None and len(values) > max_n and lengths.max() > max_n:
-        rows = np.flatnonzero(lengths > max_n)
-        _warn_records(log, source, records, rows, S.ATTRIBUTES, f"attribute list cut to its first {max_n} attributes",
-                      [f"{k} attributes" for k in lengths[rows]])
-        position = np.arange(len(values)) - np.repeat(offsets[:-1], lengths)
-        values = values.filter(pa.array(position < max_n))
-        offsets = np.concatenate([[0], np.cumsum(np.minimum(lengths, max_n))])
-        changed = True
+    offsets, values, mask, changed = counted
     text = values.field("str")
-    over = _longer_than(text, limits.max_attribute_value_chars)
+    over = _longer_than(text, max_chars)
     if over is not None:
-        limit = limits.max_attribute_value_chars
+        limit = max_chars
         at = np.flatnonzero(over)
         span = np.searchsorted(offsets, at, side="right") - 1
         keys = values.field("key").take(pa.array(at)).to_pylist()
@@ -740,7 +1124,7 @@ def _limit_attributes(attrs: pa.ListArray, records: np.ndarray, source: str, log
         for j, i in enumerate(span):  # one warning per record and key, as the builder gives
             if (records[i], keys[j]) not in seen:
                 seen.add((records[i], keys[j]))
-                log.add(source, int(records[i]), _cut_reason("attribute value", limit), field=f"attributes.{keys[j]}",
+                log.add(source, int(records[i]), _cut_reason("attribute value", limit), field=f"{field}.{keys[j]}",
                         spans=0, excerpt=_cut_excerpt(originals[j]))
         children = [pc.if_else(pa.array(over), pc.utf8_slice_codeunits(text, 0, limit), text) if f.name == "str"
                     else values.field(f.name) for f in S.ATTRIBUTE_TYPE]
@@ -749,13 +1133,61 @@ def _limit_attributes(attrs: pa.ListArray, records: np.ndarray, source: str, log
         changed = True
     if not changed:
         return None
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values,
-                                    mask=attrs.is_null() if attrs.null_count else None)
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values, mask=mask)
 
 
-def _as_is(raw: pa.Table, attrs: pa.Array | None) -> pa.RecordBatch | None:
-    """The batch :func:`validate_spans` returns when it would change and reject nothing, read
-    straight from the Arrow columns; None when it would (it then runs in full).
+def _counted(lists: pa.ListArray, records: np.ndarray, source: str, log: RejectLog, max_n: int | None, field: str,
+             what: str) -> tuple | None:
+    """``(offsets, values, mask, cut)`` of lists cut to ``max_n`` entries (:func:`_cut_lists`;
+    ``cut``: whether one was), or None when no list has an entry."""
+    if len(lists) == 0:
+        return None
+    offsets, values, mask = _list_parts(lists)
+    if len(values) == 0:
+        return None
+    cut = _cut_lists(offsets, values, records, source, log, max_n, field, what)
+    return (offsets, values, mask, False) if cut is None else (*cut, mask, True)
+
+
+def _cut_lists(offsets: np.ndarray, values: pa.Array, records: np.ndarray, source: str, log: RejectLog,
+               max_n: int | None, field: str, what: str) -> tuple[np.ndarray, pa.Array] | None:
+    """Lists (``offsets`` from 0 into ``values``) cut to their first ``max_n`` entries, one
+    warning per record ("``what`` list cut to its first ``max_n``"); None when none is longer."""
+    lengths = offsets[1:] - offsets[:-1]
+    if max_n is None or len(values) <= max_n or lengths.max() <= max_n:
+        return None
+    rows = np.flatnonzero(lengths > max_n)
+    _warn_records(log, source, records, rows, field, f"{what} list cut to its first {max_n} {what}s",
+                  [f"{k} {what}s" for k in lengths[rows]])
+    position = np.arange(len(values)) - np.repeat(offsets[:-1], lengths)
+    return np.concatenate([[0], np.cumsum(np.minimum(lengths, max_n))]), values.filter(pa.array(position < max_n))
+
+
+def _limit_entries(lists: pa.ListArray, records: np.ndarray, source: str, log: RejectLog, max_n: int | None,
+                   max_attributes: int | None, max_chars: int | None, field: str, what: str) -> pa.ListArray | None:
+    """Event (or link) lists cut to ``max_n`` entries, each entry's attributes to
+    ``max_attributes`` and their string values to ``max_chars`` characters, each cut reported
+    (``field``: the column); None when nothing is over (decided from the offsets when a batch
+    has no entries)."""
+    counted = _counted(lists, records, source, log, max_n, field, what)
+    if counted is None:
+        return None
+    offsets, values, mask, changed = counted
+    attributes = _limit_attributes(values.field(S.ATTRIBUTES), _entry_records(offsets, records), source, log,
+                                   max_attributes, max_chars, f"{field}.{S.ATTRIBUTES}", f"{what} attribute")
+    if attributes is not None:
+        values = pa.StructArray.from_arrays([attributes if f.name == S.ATTRIBUTES else values.field(f.name)
+                                             for f in values.type], fields=list(values.type))
+        changed = True
+    if not changed:
+        return None
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, mask=mask)
+
+
+def _as_is(raw: pa.Table, attrs: pa.Array | None) -> dict | None:
+    """The columns (all but the events and links) :func:`validate_spans` returns when it would
+    change and reject nothing, read straight from the Arrow columns; None when it would (it then
+    runs in full).
 
     That is: every id in the canonical form (:func:`~tracesleuth.schema.hex_digits`) and not
     all zero, every time a non-negative int64 or ASCII decimal digits within int64, no end before its start,
@@ -801,12 +1233,13 @@ def _as_is(raw: pa.Table, attrs: pa.Array | None) -> pa.RecordBatch | None:
     columns = {**{c: col(c) for c in raw.column_names}, "_start": start, "_end": end}
     renamed = {S.TRACE_ID: "_raw_trace", S.SPAN_ID: "_raw_span", S.PARENT_SPAN_ID: "_raw_parent",
                S.START_NS: "_start", S.END_NS: "_end"}
-    if attrs is None:
-        attrs = pa.array([[]] * n, type=S.SPAN_SCHEMA.field(S.ATTRIBUTES).type)
-    arrays = [columns[renamed.get(f.name, f.name)].cast(f.type).combine_chunks() if f.name != S.ATTRIBUTES
-              else (attrs.combine_chunks() if isinstance(attrs, pa.ChunkedArray) else attrs).cast(f.type)
-              for f in S.SPAN_SCHEMA]
-    return pa.RecordBatch.from_arrays(arrays, schema=S.SPAN_SCHEMA)
+    if S.STATUS_MESSAGE not in columns:
+        columns[S.STATUS_MESSAGE] = pa.chunked_array([pa.nulls(n, pa.string())])
+    out = {f.name: columns[renamed.get(f.name, f.name)].cast(f.type).combine_chunks()
+           for f in S.SPAN_SCHEMA if f.name not in S.NESTED_SPAN_COLUMNS}
+    out[S.ATTRIBUTES] = _empty_lists(n, S.ATTRIBUTE_TYPE) if attrs is None else \
+        _combined(attrs).cast(S.SPAN_SCHEMA.field(S.ATTRIBUTES).type)
+    return out
 
 
 def _json_text(value: Any) -> str:

@@ -217,7 +217,7 @@ class TooDeep:
 _PLACEHOLDER = b"\\u0000tracesleuth-too-deep:"
 
 
-def cut_deep_records(data: bytes, record_depth: int, span_keys: tuple[bytes, ...]
+def cut_deep_records(data: bytes, record_depth: int, span_keys: tuple[bytes, ...] | Callable[[bytes], int]
                      ) -> tuple[bytes, dict[str, TooDeep]]:
     """Replace each record of ``data`` that is nested deeper than :data:`MAX_DEPTH` by a
     placeholder string of the same length (byte offsets stay valid).
@@ -228,8 +228,8 @@ def cut_deep_records(data: bytes, record_depth: int, span_keys: tuple[bytes, ...
         A JSON document.
     record_depth : int
         Depth inside a record's own brackets (2 for the elements of a top-level array).
-    span_keys : tuple of bytes
-        Counts the spans of the records cut.
+    span_keys : tuple of bytes, or callable
+        Counts the spans of the records cut (:func:`count_spans`).
 
     Returns
     -------
@@ -265,7 +265,7 @@ def cut_deep_records(data: bytes, record_depth: int, span_keys: tuple[bytes, ...
         if end - start < len(placeholder):  # cannot happen for a record deeper than the limit
             placeholder = b"null"
         key = placeholder[1:-1].decode("unicode_escape")
-        cut[key] = TooDeep(depth, int(positions[i]), count_keys(data[start:end], span_keys),
+        cut[key] = TooDeep(depth, int(positions[i]), count_spans(data[start:end], span_keys),
                            bytes(data[start:start + 120]))
         out[start:end] = placeholder + b" " * (end - start - len(placeholder))
         k = int(np.searchsorted(over, end_bracket, "right"))
@@ -308,6 +308,12 @@ def count_keys(data: bytes, keys: tuple[bytes, ...]) -> int:
     names in ``data``: followed by a colon, so that a string value that reads the same is not
     counted (quotes inside strings are escaped)."""
     return sum(1 for _ in _member_pattern(keys).finditer(data))
+
+
+def count_spans(data: bytes, counter: tuple[bytes, ...] | Callable[[bytes], int]) -> int:
+    """Spans in ``data``: ``counter(data)`` (a format's own count), or the occurrences of the
+    member names ``counter`` (:func:`count_keys`)."""
+    return counter(data) if callable(counter) else count_keys(data, counter)
 
 
 def utf8_error_offset(data: bytes) -> int | None:
@@ -386,6 +392,7 @@ def iter_json_items(
     prefix_of: Callable[[bytes], str],
     span_keys: tuple[bytes, ...],
     spans_in: Callable[[Any], int],
+    count: Callable[[bytes], int] | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """Yield ``(record, item)`` for each record of one JSON document, 1-based.
 
@@ -404,15 +411,21 @@ def iter_json_items(
     span_keys : tuple of bytes
         Quoted member names that occur once per span (``b'"spanId"'``): counts spans lost.
     spans_in : callable
-        A record -> the number of spans it holds (as ``span_keys`` would count them).
+        A record -> the number of spans it holds (as ``count``, else ``span_keys``, would count
+        them).
+    count : callable, optional
+        Bytes -> the spans in them, where ``span_keys`` also count something else (OTLP's links
+        have a ``spanId``): used for a document read in memory; a streamed one counts
+        ``span_keys`` (and reads its records' spans by them too).
     """
     head, error = read_up_to(stream, MAX_DOCUMENT_BYTES + 1)
     if len(head) <= MAX_DOCUMENT_BYTES or error is not None:
-        yield from _in_memory(head, builder, items_of, prefix_of, span_keys, spans_in)
+        yield from _in_memory(head, builder, items_of, prefix_of, count or span_keys, spans_in)
         if error is not None:  # the records before it were read; the caller reports the rest
             raise error
     else:
-        yield from _streamed(head, stream, builder, prefix_of(head), span_keys, spans_in)
+        streamed_spans_in = spans_in if count is None else (lambda item: count_keys(json_bytes(item), span_keys))
+        yield from _streamed(head, stream, builder, prefix_of(head), span_keys, streamed_spans_in)
 
 
 def read_up_to(stream: BinaryIO, n: int) -> tuple[bytes, OSError | None]:
@@ -451,7 +464,7 @@ def _in_memory(data, builder, items_of, prefix_of, span_keys, spans_in):
     try:
         items = items_of(doc)
     except DocumentShapeError as e:
-        builder.log.add(builder.source, 0, str(e), field=e.field, spans=count_keys(data, span_keys),
+        builder.log.add(builder.source, 0, str(e), field=e.field, spans=count_spans(data, span_keys),
                         excerpt=data[:200])
         return
     if not cut and bad is None:
@@ -496,7 +509,7 @@ def _salvage(data, text, cut, error, builder, prefix, span_keys, spans_in):
             yield record, item
     except ijson.JSONError:
         pass
-    lost = max(count_keys(data, span_keys) - read - sum(c.spans for c in cut.values()), 0)
+    lost = max(count_spans(data, span_keys) - read - sum(c.spans for c in cut.values()), 0)
     _report_cut_outside_records(builder, cut)
     reason = error.msg if hasattr(error, "msg") else str(error)
     builder.log.add(builder.source, record + 1, f"malformed JSON at byte {offset}: {reason}; "

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from .. import schema as S
-from ._builder import MAX_ATTRIBUTE_CHARS, RejectLog, SpanBatchBuilder, validate_spans
+from ._builder import MAX_ATTRIBUTE_CHARS, RAW_EVENT_TYPE, RAW_LINK_TYPE, RejectLog, SpanBatchBuilder, validate_spans
 from ._otlp import KIND_BY_CODE, STATUS_BY_CODE, OtlpValueError, ResourceContext, json_key_value
 
 __all__ = ["NotClean", "read_block", "OTLP_JSON_SCHEMA"]
@@ -45,18 +45,21 @@ class NotClean(Exception):
 
 def _schema(int_value: pa.DataType = pa.string()) -> pa.Schema:
     """The members of the OTLP JSON encoding the reader reads (``intValue`` as decimal strings,
-    as the encoding prescribes); Arrow skips the others (links, events, scopes, dropped counts...),
-    which costs less than building them."""
+    as the encoding prescribes); Arrow skips the others (scopes, trace states, flags, dropped
+    counts...), which costs less than building them."""
     refused = pa.null()  # any value but null fails to parse: the block goes to the careful path
     any_value = pa.struct([("stringValue", pa.string()), ("intValue", int_value),
                            ("doubleValue", pa.float64()), ("boolValue", pa.bool_()),
                            ("arrayValue", refused), ("kvlistValue", refused), ("bytesValue", refused)])
     kvs = pa.list_(pa.struct([("key", pa.string()), ("value", any_value)]))
     text = pa.string()
+    event = pa.struct([("timeUnixNano", text), ("name", text), ("attributes", kvs)])
+    link = pa.struct([("traceId", text), ("spanId", text), ("attributes", kvs)])
     span = pa.struct([
         ("traceId", text), ("spanId", text), ("parentSpanId", text), ("name", text), ("kind", pa.int32()),
         ("startTimeUnixNano", text), ("endTimeUnixNano", text), ("attributes", kvs),
-        ("status", pa.struct([("code", pa.int32())])),
+        ("status", pa.struct([("code", pa.int32()), ("message", text)])),
+        ("events", pa.list_(event)), ("links", pa.list_(link)),
     ])
     resource_spans = pa.struct([
         ("resource", pa.struct([("attributes", kvs)])),
@@ -175,6 +178,10 @@ def read_block(parse: Callable[[], pa.Table], n_lines: int, first_line: int, bui
         raise NotClean("a kind or status code outside OTLP's enums")
 
     attributes = _attributes(spans.field("attributes"), span_rs, contexts)
+    events, links = _events(spans.field("events")), _links(spans.field("links"))
+    message = status.field("message")
+    if message.null_count < len(message):
+        message = pc.if_else(pc.equal(message, ""), pa.scalar(None, pa.string()), message)
     by_span = pa.array(span_rs.astype(np.int32))
     raw = pa.table({
         "_record": pa.array(rs_line[span_rs]),
@@ -189,9 +196,11 @@ def read_block(parse: Callable[[], pa.Table], n_lines: int, first_line: int, bui
         "_end": end,
         S.STATUS: _STATUSES.take(pa.array(status_code)),
         S.FOLLOWS_FROM: pa.array(np.zeros(n, dtype=bool)),
+        S.STATUS_MESSAGE: message,
     })
     builder.log.merge(warnings.log)
-    return validate_spans(raw, attributes, builder.source, builder.log, limits=builder.limits)
+    return validate_spans(raw, attributes, builder.source, builder.log, limits=builder.limits, events=events,
+                          links=links)
 
 
 def _halves(block: bytes | bytearray) -> list[pa.Buffer]:
@@ -286,11 +295,51 @@ def _resource_contexts(resources: pa.StructArray, rs_line: np.ndarray, builder: 
     return out
 
 
-def _attributes(lists: pa.ListArray, span_rs: np.ndarray, contexts: list[ResourceContext]) -> pa.ListArray:
-    """Each span's attributes, then its resource's (:data:`~tracesleuth.schema.ATTRIBUTE_TYPE`)."""
-    n = len(lists)
-    span_len = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    kv = lists.flatten()
+def _events(lists: pa.ListArray) -> pa.ListArray | None:
+    """Each span's events (:data:`~._builder.RAW_EVENT_TYPE`: times still text), None when no
+    span of the block has any."""
+    if lists.null_count == len(lists):
+        return None
+    events = lists.flatten()
+    if events.null_count or events.field("timeUnixNano").null_count:
+        raise NotClean("an event without timeUnixNano")
+    names = events.field("name")
+    values = pa.StructArray.from_arrays([events.field("timeUnixNano"), names.fill_null("") if names.null_count
+                                         else names, _typed_lists(events.field("attributes"))],
+                                        fields=list(RAW_EVENT_TYPE))
+    return pa.ListArray.from_arrays(_list_offsets(lists), values)
+
+
+def _links(lists: pa.ListArray) -> pa.ListArray | None:
+    """Each span's links (:data:`~._builder.RAW_LINK_TYPE`), None when no span of the block has any."""
+    if lists.null_count == len(lists):
+        return None
+    links = lists.flatten()
+    trace_id, span_id = links.field("traceId"), links.field("spanId")
+    if links.null_count or trace_id.null_count or span_id.null_count:
+        raise NotClean("a link without traceId or spanId")
+    if not (_all(pc.equal(pc.binary_length(trace_id), 32)) and _all(pc.equal(pc.binary_length(span_id), 16))):
+        raise NotClean("a link id that is not hexadecimal of the right length (base64?)")
+    values = pa.StructArray.from_arrays([trace_id, span_id, _typed_lists(links.field("attributes"))],
+                                        fields=list(RAW_LINK_TYPE))
+    return pa.ListArray.from_arrays(_list_offsets(lists), values)
+
+
+def _list_offsets(lists: pa.ListArray) -> pa.Array:
+    """Offsets from 0 of the lists of ``lists`` (a null list: an empty one), for their flattened values."""
+    lengths = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    return pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+
+
+def _typed_lists(lists: pa.ListArray) -> pa.ListArray:
+    """OTLP JSON ``KeyValue`` lists as :data:`~tracesleuth.schema.ATTRIBUTE_TYPE` lists (a null list:
+    an empty one)."""
+    return pa.ListArray.from_arrays(_list_offsets(lists), _typed_values(lists.flatten()))
+
+
+def _typed_values(kv: pa.StructArray) -> pa.StructArray:
+    """OTLP JSON ``KeyValue`` objects as :data:`~tracesleuth.schema.ATTRIBUTE_TYPE` entries; raises
+    :class:`NotClean` at a value the careful path would read otherwise."""
     key, value = kv.field("key"), kv.field("value")
     if key.null_count or value.null_count:
         raise NotClean("an attribute without key or value")
@@ -306,7 +355,16 @@ def _attributes(lists: pa.ListArray, span_rs: np.ndarray, contexts: list[Resourc
         i = pc.cast(i_text, pa.int64())
     except pa.ArrowInvalid:
         raise NotClean("an intValue that is not a 64-bit decimal integer") from None
-    span_values = pa.StructArray.from_arrays([key, s, i, f, b], fields=list(S.ATTRIBUTE_TYPE))
+    return pa.StructArray.from_arrays([key, s, i, f, b], fields=list(S.ATTRIBUTE_TYPE))
+
+
+def _attributes(lists: pa.ListArray, span_rs: np.ndarray, contexts: list[ResourceContext]) -> pa.ListArray:
+    """Each span's attributes, then its resource's (:data:`~tracesleuth.schema.ATTRIBUTE_TYPE`)."""
+    n = len(lists)
+    span_len = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    kv = lists.flatten()
+    span_values = _typed_values(kv)
+    key = kv.field("key")
 
     res_len = np.array([len(c.columns[0]) for c in contexts], dtype=np.int64)
     res_values = pa.StructArray.from_arrays(

@@ -23,6 +23,14 @@ _MAX_OUT = 1 << 20
 _PARQUET_MAGIC = b"PAR1"
 
 FORMATS = ("otlp-json", "otlp-proto", "jaeger-json", "zipkin-json", "csv", "parquet", "mi-log")
+#: Log-record formats (:func:`tracesleuth.io.read_logs`), told apart from the span formats by
+#: :func:`detect_format`.
+LOG_FORMATS = ("otlp-logs-json", "otlp-logs-proto", "json-lines-logs", "nezha-log-csv")
+
+
+def is_log_format(fmt: str) -> bool:
+    """Whether ``fmt`` (from :func:`detect_format`) is a log-record format, not a span format."""
+    return fmt in LOG_FORMATS
 
 
 def expand_paths(paths: str | os.PathLike | list) -> list[Path]:
@@ -200,6 +208,25 @@ def _read(stream: BinaryIO, n: int) -> bytes:
         raise OSError(f"corrupt compressed data: {e}") from e
 
 
+def head_bytes(path, n: int = SNIFF_BYTES) -> bytes:
+    """The first ``n`` bytes of a file as its readers see them (gzip, told by its magic bytes,
+    decompressed), inflating no more than that: for telling a file's format without opening it
+    for reading (:func:`open_binary` inflates up to 1 MiB at a time, the whole of a small file).
+    Corrupt or truncated compressed data ends the head early (the readers report the damage)."""
+    with open(path, "rb") as raw:
+        data = raw.read(GZIP_PIECE_BYTES)
+        if data[:2] != _GZIP_MAGIC:
+            return data[:n] + (raw.read(n - len(data)) if len(data) < n else b"")
+        d, out = zlib.decompressobj(16 + zlib.MAX_WBITS), bytearray()
+        while data and len(out) < n and not d.eof:
+            try:
+                out += d.decompress(data, n - len(out))
+            except zlib.error:
+                break
+            data = d.unconsumed_tail or raw.read(GZIP_PIECE_BYTES)
+        return bytes(out)
+
+
 def peek(stream: BinaryIO, n: int = SNIFF_BYTES) -> tuple[bytes, BinaryIO]:
     """Return the first ``n`` bytes of ``stream`` and a stream that still yields them."""
     head = _read(stream, n)
@@ -237,9 +264,16 @@ def chain(prefix: bytes, rest: BinaryIO) -> BinaryIO:
 
 
 def detect_format(head: bytes, source: str = "<stream>") -> str:
-    """Tell the format of a file from its first bytes (decompressed).
+    """Tell the format of a file from its first bytes (decompressed): a span format or a log one.
 
-    Returns one of :data:`FORMATS`.
+    Returns one of :data:`FORMATS` or :data:`LOG_FORMATS` (:func:`is_log_format` tells which).
+    Spans and logs share containers, so the signals are told apart by content: OTLP JSON by its
+    top-level member (``resourceSpans`` or ``resourceLogs``); OTLP protobuf by its first record
+    (:func:`_otlp_proto_signal`: a span opens with its 16-byte trace id, field 1, a log record
+    with a fixed64 time or another field); CSV by its header (the Nezha log header
+    ``Timestamp,TimeUnixNano,Node,PodName,Container,TraceID,SpanID,Log`` is logs, any other
+    header spans); a JSON object per line that is none of the span documents but has a message
+    or time member is a JSON-lines log (:func:`_looks_like_json_log`).
 
     Raises
     ------
@@ -271,23 +305,32 @@ def detect_format(head: bytes, source: str = "<stream>") -> str:
         else:
             if has(b"resourceSpans", b"resource_spans"):
                 return "otlp-json"
+            if has(b"resourceLogs", b"resource_logs"):
+                return "otlp-logs-json"
+            if _looks_like_json_log(text):
+                return "json-lines-logs"
             if has(b"traceID", b"processes") or (has(b"data") and has(b"spans")) \
                     or re.fullmatch(rb'\{\s*"data"\s*:\s*(?:\[\s*\]|null)\s*\}\s*', text):  # no traces
                 return "jaeger-json"
         if _looks_like_otlp_proto(head):
-            return "otlp-proto"
-        raise TraceFormatError(source, "JSON content matches none of OTLP JSON (resourceSpans), "
-                                       "Jaeger JSON (data/traceID/processes) or Zipkin v2 (array of spans with traceId)")
+            return _otlp_proto_signal(head)
+        raise TraceFormatError(source, "JSON content matches none of OTLP JSON (resourceSpans, resourceLogs), "
+                                       "Jaeger JSON (data/traceID/processes), Zipkin v2 (array of spans with traceId) "
+                                       "or JSON-lines logs (an object per line with a message or time)")
     if _looks_like_otlp_proto(head):
-        return "otlp-proto"
+        return _otlp_proto_signal(head)
     try:
         line = text.split(b"\n", 1)[0].decode("utf-8")
     except UnicodeDecodeError:
         line = ""
     if line.count(",") >= 3 and all(ch.isprintable() for ch in line.strip()):
-        return "csv"
-    raise TraceFormatError(source, "unknown format: not OTLP JSON or protobuf, Jaeger JSON, Zipkin v2 "
-                                   "JSON, CSV with a header line, Parquet, or a Mi et al. trace log")
+        from .nezha_log import REQUIRED
+
+        names = {n.strip().strip('"') for n in line.strip().split(",")}
+        return "nezha-log-csv" if names.issuperset(REQUIRED) else "csv"
+    raise TraceFormatError(source, "unknown format: not OTLP JSON or protobuf (spans or logs), Jaeger JSON, "
+                                   "Zipkin v2 JSON, CSV with a header line, Parquet, a Mi et al. trace log, or "
+                                   "JSON-lines logs")
 
 
 def _looks_like_otlp_proto(head: bytes) -> bool:
@@ -306,3 +349,58 @@ def _looks_like_otlp_proto(head: bytes) -> bool:
     return False
 
 
+
+
+def _otlp_proto_signal(head: bytes) -> str:
+    """``"otlp-proto"`` or ``"otlp-logs-proto"``: which request the protobuf ``head`` holds.
+
+    ``ExportTraceServiceRequest`` and ``ExportLogsServiceRequest`` share their framing
+    (``resource_*`` = field 1, ``scope_*`` = field 2, ``spans``/``log_records`` = field 2), so the
+    first record decides. A span always opens with its trace id or span id (fields 1 and 2, both
+    length-delimited: tags ``0x0a``, ``0x12``); a log record has no length-delimited field 1 or
+    2 (its field 1 is the ``fixed64`` time, tag ``0x09``; field 2 the severity number, a varint)
+    and opens with one of those or a later field (protobuf writes fields in number order). A head
+    with no record (an empty request) is read as spans, as before logs were read.
+    """
+    from .otlp_proto import _WireError, _fields
+
+    # the file exporter's stream: the first request, after its 4-byte length
+    body = head if head[:1] == b"\x0a" else head[4:4 + int.from_bytes(head[:4], "big")]
+    try:
+        for number, wire, resource in _fields(body, partial=True):
+            if number != 1 or wire != 2 or resource is None:
+                continue
+            for n2, w2, scope in _fields(resource, partial=True):
+                if n2 != 2 or w2 != 2 or scope is None:
+                    continue
+                for n3, w3, record in _fields(scope, partial=True):
+                    if n3 == 2 and w3 == 2 and record:
+                        return "otlp-proto" if record[:1] in (b"\x0a", b"\x12") else "otlp-logs-proto"
+    except _WireError:
+        pass
+    return "otlp-proto"
+
+
+#: Member names that make a JSON object a log line (:func:`_looks_like_json_log`): a message or
+#: a time, as the JSON-lines log reader maps them (:mod:`tracesleuth.io.json_lines_logs`).
+_LOG_LINE_MEMBERS = re.compile(rb'"(?:message|msg|body|event|log|@m|@mt|@message|timestamp|time|@timestamp|ts|'
+                               rb'asctime|@t)"\s*:')
+
+
+def _looks_like_json_log(text: bytes) -> bool:
+    """Whether the first line of ``text`` is a JSON object with a message or time member (and none
+    of the span documents' members): parsed when it is whole; when it runs past the bytes looked
+    at (a line of a megabyte), told by its member names alone."""
+    import orjson
+
+    line, newline, _ = text.partition(b"\n")
+    if not _LOG_LINE_MEMBERS.search(line):
+        return False
+    if not newline and len(text) >= SNIFF_BYTES - 3:  # cut by the sniff: the names decide
+        return not re.search(rb'"(?:resourceSpans|resource_spans|data|processes|resourceLogs|resource_logs)"\s*:', line)
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(obj, dict) and not ({"resourceSpans", "resource_spans", "data", "processes",
+                                           "resourceLogs", "resource_logs"} & obj.keys())

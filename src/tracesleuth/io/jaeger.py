@@ -2,7 +2,11 @@
 (``{"data": [trace, ...]}``), or a single trace object.
 
 Reference: Jaeger's JSON model, ``model/json/model.go`` of jaegertracing/jaeger (``Trace``,
-``Span``, ``Reference``, ``Process``, ``KeyValue``), as served by ``GET /api/traces``.
+``Span``, ``Reference``, ``Process``, ``KeyValue``, ``Log``), as served by ``GET /api/traces``.
+Logs, references and status tags are mapped as OpenTelemetry's Jaeger translator maps them
+(opentelemetry-collector-contrib, ``pkg/translator/jaeger``: ``jaegerproto_to_traces.go``,
+``jLogsToSpanEvents``, ``jReferencesToSpanLinks``, ``setInternalSpanStatus``; its README,
+"Events" and "Links"; OpenTelemetry specification, "OpenTelemetry to Jaeger Transformation").
 """
 
 from __future__ import annotations
@@ -26,6 +30,14 @@ INSTANCE_TAGS = (S.ATTR_K8S_POD_NAME, S.ATTR_SERVICE_INSTANCE_ID, S.ATTR_HOST_NA
 CONSUMED_TAGS = frozenset({"span.kind", "error", "otel.status_code", "otel.status_description",
                            "otel.scope.name", "otel.scope.version", "otel.library.name",
                            "otel.library.version", "internal.span.format"})
+#: Log field holding the event's name (OpenTelemetry's Jaeger mapping: an event's name is written
+#: as this field, and read back from it); a log without it is named by its :data:`MESSAGE_FIELD`
+#: (OpenTracing's log field for a human-readable message), else :data:`DEFAULT_EVENT_NAME`.
+EVENT_FIELD = "event"
+MESSAGE_FIELD = "message"
+DEFAULT_EVENT_NAME = "log"
+#: ``opentracing.ref_type`` values of references kept as links, by ``refType``.
+_REF_TYPES = {"CHILD_OF": "child_of", "FOLLOWS_FROM": "follows_from"}
 #: Member name that occurs once per span: counts spans in bytes that cannot be parsed.
 SPAN_KEYS = (b'"operationName"',)
 _NS_PER_US = 1_000
@@ -77,7 +89,16 @@ def read_jaeger_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa
     first of :data:`INSTANCE_TAGS` as instance. Tags are typed by their ``type`` (``string``,
     ``bool``, ``int64``, ``float64``; ``binary`` kept as text); span tags then process tags become
     the attributes (the span's wins on a key clash), except :data:`CONSUMED_TAGS`:
-    ``span.kind`` -> kind, ``otel.status_code`` (else ``error=true``) -> status.
+    ``span.kind`` -> kind, ``otel.status_code`` (else ``error=true``) -> status,
+    ``otel.status_description`` -> status message.
+
+    ``logs`` -> events: ``timestamp`` MICROseconds -> ``time_ns = timestamp * 1000``; the name is
+    the :data:`EVENT_FIELD` field (not kept as an attribute), else the :data:`MESSAGE_FIELD`
+    field's text (kept as an attribute too), else :data:`DEFAULT_EVENT_NAME`; the other fields,
+    typed as tags, are the attributes. ``references`` other than the one that makes the parent
+    (references into other traces, further ``CHILD_OF`` and ``FOLLOWS_FROM`` references) ->
+    links, with the attribute ``opentracing.ref_type`` (``child_of`` or ``follows_from``) as the
+    translator sets it. A malformed log is dropped with a warning, its span kept.
     """
     items = iter_json_items(stream, builder, items_of=_traces_of, prefix_of=_prefix_of,
                             span_keys=SPAN_KEYS, spans_in=_spans_in)
@@ -240,7 +261,7 @@ def _add_span(builder: SpanBatchBuilder, record: int, span: Any, processes: dict
         if v.__class__ is not int:
             raise _BadRecord(f, f"must be an integer number of microseconds, got {v!r:.40}")
         times.append(v)
-    parent, follows_from = _parent(span, trace_id)
+    parent, follows_from, links = _parent(span, trace_id)
     process = span.get("process")
     if process is not None:
         process = _Process(process, "process")
@@ -253,7 +274,7 @@ def _add_span(builder: SpanBatchBuilder, record: int, span: Any, processes: dict
             raise process
     tags = _tags(span.get("tags"), "tags")
     kind, status, error = "unspecified", "unset", False
-    otel_status = None
+    otel_status = message = None
     add_attribute = builder.add_attribute
     span_keys = set()
     for key, value in tags:
@@ -264,6 +285,8 @@ def _add_span(builder: SpanBatchBuilder, record: int, span: Any, processes: dict
                 error = value is True or (isinstance(value, str) and value.lower() == "true")
             elif key == "otel.status_code":
                 otel_status = _OTEL_STATUS.get(str(value).upper())
+            elif key == "otel.status_description" and value not in (None, ""):
+                message = str(value)
             continue
         if value is not None and key not in span_keys:
             span_keys.add(key)
@@ -277,34 +300,79 @@ def _add_span(builder: SpanBatchBuilder, record: int, span: Any, processes: dict
             if key not in span_keys and value is not None:
                 span_keys.add(key)
                 add_attribute(key, value, record)
+    # Nothing below rejects the span: warnings are logged only for spans that are kept.
+    for ref_trace, ref_span, ref_type in links:
+        builder.add_link(ref_trace, ref_span, ((S.ATTR_OPENTRACING_REF_TYPE, ref_type),), record)
+    logs = span.get("logs")
+    if logs:
+        _add_events(builder, record, logs)
     start = times[0] * _NS_PER_US
     builder.add(record, trace_id, span_id, parent, process.service, name, process.instance, kind,
-                start, start + times[1] * _NS_PER_US, status, follows_from)
+                start, start + times[1] * _NS_PER_US, status, follows_from, message)
 
 
-def _parent(span: dict, trace_id: str) -> tuple[str | None, bool]:
+def _add_events(builder: SpanBatchBuilder, record: int, logs: Any) -> None:
+    """The span's ``logs`` as events; a malformed log is dropped with a warning."""
+    if not isinstance(logs, list):
+        builder.log.add(builder.source, record, f"must be a list of logs, got {type(logs).__name__}; not read",
+                        field="logs", spans=0, excerpt=logs)
+        return
+    for i, entry in enumerate(logs):
+        try:
+            if not isinstance(entry, dict):
+                raise _BadRecord(None, f"a log must be an object, got {type(entry).__name__}")
+            timestamp = entry.get("timestamp")
+            if timestamp.__class__ is float and timestamp.is_integer():
+                timestamp = int(timestamp)
+            if timestamp.__class__ is not int:
+                raise _BadRecord("timestamp", "missing" if timestamp is None else
+                                 f"must be an integer number of microseconds, got {timestamp!r:.40}")
+            fields = _tags(entry.get("fields"), "fields")
+        except _BadRecord as e:
+            builder.log.add(builder.source, record, f"event dropped: {e}", field=f"logs[{i}]" + (
+                f".{e.field}" if e.field else ""), spans=0, excerpt=entry)
+            continue
+        values = dict(reversed(fields))  # the first of a repeated key wins
+        if EVENT_FIELD in values:
+            name = values[EVENT_FIELD]
+            fields = [(k, v) for k, v in fields if k != EVENT_FIELD]
+        else:
+            name = values.get(MESSAGE_FIELD)
+            name = DEFAULT_EVENT_NAME if name in (None, "") else name
+        builder.add_event(timestamp * _NS_PER_US, "" if name is None else str(name), fields, record)
+
+
+def _parent(span: dict, trace_id: str) -> tuple[str | None, bool, list[tuple[str, str, str]]]:
+    """The span's parent, whether it follows from it, and its other references as links
+    ``(trace id, span id, opentracing.ref_type)``."""
     refs = span.get("references")
     if refs is None or refs == []:
         legacy = span.get("parentSpanID")
         if legacy in (None, "", "0", "0000000000000000"):
-            return None, False
+            return None, False, []
         if not isinstance(legacy, str):
             raise _BadRecord("parentSpanID", f"must be a string, got {type(legacy).__name__}")
-        return legacy, False
+        return legacy, False, []
     if not isinstance(refs, list):
         raise _BadRecord("references", f"must be a list, got {type(refs).__name__}")
-    follows = None
+    parsed, child_of, follows = [], None, None
     for i, ref in enumerate(refs):
         if not isinstance(ref, dict):
             raise _BadRecord(f"references[{i}]", f"must be an object, got {type(ref).__name__}")
         ref_span, ref_trace = ref.get("spanID"), ref.get("traceID", trace_id)
         if not isinstance(ref_span, str) or not ref_span:
             raise _BadRecord(f"references[{i}].spanID", "missing or not a string")
+        ref_type = str(ref.get("refType", "CHILD_OF")).upper()
+        parsed.append((ref_trace if isinstance(ref_trace, str) else str(ref_trace), ref_span,
+                       _REF_TYPES.get(ref_type, _REF_TYPES["FOLLOWS_FROM"])))
         if isinstance(ref_trace, str) and ref_trace.lstrip("0").lower() != trace_id.lstrip("0").lower():
             continue  # a reference into another trace is a link
-        ref_type = str(ref.get("refType", "CHILD_OF")).upper()
-        if ref_type == "CHILD_OF":
-            return ref_span, False
-        if ref_type == "FOLLOWS_FROM" and follows is None:
-            follows = ref_span
-    return (follows, True) if follows is not None else (None, False)
+        if ref_type == "CHILD_OF" and child_of is None:
+            child_of = i
+        elif ref_type == "FOLLOWS_FROM" and follows is None:
+            follows = i
+    chosen = child_of if child_of is not None else follows
+    links = [p for i, p in enumerate(parsed) if i != chosen]
+    if chosen is None:
+        return None, False, links
+    return parsed[chosen][1], chosen != child_of, links

@@ -8,6 +8,7 @@ Reference: OTLP specification, "JSON Protobuf Encoding"
 from __future__ import annotations
 
 import io
+import re
 from typing import Any, BinaryIO, Callable, Iterator
 
 import numpy as np
@@ -24,8 +25,9 @@ from ._source import chain
 
 __all__ = ["read_otlp_json"]
 
-#: Member names that occur once per span (and once per link): count spans in unparseable bytes.
+#: Member names that occur once per span, and once per link (:func:`count_spans` tells them apart).
 SPAN_KEYS = (b'"spanId"', b'"span_id"')
+_LINKS_LIST = re.compile(rb'"links"\s*:\s*\[')
 #: Lines looked at (at most) to tell the file exporter's layout from a pretty-printed body.
 SNIFF_LINES = 1000
 #: Bytes of whole lines handed to the native parser at once, and bytes per read (a read that
@@ -69,8 +71,11 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
     ``STATUS_CODE_*``) -> unset/ok/error; resource ``service.name`` -> service; the first of
     :data:`~tracesleuth.schema.INSTANCE_ATTRIBUTES` -> instance. Attributes are the span's, then the
     resource's (the span's value wins when both set a key); ``arrayValue`` and ``kvlistValue`` are
-    kept as JSON text, ``bytesValue`` as its base64 text. Links, events and scopes are not read;
-    links never make a parent. ``snake_case`` member names (protobuf's own JSON names) and the
+    kept as JSON text, ``bytesValue`` as its base64 text. ``status.message`` -> status message
+    (an empty one is none); ``events`` -> events (``timeUnixNano``, ``name``, typed ``attributes``)
+    and ``links`` -> links (``traceId``, ``spanId`` as span ids are read, typed ``attributes``): a
+    malformed event or link is dropped and reported, its span kept. Links never make a parent.
+    Scopes are not read. ``snake_case`` member names (protobuf's own JSON names) and the
     pre-1.0 ``instrumentationLibrarySpans`` are accepted too.
 
     The file exporter's lines are read in blocks of :data:`BLOCK_BYTES`: a block in the plain
@@ -95,7 +100,7 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
                         depth, at = too_deep[k]
                         builder.log.add(builder.source, lineno + k, f"{NESTED_TOO_DEEP}: {depth} levels at byte {at} "
                                         f"of the line, beyond the limit of {MAX_DEPTH}; line rejected unread",
-                                        spans=count_keys(line, SPAN_KEYS), excerpt=line[:120])
+                                        spans=count_spans(line), excerpt=line[:120])
                     elif line and not line.isspace():
                         with gc_paused():
                             reader.read_line(line, lineno + k)
@@ -110,19 +115,12 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
             if block_error is not None:
                 if cut_off.strip():  # the line the read error cut: its spans are lost, and counted
                     builder.log.add(builder.source, lineno, f"line cut short by a read error: {block_error}",
-                                    spans=count_keys(cut_off, SPAN_KEYS), excerpt=cut_off)
+                                    spans=count_spans(cut_off), excerpt=cut_off)
                 raise block_error
     else:
-        items = iter_json_items(stream, builder, items_of=_resource_spans_of, prefix_of=_prefix_of,
-                                span_keys=SPAN_KEYS, spans_in=_spans_in)
-        for record, resource_spans in items:
-            if resource_spans.__class__ is TooDeep:
-                resource_spans.report(builder, record)
-                continue
-            with gc_paused():
-                reader.read_resource_spans(resource_spans, record, "")
-            if builder.full():
-                yield builder.flush()
+        yield from body_batches(stream, builder, reader.read_resource_spans, items_of=_resource_spans_of,
+                                prefix_of=_prefix_of, keys=SPAN_KEYS, count=_spans_in,
+                                byte_count=count_spans)
     if error is not None:  # the records before it were read; the caller reports the rest
         raise error
     batch = builder.flush()
@@ -221,9 +219,10 @@ def _fill(stream: BinaryIO, buffer: bytearray, filled: int) -> tuple[int, bool, 
         view.release()
 
 
-def _sniff_lines(stream: BinaryIO) -> tuple[bytes, bool, OSError | None]:
+def _sniff_lines(stream: BinaryIO, members: tuple[str, ...] = ("resourceSpans", "resource_spans")
+                 ) -> tuple[bytes, bool, OSError | None]:
     """Read lines until one is a whole request object (the file exporter's layout; a single
-    compact body is then one such line), or until :data:`SNIFF_LINES` lines or
+    compact body is then one such line: an object with one of ``members``), or until :data:`SNIFF_LINES` lines or
     :data:`~tracesleuth.io._jsondoc.MAX_DOCUMENT_BYTES` went by without one (a pretty-printed
     body never has one).
 
@@ -255,7 +254,7 @@ def _sniff_lines(stream: BinaryIO) -> tuple[bytes, bool, OSError | None]:
                 obj = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue
-            if isinstance(obj, dict) and ("resourceSpans" in obj or "resource_spans" in obj):
+            if isinstance(obj, dict) and any(m in obj for m in members):
                 return b"".join(lines), True, None
     return b"".join(lines), False, None
 
@@ -276,7 +275,24 @@ def _resource_spans_of(doc: Any) -> list:
 
 def _spans_in(resource_spans: Any) -> int:
     """Spans in one ``resourceSpans`` element, counted as :data:`SPAN_KEYS` would count them."""
-    return count_keys(json_bytes(resource_spans), SPAN_KEYS) if resource_spans else 0
+    return count_spans(json_bytes(resource_spans)) if resource_spans else 0
+
+
+def count_spans(data: bytes) -> int:
+    """Spans in OTLP JSON bytes, parseable or not: the :data:`SPAN_KEYS` member names outside
+    ``links`` lists (a link has a ``spanId`` too). A ``links`` list cut short counts to the end."""
+    n = count_keys(data, SPAN_KEYS)
+    if not n or b'"links"' not in data:
+        return n
+    positions, depths = DepthScanner().feed(data)
+    for m in _LINKS_LIST.finditer(data):
+        at = np.searchsorted(positions, m.end() - 1)  # the list's opening bracket
+        if at >= len(positions) or positions[at] != m.end() - 1:
+            continue  # inside a string
+        closing = np.flatnonzero(depths[at + 1:] < depths[at])
+        end = int(positions[at + 1 + closing[0]]) if len(closing) else len(data)
+        n -= count_keys(data[m.end():end], SPAN_KEYS)
+    return max(n, 0)
 
 
 class _Fallback(Exception):
@@ -302,6 +318,88 @@ def _camel(obj: Any) -> Any:
     return obj
 
 
+def body_batches(stream: BinaryIO, builder, read: Callable[[Any, int, str], None], *, items_of: Callable,
+                 prefix_of: Callable, keys: tuple[bytes, ...], count: Callable[[Any], int],
+                 byte_count: Callable[[bytes], int] | None = None) -> Iterator[pa.RecordBatch]:
+    """The full batches of one OTLP JSON body (spans or logs): each element of its resource list
+    (``items_of``; streamed, salvaged: :func:`~tracesleuth.io._jsondoc.iter_json_items`) given to
+    ``read(element, record, "")``; an element nested too deep is rejected. The caller flushes the
+    last batch."""
+    items = iter_json_items(stream, builder, items_of=items_of, prefix_of=prefix_of, span_keys=keys, spans_in=count,
+                            count=byte_count)
+    for record, item in items:
+        if item.__class__ is TooDeep:
+            item.report(builder, record)
+            continue
+        with gc_paused():
+            read(item, record, "")
+        if builder.full():
+            yield builder.flush()
+
+
+def _snake(name: str) -> str:
+    """``resourceSpans`` -> ``resource_spans`` (protobuf's own JSON names)."""
+    return "".join("_" + c.lower() if c.isupper() else c for c in name)
+
+
+def request_resources(builder, line: bytes, lineno: int, member: str, count: Callable[[bytes], int]) -> list | None:
+    """The ``member`` list (``"resourceSpans"``, ``"resourceLogs"``) of one line of the collector
+    file exporter's output, its ``snake_case`` spelling accepted; None when the line is not such a
+    request (then rejected into ``builder.log`` with the ``count(line)`` records it held). Shared
+    by the span and log readers."""
+    source, log = builder.source, builder.log
+    try:
+        doc, bad = loads_repairing(line)
+    except orjson.JSONDecodeError as e:
+        log.add(source, lineno, f"malformed JSON at byte {byte_offset(line, e.pos)} of the line: {e.msg}",
+                spans=count(line), excerpt=line)
+        return None
+    if bad is not None:
+        warn_replacements(builder, lineno, doc, bad)
+    if not isinstance(doc, dict):
+        log.add(source, lineno, f"a line must hold a JSON object, got {type(doc).__name__}", spans=count(line),
+                excerpt=line)
+        return None
+    if member not in doc and _snake(member) in doc:
+        doc = _camel(doc)
+    items = doc.get(member)
+    if not isinstance(items, list):
+        log.add(source, lineno, "missing or not a list" if items is None else
+                f"must be a list, got {type(items).__name__}", field=member, spans=count(line), excerpt=line)
+        return None
+    return items
+
+
+def resource_parts(obj: Any, scopes: str, legacy: str) -> tuple[dict, list, list]:
+    """``(object, resource attributes as (key, value), scope list)`` of one ``ResourceSpans`` or
+    ``ResourceLogs`` object (``scopes``: ``"scopeSpans"``/``"scopeLogs"``, ``legacy``: the pre-1.0
+    ``instrumentationLibrary*`` name; ``snake_case`` spellings renamed). Shared by the span and
+    log readers.
+
+    Raises
+    ------
+    OtlpValueError
+        Naming the first field of the wrong type.
+    """
+    if isinstance(obj, dict) and scopes not in obj and (_snake(scopes) in obj or _snake(legacy) in obj):
+        obj = _camel(obj)
+    if not isinstance(obj, dict):
+        raise OtlpValueError("", f"must be an object, got {type(obj).__name__}")
+    resource = obj.get("resource") or {}
+    if not isinstance(resource, dict):
+        raise OtlpValueError("resource", f"must be an object, got {type(resource).__name__}")
+    rattrs = resource.get("attributes") or []
+    if not isinstance(rattrs, list):
+        raise OtlpValueError("resource.attributes", f"must be a list, got {type(rattrs).__name__}")
+    items = [json_key_value(kv, f"resource.attributes[{i}]") for i, kv in enumerate(rattrs)]
+    found = obj.get(scopes)
+    if found is None:
+        found = obj.get(legacy, [])
+    if not isinstance(found, list):
+        raise OtlpValueError(scopes, f"must be a list, got {type(found).__name__}")
+    return obj, items, found
+
+
 class _RequestReader:
     """Turns parsed OTLP JSON requests into builder columns."""
 
@@ -312,49 +410,14 @@ class _RequestReader:
     # -- records ------------------------------------------------------------------------------
     def read_line(self, line: bytes, lineno: int) -> None:
         """One line of the file exporter's output."""
-        try:
-            doc, bad = loads_repairing(line)
-        except orjson.JSONDecodeError as e:
-            self.log.add(self.source, lineno, f"malformed JSON at byte {byte_offset(line, e.pos)} of the "
-                         f"line: {e.msg}", spans=count_keys(line, SPAN_KEYS), excerpt=line)
-            return
-        if bad is not None:
-            warn_replacements(self.builder, lineno, doc, bad)
-        if not isinstance(doc, dict):
-            self.log.add(self.source, lineno, f"a line must hold a JSON object, got {type(doc).__name__}",
-                         spans=count_keys(line, SPAN_KEYS), excerpt=line)
-            return
-        if "resourceSpans" not in doc and "resource_spans" in doc:
-            doc = _camel(doc)
-        rs_list = doc.get("resourceSpans")
-        if not isinstance(rs_list, list):
-            self.log.add(self.source, lineno, "missing or not a list" if rs_list is None else
-                         f"must be a list, got {type(rs_list).__name__}", field="resourceSpans",
-                         spans=count_keys(line, SPAN_KEYS), excerpt=line)
-            return
-        for r, rs in enumerate(rs_list):
+        rs_list = request_resources(self.builder, line, lineno, "resourceSpans", count_spans)
+        for r, rs in enumerate(rs_list or ()):
             self.read_resource_spans(rs, lineno, f"resourceSpans[{r}].")
 
     def read_resource_spans(self, rs: Any, record: int, path: str) -> None:
         """One ``ResourceSpans`` object; ``path`` is its JSON path inside the record."""
-        if isinstance(rs, dict) and "scopeSpans" not in rs and ("scope_spans" in rs
-                                                                or "instrumentation_library_spans" in rs):
-            rs = _camel(rs)
         try:
-            if not isinstance(rs, dict):
-                raise OtlpValueError("", f"must be an object, got {type(rs).__name__}")
-            resource = rs.get("resource") or {}
-            if not isinstance(resource, dict):
-                raise OtlpValueError("resource", f"must be an object, got {type(resource).__name__}")
-            rattrs = resource.get("attributes") or []
-            if not isinstance(rattrs, list):
-                raise OtlpValueError("resource.attributes", f"must be a list, got {type(rattrs).__name__}")
-            items = [json_key_value(kv, f"resource.attributes[{i}]") for i, kv in enumerate(rattrs)]
-            scopes = rs.get("scopeSpans")
-            if scopes is None:
-                scopes = rs.get("instrumentationLibrarySpans", [])
-            if not isinstance(scopes, list):
-                raise OtlpValueError("scopeSpans", f"must be a list, got {type(scopes).__name__}")
+            rs, items, scopes = resource_parts(rs, "scopeSpans", "instrumentationLibrarySpans")
         except OtlpValueError as e:
             self.log.add(self.source, record, str(e), field=path + e.field if e.field else path.rstrip(".") or None,
                          spans=_spans_in(rs) if isinstance(rs, (dict, list)) else 0, excerpt=rs)
@@ -376,17 +439,16 @@ class _RequestReader:
         rec_a, tid_a, sid_a, pid_a = b.record.append, b.trace_id.append, b.span_id.append, b.parent_span_id.append
         svc_a, op_a, inst_a, kind_a = b.service.append, b.operation.append, b.instance.append, b.kind.append
         start_a, end_a, status_a, ff_a = b.start_ns.append, b.end_ns.append, b.status.append, b.follows_from.append
-        off_a = b.attr_offsets.append
-        keys = b.attr_key
-        key_a, str_a, int_a, flt_a, bool_a = keys.append, b.attr_str.append, b.attr_int.append, \
-            b.attr_float.append, b.attr_bool.append
+        msg_a, off_a, ev_off_a, ln_off_a = (b.status_message.append, b.attr_offsets.append, b.event_offsets.append,
+                                            b.link_offsets.append)
+        keys, ev_time, ln_trace = b.attr_key, b.event_time, b.link_trace_id
+        span_columns = (keys, b.attr_str, b.attr_int, b.attr_float, b.attr_bool)
         key_x, str_x, int_x, flt_x, bool_x = keys.extend, b.attr_str.extend, b.attr_int.extend, \
             b.attr_float.extend, b.attr_bool.extend
         service, instance = ctx.service, ctx.instance
         res_keys = ctx.keys
         r_keys, r_str, r_int, r_flt, r_bool = ctx.columns
         kinds, statuses = KIND_BY_CODE, STATUS_BY_CODE
-        max_chars, imin, imax = MAX_ATTRIBUTE_CHARS, _INT64_MIN, _INT64_MAX
         for j, sp in enumerate(spans):
             n_attrs = len(keys)
             try:
@@ -398,63 +460,49 @@ class _RequestReader:
                 start = sp["startTimeUnixNano"]
                 end = sp["endTimeUnixNano"]
                 st = sp.get("status")
-                status = statuses[st.get("code")] if st else "unset"
+                if st:
+                    status = statuses[st.get("code")]
+                    message = st.get("message")
+                    if message is not None and message.__class__ is not str:
+                        raise _Fallback
+                else:
+                    status, message = "unset", None
                 if tid.__class__ is not str or len(tid) != 32 or sid.__class__ is not str or len(sid) != 16 \
                         or name.__class__ is not str or (pid and (pid.__class__ is not str or len(pid) != 16)):
                     raise _Fallback
                 attrs = sp.get("attributes")
                 if attrs:
-                    for a in attrs:
-                        k = a["key"]
-                        v = a["value"]
-                        if k.__class__ is not str:
-                            raise _Fallback
-                        x = v.get("stringValue")
-                        if x is not None:
-                            if x.__class__ is not str or len(x) > max_chars:
-                                raise _Fallback
-                            key_a(k); str_a(x); int_a(None); flt_a(None); bool_a(None)  # noqa: E702
-                        elif (x := v.get("intValue")) is not None:
-                            x = int(x) if x.__class__ is str else x
-                            if x.__class__ is not int or not imin <= x <= imax:
-                                raise _Fallback
-                            key_a(k); str_a(None); int_a(x); flt_a(None); bool_a(None)  # noqa: E702
-                        elif (x := v.get("boolValue")) is not None:
-                            if x.__class__ is not bool:
-                                raise _Fallback
-                            key_a(k); str_a(None); int_a(None); flt_a(None); bool_a(x)  # noqa: E702
-                        elif (x := v.get("doubleValue")) is not None:
-                            if x.__class__ is not float:
-                                raise _Fallback
-                            key_a(k); str_a(None); int_a(None); flt_a(x); bool_a(None)  # noqa: E702
-                        else:
-                            raise _Fallback
+                    _fast_attributes(attrs, span_columns)
+                events = sp.get("events")
+                if events:
+                    _fast_events(events, b)
+                links = sp.get("links")
+                if links:
+                    _fast_links(links, b)
                 if res_keys:
                     if len(keys) == n_attrs or res_keys.isdisjoint(keys[n_attrs:]):
                         key_x(r_keys); str_x(r_str); int_x(r_int); flt_x(r_flt); bool_x(r_bool)  # noqa: E702
                     else:
                         ctx.extend(b, keys[n_attrs:])
             except (_Fallback, KeyError, TypeError, AttributeError, ValueError):
-                self._rollback(n_attrs)
+                b.discard_pending_attributes()
                 try:
-                    tid, sid, pid, name, kind, start, end, status = self._careful_span(sp, ctx, record)
+                    tid, sid, pid, name, kind, start, end, status, message = self._careful_span(
+                        sp, ctx, record, f"{path}[{j}]")
                 except OtlpValueError as e:
-                    self._rollback(n_attrs)
+                    b.discard_pending_attributes()
                     self.log.add(self.source, record, str(e), field=f"{path}[{j}]" + (f".{e.field}" if e.field else ""),
                                  spans=1, excerpt=sp)
                     continue
             rec_a(record); tid_a(tid); sid_a(sid); pid_a(pid or None); svc_a(service); op_a(name)  # noqa: E702
             inst_a(instance); kind_a(kind); start_a(start); end_a(end); status_a(status); ff_a(False)  # noqa: E702
-            off_a(len(keys))
+            msg_a(message or None); off_a(len(keys)); ev_off_a(len(ev_time)); ln_off_a(len(ln_trace))  # noqa: E702
 
-    def _rollback(self, n_attrs: int) -> None:
-        b = self.builder
-        for col in (b.attr_key, b.attr_str, b.attr_int, b.attr_float, b.attr_bool):
-            del col[n_attrs:]
-
-    def _careful_span(self, sp: Any, ctx: ResourceContext, record: int) -> tuple:
-        """The span's fields, checked one by one (any spelling the spec allows); attributes are
-        added to the builder. Raises :class:`OtlpValueError` naming the first bad field."""
+    def _careful_span(self, sp: Any, ctx: ResourceContext, record: int, where: str) -> tuple:
+        """The span's fields, checked one by one (any spelling the spec allows); attributes,
+        events and links are added to the builder. Raises :class:`OtlpValueError` naming the
+        first bad field; an event or link that is malformed is dropped with a warning naming it
+        (``where``: the span's JSON path), the span kept."""
         if not isinstance(sp, dict):
             raise OtlpValueError("", f"a span must be an object, got {type(sp).__name__}")
         if "traceId" not in sp and "trace_id" in sp:
@@ -490,9 +538,137 @@ class _RequestReader:
         converted = [json_key_value(kv, f"attributes[{i}]") for i, kv in enumerate(attrs)]
         # Nothing below rejects the span: warnings are logged only for spans that are kept.
         status = status_of(code, self.builder, record)
+        message = st.get("message")
+        if message is not None and not isinstance(message, str):
+            self.log.add(self.source, record, f"must be a string, got {type(message).__name__}; not read",
+                         field=f"{where}.status.message", spans=0, excerpt=message)
+            message = None
         b = self.builder
         n_attrs = len(b.attr_key)
         for key, value in converted:
             b.add_attribute(key, value, record)
         ctx.extend(b, b.attr_key[n_attrs:])
-        return tid, sid, pid, name, kind, sp.get("startTimeUnixNano"), sp.get("endTimeUnixNano"), status
+        for member, what, careful, add in (("events", "event", _careful_event, b.add_event),
+                                           ("links", "link", _careful_link, b.add_link)):
+            for i, entry in enumerate(self._entries(sp, member, record, where)):
+                try:
+                    fields = careful(entry)
+                except OtlpValueError as e:
+                    self.log.add(self.source, record, f"{what} dropped: {e}", spans=0, excerpt=entry,
+                                 field=f"{where}.{member}[{i}]" + (f".{e.field}" if e.field else ""))
+                    continue
+                add(*fields, record)
+        return tid, sid, pid, name, kind, sp.get("startTimeUnixNano"), sp.get("endTimeUnixNano"), status, message
+
+    def _entries(self, sp: dict, member: str, record: int, where: str) -> list:
+        """The span's ``events`` or ``links`` list; another value is reported and read as none."""
+        entries = sp.get(member)
+        if entries is None:
+            return []
+        if not isinstance(entries, list):
+            self.log.add(self.source, record, f"must be a list, got {type(entries).__name__}; not read",
+                         field=f"{where}.{member}", spans=0, excerpt=entries)
+            return []
+        return entries
+
+
+def _fast_attributes(attrs: list, columns: tuple) -> None:
+    """Append OTLP JSON ``KeyValue`` objects of the plain encoding (one of string, int, bool,
+    double; strings within the value bound) to ``(keys, strs, ints, floats, bools)``; raise
+    :class:`_Fallback` at anything else (the careful path then reads the span)."""
+    keys, strs, ints, floats, bools = columns
+    key_a, str_a, int_a, flt_a, bool_a = keys.append, strs.append, ints.append, floats.append, bools.append
+    max_chars, imin, imax = MAX_ATTRIBUTE_CHARS, _INT64_MIN, _INT64_MAX
+    for a in attrs:
+        k = a["key"]
+        v = a["value"]
+        if k.__class__ is not str:
+            raise _Fallback
+        x = v.get("stringValue")
+        if x is not None:
+            if x.__class__ is not str or len(x) > max_chars:
+                raise _Fallback
+            key_a(k); str_a(x); int_a(None); flt_a(None); bool_a(None)  # noqa: E702
+        elif (x := v.get("intValue")) is not None:
+            x = int(x) if x.__class__ is str else x
+            if x.__class__ is not int or not imin <= x <= imax:
+                raise _Fallback
+            key_a(k); str_a(None); int_a(x); flt_a(None); bool_a(None)  # noqa: E702
+        elif (x := v.get("boolValue")) is not None:
+            if x.__class__ is not bool:
+                raise _Fallback
+            key_a(k); str_a(None); int_a(None); flt_a(None); bool_a(x)  # noqa: E702
+        elif (x := v.get("doubleValue")) is not None:
+            if x.__class__ is not float:
+                raise _Fallback
+            key_a(k); str_a(None); int_a(None); flt_a(x); bool_a(None)  # noqa: E702
+        else:
+            raise _Fallback
+
+
+def _fast_events(events: list, b: SpanBatchBuilder) -> None:
+    """Append a span's ``events`` in the plain encoding to the builder (:func:`_fast_attributes`)."""
+    entry = b.event_attributes
+    columns = (entry.key, entry.str, entry.int, entry.float, entry.bool)
+    for ev in events:
+        t = ev["timeUnixNano"]
+        name = ev.get("name", "")
+        if (t.__class__ is not str and t.__class__ is not int) or name.__class__ is not str:
+            raise _Fallback
+        attrs = ev.get("attributes")
+        if attrs:
+            _fast_attributes(attrs, columns)
+        b.event_time.append(t)
+        b.event_name.append(name)
+        entry.offsets.append(len(entry.key))
+
+
+def _fast_links(links: list, b: SpanBatchBuilder) -> None:
+    """Append a span's ``links`` in the plain encoding (hexadecimal ids of full width) to the builder."""
+    entry = b.link_attributes
+    columns = (entry.key, entry.str, entry.int, entry.float, entry.bool)
+    for ln in links:
+        tid, sid = ln["traceId"], ln["spanId"]
+        if tid.__class__ is not str or len(tid) != 32 or sid.__class__ is not str or len(sid) != 16:
+            raise _Fallback
+        attrs = ln.get("attributes")
+        if attrs:
+            _fast_attributes(attrs, columns)
+        b.link_trace_id.append(tid)
+        b.link_span_id.append(sid)
+        entry.offsets.append(len(entry.key))
+
+
+def _careful_attributes(entry: dict) -> list:
+    attrs = entry.get("attributes") or []
+    if not isinstance(attrs, list):
+        raise OtlpValueError("attributes", f"must be a list, got {type(attrs).__name__}")
+    return [json_key_value(kv, f"attributes[{i}]") for i, kv in enumerate(attrs)]
+
+
+def _careful_event(event: Any) -> tuple:
+    """``(time, name, attributes)`` of an OTLP JSON ``Span.Event``, checked; raises
+    :class:`OtlpValueError` naming the bad field."""
+    if not isinstance(event, dict):
+        raise OtlpValueError("", f"an event must be an object, got {type(event).__name__}")
+    t = event.get("timeUnixNano")
+    if t.__class__ not in (int, str):
+        raise OtlpValueError("timeUnixNano", "missing" if t is None else
+                             f"must be an integer or a decimal string, got {t!r:.40}")
+    name = event.get("name")
+    if name is None:  # absent, or null (protobuf's JSON mapping: the default)
+        name = ""
+    if not isinstance(name, str):
+        raise OtlpValueError("name", f"must be a string, got {type(name).__name__}")
+    return t, name, _careful_attributes(event)
+
+
+def _careful_link(link: Any) -> tuple:
+    """``(trace id, span id, attributes)`` of an OTLP JSON ``Span.Link``, checked (ids as for a
+    span: hexadecimal, base64 accepted); raises :class:`OtlpValueError` naming the bad field."""
+    if not isinstance(link, dict):
+        raise OtlpValueError("", f"a link must be an object, got {type(link).__name__}")
+    for f in ("traceId", "spanId"):
+        if link.get(f) in (None, ""):
+            raise OtlpValueError(f, "missing")
+    return hex_id(link["traceId"], 16, "traceId"), hex_id(link["spanId"], 8, "spanId"), _careful_attributes(link)

@@ -83,7 +83,10 @@ def read_otlp_proto(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.
     -----
     The mapping is that of :func:`~tracesleuth.io.otlp_json.read_otlp_json`: ids are the bytes as
     hexadecimal, times are ``fixed64`` Unix epoch nanoseconds, unchanged; ``bytes_value``
-    attributes are kept as base64 text (as OTLP JSON writes them).
+    attributes are kept as base64 text (as OTLP JSON writes them). ``status.message``,
+    ``events`` (``time_unix_nano``, ``name``, ``attributes``) and ``links`` (``trace_id``,
+    ``span_id``, ``attributes``) are kept; a link whose ids are not 16 and 8 bytes is dropped and
+    reported, its span kept.
     """
     first = stream.read(1)
     stream = chain(first, stream)
@@ -197,8 +200,10 @@ def _read_up_to(stream: BinaryIO, length: int) -> bytes:
     return b"".join(parts)
 
 
-def _raw_units(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[tuple[int, int | None, bytes]]:
-    """``(record, None, ResourceSpans bytes)`` for each ``resource_spans`` of one raw request."""
+def _raw_units(stream: BinaryIO, builder: SpanBatchBuilder, *, field: str = "resource_spans"
+               ) -> Iterator[tuple[int, int | None, bytes]]:
+    """``(record, None, ResourceSpans bytes)`` for each ``resource_spans`` of one raw request
+    (``ResourceLogs`` of ``resource_logs`` alike: the same field numbers; ``field`` names it)."""
     offset, record = 0, 0
     while True:
         start = offset
@@ -239,14 +244,15 @@ def _raw_units(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[tuple[in
         except _WireError as e:
             spans = e.args[1] if len(e.args) > 1 else 0
             builder.log.add(builder.source, record + 1, f"protobuf framing broken at byte {start}: {e.args[0]}; "
-                            f"{record} complete record(s) before it were read", field="resource_spans",
+                            f"{record} complete record(s) before it were read", field=field,
                             spans=spans)
             return
 
 
-def _prefixed_units(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[tuple[int, int, bytes]]:
+def _prefixed_units(stream: BinaryIO, builder: SpanBatchBuilder, *, message: str = "ExportTraceServiceRequest"
+                    ) -> Iterator[tuple[int, int, bytes]]:
     """``(record, index, ResourceSpans bytes)`` for each ``resource_spans`` of each
-    length-prefixed request."""
+    length-prefixed request (``message`` names the request type in the rejects)."""
     offset, record = 0, 0
     while True:
         prefix = stream.read(4)
@@ -273,7 +279,7 @@ def _prefixed_units(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[tup
             fields = list(_fields(data))
         except _WireError as e:
             spans = sum(_count_spans(rs) for f, w, rs in _safe_fields(data) if f == _RESOURCE_SPANS and w == _LEN)
-            builder.log.add(builder.source, record, f"not an ExportTraceServiceRequest (request at byte {offset}): "
+            builder.log.add(builder.source, record, f"not an {message} (request at byte {offset}): "
                             f"{e.args[0]}", spans=spans, excerpt=data[:64])
             fields = []
         index = 0
@@ -313,9 +319,20 @@ def _read_resource_spans(data: bytes, builder: SpanBatchBuilder, record: int, in
             for kv in sp.attributes:
                 add_attribute(kv.key, proto_any_value(kv.value), record)
             ctx.extend(builder, keys[n_attrs:])
+            for ev in sp.events:
+                builder.add_event(ev.time_unix_nano, ev.name, [(kv.key, proto_any_value(kv.value))
+                                                               for kv in ev.attributes], record)
+            for ln in sp.links:
+                builder.add_link(_id_hex(ln.trace_id, 16), _id_hex(ln.span_id, 8),
+                                 [(kv.key, proto_any_value(kv.value)) for kv in ln.attributes], record)
             status = status_of(sp.status.code, builder, record) if sp.status.code else "unset"
-            # OTLP ids are exactly 16 (trace) and 8 (span) bytes; other lengths are invalid ids.
-            tid, sid, pid = sp.trace_id, sp.span_id, sp.parent_span_id
-            add(record, tid.hex() if len(tid) == 16 else "", sid.hex() if len(sid) == 8 else "",
-                (pid.hex() if len(pid) == 8 else "!") if pid else None, service, sp.name,
-                instance, kind_of(sp.kind), sp.start_time_unix_nano, sp.end_time_unix_nano, status)
+            tid, pid = sp.trace_id, sp.parent_span_id
+            add(record, _id_hex(tid, 16), _id_hex(sp.span_id, 8), (pid.hex() if len(pid) == 8 else "!") if pid else None,
+                service, sp.name, instance, kind_of(sp.kind), sp.start_time_unix_nano, sp.end_time_unix_nano, status,
+                status_message=sp.status.message)
+
+
+def _id_hex(raw: bytes, n_bytes: int) -> str:
+    """OTLP ids are exactly 16 (trace) and 8 (span) bytes: their hexadecimal text; any other
+    length is no id (``""``, which the builder rejects or drops as such)."""
+    return raw.hex() if len(raw) == n_bytes else ""

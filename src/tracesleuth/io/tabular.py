@@ -48,8 +48,9 @@ class TabularMapping:
         Column with the span's start time, in ``start_unit`` since the Unix epoch.
     end, duration : str, optional
         The end time (in ``start_unit``) or the duration (in ``duration_unit``); one is required.
-    parent_span_id, service, instance, kind, status : str, optional
-        Columns; a missing service column gives ``unknown_service``.
+    parent_span_id, service, instance, kind, status, status_message : str, optional
+        Columns; a missing service column gives ``unknown_service``, an empty status message
+        is none.
     root_parent_values : tuple of str, default=("", "root", "0", "null", "None")
         Parent values that mean "this span is a root".
     service_pattern : str, optional
@@ -73,6 +74,7 @@ class TabularMapping:
     kind: str | None = S.KIND
     status: str | None = S.STATUS
     follows_from: str | None = S.FOLLOWS_FROM
+    status_message: str | None = S.STATUS_MESSAGE
     root_parent_values: tuple = ("", "root", "0", "null", "None")
     service_pattern: str | None = None
     start_unit: str = "ns"
@@ -106,6 +108,7 @@ PRESETS: dict[str, TabularMapping] = {
         name="nezha", trace_id="TraceID", span_id="SpanID", parent_span_id="ParentID",
         operation="OperationName", service="PodName", instance="PodName", service_pattern=_KUBERNETES_POD,
         start="StartTimeUnixNano", end="EndTimeUnixNano", kind=None, status=None, follows_from=None,
+        status_message=None,
     ),
 }
 
@@ -165,14 +168,38 @@ def read_csv(stream: BinaryIO, builder: SpanBatchBuilder, *, mapping: TabularMap
     TraceFormatError
         When the header is not UTF-8 or matches no mapping.
     """
-    source = builder.source
+    names = read_csv_header(stream, builder.source)
+    m = resolve_mapping(mapping, names, builder.source)
+    for batch, records in iter_csv_batches(stream, builder, names, block_bytes=block_bytes, damaged=damaged):
+        yield from _convert(batch, m, builder, records)
+
+
+def read_csv_header(stream: BinaryIO, source: str) -> list[str]:
+    """The column names of a CSV file's header line (stripped), read from ``stream``.
+
+    Raises
+    ------
+    TraceFormatError
+        When the header is not UTF-8 CSV.
+    """
     header = stream.readline()
     try:
         names = next(csv.reader([header.decode("utf-8-sig")]))
     except (UnicodeDecodeError, StopIteration, csv.Error) as e:
         raise TraceFormatError(source, f"unreadable CSV header: {e}", record=1) from None
-    names = [n.strip() for n in names]
-    m = resolve_mapping(mapping, names, source)
+    return [n.strip() for n in names]
+
+
+def iter_csv_batches(stream: BinaryIO, builder, names: list[str], *, block_bytes: int = 1 << 24,
+                     damaged: Callable[[], str | None] | None = None
+                     ) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+    """The rows after the header, block by block: ``(batch, records)`` with every column as bytes
+    (:class:`pyarrow.BinaryArray`) and each row's physical line number (the header is line 1).
+
+    Malformed rows (wrong number of fields) and a last line cut by a damaged stream are rejected
+    into ``builder.log`` (one record each) with their line numbers; see :func:`read_csv`.
+    ``builder`` is any reader's builder (``source``, ``log``, ``batch_spans``).
+    """
     read_opts = pacsv.ReadOptions(column_names=names, use_threads=True)
     convert = pacsv.ConvertOptions(column_types={n: pa.binary() for n in names})
     line = 2  # physical line number of the next chunk's first line
@@ -193,14 +220,14 @@ def read_csv(stream: BinaryIO, builder: SpanBatchBuilder, *, mapping: TabularMap
             cut = data.rfind(b"\n") + 1
             chunk, carry = data[:cut], data[cut:]
         if chunk:
-            yield from _read_csv_chunk(chunk, line, m, builder, read_opts, convert)
+            yield from _read_csv_chunk(chunk, line, builder, read_opts, convert)
             line += chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
         if not block:
             return
 
 
-def _read_csv_chunk(chunk: bytes, first_line: int, m: TabularMapping, builder: SpanBatchBuilder,
-                    read_opts, convert) -> Iterator[pa.RecordBatch]:
+def _read_csv_chunk(chunk: bytes, first_line: int, builder, read_opts, convert
+                    ) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
     bad: list[tuple[int, str, int, int]] = []
 
     def on_bad_row(row) -> str:
@@ -233,7 +260,7 @@ def _read_csv_chunk(chunk: bytes, first_line: int, m: TabularMapping, builder: S
     if table.num_rows:
         records = lines[: table.num_rows] if len(lines) >= table.num_rows else np.arange(table.num_rows) + first_line
         for batch in table.combine_chunks().to_batches(max_chunksize=builder.batch_spans):
-            yield from _convert(batch, m, builder, records[: batch.num_rows])
+            yield batch, records[: batch.num_rows]
             records = records[batch.num_rows:]
 
 
@@ -241,8 +268,9 @@ def read_parquet(stream: BinaryIO, builder: SpanBatchBuilder, *, mapping: Tabula
                  source_path=None) -> Iterator[pa.RecordBatch]:
     """Read a span Parquet file row group by row group (canonical columns or a mapping).
 
-    A file written by tracesleuth (its span store) carries the canonical schema, attributes
-    included, and is passed through the same checks as every other input. Parquet needs random
+    A file written by tracesleuth (its span store) carries the canonical schema, attributes,
+    events and links included, and is passed through the same checks as every other input (a
+    part written before events and links were kept has none). Parquet needs random
     access: ``source_path`` (the file itself) is read when given, else ``stream`` must be seekable.
     """
     pf = pq.ParquetFile(source_path if source_path is not None else stream)
@@ -256,40 +284,23 @@ def read_parquet(stream: BinaryIO, builder: SpanBatchBuilder, *, mapping: Tabula
 def _convert(batch: pa.RecordBatch, m: TabularMapping, builder: SpanBatchBuilder, records: np.ndarray
              ) -> Iterator[pa.RecordBatch]:
     source, log = builder.source, builder.log
-    attrs = None
-    if S.ATTRIBUTES in batch.schema.names and m.name == "canonical":
-        a = batch.column(S.ATTRIBUTES)
-        if a.type == pa.list_(S.ATTRIBUTE_TYPE):
-            attrs = a
-        batch = batch.drop_columns([S.ATTRIBUTES])
+    nested = {}  # the canonical nested columns, passed through when of their canonical type
+    if m.name == "canonical":
+        for name in S.NESTED_SPAN_COLUMNS:
+            if name in batch.schema.names:
+                a = batch.column(name)
+                if a.type == S.SPAN_SCHEMA.field(name).type:
+                    nested[name] = a
+                batch = batch.drop_columns([name])
+    attrs = nested.get(S.ATTRIBUTES)
     used = [c for c in dict.fromkeys(
         (m.trace_id, m.span_id, m.parent_span_id, m.service, m.operation, m.instance, m.kind, m.status,
-         m.follows_from, m.start, m.end, m.duration, *m.attribute_columns)) if c and c in batch.schema.names]
-    df = pl.from_arrow(batch.select(used))
-    assert isinstance(df, pl.DataFrame)
-    # Decode bytes as UTF-8 in one pass; a row with invalid bytes in any used column is rejected.
-    binary = [c for c in used if df.schema[c] == pl.Binary]
-    try:
-        df = df.select(pl.Series("_record", records, dtype=pl.Int64),
-                       *[pl.col(c).cast(pl.String) if c in binary else pl.col(c) for c in used],
-                       _invalid=pl.lit(False))
-    except pl.exceptions.ComputeError:  # some bytes are not UTF-8: find the rows, one column at a time
-        invalid = np.zeros(df.height, dtype=bool)
-        for c in binary:
-            invalid |= np.array([v is not None and not _is_utf8(v) for v in df[c].to_list()], dtype=bool)
-        keep = pl.Series(~invalid)
-        df = pl.DataFrame({c: (df[c].zip_with(keep, pl.Series([b""] * df.height, dtype=pl.Binary))
-                               if c in binary else df[c]) for c in used})
-        df = df.select(pl.Series("_record", records, dtype=pl.Int64),
-                       *[pl.col(c).cast(pl.String) if c in binary else pl.col(c) for c in used],
-                       pl.Series("_invalid", invalid))
-    if df["_invalid"].any():
-        for rec in df.filter(pl.col("_invalid"))["_record"]:
-            log.add(source, rec, "bytes that are not valid UTF-8", excerpt=None)
-        keep = ~df["_invalid"]
-        df = df.filter(keep)
-        if attrs is not None:
-            attrs = attrs.filter(pa.array(keep.to_arrow()))
+         m.follows_from, m.status_message, m.start, m.end, m.duration, *m.attribute_columns))
+        if c and c in batch.schema.names]
+    df, keep = utf8_frame(batch, used, records, builder)
+    if keep is not None:
+        nested = {name: a.filter(pa.array(keep.to_arrow())) for name, a in nested.items()}
+        attrs = nested.get(S.ATTRIBUTES)
 
     def col(name: str | None, default=None) -> pl.Expr:
         if name and name in df.columns:
@@ -316,6 +327,7 @@ def _convert(batch: pa.RecordBatch, m: TabularMapping, builder: SpanBatchBuilder
     kind = col(m.kind, "unspecified").fill_null("unspecified")
     status = col(m.status, "unset").fill_null("unset").str.to_lowercase()
     follows = col(m.follows_from, "false").fill_null("false").str.to_lowercase().is_in(["true", "1", "yes"])
+    message = col(m.status_message)
     raw = df.lazy().select(
         pl.col("_record"),
         col(m.trace_id).alias("_raw_trace"),
@@ -331,6 +343,7 @@ def _convert(batch: pa.RecordBatch, m: TabularMapping, builder: SpanBatchBuilder
           .when(status.is_in(["2", "error", "status_code_error"])).then(pl.lit("error"))
           .when(status.is_in(["1", "status_code_ok"])).then(pl.lit("ok")).otherwise(pl.lit("unset")).alias(S.STATUS),
         follows.alias(S.FOLLOWS_FROM),
+        pl.when(message != "").then(message).alias(S.STATUS_MESSAGE),
     )
     if has_kind:
         raw = raw.with_columns(pl.col(S.KIND).replace_strict({k: normalize_kind(k) for k in distinct[1]},
@@ -341,7 +354,64 @@ def _convert(batch: pa.RecordBatch, m: TabularMapping, builder: SpanBatchBuilder
             attrs = df.select(pl.concat_list([pl.struct(key=pl.lit(c), str=pl.col(c), int=pl.lit(None, pl.Int64),
                                                          float=pl.lit(None, pl.Float64), bool=pl.lit(None, pl.Boolean))
                                                for c in present]).alias("a")).to_arrow().column("a").combine_chunks()
-    yield validate_spans(raw, attrs, source, log, limits=builder.limits)
+    yield validate_spans(raw, attrs, source, log, limits=builder.limits, events=nested.get(S.EVENTS),
+                         links=nested.get(S.LINKS))
+
+
+def utf8_frame(batch: pa.RecordBatch, used: list[str], records: np.ndarray, builder, *, repair: bool = False
+               ) -> tuple[pl.DataFrame, pl.Series | None]:
+    """Columns ``used`` of ``batch`` as a polars frame with ``_record`` first, bytes decoded as
+    UTF-8 in one pass; a row with invalid bytes in any of them is rejected (one record, into
+    ``builder.log``) and left out, or with ``repair`` kept with the bytes replaced by U+FFFD and
+    a warning naming the column.
+
+    Returns
+    -------
+    frame : polars.DataFrame
+    keep : polars.Series of bool or None
+        The rows kept, None when every row was.
+    """
+    source, log = builder.source, builder.log
+    df = pl.from_arrow(batch.select(used))
+    assert isinstance(df, pl.DataFrame)
+    binary = [c for c in used if df.schema[c] == pl.Binary]
+    try:
+        return df.select(pl.Series("_record", records, dtype=pl.Int64),
+                         *[pl.col(c).cast(pl.String) if c in binary else pl.col(c) for c in used]), None
+    except pl.exceptions.ComputeError:  # some bytes are not UTF-8: find the rows, one column at a time
+        if repair:
+            return _repaired(df, used, binary, records, builder), None
+        invalid = np.zeros(df.height, dtype=bool)
+        for c in binary:
+            invalid |= np.array([v is not None and not _is_utf8(v) for v in df[c].to_list()], dtype=bool)
+        keep = pl.Series(~invalid)
+        df = pl.DataFrame({c: (df[c].zip_with(keep, pl.Series([b""] * df.height, dtype=pl.Binary))
+                               if c in binary else df[c]) for c in used})
+        df = df.select(pl.Series("_record", records, dtype=pl.Int64),
+                       *[pl.col(c).cast(pl.String) if c in binary else pl.col(c) for c in used])
+    for rec in df.filter(~keep)["_record"]:
+        log.add(source, rec, "bytes that are not valid UTF-8", excerpt=None)
+    return df.filter(keep), keep
+
+
+def _repaired(df: pl.DataFrame, used: list[str], binary: list[str], records: np.ndarray, builder) -> pl.DataFrame:
+    """``df`` decoded with invalid UTF-8 replaced by U+FFFD, a warning per record and column."""
+    columns = {"_record": pl.Series("_record", records, dtype=pl.Int64)}
+    for c in used:
+        if c not in binary:
+            columns[c] = df[c]
+            continue
+        values = df[c].to_list()
+        decoded = []
+        for rec, v in zip(records.tolist(), values):
+            if v is not None and not _is_utf8(v):
+                builder.log.add(builder.source, rec, "invalid UTF-8 replaced by U+FFFD", field=c, spans=0, excerpt=v)
+                v = v.decode("utf-8", "replace")
+            elif v is not None:
+                v = v.decode("utf-8")
+            decoded.append(v)
+        columns[c] = pl.Series(c, decoded, dtype=pl.String)
+    return pl.DataFrame(columns)
 
 
 def _is_utf8(b: bytes) -> bool:

@@ -1,7 +1,12 @@
 """Zipkin v2 JSON reader: a JSON array of spans, as ``POST /api/v2/spans`` takes and
 ``GET /api/v2/trace/{traceId}`` returns.
 
-Reference: Zipkin v2 API, ``zipkin2-api.yaml`` (https://zipkin.io/zipkin-api/, definition ``Span``).
+Reference: Zipkin v2 API, ``zipkin2-api.yaml`` (https://zipkin.io/zipkin-api/, definitions ``Span``
+and ``Annotation``). Annotations and the ``error`` tag are mapped as OpenTelemetry maps them
+(OpenTelemetry specification, "OpenTelemetry to Zipkin Transformation": events are annotations;
+"Mapping to non-OTLP formats", "Span Status": ``otel.status_code``, ``otel.status_description``;
+opentelemetry-collector-contrib, ``pkg/translator/zipkin``: an annotation is an event named by its
+value, the ``error`` tag an error status).
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ SPAN_KEYS = (b'"traceId"',)
 _NS_PER_US = 1_000
 _KINDS = {"CLIENT": "client", "SERVER": "server", "PRODUCER": "producer", "CONSUMER": "consumer", None: "internal"}
 _OTEL_STATUS = {"ERROR": "error", "OK": "ok", "UNSET": "unset"}
+#: ``error`` tag values that say only that the span failed (Zipkin's instrumentations write the
+#: error's message there; some write a flag): no status message.
+_ERROR_FLAGS = frozenset({"", "true", "1"})
 
 
 class _BadSpan(ValueError):
@@ -65,8 +73,13 @@ def read_zipkin_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa
     rejected. ``localEndpoint.serviceName`` -> service; ``localEndpoint`` ``ipv4`` (else
     ``ipv6``) and ``port`` -> instance (``10.0.0.1:8080``, ``[::1]:8080``).
     ``remoteEndpoint.serviceName`` -> attribute ``peer.service`` unless a tag sets it. Tags ->
-    string attributes, except ``error`` (-> status ``error``) and ``otel.status_code`` (->
-    status), which are consumed. Annotations are not read.
+    string attributes, except ``error`` (-> status ``error``; its text, when it is one, -> status
+    message), ``otel.status_code`` (-> status) and ``otel.status_description`` (-> status message,
+    before the ``error`` text), which are consumed. ``annotations`` -> events: ``timestamp``
+    MICROseconds -> ``time_ns``, ``value`` -> name, no attributes (Zipkin has none; the value
+    OpenTelemetry's exporter writes for an event with attributes, ``"name": {...}``, is kept whole
+    as the name). A malformed annotation is dropped with a warning, its span kept. Zipkin has no
+    links.
     """
     items = iter_json_items(stream, builder, items_of=_spans_of, prefix_of=lambda head: "item",
                             span_keys=SPAN_KEYS, spans_in=lambda span: 1)
@@ -144,15 +157,21 @@ def _add_span(builder: SpanBatchBuilder, record: int, span: Any) -> None:
     if not isinstance(tags, dict):
         raise _BadSpan("tags", f"must be an object, got {type(tags).__name__}")
     status = "unset"
+    error_text = description = None
     add_attribute = builder.add_attribute
     for key, value in tags.items():
         if key == "error":
             status = "error"
+            text = value if value.__class__ is str else "" if value is None else json_bytes(value).decode()
+            error_text = None if text.strip().lower() in _ERROR_FLAGS else text
             continue
         if value.__class__ is not str:
             value = json_bytes(value).decode()
         if key == "otel.status_code":
             status = _OTEL_STATUS.get(value.upper(), status)
+            continue
+        if key == "otel.status_description":
+            description = value or None
             continue
         add_attribute(key, value, record)
     remote = span.get("remoteEndpoint")
@@ -162,9 +181,36 @@ def _add_span(builder: SpanBatchBuilder, record: int, span: Any) -> None:
             add_attribute(PEER_SERVICE, peer, record)
     if span.get("shared") is True:
         add_attribute(ZIPKIN_SHARED, True, record)
+    annotations = span.get("annotations")
+    if annotations:
+        _add_events(builder, record, annotations)
     start = timestamp * _NS_PER_US
     builder.add(record, trace_id, span_id, parent_id, service, name, instance, kind,
-                start, start + duration * _NS_PER_US, status)
+                start, start + duration * _NS_PER_US, status,
+                status_message=description or (error_text if status == "error" else None))
+
+
+def _add_events(builder: SpanBatchBuilder, record: int, annotations: Any) -> None:
+    """The span's ``annotations`` as events; a malformed one is dropped with a warning."""
+    if not isinstance(annotations, list):
+        builder.log.add(builder.source, record, f"must be a list of annotations, got {type(annotations).__name__}; "
+                        "not read", field="annotations", spans=0, excerpt=annotations)
+        return
+    for i, annotation in enumerate(annotations):
+        try:
+            if not isinstance(annotation, dict):
+                raise _BadSpan(None, f"an annotation must be an object, got {type(annotation).__name__}")
+            timestamp = _micros(annotation, "timestamp")
+            if timestamp is None:
+                raise _BadSpan("timestamp", "missing")
+            value = annotation.get("value")
+            if not isinstance(value, str):
+                raise _BadSpan("value", "missing" if value is None else f"must be a string, got {type(value).__name__}")
+        except _BadSpan as e:
+            builder.log.add(builder.source, record, f"event dropped: {e}", field=f"annotations[{i}]" + (
+                f".{e.field}" if e.field else ""), spans=0, excerpt=annotation)
+            continue
+        builder.add_event(timestamp * _NS_PER_US, value, None, record)
 
 
 def _endpoint_address(endpoint: dict) -> str | None:

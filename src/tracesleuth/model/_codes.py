@@ -10,6 +10,11 @@ numpy on arrays of ``n_spans`` integers; the strings come back only for the few 
 Exact span copies and clashing span ids (Zipkin's shared client/server spans) are repaired here,
 before the parent links are made (:func:`deduplicate`, step 1 of
 :func:`~tracesleuth.model.assembly.assemble`).
+
+A span's events are looked at once too (:func:`exception_columns`): whether it has an
+``exception`` event, and the ``exception.type`` of its first one. The two per-span values stand in
+for the events column from then on (:func:`narrow_spans`), so a table build never carries the
+events (nor the attributes, links and status messages) of its spans.
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ import pyarrow.compute as pc
 from .. import schema as S
 
 SOURCE_ROW = "source_row"
+#: Columns :func:`narrow_spans` puts in place of the events: the span has an
+#: :data:`~tracesleuth.schema.EXCEPTION_EVENT` event (bool), and the
+#: :data:`~tracesleuth.schema.ATTR_EXCEPTION_TYPE` of its first one (string, null when none).
+HAS_EXCEPTION = "_has_exception"
+FIRST_EXCEPTION_TYPE = "_first_exception_type"
 _KIND_CODE = {k: i for i, k in enumerate(S.SPAN_KINDS)}
 _M1, _M2, _M3 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 #: Largest service x operation-name grid given codes by a lookup table (else by sorting).
@@ -83,11 +93,15 @@ class SpanCodes:
     kind : ndarray of int8
         Index into :data:`~tracesleuth.schema.SPAN_KINDS`.
     follows_from, error : ndarray of bool
-        ``FOLLOWS_FROM`` relation to the parent; status ``error``.
+        ``FOLLOWS_FROM`` relation to the parent; the span failed: status ``error``, or an
+        ``exception`` event (:data:`~tracesleuth.schema.ERROR`).
+    exception_type : ndarray of int32
+        Index into ``exception_types`` of the ``exception.type`` of the span's first
+        ``exception`` event; -1 when it has none (or its first one names no type).
     start_ns, end_ns : ndarray of int64
         Span start and end, Unix epoch ns.
-    trace_ids, instances : pyarrow.Array of string
-        Dictionaries of the trace and instance codes.
+    trace_ids, instances, exception_types : pyarrow.Array of string
+        Dictionaries of the trace, instance and exception type codes.
     operation_keys, operation_names : list of str
         ``"service:operation"`` and the operation name of each operation code.
     operation_service : ndarray of int32
@@ -109,10 +123,12 @@ class SpanCodes:
     kind: np.ndarray
     follows_from: np.ndarray
     error: np.ndarray
+    exception_type: np.ndarray
     start_ns: np.ndarray
     end_ns: np.ndarray
     trace_ids: pa.Array
     instances: pa.Array
+    exception_types: pa.Array
     operation_keys: list
     operation_names: list
     operation_service: np.ndarray
@@ -268,6 +284,79 @@ def _hex_values(column) -> np.ndarray | None:
     return values
 
 
+def exception_columns(spans: pa.Table) -> tuple[np.ndarray, pa.Array]:
+    """Whether each span has an :data:`~tracesleuth.schema.EXCEPTION_EVENT` event, and the
+    :data:`~tracesleuth.schema.ATTR_EXCEPTION_TYPE` of its first one.
+
+    Vectorized over the flattened events (a chunk at a time): no per-span Python object.
+
+    Parameters
+    ----------
+    spans : pyarrow.Table
+        Spans with an :data:`~tracesleuth.schema.EVENTS` column (null or empty: no event),
+        or without one (no span has an exception then).
+
+    Returns
+    -------
+    has_exception : ndarray of bool, shape (n_spans,)
+    exception_type : pyarrow.Array of string, shape (n_spans,)
+        The string value of the first exception event's ``exception.type`` attribute (its first
+        such attribute); null when the span has no exception event or it names no type.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from tracesleuth import schema as S
+    >>> kv = lambda k, v: {"key": k, "str": v, "int": None, "float": None, "bool": None}
+    >>> events = pa.array([[{"time_ns": 1, "name": "retry", "attributes": []},
+    ...                     {"time_ns": 2, "name": "exception", "attributes": [kv("exception.type", "KeyError")]}],
+    ...                    None, [{"time_ns": 3, "name": "exception", "attributes": []}]], pa.list_(S.EVENT_TYPE))
+    >>> has, kind = exception_columns(pa.table({S.EVENTS: events}))
+    >>> has.tolist(), kind.to_pylist()
+    ([True, False, True], ['KeyError', None, None])
+    """
+    n = spans.num_rows
+    has = np.zeros(n, dtype=bool)
+    at = np.full(n, -1, dtype=np.int64)
+    found: list[pa.Array] = []
+    if S.EVENTS in spans.column_names and n:
+        offset, taken = 0, 0
+        for chunk in spans.column(S.EVENTS).chunks:
+            events = chunk.flatten()
+            if len(events):
+                rows = pc.list_parent_indices(chunk).to_numpy()
+                exceptions = np.flatnonzero(pc.fill_null(pc.equal(events.field("name"), S.EXCEPTION_EVENT), False)
+                                            .to_numpy(zero_copy_only=False))
+                if len(exceptions):
+                    spans_with, first = np.unique(rows[exceptions], return_index=True)
+                    has[offset + spans_with] = True
+                    attributes = events.field(S.ATTRIBUTES).take(pa.array(exceptions[first]))
+                    keys = attributes.flatten()
+                    typed = np.flatnonzero(pc.fill_null(pc.equal(keys.field("key"), S.ATTR_EXCEPTION_TYPE), False)
+                                           .to_numpy(zero_copy_only=False))
+                    if len(typed):
+                        owner = pc.list_parent_indices(attributes).to_numpy()[typed]
+                        named, first_key = np.unique(owner, return_index=True)
+                        found.append(keys.field("str").take(pa.array(typed[first_key])).cast(pa.string()))
+                        at[offset + spans_with[named]] = taken + np.arange(len(named))
+                        taken += len(named)
+            offset += len(chunk)
+    values = pa.concat_arrays(found) if found else pa.array([], pa.string())
+    return has, values.take(pa.array(at, mask=at < 0))
+
+
+def narrow_spans(spans: pa.Table) -> pa.Table:
+    """``spans`` as trace assembly and the trace table read them: without the attributes, events,
+    links and status message, with :data:`HAS_EXCEPTION` and :data:`FIRST_EXCEPTION_TYPE` derived
+    once from the events (:func:`exception_columns`) when it has them."""
+    drop = [c for c in (*S.NESTED_SPAN_COLUMNS, S.STATUS_MESSAGE) if c in spans.column_names]
+    if S.EVENTS not in spans.column_names or HAS_EXCEPTION in spans.column_names:
+        return spans.drop_columns(drop)
+    has, kind = exception_columns(spans)
+    narrow = spans.drop_columns(drop).append_column(HAS_EXCEPTION, pa.array(has))
+    return narrow.append_column(FIRST_EXCEPTION_TYPE, kind)
+
+
 def encode_spans(spans: pa.Table, rows: np.ndarray | None = None) -> SpanCodes:
     """Integer codes of a span table, its duplicates repaired and parents linked.
 
@@ -275,7 +364,8 @@ def encode_spans(spans: pa.Table, rows: np.ndarray | None = None) -> SpanCodes:
     ----------
     spans : pyarrow.Table
         Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`, whole traces only (the attributes
-        column is not read).
+        column is not read; the events only for :func:`exception_columns`, whose two columns
+        :func:`narrow_spans` puts in their place beforehand).
     rows : ndarray of int64, shape (spans.num_rows,), optional
         When ``spans`` is a partition taken from a larger input: the row of each of its spans
         in that input. ``source_row`` (and ``renamed``) then index the input.
@@ -297,6 +387,13 @@ def encode_spans(spans: pa.Table, rows: np.ndarray | None = None) -> SpanCodes:
     kind_lut = np.array([_KIND_CODE.get(k, _KIND_CODE["unspecified"]) for k in kinds.to_pylist()] or [0], np.int8)
     status, statuses = names[S.STATUS]
     err_lut = np.array([s == "error" for s in statuses.to_pylist()] or [False])
+    if HAS_EXCEPTION in spans.column_names:
+        has_exception = spans.column(HAS_EXCEPTION).to_numpy()
+        exception_type, exception_types = dictionary_codes(spans.column(FIRST_EXCEPTION_TYPE))
+    else:
+        has_exception, kinds_of = exception_columns(spans)
+        exception_type, exception_types = dictionary_codes(pa.chunked_array([kinds_of], pa.string()))
+    exception_type = exception_type if len(exception_type) == n else np.full(n, -1, np.int32)
     follows_from = spans.column(S.FOLLOWS_FROM).to_numpy()[kept].astype(bool, copy=False)
     start_ns, end_ns = spans.column(S.START_NS).to_numpy()[kept], spans.column(S.END_NS).to_numpy()[kept]
     if rows is not None:
@@ -306,8 +403,10 @@ def encode_spans(spans: pa.Table, rows: np.ndarray | None = None) -> SpanCodes:
     return SpanCodes(
         source_row=source_row, trace=trace, parent=parent, has_parent=has_parent,
         operation=operation, instance=instance[kept], kind=kind_lut[kind[kept]],
-        follows_from=follows_from, error=err_lut[status[kept]], start_ns=start_ns, end_ns=end_ns,
-        trace_ids=trace_ids, instances=instances, operation_keys=operation_keys, operation_names=operation_names,
+        follows_from=follows_from, error=err_lut[status[kept]] | has_exception[kept],
+        exception_type=exception_type[kept], start_ns=start_ns, end_ns=end_ns, trace_ids=trace_ids,
+        instances=instances, exception_types=exception_types, operation_keys=operation_keys,
+        operation_names=operation_names,
         operation_service=operation_service, services=services, repairs=repairs, renamed=renamed)
 
 

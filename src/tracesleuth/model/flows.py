@@ -24,7 +24,9 @@ Columns (:mod:`tracesleuth.schema` names them; times after clock-skew correction
 ``start_offset_ns``       span start minus the entry span's start, ns (Int64)
 ``duration_ns``           span duration, ns (Int64)
 ``exclusive_ns``          exclusive (self) time, ns (Int64): the trace table's, per span
-``error``                 the span has status ``error`` (Boolean)
+``error``                 the span failed: status ``error`` or an ``exception`` event (Boolean)
+``exception_type``        ``exception.type`` of the span's first ``exception`` event (String,
+                          null when it has none)
 ``caller_key``            operation key of the parent; null for the entry span (String)
 ``server_service``        service of the server span a client span calls (String, nullable)
 ``gap_ns``                client duration not covered by its server spans, ns: network and
@@ -53,18 +55,19 @@ import pyarrow as pa
 
 from .. import schema as S
 from ._calls import synchronous_children
-from ._codes import SpanCodes, dictionary_codes, encode_spans, take_rows
+from ._codes import SpanCodes, dictionary_codes, encode_spans, narrow_spans, take_rows
 from .assembly import Tree, assemble_codes, attributes_of
 from .table import _covered_by_children, exclusive_times, requests_of, trace_partitions
 
 #: Columns of the call view, in order.
 CALL_COLUMNS = (S.TRACE_ID, S.REQUEST, S.SPAN_ID, S.PARENT_SPAN_ID, S.OPERATION_KEY, S.SERVICE, S.OPERATION,
                 S.INSTANCE, S.KIND, S.FOLLOWS_FROM, S.DEPTH, S.START_OFFSET_NS, S.DURATION_NS, S.EXCLUSIVE_NS, S.ERROR,
-                S.CALLER_KEY, S.SERVER_SERVICE, S.GAP_NS)
+                S.EXCEPTION_TYPE, S.CALLER_KEY, S.SERVER_SERVICE, S.GAP_NS)
 _SCHEMA = {S.TRACE_ID: pl.String, S.REQUEST: pl.Int64, S.SPAN_ID: pl.String, S.PARENT_SPAN_ID: pl.String,
            S.OPERATION_KEY: pl.String, S.SERVICE: pl.String, S.OPERATION: pl.String, S.INSTANCE: pl.String,
            S.KIND: pl.String, S.FOLLOWS_FROM: pl.Boolean, S.DEPTH: pl.Int32, S.START_OFFSET_NS: pl.Int64, S.DURATION_NS: pl.Int64,
-           S.EXCLUSIVE_NS: pl.Int64, S.ERROR: pl.Boolean, S.CALLER_KEY: pl.String, S.SERVER_SERVICE: pl.String,
+           S.EXCLUSIVE_NS: pl.Int64, S.ERROR: pl.Boolean, S.EXCEPTION_TYPE: pl.String, S.CALLER_KEY: pl.String,
+           S.SERVER_SERVICE: pl.String,
            S.GAP_NS: pl.Int64}
 
 
@@ -86,9 +89,9 @@ def call_frame(spans: pa.Table, endpoint: str, requests: pl.DataFrame, partition
     Returns
     -------
     polars.DataFrame
-        Shape (n_calls, 18), one row per span of every request.
+        Shape (n_calls, 19), one row per span of every request.
     """
-    narrow = spans.drop_columns([S.ATTRIBUTES]) if S.ATTRIBUTES in spans.column_names else spans
+    narrow = narrow_spans(spans)
     attributes = attributes_of(spans)
     rows_of = requests.select(S.TRACE_ID, S.SPAN_ID).with_row_index(S.REQUEST).with_columns(
         pl.col(S.REQUEST).cast(pl.Int64))
@@ -126,7 +129,7 @@ def partition_calls(codes: SpanCodes, tree: Tree, endpoint: int, spans: pa.Table
     Returns
     -------
     polars.DataFrame
-        Shape (n_calls, 18): the columns of the module docstring, rows in their order.
+        Shape (n_calls, 19): the columns of the module docstring, rows in their order.
     """
     entry, request = requests_of(codes, tree, endpoint)
     if len(entry) == 0:
@@ -164,6 +167,7 @@ def partition_calls(codes: SpanCodes, tree: Tree, endpoint: int, spans: pa.Table
         pl.Series(S.DURATION_NS, end[rows] - start[rows], dtype=pl.Int64),
         pl.Series(S.EXCLUSIVE_NS, exclusive[rows], dtype=pl.Int64),
         pl.Series(S.ERROR, codes.error[rows], dtype=pl.Boolean),
+        _gather(pl.Series(codes.exception_types, dtype=pl.String), codes.exception_type[rows]).alias(S.EXCEPTION_TYPE),
         _gather(keys, np.where(parent >= 0, codes.operation[parent], -1)).alias(S.CALLER_KEY),
         _gather(pl.Series(codes.services, dtype=pl.String), server[rows]).alias(S.SERVER_SERVICE),
         _nullable(gap[rows]).alias(S.GAP_NS),

@@ -1,10 +1,13 @@
-"""What a set of traces holds: counts, endpoints and their latency percentiles."""
+"""What a set of traces holds: counts, endpoints and their latency percentiles; and the log
+records beside them: how many, how many written in a span of the input, rejected, templates."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import polars as pl
+import pyarrow as pa
 
 from .. import schema as S
 from .assembly import AssemblyReport, assemble
@@ -117,3 +120,84 @@ def summarize(spans, *, top: int = 15) -> TraceSummary:
         time_range_ns=(int(df[S.START_NS].min()), int(df[S.END_NS].max())) if df.height else (0, 0),
         assembly=report,
     )
+
+
+@dataclass(frozen=True)
+class LogSummary:
+    """The log records of an input.
+
+    Attributes
+    ----------
+    records : int
+        Log records kept.
+    joined : int
+        Those whose ``(trace_id, span_id)`` is a span of the input (the others, and those
+        without trace context, are kept too: unjoined).
+    rejected : int
+        Log records lost with rejected entries.
+    templates : int or None
+        Log templates (of a span store, where the records are templated when ingested); None
+        for log files read as they are.
+    """
+
+    records: int = 0
+    joined: int = 0
+    rejected: int = 0
+    templates: int | None = 0
+
+    @property
+    def recorded(self) -> bool:
+        """Whether the input has any log record (kept or rejected)."""
+        return bool(self.records or self.rejected)
+
+    def to_dict(self) -> dict:
+        """JSON-safe dictionary: ``{"records", "joined", "rejected", "templates"}``."""
+        return {"records": self.records, "joined": self.joined, "rejected": self.rejected,
+                "templates": self.templates}
+
+    def describe(self) -> str:
+        """One line: ``logs: none recorded``, or the counts."""
+        if not self.recorded:
+            return "logs: none recorded"
+        share = f" ({self.joined / self.records:.1%})" if self.records else ""
+        templates = "" if self.templates is None else f", {self.templates:,} templates"
+        return (f"logs: {self.records:,} records, {self.joined:,} written in a span of the input{share}, "
+                f"{self.records - self.joined:,} not, {self.rejected:,} rejected{templates}")
+
+
+def summarize_logs(paths, spans=None, *, format: str | None = None) -> LogSummary:
+    """The log records of an input: a span store's, or those of the log files among ``paths``.
+
+    Parameters
+    ----------
+    paths : str, path or list of them
+        One span store (its log table, rejects and templates:
+        :meth:`~tracesleuth.store.SpanStore.log_summary`), or files, directories and globs whose
+        log files (:func:`~tracesleuth.store.file_kinds`) are read.
+    spans : pyarrow.Table, optional
+        The spans of the files (needed to count the joined records of files).
+    format : str, optional
+        A format every file is in (a span format: no log files).
+
+    Returns
+    -------
+    LogSummary
+    """
+    from ..io import RejectLog, expand_paths, iter_log_batches
+    from ..store import SpanStore, count_joined, file_kinds, is_store
+
+    listed = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if len(listed) == 1 and is_store(listed[0]):
+        return LogSummary(**SpanStore(listed[0], create=False).log_summary())
+    files = [f for f, kind in file_kinds(expand_paths(listed), format).items() if kind == "logs"]
+    if not files:
+        return LogSummary()
+    ids = [S.TRACE_ID, S.SPAN_ID]
+    log = RejectLog()  # (every record of a file may be rejected: counted, not raised)
+    batches = [b.select(ids) for b in iter_log_batches(files, format=format, log=log)]
+    records = sum(b.num_rows for b in batches)
+    joined = 0
+    if records and spans is not None and spans.num_rows:
+        logs = pl.from_arrow(pa.Table.from_batches(batches)).lazy()
+        joined = count_joined(logs, pl.from_arrow(spans.select(ids)).lazy(), spans.num_rows)
+    return LogSummary(records=records, joined=joined, rejected=log.spans_rejected, templates=None)

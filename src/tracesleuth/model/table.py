@@ -15,7 +15,8 @@ Columns (units in the names; ``K`` is an operation key ``"service:operation"``):
 ``start_ns``                  entry span start (Unix epoch ns)
 ``latency_ns``                entry span duration, ns (the request latency)
 ``signature``                 canonical call-structure string (no timing), see below
-``error``                     any span of the request has status ``error``
+``error``                     some span of the request failed: its status is ``error`` or it
+                              has an ``exception`` event (:data:`~tracesleuth.schema.ERROR`)
 ``incomplete``                the trace has orphan spans or several roots (an orphan's subtree
                               is not attributed to the request: its place in it is unknown)
 ``exclusive_ns[K]``           summed exclusive time of K's spans in the request, ns (Int64)
@@ -70,7 +71,7 @@ from ..schema import (ATTRIBUTE_PREFIX, CALLS, ERROR, EXCLUSIVE_NS, EXCLUSIVE_PR
                       LATENCY_NS, NUMERIC_ATTRIBUTE_PREFIX, OPERATION_KEY, SIGNATURE, attribute_column, calls_column,
                       column_key, exclusive_column, instance_column, numeric_attribute_column)
 from ._calls import synchronous_children
-from ._codes import _M1, _M2, SpanCodes, argsort, dictionary_codes, encode_spans, mix64, take_rows
+from ._codes import _M1, _M2, SpanCodes, argsort, dictionary_codes, encode_spans, mix64, narrow_spans, take_rows
 from .assembly import SOURCE_ROW, AssemblyReport, Tree, assemble_codes, attributes_of, spans_table
 from .attributes import entry_attribute_columns
 
@@ -158,13 +159,15 @@ class TraceTable:
         Returns
         -------
         polars.DataFrame
-            Shape (n_calls, 18), ``n_calls`` the number of spans of all requests; columns
+            Shape (n_calls, 19), ``n_calls`` the number of spans of all requests; columns
             ``trace_id``, ``request`` (row in :attr:`frame`), ``span_id``, ``parent_span_id``,
             ``operation_key``, ``service``, ``operation``, ``instance``, ``kind``,
             ``follows_from``, ``depth``
             (below the entry span), ``start_offset_ns`` (from the entry span's start, ns),
             ``duration_ns``, ``exclusive_ns`` (ns; summed per request and operation they give
-            ``exclusive_ns[K]``), ``error``, ``caller_key``, ``server_service`` and ``gap_ns``
+            ``exclusive_ns[K]``), ``error`` (status ``error`` or an ``exception`` event),
+            ``exception_type`` (of the first ``exception`` event), ``caller_key``,
+            ``server_service`` and ``gap_ns``
             (a client span's time outside the server span it calls, ns); see :mod:`.flows`.
 
         Raises
@@ -532,7 +535,7 @@ def build_trace_table(spans, endpoint: str | None = None, *, max_categories: int
     table = spans_table(spans)
     if table.num_rows == 0:
         raise EmptyDataError("no spans to build a trace table from")
-    narrow = table.drop_columns([S.ATTRIBUTES]) if S.ATTRIBUTES in table.column_names else table
+    narrow = narrow_spans(table)  # no attributes, events, links: what a span's events say is derived once
     parts = trace_partitions(table, partition_spans) if table.num_rows > partition_spans else [None]
     codes = [encode_spans(narrow if rows is None else take_rows(narrow, rows), rows) for rows in parts]
     endpoints = root_endpoints(*codes)

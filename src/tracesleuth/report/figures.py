@@ -274,6 +274,18 @@ def _attributes_text(entries) -> list[str]:
     return out
 
 
+def _exception_text(events) -> str | None:
+    """``type: message`` of a span's first ``exception`` event (semantic conventions), cut to
+    :data:`MAX_HOVER_VALUE` characters; None when it has none."""
+    for event in events or ():
+        if event["name"] == S.EXCEPTION_EVENT:
+            values = {a["key"]: a["str"] for a in event[S.ATTRIBUTES] or () if a["str"] is not None}
+            text = ": ".join(v for v in (values.get(S.ATTR_EXCEPTION_TYPE), values.get(S.ATTR_EXCEPTION_MESSAGE))
+                             if v) or S.EXCEPTION_EVENT
+            return text if len(text) <= MAX_HOVER_VALUE else text[:MAX_HOVER_VALUE - 1] + "…"
+    return None
+
+
 def request_spans(spans, trace_id: str, span_id: str | None = None) -> pl.DataFrame:
     """The spans of one request, assembled, in call-tree order, timed relative to its entry span.
 
@@ -296,8 +308,9 @@ def request_spans(spans, trace_id: str, span_id: str | None = None) -> pl.DataFr
         an ancestor below the entry span is not a synchronous child,
         :func:`~tracesleuth.model.synchronous_children`: a producer/consumer span, a
         ``FOLLOWS_FROM`` child, or one that ends after its parent - but the server span of a
-        client's call, which is part of the call) and ``attributes`` (list of ``"key=value"``
-        strings).
+        client's call, which is part of the call), ``attributes`` (list of ``"key=value"``
+        strings), ``status_message`` (null when none) and ``exception`` (``type: message`` of the
+        span's first ``exception`` event, null when none).
 
     Raises
     ------
@@ -347,6 +360,8 @@ def request_spans(spans, trace_id: str, span_id: str | None = None) -> pl.DataFr
         entries = trace[S.ATTRIBUTES].gather(picked[SOURCE_ROW]).to_list()
     else:
         entries = [None] * picked.height
+    events = picked[S.EVENTS].to_list() if S.EVENTS in picked.columns else [None] * picked.height
+    message = pl.col(S.STATUS_MESSAGE) if S.STATUS_MESSAGE in picked.columns else pl.lit(None, pl.String)
     return picked.select(
         S.SERVICE, S.OPERATION, S.KIND, S.INSTANCE, S.STATUS, S.SPAN_ID,
         pl.Series("depth", depth, dtype=pl.Int32),
@@ -355,6 +370,8 @@ def request_spans(spans, trace_id: str, span_id: str | None = None) -> pl.DataFr
         "skew_ns",
         pl.Series("asynchronous", asynchronous, dtype=pl.Boolean),
         pl.Series(S.ATTRIBUTES, [_attributes_text(e) for e in entries], dtype=pl.List(pl.String)),
+        message.alias(S.STATUS_MESSAGE),
+        pl.Series("exception", [_exception_text(e) for e in events], dtype=pl.String),
     )
 
 
@@ -463,12 +480,16 @@ def request_gantt_figure(request: pl.DataFrame, *, title: str | None = None, max
         lines = [f"<b>{plot_text(r[S.SERVICE])}</b>: {plot_text(r[S.OPERATION])}"
                  + (" (named by the pattern)" if m else ""),
                  f"kind {plot_text(r[S.KIND])}" + (" (asynchronous)" if r["asynchronous"] else "")
-                 + f", status {plot_text(r[S.STATUS])}, depth {r['depth']}",
+                 + f", status {plot_text(r[S.STATUS])}"
+                 + (f" ({plot_text(r[S.STATUS_MESSAGE][:MAX_HOVER_VALUE])})" if r.get(S.STATUS_MESSAGE) else "")
+                 + f", depth {r['depth']}",
                  f"start +{format_duration_ns(r['offset_ns'])}, duration {format_duration_ns(r[S.DURATION_NS])}"]
         if r[S.INSTANCE]:
             lines.append(f"instance {plot_text(r[S.INSTANCE])}")
         if r["skew_ns"]:
             lines.append(f"clock-skew correction {format_duration_ns(r['skew_ns'])}")
+        if r.get("exception"):
+            lines.append(f"exception {plot_text(r['exception'])}")
         lines += [plot_text(a) for a in (r[S.ATTRIBUTES] or [])]
         hover.append("<br>".join(lines))
     offset = rows["offset_ns"].to_numpy() / NS_PER_MS

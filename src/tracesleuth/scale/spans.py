@@ -3,7 +3,9 @@
 Before a graph is built every part is looked at (its Parquet footer only): a part an ingest
 recorded in the manifest that is not there, a part that cannot be opened, and a part whose
 columns disagree with :data:`~tracesleuth.schema.SPAN_SCHEMA` stop the command with one message
-naming the part, before anything is written.
+naming the part, before anything is written. A part written before events, links and status
+messages were kept lacks exactly :data:`~tracesleuth.schema.LATER_SPAN_COLUMNS`: it is accepted,
+and its spans read with those columns null (:func:`~tracesleuth.schema.with_later_columns`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pyarrow.parquet as pq
 
 from .. import schema as S
 from ..errors import TraceFormatError
-from ..store import PARTITION_NS, SpanStore, is_store
+from ..store import PARTITION_NS, SpanStore, is_store, partition_hour
 
 __all__ = ["PERIOD_MARGIN_HOURS", "StoreParts", "store_parts"]
 
@@ -54,16 +56,18 @@ class StoreParts:
         its first span; spans starting more than an hour after the period's end are not read).
         Parts of a flat store (version 1) are all kept."""
         first, last = low_ns // PARTITION_NS, (high_ns - 1) // PARTITION_NS + PERIOD_MARGIN_HOURS
-        keep = [k for k, f in enumerate(self.files) if (h := _hour_of(f)) is None or first <= h <= last]
+        keep = [k for k, f in enumerate(self.files) if (h := partition_hour(f)) is None or first <= h <= last]
         return StoreParts(self.store, *(tuple(column[k] for k in keep) for column in
                                         (self.files, self.spans, self.row_groups)))
 
     def dataframe(self):
         """The spans as a Dask dataframe, one partition per part (pyarrow-backed dtypes), columns
-        :data:`~tracesleuth.schema.SPAN_COLUMNS` (the Hive partition columns left out)."""
+        :data:`~tracesleuth.schema.SPAN_COLUMNS` (the Hive partition columns left out; those a
+        part written before events and links were kept lacks, null)."""
         import dask.dataframe as dd
 
-        return dd.read_parquet([str(f) for f in self.files], columns=list(S.SPAN_COLUMNS), dtype_backend="pyarrow")
+        return dd.from_map(_part_frame, [str(f) for f in self.files], meta=_part_frame(None),
+                           enforce_metadata=False)
 
 
 def store_parts(store) -> StoreParts:
@@ -103,14 +107,18 @@ def store_parts(store) -> StoreParts:
 
 
 def _checked(path: Path) -> tuple[int, int]:
-    """Spans and row groups of a part whose columns are those of SPAN_SCHEMA; raise naming the
-    part otherwise."""
+    """Spans and row groups of a part whose columns are those of SPAN_SCHEMA (or of a part
+    written before events and links were kept: all but exactly LATER_SPAN_COLUMNS); raise naming
+    the part otherwise."""
     try:
         meta = pq.ParquetFile(path).metadata
         schema = meta.schema.to_arrow_schema()
     except (OSError, pa.ArrowException) as e:
         raise TraceFormatError(str(path), f"cannot be read as Parquet: {e}") from None
+    older = not any(c in schema.names for c in S.LATER_SPAN_COLUMNS)
     for field in S.SPAN_SCHEMA:
+        if older and field.name in S.LATER_SPAN_COLUMNS:
+            continue
         if field.name not in schema.names:
             raise TraceFormatError(str(path), "has no such column, unlike the store's other parts "
                                    f"(span schema: {', '.join(S.SPAN_COLUMNS)})", field=field.name)
@@ -121,15 +129,29 @@ def _checked(path: Path) -> tuple[int, int]:
     return meta.num_rows, meta.num_row_groups
 
 
-def _hour_of(path: Path) -> int | None:
-    """The hour (since the epoch) of a part in a Hive partition ``date=D/hour=H``; None when flat."""
-    from datetime import datetime, timezone
+def read_part(path, row_group: int | None = None) -> pa.Table:
+    """A part (or one of its row groups) in :data:`~tracesleuth.schema.SPAN_SCHEMA`, the
+    :data:`~tracesleuth.schema.LATER_SPAN_COLUMNS` it lacks null.
 
-    hour, date = path.parent.name, path.parent.parent.name
-    if not (hour.startswith("hour=") and date.startswith("date=")):
-        return None
-    moment = datetime.strptime(f"{date[5:]} {hour[5:]}", "%Y-%m-%d %H").replace(tzinfo=timezone.utc)
-    return int(moment.timestamp()) // 3600
+    Raises
+    ------
+    TraceFormatError
+        Naming the part, when it cannot be read.
+    """
+    try:
+        part = pq.ParquetFile(path)
+        spans = part.read() if row_group is None else part.read_row_group(row_group)
+        return S.with_later_columns(spans).select(list(S.SPAN_COLUMNS)).cast(S.SPAN_SCHEMA)
+    except (OSError, pa.ArrowException) as e:
+        raise TraceFormatError(str(path), f"cannot be read: {e}") from None
+
+
+def _part_frame(path):
+    """A part as pandas with pyarrow-backed dtypes (``None``: no row, the collection's metadata)."""
+    import pandas as pd
+
+    spans = S.SPAN_SCHEMA.empty_table() if path is None else read_part(path)
+    return spans.to_pandas(types_mapper=pd.ArrowDtype)
 
 
 def _same_type(got: pa.DataType, want: pa.DataType) -> bool:

@@ -139,7 +139,7 @@ def _chunk(rng: np.random.Generator, first: int, n: int, gap_ns: int, seed: int)
     spans = spans.drop_columns(["_trace"]).append_column(S.ATTRIBUTES, attributes)
     # A span is exported when it ends, in its process's next batch (within EXPORT_DELAY_NS).
     arrival = spans.column(S.END_NS).to_numpy() + rng.integers(0, EXPORT_DELAY_NS, size=spans.num_rows)
-    return spans.take(pa.array(np.argsort(arrival, kind="stable"))).cast(S.SPAN_SCHEMA)
+    return S.with_later_columns(spans.take(pa.array(np.argsort(arrival, kind="stable")))).cast(S.SPAN_SCHEMA)
 
 
 def _traces(rng, shape, numbers: np.ndarray, degraded: np.ndarray, gap_ns: int, seed: int) -> pa.Table:

@@ -49,13 +49,13 @@ from .. import schema as S
 from ..errors import EmptyDataError, ParameterError
 from ..model.assembly import AssemblyReport, assemble_codes, attributes_of
 from ..model.attributes import attribute_frame, attribute_summary, choose_columns, merge_attribute_summaries
-from ..model._codes import SOURCE_ROW, encode_spans, take_rows
+from ..model._codes import SOURCE_ROW, encode_spans, narrow_spans, take_rows
 from ..model.table import (EXCLUSIVE_PREFIX, INSTANCE_PREFIX, MAX_CATEGORIES, PARTITION_SPANS, TraceTable,
                            column_key, merge_endpoints, partition_requests, resolve_endpoint, root_endpoints,
                            traces_starting_between, with_table_columns)
 from ..store import SPAN_PARQUET_OPTIONS
 from .cluster import Scheduler
-from .spans import StoreParts, store_parts
+from .spans import StoreParts, read_part, store_parts
 
 __all__ = ["CollectedTraceTable", "DaskTraceTable", "StoreSpans", "TracePartitions", "dask_trace_table",
            "shuffle_by_trace"]
@@ -70,9 +70,9 @@ SHUFFLE_METHOD = "p2p"
 #: How the spans shuffled by trace id are written: read once or twice, then deleted, so a fast
 #: codec rather than a small file.
 _BY_TRACE_PARQUET = dict(SPAN_PARQUET_OPTIONS, compression="lz4")
-#: The attributes column as polars reads it.
-_ATTRIBUTES_DTYPE = pl.List(pl.Struct({"key": pl.String, "str": pl.String, "int": pl.Int64, "float": pl.Float64,
-                                       "bool": pl.Boolean}))
+#: The nested span columns (attributes, events, links) as polars reads them.
+_NESTED_DTYPES = {name: pl.from_arrow(pa.array([], S.SPAN_SCHEMA.field(name).type)).dtype
+                  for name in S.NESTED_SPAN_COLUMNS}
 #: Table-part number of each row, when a table is collected.
 PART = "_part"
 
@@ -478,14 +478,14 @@ def dask_trace_table(store, endpoint: str | None = None, *, scheduler: Scheduler
 def _write_by_trace(partition, path: Path, period: tuple | None) -> dict:
     """Step 1: write one shuffled partition (pandas, pyarrow-backed), the traces of the period
     only; its operations."""
-    spans = _attributes_from_text(pa.Table.from_pandas(partition, preserve_index=False).select(list(S.SPAN_COLUMNS)))
+    spans = _nested_from_text(pa.Table.from_pandas(partition, preserve_index=False).select(list(S.SPAN_COLUMNS)))
     if period is not None:
         spans = traces_starting_between(spans, *period)
     out = {"path": Path(path), "spans": spans.num_rows, "operations": {}, "endpoints": {}}
     if spans.num_rows == 0:
         return out
     _atomic_write(path, lambda tmp: pq.write_table(spans, tmp, **_BY_TRACE_PARQUET))
-    codes = encode_spans(spans.drop_columns([S.ATTRIBUTES]))
+    codes = encode_spans(narrow_spans(spans))
     out["operations"] = dict(zip(codes.operation_keys, codes.operation_names))
     out["endpoints"] = root_endpoints(codes)
     return out
@@ -494,7 +494,7 @@ def _write_by_trace(partition, path: Path, period: tuple | None) -> dict:
 def _requests_part(path: Path, endpoint: str, out: Path, max_categories: int) -> dict:
     """Step 2: the requests of one partition of whole traces, with their entry spans' attributes."""
     spans = _read_by_trace(path)
-    codes = encode_spans(spans.drop_columns([S.ATTRIBUTES]))
+    codes = encode_spans(narrow_spans(spans))
     attributes = attributes_of(spans)
     tree, report = assemble_codes(codes, attributes)
     result = {"path": Path(out), "spans_path": str(path), "assembly": report, "requests": 0, "operations": [],
@@ -535,39 +535,36 @@ def _calls_part(path: str, endpoint: str, requests: pl.DataFrame, partition_span
 
 def _shuffle_input(path: str | None, row_group: int):
     """One row group of a store's part, as the shuffle takes it: pandas with pyarrow-backed
-    columns, the attributes as JSON text (``""`` for an empty list). ``path`` None: no row (the
-    collection's metadata).
+    columns, the nested columns (attributes, events, links) as JSON text (``""`` for an empty
+    list, null for a null one). ``path`` None: no row (the collection's metadata). A part written
+    before events and links were kept reads with them null (:func:`~.spans.read_part`).
 
     Dask's peer-to-peer shuffle cannot carry a nested Arrow column (pandas cannot read back the
-    dtype ``list<struct<...>>[pyarrow]`` it records), so the attributes cross it as text, which
-    round-trips exactly (:func:`_attributes_from_text`). The part is read by pyarrow and handed
-    to pandas without copies, the attributes encoded by polars."""
+    dtype ``list<struct<...>>[pyarrow]`` it records), so the nested columns cross it as text,
+    which round-trips exactly (:func:`_nested_from_text`). The part is read by pyarrow and
+    handed to pandas without copies, the nested columns encoded by polars."""
     import pandas as pd
 
-    from ..errors import TraceFormatError
-
-    if path is None:
-        spans = S.SPAN_SCHEMA.empty_table()
-    else:
-        try:
-            spans = pq.ParquetFile(path).read_row_group(row_group).select(list(S.SPAN_COLUMNS)).cast(S.SPAN_SCHEMA)
-        except (OSError, pa.ArrowException) as e:
-            raise TraceFormatError(path, f"cannot be read: {e}") from None
-    lists = pl.Series(S.ATTRIBUTES, spans.column(S.ATTRIBUTES))
-    text = pl.select(pl.when(lists.list.len() == 0).then(pl.lit("")).otherwise(
-        pl.struct(lists).struct.json_encode())).to_series().to_arrow().cast(pa.large_string())
-    spans = spans.set_column(spans.column_names.index(S.ATTRIBUTES), S.ATTRIBUTES, text)
+    spans = S.SPAN_SCHEMA.empty_table() if path is None else read_part(path, row_group)
+    for name in S.NESTED_SPAN_COLUMNS:
+        lists = pl.Series(name, spans.column(name))
+        text = pl.select(pl.when(lists.list.len() == 0).then(pl.lit("")).otherwise(
+            pl.struct(lists).struct.json_encode())).to_series().to_arrow().cast(pa.large_string())
+        spans = spans.set_column(spans.column_names.index(name), name, text)
     return spans.to_pandas(types_mapper=pd.ArrowDtype)
 
 
-def _attributes_from_text(spans: pa.Table) -> pa.Table:
-    """Spans in SPAN_SCHEMA from spans whose attributes are the text of :func:`_attributes_as_text`."""
-    text = pl.Series(spans.column(S.ATTRIBUTES)).cast(pl.String)
-    dtype = pl.Struct({S.ATTRIBUTES: _ATTRIBUTES_DTYPE})
-    decoded = pl.select(pl.when(text != "").then(text).str.json_decode(dtype).struct.field(S.ATTRIBUTES)).to_series()
-    lists = pl.select(pl.when(text == "").then(pl.lit([], _ATTRIBUTES_DTYPE)).otherwise(decoded)).to_series()
-    column = lists.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(S.SPAN_SCHEMA.field(S.ATTRIBUTES).type)
-    return spans.set_column(spans.column_names.index(S.ATTRIBUTES), S.ATTRIBUTES, column).cast(S.SPAN_SCHEMA)
+def _nested_from_text(spans: pa.Table) -> pa.Table:
+    """Spans in SPAN_SCHEMA from spans whose nested columns are the text of :func:`_shuffle_input`."""
+    for name in S.NESTED_SPAN_COLUMNS:
+        text = pl.Series(spans.column(name)).cast(pl.String)
+        dtype = _NESTED_DTYPES[name]
+        decoded = pl.select(pl.when(text != "").then(text).str.json_decode(pl.Struct({name: dtype}))
+                            .struct.field(name)).to_series()
+        lists = pl.select(pl.when(text == "").then(pl.lit([], dtype)).otherwise(decoded)).to_series()
+        column = lists.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(S.SPAN_SCHEMA.field(name).type)
+        spans = spans.set_column(spans.column_names.index(name), name, column)
+    return spans.cast(S.SPAN_SCHEMA)
 
 
 def _read_by_trace(path) -> pa.Table:

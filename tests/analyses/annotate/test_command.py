@@ -79,6 +79,9 @@ def test_predict_answers_what_if(runs, capsys, tmp_path):
     (["check", "{bad}", "{t}"], "line 2"),
     (["check", "{a}", "{t}", "--window", "2"], "'window' parameter"),
     (["derive", "{t}", "--metric", "latency"], "'metrics' parameter"),
+    (["check", "{a}", "{t}", "--min-calls", "1"], "'min_calls' parameter"),
+    (["check", "{a}", "{t}", "--period", "soon"], "--period"),
+    (["check", "{a}", "{t}", "--time", "2023-01-29T09:00"], "START/END"),
 ])
 def test_mistakes_are_one_line(runs, capsys, tmp_path, args, message):
     base, clean, again, slow, annotations = runs
@@ -88,6 +91,31 @@ def test_mistakes_are_one_line(runs, capsys, tmp_path, args, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_store_time_range_derives_and_checks_with_services_and_two_sided_tests(runs, capsys, tmp_path):
+    from tracesleuth.io import read_spans
+
+    base, clean, again, slow, annotations = runs
+    store = tmp_path / "store"
+    assert main(["ingest", str(clean), str(slow), "-o", str(store)]) == 0
+
+    def period(path) -> str:
+        starts = read_spans(str(path)).spans.column("start_ns").to_numpy()
+        return f"{starts.min() / 1e9:.6f}/{(starts.max() + 1) / 1e9:.6f}"
+
+    derived = tmp_path / "range.yaml"
+    assert main(["annotate", "derive", str(store), "--time", period(clean), "-o", str(derived), "--metric",
+                 "time", "--period", "none"]) == 0
+    capsys.readouterr()
+    assert main(["annotate", "check", str(derived), str(store), "--time", period(slow), "--period", "none",
+                 "--two-sided", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["alternative"] == "two-sided" and doc["procedure"] == "Benjamini-Hochberg"
+    assert doc["pass_rate"] < 0.3 and doc["services"][0]["service"] == "filehost"
+    assert {"service", "score", "evidence"} <= set(doc["services"][0])
+    assert main(["annotate", "check", str(derived), str(store), "--time", period(slow)]) == 0
+    assert "Services the failing annotations point to" in capsys.readouterr().out
 
 
 def test_analyze_checks_the_annotations_when_given(runs, capsys, tmp_path):

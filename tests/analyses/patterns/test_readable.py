@@ -20,7 +20,7 @@ def _spans(n=300, n_gold=60, delay_ms=20.0, seed=0, gateway=False):
     gateway (as TrainTicket's ``/*``) with two children: the shop's span and ``gateway:handle``, a
     leaf as long as the whole request (its downstream work is not traced below it)."""
     rng = np.random.default_rng(seed)
-    rows = {k: [] for k in S.SPAN_SCHEMA.names}
+    rows = {k: [] for k in S.PRE_EVENTS_SPAN_SCHEMA.names}
     gold = np.zeros(n, bool)
     gold[rng.choice(n, n_gold, replace=False)] = True
     tiers = np.where(gold, "gold", rng.choice(["silver", "bronze"], n))
@@ -65,7 +65,7 @@ def _spans(n=300, n_gold=60, delay_ms=20.0, seed=0, gateway=False):
             add(trace, root, None, "shop", "POST /checkout", "server", t0, end, attrs=attrs)
         for span, parent, svc, op, kind, s, e, f in children:
             add(trace, span, parent or parent_of_calls, svc, op, kind, s, e, f)
-    return pa.Table.from_pydict(rows, schema=S.SPAN_SCHEMA), gold
+    return S.with_later_columns(pa.Table.from_pydict(rows, schema=S.PRE_EVENTS_SPAN_SCHEMA)), gold
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,15 @@ the metric against one input feature: **correlated** (a polynomial of a feature,
 questions (:meth:`PerformanceAnnotations.what_if`). Python code is measured for them by
 :mod:`tracesleuth.instrument`.
 
+Beyond the paper (issue 30): each annotation carries how much its windows of calls vary between
+periods (:mod:`.calibration`, a random-effects model), clusters are a normal mixture chosen by
+BIC, assertions are one-sided and adjusted together (Benjamini-Hochberg), and a check ranks the
+services its failing annotations point to (:mod:`.services`) and shows per period since when each
+fails.
+
 Modules: :mod:`.model` (the annotations), :mod:`.fileformat`, :mod:`.measurements` (calls and
-their features from trace tables), :mod:`.derive`, :mod:`.check`, :mod:`.predict`,
+their features from trace tables), :mod:`.derive`, :mod:`.calibration`, :mod:`.check`,
+:mod:`.services`, :mod:`.predict`,
 :mod:`.analysis` (estimator and result), :mod:`.section`, :mod:`.command`, :mod:`.evaluation`
 (the paper's Section 5 on :mod:`.workload`, a SQLite file-hosting service), :mod:`.synthetic`.
 """

@@ -19,13 +19,14 @@ from typing import Any, Sequence
 import numpy as np
 import polars as pl
 
+from ... import schema as S
 from ...errors import EmptyDataError, ParameterError
-from .._contract import NONE, Analysis, InstanceOf, Interval, Seed, Strings
-from .check import check_annotation
-from .derive import DEFAULTS, derive_annotations
+from .._contract import NONE, Analysis, InstanceOf, Interval, Options, Seed, Strings
+from .check import ALTERNATIVES, MIN_WINDOW, PERIOD_NS, PROCEDURE, failing, summarize, window_tests
+from .derive import CLUSTERINGS, DEFAULTS, derive_annotations
 from .fileformat import AnnotationSet, load_annotations
 from .measurements import feature_column, feature_columns, feature_of_column, measurements_from_tables, operation_groups
-from .model import METRICS, format_metric
+from .model import METRICS, format_instant, format_metric
 
 __all__ = ["AnnotationsResult", "PerformanceAnnotations"]
 
@@ -53,8 +54,17 @@ class AnnotationsResult:
         The features found in the calls.
     checks : tuple of AnnotationCheck
         ``check``: one per annotation, those that fail first.
+    services : tuple of ServiceSuspect
+        ``check``: the services the failing annotations point to, most suspicious first
+        (:mod:`.services`).
     window : int
     alpha : float
+        The false discovery rate of the check's assertions (:data:`~.check.PROCEDURE`).
+    alternative : {"greater", "two-sided"}
+    min_calls : int
+    period_ns : int or None
+    n_unknown : int
+        ``check``: annotations of operations with no call here.
     top_n : int
         Annotations :meth:`describe` lists.
     points : dict
@@ -70,8 +80,13 @@ class AnnotationsResult:
     n_operations: int = 0
     features: tuple = ()
     checks: tuple = ()
+    services: tuple = ()
     window: int = 30
     alpha: float = 0.01
+    alternative: str = "greater"
+    min_calls: int = MIN_WINDOW
+    period_ns: int | None = PERIOD_NS
+    n_unknown: int = 0
     top_n: int = 10
     points: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -109,6 +124,26 @@ class AnnotationsResult:
         shares = np.sort(np.array([c.pass_share for c in self.checked], dtype=np.float64))
         return shares, np.arange(1, len(shares) + 1) / max(len(shares), 1)
 
+    @property
+    def n_short(self) -> int:
+        """Windows not tested for having fewer than ``min_calls`` calls."""
+        return sum(c.n_short for c in self.checks)
+
+    def drift(self) -> pl.DataFrame:
+        """Per failing annotation and period: windows tested and failed (the drift over a time range).
+
+        Returns
+        -------
+        polars.DataFrame
+            Columns ``operation``, ``metric``, ``period_start_ns``, ``assertions``, ``failed``,
+            ``since_ns`` (the annotation's first failing period), in the checks' order.
+        """
+        rows = [{"operation": c.operation, "metric": c.metric, "period_start_ns": p, "assertions": n, "failed": f,
+                 "since_ns": c.since_ns}
+                for c in self.checks if c.checked and not c.holds for p, n, f in c.periods]
+        return pl.DataFrame(rows, schema={"operation": pl.String, "metric": pl.String, "period_start_ns": pl.Int64,
+                                          "assertions": pl.Int64, "failed": pl.Int64, "since_ns": pl.Int64})
+
     def kind_counts(self) -> dict[str, int]:
         counts = {"correlated": 0, "clustered": 0, "constant": 0}
         for a in self.annotations:
@@ -119,7 +154,8 @@ class AnnotationsResult:
     def to_frame(self) -> pl.DataFrame:
         """One row per annotation (per check when checking), in the file's order (failures first when checking)."""
         if self.mode == "check":
-            return pl.DataFrame([c.to_dict() for c in self.checks], schema=_CHECK_SCHEMA)
+            return pl.DataFrame([{k: v for k, v in c.to_dict().items() if k in _CHECK_SCHEMA} for c in self.checks],
+                                schema=_CHECK_SCHEMA)
         rows = [{"operation": a.operation, "metric": a.metric, "kind": a.kind,
                  "feature": getattr(a, "feature", None), "degree": getattr(a, "degree", None),
                  "samples": a.n_samples, "correlation": getattr(a, "correlation", None),
@@ -140,7 +176,10 @@ class AnnotationsResult:
                         "assertions_passed": sum(c.n_passed for c in self.checks),
                         "holding_rate": self.holding_rate, "checked": len(self.checked),
                         "not_checked": len(self.checks) - len(self.checked), "window": self.window,
-                        "alpha": self.alpha, "annotations": [c.to_dict() for c in self.checks],
+                        "alpha": self.alpha, "alternative": self.alternative, "procedure": PROCEDURE,
+                        "min_calls": self.min_calls, "period_ns": self.period_ns, "short_windows": self.n_short,
+                        "unknown_operations": self.n_unknown, "services": [s.to_dict() for s in self.services],
+                        "annotations": [c.to_dict() for c in self.checks],
                         "pass_share_cdf": {"share": shares.tolist(), "cumulative": cumulative.tolist()}})
         else:
             doc["annotations"] = [{**a.to_dict(), "text": a.text()} for a in self.annotations]
@@ -156,15 +195,31 @@ class AnnotationsResult:
                              "has enough calls here. Check a longer run, or the right traces.")
             else:
                 failing = [c for c in checked if not c.holds]
+                side = "slower fails" if self.alternative == "greater" else "slower or faster fails"
                 lines.append(f"{self.pass_rate:.1%} of {self.n_assertions:,} assertions passed (windows of "
-                             f"{self.window} calls, alpha {self.alpha:g}); {len(checked) - len(failing)} of "
-                             f"{len(checked)} annotations hold on this run"
+                             f"{self.window} calls, {side}, {PROCEDURE} at {self.alpha:g}); "
+                             f"{len(checked) - len(failing)} of {len(checked)} annotations hold on this run"
                              + (f", {len(self.checks) - len(checked)} not checked." if len(checked) < len(self.checks)
                                 else "."))
                 for c in failing[:self.top_n]:
-                    lines.append(f"  FAILS {c.text}\n        {c.n_passed}/{c.n_windows} windows pass; median "
+                    calls = f" (calls {c.calls_service})" if c.calls_service else ""
+                    lines.append(f"  FAILS {c.text}{calls}\n        {c.n_passed}/{c.n_windows} windows pass; median "
                                  f"observed {format_metric(c.observed_median, c.metric)} vs expected "
-                                 f"{format_metric(c.expected_median, c.metric)} (distance {c.distance:.2f})")
+                                 f"{format_metric(c.expected_median, c.metric)} (distance {c.distance:.2f})"
+                                 + (f"; failing since {format_instant(c.since_ns)} UTC" if c.since_ns is not None and
+                                    len(c.periods) > 1 else ""))
+                if self.services:
+                    lines.append("Services the failing annotations point to: " + ", ".join(
+                        f"{s.service} ({s.score:.2f})" for s in self.services[:self.top_n]))
+                faster = [c for c in checked if c.n_faster]
+                if faster:
+                    lines.append(f"Faster than annotated (reported, not failed): {len(faster)} annotation(s), e.g. "
+                                 + ", ".join(c.operation for c in faster[:3]))
+            if self.n_short:
+                lines.append(f"{self.n_short:,} window(s) with fewer than {self.min_calls} calls not tested.")
+            if self.n_unknown:
+                lines.append(f"{self.n_unknown} of {len(self.checks)} annotated operations have no call here "
+                             "(another deployment or other endpoints?); see the notes.")
         else:
             counts = self.kind_counts()
             lines.append(f"{len(self.annotations)} annotations of {self.n_operations} operations from "
@@ -196,7 +251,9 @@ _CHECK_SCHEMA = {"operation": pl.String, "metric": pl.String, "kind": pl.String,
                  "passed": pl.Boolean, "checked": pl.Boolean, "measurements": pl.Int64, "assertions": pl.Int64,
                  "assertions_passed": pl.Int64, "pass_share": pl.Float64, "p_value": pl.Float64,
                  "distance": pl.Float64, "median_window_p": pl.Float64, "expected_median": pl.Float64,
-                 "observed_median": pl.Float64, "unusable": pl.Int64, "score": pl.Float64, "note": pl.String}
+                 "observed_median": pl.Float64, "unusable": pl.Int64, "score": pl.Float64, "note": pl.String,
+                 "short_windows": pl.Int64, "faster_windows": pl.Int64, "shift": pl.Float64, "since_ns": pl.Int64,
+                 "service": pl.String, "calls_service": pl.String}
 
 
 class PerformanceAnnotations(Analysis):
@@ -228,16 +285,32 @@ class PerformanceAnnotations(Analysis):
         paper's rule; :mod:`.derive`, step 6).
     feature_coverage : float, default=0.95
         Least share of an operation's calls a candidate feature must be present in.
+    clustering : {"bic", "elbow"}, default="bic"
+        How a clustered annotation's clusters are chosen: a normal mixture by BIC, each
+        component at least ``min_cluster_calls`` calls, or the paper's k-means elbow
+        (:mod:`.derive`, step 6).
+    min_cluster_calls : int, default=20
+        Fewest calls per mixture component (``clustering="bic"``).
     outlier_fence : float or None, default=3.0
         Calls beyond this many interquartile ranges from the quartiles are set aside from the
         correlation and the fit (at most 5 % of them; :mod:`.derive`); None: the paper's method
-        (``outlier_fence=None, elbow_lookahead=0``: the paper's derivation exactly).
+        (``outlier_fence=None, elbow_lookahead=0, clustering="elbow"``: the paper's derivation exactly).
     annotations : AnnotationSet, str, os.PathLike or None, default=None
         Given: ``fit`` checks them against the calls instead of deriving (:mod:`.check`).
     window : int, default=30
-        Calls per assertion when checking.
+        Calls per assertion (and per window of a derivation's calibration, :mod:`.calibration`).
+    period_ns : int or None, default=60_000_000_000
+        Windows never straddle a period of this many ns (aligned on the epoch): derivation
+        learns how much windows vary from period to period, and a check shows per period when
+        an annotation started to fail. None: one period.
+    min_calls : int, default=5
+        Fewer calls in a window: the assertion is not tested (counted).
     alpha : float, default=0.01
-        Significance of each assertion (and of an annotation's binomial test) when checking.
+        The false discovery rate of a check's assertions (Benjamini-Hochberg over all of them;
+        on healthy traffic, the chance that any assertion fails; :mod:`.check`).
+    alternative : {"greater", "two-sided"}, default="greater"
+        ``greater``: a window slower (or using more memory) than the annotation fails, a faster
+        one is reported; ``two-sided``: both fail.
     top_n : int, default=10
         Annotations :meth:`AnnotationsResult.describe` lists.
     random_state : int, numpy Generator or None, default=None
@@ -288,6 +361,11 @@ class PerformanceAnnotations(Analysis):
         "elbow_lookahead": [Interval(int, 0, None)],
         "feature_coverage": [Interval(float, 0, 1, closed="right")],
         "outlier_fence": [Interval(float, 0, None, closed="neither"), NONE],
+        "clustering": [Options(CLUSTERINGS)],
+        "min_cluster_calls": [Interval(int, 2, None)],
+        "period_ns": [Interval(int, 1, None), NONE],
+        "min_calls": [Interval(int, 2, None)],
+        "alternative": [Options(ALTERNATIVES)],
         "annotations": [InstanceOf((AnnotationSet, str, os.PathLike, None), "an AnnotationSet, a path or None")],
         "window": [Interval(int, 5, None)],
         "alpha": [Interval(float, 0, 1, closed="neither")],
@@ -298,8 +376,10 @@ class PerformanceAnnotations(Analysis):
     def __init__(self, *, metrics=("time", "memory"), features=None, min_samples: int = 10,
                  min_correlation: float = 0.5, max_relative_error: float = 0.5, max_degree: int = 3,
                  constant_tolerance: float = 0.01, elbow_ratio: float = 4.0, max_clusters: int = 8,
-                 elbow_lookahead: int = 1, feature_coverage: float = 0.95, outlier_fence: float | None = 3.0, annotations=None,
-                 window: int = 30, alpha: float = 0.01, top_n: int = 10, random_state=None):
+                 elbow_lookahead: int = 1, feature_coverage: float = 0.95, outlier_fence: float | None = 3.0,
+                 clustering: str = "bic", min_cluster_calls: int = 20, annotations=None, window: int = 30,
+                 period_ns: int | None = PERIOD_NS, min_calls: int = MIN_WINDOW, alpha: float = 0.01,
+                 alternative: str = "greater", top_n: int = 10, random_state=None):
         self.metrics = metrics
         self.features = features
         self.min_samples = min_samples
@@ -312,9 +392,14 @@ class PerformanceAnnotations(Analysis):
         self.elbow_lookahead = elbow_lookahead
         self.feature_coverage = feature_coverage
         self.outlier_fence = outlier_fence
+        self.clustering = clustering
+        self.min_cluster_calls = min_cluster_calls
         self.annotations = annotations
         self.window = window
+        self.period_ns = period_ns
+        self.min_calls = min_calls
         self.alpha = alpha
+        self.alternative = alternative
         self.top_n = top_n
         self.random_state = random_state
 
@@ -356,35 +441,66 @@ class PerformanceAnnotations(Analysis):
         if given is None:
             annotations, skipped, notes = derive_annotations(
                 frame, groups, metrics=self.metrics, feature_columns=columns, random_state=self.random_state,
-                **self._settings())
-            result_set = AnnotationSet(annotations=tuple(annotations), settings=self._settings())
+                window=self.window, period_ns=self.period_ns, **self._settings())
+            result_set = AnnotationSet(annotations=tuple(annotations), settings={
+                **self._settings(), "window": self.window, "period_ns": self.period_ns})
             checks: tuple = ()
+            services: tuple = ()
+            n_unknown = 0
         else:
             result_set, skipped = given, ()
-            checks, notes = self._check(given, frame, groups)
+            checks, services, notes, n_unknown = self._check(given, frame, groups)
         points = _points(result_set, frame, groups, rng)
         result = AnnotationsResult(
             mode="derive" if given is None else "check", annotations=result_set, skipped=tuple(skipped),
             notes=tuple(notes), n_calls=frame.height, n_operations=len(groups),
-            features=tuple(feature_of_column(c) for c in columns), checks=checks, window=self.window,
-            alpha=self.alpha, top_n=self.top_n, points=points)
+            features=tuple(feature_of_column(c) for c in columns), checks=checks, services=services,
+            window=self.window, alpha=self.alpha, alternative=self.alternative, min_calls=self.min_calls,
+            period_ns=self.period_ns, n_unknown=n_unknown, top_n=self.top_n, points=points)
         return {"annotations_": result_set, "measurements_": frame, "result_": result}
 
-    def _check(self, given: AnnotationSet, frame: pl.DataFrame, groups) -> tuple[tuple, list]:
+    def _check(self, given: AnnotationSet, frame: pl.DataFrame, groups) -> tuple[tuple, tuple, list, int]:
+        from .services import call_graph, rank_services
+
         rows_of = dict(groups)
-        checks = []
+        calls_service = _calls_service(frame, rows_of)
+        notes = []
+        window = self.window
+        derived_window = given.settings.get("window") if isinstance(given.settings, dict) else None
+        if isinstance(derived_window, int) and derived_window != window:
+            notes.append(f"the annotations were calibrated on windows of {derived_window} calls and are checked on "
+                         f"windows of {window}: between-window variation is that of their windows")
+        tests = []
         for a in given:
             rows = rows_of.get(a.operation)
             sub = frame[rows] if rows is not None else frame.head(0)
-            checks.append(check_annotation(a, sub, window=self.window, alpha=self.alpha))
-        notes = []
+            tests.append(window_tests(a, sub, window=window, min_calls=self.min_calls, period_ns=self.period_ns))
+        failed, faster, adjusted = failing(tests, self.alpha, self.alternative)
+        checks = [summarize(a, t, f, q, p, calls_service=calls_service.get(a.operation))
+                  for a, t, f, q, p in zip(given, tests, failed, faster, adjusted)]
+        unknown = sorted({a.operation for a in given if a.operation not in rows_of})
+        if unknown:
+            known = len({a.operation for a in given}) - len(unknown)
+            notes.append(f"{len(unknown)} of {len(unknown) + known} annotated operations have no call here (annotations "
+                         f"of another deployment, or traces of other endpoints?): {', '.join(unknown[:5])}"
+                         + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""))
+        missing = sorted({(c.operation, a.feature) for a, c in zip(given, checks)
+                          if a.uses_feature and c.n_measurements == 0 and a.operation in rows_of})
+        for operation, feature in missing[:5]:
+            notes.append(f"{operation}: feature {feature} is in none of its calls here; its annotation is not checked")
+        short = sum(c.n_short for c in checks)
+        if short:
+            ops = sum(1 for c in checks if c.n_short)
+            notes.append(f"{short:,} window(s) of {ops} annotation(s) had fewer than {self.min_calls} calls: not tested")
         if not any(c.checked for c in checks):
-            missing = [c.operation for c in checks if c.n_measurements == 0][:3]
+            missing_ops = [c.operation for c in checks if c.n_measurements == 0][:3]
             notes.append("none of the annotated operations has enough calls here"
-                         + (f" (e.g. {', '.join(missing)})" if missing else ""))
+                         + (f" (e.g. {', '.join(missing_ops)})" if missing_ops else ""))
         order = sorted(range(len(checks)), key=lambda i: (not checks[i].checked, bool(checks[i].holds),
                                                           -checks[i].score, checks[i].operation, checks[i].metric))
-        return tuple(checks[i] for i in order), notes
+        checks = [checks[i] for i in order]
+        services = rank_services(checks, call_graph(frame)) if any(c.holds is False for c in checks) else ()
+        return tuple(checks), services, notes, len(unknown)
 
     def what_if(self, changes: Sequence, *, target: str | None = None, method: str = "residual",
                 n_draws: int = 2000, threshold=None):
@@ -414,6 +530,15 @@ class PerformanceAnnotations(Analysis):
         limit = parse_duration(threshold) if isinstance(threshold, str) else threshold
         return predict(self.annotations_, self.measurements_, parsed, target=target, method=method, n_draws=n_draws,
                        threshold_ns=limit, random_state=self.random_state)
+
+
+def _calls_service(frame: pl.DataFrame, rows_of: dict) -> dict[str, str]:
+    """Operation -> the service its calls reach, when another (the most frequent ``server_service`` of its calls)."""
+    if S.SERVER_SERVICE not in frame.columns:
+        return {}
+    found = (frame.select(S.OPERATION_KEY, S.SERVER_SERVICE).drop_nulls()
+             .group_by(S.OPERATION_KEY).agg(pl.col(S.SERVER_SERVICE).mode().sort().first()))
+    return {op: service for op, service in found.iter_rows() if service != op.split(":", 1)[0]}
 
 
 def _points(annotations: AnnotationSet, frame: pl.DataFrame, groups, rng: np.random.Generator) -> dict:

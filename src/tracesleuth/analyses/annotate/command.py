@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ...cli._common import (Command, FormatOpt, Group, JsonOpt, MappingOpt, PathsArg, SeedOpt, emit_json, out,
-                            progress, read_input)
+                            parse_time_range, progress, read_input, select_period)
 
 __all__ = ["register"]
 
@@ -22,15 +22,42 @@ MAX_ROWS = 25
 EndpointsOpt = Annotated[Optional[list[str]], typer.Option(
     "--endpoint", "-e", metavar="SERVICE:OPERATION", show_default=False,
     help="Only the requests entering by this operation (repeatable); default: every root endpoint.")]
+TimeOpt = Annotated[Optional[str], typer.Option(
+    "--time", metavar="START/END", show_default=False,
+    help="Only the traces that start in this range (ISO 8601 START/END, UTC; or Unix seconds), e.g. of a span "
+         "store.")]
+WindowOpt = Annotated[int, typer.Option("--window", metavar="INT", help="Calls per assertion (and per window of "
+                                        "the derivation's calibration).")]
+PeriodOpt = Annotated[str, typer.Option("--period", metavar="DURATION", help="Windows never straddle a period "
+                                        "(aligned on the clock): derivation learns how windows vary from one to "
+                                        "the next; a check shows per period when an annotation began to fail. "
+                                        "'none': one period.")]
 AnnotationsArg = Annotated[Path, typer.Argument(help="An annotation file (YAML or JSON, as written by 'tracesleuth "
                                                      "annotate derive').", metavar="FILE", show_default=False)]
 
 
-def _tables(paths, endpoint, format, mapping):
+def _tables(paths, endpoint, format, mapping, time_range=None):
     from ...model import root_tables
 
     spans = read_input(paths, format, mapping)
+    if time_range:
+        spans = select_period(spans, *parse_time_range(time_range, "--time"))
     return root_tables(spans, endpoint)
+
+
+def _period_ns(text: str) -> int | None:
+    from ...errors import ParameterError
+    from ...units import parse_duration
+
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = parse_duration(text)
+    except ParameterError as exc:
+        raise ParameterError(f"--period {text!r}: {exc}") from None
+    if not value or value <= 0:
+        raise ParameterError(f"--period {text!r}: give a positive duration (e.g. 60s, 300s) or 'none'")
+    return int(value)
 
 
 def derive(paths: PathsArg,
@@ -50,24 +77,30 @@ def derive(paths: PathsArg,
                                   "while SSE(k-1)/SSE(k) is at least this.")] = 4.0,
            min_samples: Annotated[int, typer.Option("--min-samples", metavar="INT", help="Fewer calls: no "
                                   "annotation.")] = 10,
-           paper: Annotated[bool, typer.Option("--paper", help="The paper's method exactly: no outlier fences, the "
-                            "first elbow.")] = False,
+           min_cluster_calls: Annotated[int, typer.Option("--min-cluster-calls", metavar="INT", help="Fewest calls "
+                                        "per cluster of a mixture (chosen by BIC).")] = 20,
+           paper: Annotated[bool, typer.Option("--paper", help="The paper's method exactly: no outlier fences, "
+                            "k-means clusters by the first elbow.")] = False,
+           window: WindowOpt = 30, period: PeriodOpt = "60s", time_range: TimeOpt = None,
            endpoint: EndpointsOpt = None, seed: SeedOpt = 0, format: FormatOpt = None, mapping: MappingOpt = None,
            json: JsonOpt = False) -> None:
     """Derive performance annotations (Rogora et al., HotCloud 2017) from traces: per operation and
     metric, a polynomial of the most correlated input feature (correlated), a mixture of clusters
-    (clustered) or a constant, in words and in a file that 'annotate check' and 'annotate predict' read."""
+    (clustered, chosen by BIC) or a constant, with how much its windows of calls vary from period to
+    period (derive from several minutes: a store's --time range), in words and in a file that
+    'annotate check' and 'annotate predict' read."""
     from .._contract import check_settings
     from .analysis import PerformanceAnnotations
     from .fileformat import save_annotations
 
     est = PerformanceAnnotations(metrics=tuple(metric or ("time", "memory")), features=feature,
                                  min_correlation=min_correlation, max_relative_error=max_relative_error,
-                                 elbow_ratio=elbow_ratio, min_samples=min_samples,
+                                 elbow_ratio=elbow_ratio, min_samples=min_samples, min_cluster_calls=min_cluster_calls,
                                  outlier_fence=None if paper else 3.0, elbow_lookahead=0 if paper else 1,
+                                 clustering="elbow" if paper else "bic", window=window, period_ns=_period_ns(period),
                                  random_state=seed)
     check_settings(est)
-    tables, skipped = _tables(paths, endpoint, format, mapping)
+    tables, skipped = _tables(paths, endpoint, format, mapping, time_range)
     t0 = time.perf_counter()
     est.fit(tables)
     seconds = time.perf_counter() - t0
@@ -86,26 +119,34 @@ def derive(paths: PathsArg,
 
 
 def check(annotations: AnnotationsArg, paths: PathsArg,
-          window: Annotated[int, typer.Option("--window", metavar="INT", help="Calls per assertion.")] = 30,
-          alpha: Annotated[float, typer.Option("--alpha", metavar="FLOAT", help="Significance of each "
-                           "assertion.")] = 0.01,
+          window: WindowOpt = 30,
+          alpha: Annotated[float, typer.Option("--alpha", metavar="FLOAT", help="False discovery rate of the "
+                           "check's assertions (Benjamini-Hochberg over all of them: on healthy traffic, the chance "
+                           "that any fails).")] = 0.01,
+          two_sided: Annotated[bool, typer.Option("--two-sided", help="Fail windows faster than annotated too "
+                               "(default: slower fails, faster is reported).")] = False,
+          min_calls: Annotated[int, typer.Option("--min-calls", metavar="INT", help="Fewer calls in a window: the "
+                               "assertion is not tested (counted).")] = 5,
+          period: PeriodOpt = "60s", time_range: TimeOpt = None,
           fail_under: Annotated[Optional[float], typer.Option("--fail-under", metavar="RATE", show_default=False,
                                 help="Exit with code 1 when the share of assertions passed is below RATE (a "
                                 "performance test).")] = None,
           endpoint: EndpointsOpt = None, format: FormatOpt = None, mapping: MappingOpt = None,
           json: JsonOpt = False) -> None:
     """Check annotations against new traces, as assertions: per annotation and window of calls, a
-    one-sample test (z-test of the clipped normal scores); the share of assertions passed, which
-    annotations hold and which fail, how far off they are."""
+    one-sided test of its mean normal score against the variation the annotation was derived with,
+    all assertions adjusted together (Benjamini-Hochberg); the share passed, which annotations fail
+    and since when, and the services they point to (a client span's failure names the service it calls)."""
     from .._contract import check_settings
     from .analysis import PerformanceAnnotations
     from .fileformat import load_annotations
-    from .model import format_metric
+    from .model import format_instant, format_metric
 
-    est = PerformanceAnnotations(window=window, alpha=alpha)
+    est = PerformanceAnnotations(window=window, alpha=alpha, alternative="two-sided" if two_sided else "greater",
+                                 min_calls=min_calls, period_ns=_period_ns(period))
     check_settings(est)
     given = load_annotations(annotations)  # a bad file fails before the traces are read
-    tables, skipped = _tables(paths, endpoint, format, mapping)
+    tables, skipped = _tables(paths, endpoint, format, mapping, time_range)
     res = est.set_params(annotations=given).fit(tables).result_
     failed = fail_under is not None and (res.pass_rate is None or res.pass_rate < fail_under)
     if json:
@@ -113,14 +154,34 @@ def check(annotations: AnnotationsArg, paths: PathsArg,
     else:
         out.print(res.describe(), markup=False)
         t = Table(title="Annotations as assertions, failing first", title_justify="left")
-        for c in ("operation", "metric", "holds", "passed", "observed", "expected", "distance"):
-            t.add_column(c, overflow="fold", justify="left" if c in ("operation", "metric") else "right")
+        for c in ("operation", "calls", "metric", "holds", "passed", "observed", "expected", "distance"):
+            t.add_column(c, overflow="fold", justify="left" if c in ("operation", "calls", "metric") else "right")
         for c in res.checks[:MAX_ROWS]:
-            t.add_row(escape(c.operation), c.metric, "—" if c.holds is None else ("yes" if c.holds else "NO"),
+            t.add_row(escape(c.operation), escape(c.calls_service or ""), c.metric,
+                      "—" if c.holds is None else ("yes" if c.holds else "NO"),
                       f"{c.n_passed}/{c.n_windows}" if c.checked else escape(c.note),
                       format_metric(c.observed_median, c.metric), format_metric(c.expected_median, c.metric),
                       "—" if c.distance is None else f"{c.distance:.2f}")
         out.print(t)
+        if res.services:
+            t = Table(title="Services the failing annotations point to, most suspicious first", title_justify="left")
+            for c in ("service", "score", "evidence"):
+                t.add_column(c, overflow="fold", justify="right" if c == "score" else "left")
+            for s in res.services[:MAX_ROWS]:
+                t.add_row(escape(s.service), f"{s.score:.2f}", escape("; ".join(s.evidence[:3])))
+            out.print(t)
+        drifting = [c for c in res.checks if c.checked and not c.holds and len(c.periods) > 1]
+        if drifting:
+            t = Table(title="Drift: failed/tested assertions per period of the failing annotations",
+                      title_justify="left")
+            t.add_column("operation", overflow="fold")
+            t.add_column("metric")
+            t.add_column("failing since")
+            t.add_column("per period (oldest first)", overflow="fold")
+            for c in drifting[:MAX_ROWS]:
+                t.add_row(escape(c.operation), c.metric, format_instant(c.since_ns),
+                          " ".join(f"{f}/{n}" for _, n, f in c.periods))
+            out.print(t)
     if failed:
         raise typer.Exit(1)
 
@@ -194,8 +255,9 @@ def evaluate_annotate(
     """Performance annotations, the paper's Section 5 on a file-hosting workload over a real SQLite
     database: annotations derived on a clean run, checked on runs with 0 to 10 ms of delay before
     every database statement (pass rate and its CDF over annotations per delay); the what-if
-    prediction of the request latency against the delayed runs; derivation on recorded TrainTicket
-    traces."""
+    prediction of the request latency against the delayed runs; on recorded TrainTicket and
+    OnlineBoutique traffic, annotations of six normal minutes checked on six others (false alarms) and
+    on the minutes of latency faults (pass rate, the injected service's rank in 'services')."""
     from .evaluation import evaluate, evaluation_report
 
     with progress("evaluating") as bar:

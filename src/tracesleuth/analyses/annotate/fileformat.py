@@ -46,14 +46,16 @@ __all__ = ["FORMAT", "AnnotationFileError", "AnnotationSet", "load_annotations",
 #: The ``format`` field of the files this version writes and reads.
 FORMAT = "tracesleuth-annotations/1"
 
-_COMMON = {"operation", "metric", "kind", "samples"}
+_COMMON = {"operation", "metric", "kind", "samples", "calibration"}
 _FIELDS = {
     "correlated": (_COMMON | {"feature", "coefficients", "sd"},
                    {"correlation", "relative_error", "feature_range", "outliers"}),
     "constant": (_COMMON | {"value"}, {"sd"}),
     "clustered": (_COMMON | {"clusters"}, set()),
 }
-_OPTIONAL_COMMON = {"samples"}
+_OPTIONAL_COMMON = {"samples", "calibration"}
+#: The fields of an annotation's ``calibration`` (:class:`~.model.Calibration`): required, optional.
+_CALIBRATION = ({"windows", "score_mean", "score_sd", "between_sd"}, {"mean_se", "pooled"})
 assert set(_FIELDS) == set(KINDS), "every kind of annotation has its fields"
 
 
@@ -254,6 +256,8 @@ def _annotation(source: str, index: int, entry: Any, line: int) -> Annotation:
             fail(name, f"must be a finite number; got {entry[name]!r}")
     if "sd" in entry and entry["sd"] < 0:
         fail("sd", f"a standard deviation cannot be negative; got {entry['sd']!r}")
+    if entry.get("calibration") is not None:
+        _check_calibration(source, entry["calibration"], lines.get("calibration", line))
     if kind == "correlated":
         if not isinstance(entry["feature"], str) or not entry["feature"]:
             fail("feature", f"must name a feature; got {entry['feature']!r}")
@@ -282,6 +286,25 @@ def _annotation(source: str, index: int, entry: Any, line: int) -> Annotation:
         clean = {**entry, "clusters": [{x: c[x] for x in ("centroid", "sd", "weight")} for c in clusters]}
         return annotation_from_dict(clean)
     return annotation_from_dict(entry)
+
+
+def _check_calibration(source: str, c: Any, line: int) -> None:
+    required, optional = _CALIBRATION
+    if not isinstance(c, dict):
+        raise AnnotationFileError(source, f"must be a mapping of {', '.join(sorted(required))}; got {c!r}", line=line,
+                                  field="calibration")
+    given = {k for k in c if not k.startswith("__")}
+    lines = c.get("__lines__", {})
+    for name in sorted(given - required - optional) + sorted(required - given):
+        raise AnnotationFileError(source, f"{'unknown' if name in given else 'missing'} field {name!r} of a "
+                                          f"calibration (its fields: {', '.join(sorted(required | optional))})",
+                                  line=lines.get(name, line), field=f"calibration.{name}")
+    for name in ("windows", "score_sd", "between_sd", "mean_se", "score_mean"):
+        if name in c and not (_is_number(c[name]) and (name == "score_mean" or c[name] >= 0)
+                              and (name != "score_sd" or c[name] > 0) and (name != "windows" or c[name] >= 1)):
+            raise AnnotationFileError(source, f"must be a finite number{' >= 1' if name == 'windows' else ' > 0' if name == 'score_sd' else '' if name == 'score_mean' else ' >= 0'}; "
+                                              f"got {c[name]!r}", line=lines.get(name, line),
+                                      field=f"calibration.{name}")
 
 
 def _is_number(value: Any) -> bool:

@@ -17,7 +17,9 @@ and the spans they were built from:
 
 Columns: ``operation_key``, ``trace_id``, ``span_id``, ``parent_span_id`` (null for a root),
 ``kind``, ``follows_from``, ``start_ns`` (Unix epoch ns), ``time``, ``self_time`` (Int64 ns),
-``memory`` (Int64 bytes, nullable), then the ``feature[...]`` columns sorted by name. A span
+``memory`` (Int64 bytes, nullable), ``server_service`` (the service a client span calls, from the
+call view's own rule: :meth:`tracesleuth.model.TraceTable.calls`; null for other spans), then the
+``feature[...]`` columns sorted by name. A span
 that two tables share (an endpoint inside another's requests) is kept once.
 """
 
@@ -46,7 +48,7 @@ EXCLUDED_SUFFIXES = ("status_code",)
 
 _BASE = {S.OPERATION_KEY: pl.String, S.TRACE_ID: pl.String, S.SPAN_ID: pl.String, S.PARENT_SPAN_ID: pl.String,
          S.KIND: pl.String, S.FOLLOWS_FROM: pl.Boolean, S.START_NS: pl.Int64, "time": pl.Int64, "self_time": pl.Int64,
-         "memory": pl.Int64}
+         "memory": pl.Int64, S.SERVER_SERVICE: pl.String}
 
 
 def feature_column(name: str) -> str:
@@ -117,7 +119,7 @@ def measurements_from_tables(tables: Sequence) -> pl.DataFrame:
     Returns
     -------
     polars.DataFrame
-        Shape (n_calls, 10 + n_features), sorted by operation key, then start.
+        Shape (n_calls, 11 + n_features), sorted by operation key, then start.
 
     Raises
     ------
@@ -142,7 +144,7 @@ def measurements_from_tables(tables: Sequence) -> pl.DataFrame:
         starts = t.frame[S.START_NS].gather(calls[S.REQUEST]) + calls[S.START_OFFSET_NS]
         calls = calls.select(S.OPERATION_KEY, S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.KIND,
                              starts.alias(S.START_NS), pl.col(S.DURATION_NS).alias("time"),
-                             pl.col(S.EXCLUSIVE_NS).alias("self_time"))
+                             pl.col(S.EXCLUSIVE_NS).alias("self_time"), S.SERVER_SERVICE)
         # The entry span's parent lies outside the request: a root of the measured call graph.
         calls = calls.with_columns(pl.when(pl.col(S.PARENT_SPAN_ID).is_in(calls[S.SPAN_ID].implode()))
                                    .then(pl.col(S.PARENT_SPAN_ID)).alias(S.PARENT_SPAN_ID))

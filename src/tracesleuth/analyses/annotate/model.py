@@ -13,6 +13,12 @@ frozen dataclass here:
   the values it holds: its ``weight``), whatever the features;
 * :class:`ConstantAnnotation`: ``y`` constant (Figure 1c), its value and the small spread seen.
 
+Every annotation derived by :mod:`.derive` also carries its :class:`Calibration`: how far the
+mean normal score of a window of calls strays from the annotation on the traffic it was derived
+from, within a window and between windows (a random-effects model; :mod:`.check` tests new
+windows against it). Annotations without one (written by hand, or by an earlier version) are
+checked against the annotation's own distribution alone.
+
 Every kind answers the same questions (:class:`Annotation`): the expected value and the
 distribution at given features (``expected``, ``cdf``, ``ppf``, ``sample``), its human-readable
 form (``text``) and its file form (``to_dict``; :func:`annotation_from_dict` reads it back,
@@ -37,8 +43,8 @@ from scipy.special import ndtr, ndtri
 
 from ...units import format_duration_ns
 
-__all__ = ["Annotation", "Cluster", "ClusteredAnnotation", "ConstantAnnotation", "CorrelatedAnnotation", "KINDS",
-           "METRICS", "Metric", "annotation_from_dict", "format_metric", "format_value"]
+__all__ = ["Annotation", "Calibration", "Cluster", "ClusteredAnnotation", "ConstantAnnotation", "CorrelatedAnnotation", "KINDS",
+           "METRICS", "Metric", "annotation_from_dict", "format_instant", "format_metric", "format_value"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,19 @@ def format_value(value: float, unit: str) -> str:
     return f"{value:.4g}"
 
 
+def format_instant(ns: int | None) -> str:
+    """A Unix time in ns as ``YYYY-MM-DD HH:MM`` UTC (the periods of a check); a dash for None.
+
+    Examples
+    --------
+    >>> format_instant(1674999000 * 10**9), format_instant(None)
+    ('2023-01-29 13:30', '—')
+    """
+    from datetime import datetime, timezone
+
+    return "—" if ns is None else datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
 def format_metric(value: float | None, metric: str) -> str:
     """A value of ``metric`` in words (its unit from :data:`METRICS`); a dash for None.
 
@@ -109,6 +128,49 @@ def _term(coefficient: float, unit: str, feature: str, power: int) -> str:
 
 
 @dataclass(frozen=True)
+class Calibration:
+    """How an annotation's windows of calls vary on the traffic it was derived from (:mod:`.derive`).
+
+    The model (one-way random effects on the clipped normal scores ``z`` of the calls,
+    :mod:`.check`): call ``i`` of window ``j`` has ``z_ij = mu + b_j + e_ij`` with
+    ``b_j ~ Normal(0, between_sd²)`` (windows differ: load, the hour, the instances serving)
+    and ``e_ij`` of variance ``score_sd²`` (calls differ within a window). The mean score of a
+    new window of ``n`` calls is then ``Normal(mu, score_sd² / n + between_sd² + mean_se²)``.
+
+    Attributes
+    ----------
+    windows : int
+        Windows of calls it was estimated from (>= 1).
+    score_mean : float
+        ``mu``, the mean window score (0 when the annotation fits its data exactly).
+    score_sd : float
+        Within-window standard deviation of the scores (> 0).
+    between_sd : float
+        Standard deviation of the window means around ``mu`` beyond the within-window noise (>= 0).
+    mean_se : float
+        Standard error of ``mu`` (>= 0).
+    pooled : bool
+        ``between_sd`` is the deployment's (too few windows of this operation to estimate its own).
+    """
+
+    windows: int
+    score_mean: float
+    score_sd: float
+    between_sd: float
+    mean_se: float
+    pooled: bool = False
+
+    def window_sd(self, n: np.ndarray) -> np.ndarray:
+        """Standard deviation of the mean score of windows of ``n`` calls (ndarray) under the model."""
+        return np.sqrt(self.score_sd ** 2 / np.asarray(n, dtype=np.float64) + self.between_sd ** 2
+                       + self.mean_se ** 2)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"windows": int(self.windows), "score_mean": float(self.score_mean), "score_sd": float(self.score_sd),
+                "between_sd": float(self.between_sd), "mean_se": float(self.mean_se), "pooled": bool(self.pooled)}
+
+
+@dataclass(frozen=True)
 class Annotation:
     """What every kind of annotation holds and answers (the kinds are its subclasses).
 
@@ -120,11 +182,15 @@ class Annotation:
         A name of :data:`METRICS`.
     n_samples : int
         Measurements it was derived from.
+    calibration : Calibration or None
+        How its windows varied where it was derived (None: not known; :mod:`.check` then takes
+        the annotation's distribution as exact).
     """
 
     operation: str
     metric: str
     n_samples: int
+    calibration: Calibration | None = None
 
     kind: ClassVar[str] = ""
     #: Whether it depends on a feature (``expected``, ``cdf``... then need ``x``).
@@ -167,7 +233,10 @@ class Annotation:
 
     def to_dict(self) -> dict[str, Any]:
         """The file form (JSON-safe); :func:`annotation_from_dict` reads it back."""
-        return {"operation": self.operation, "metric": self.metric, "kind": self.kind, "samples": self.n_samples}
+        out = {"operation": self.operation, "metric": self.metric, "kind": self.kind, "samples": self.n_samples}
+        if self.calibration is not None:
+            out["calibration"] = self.calibration.to_dict()
+        return out
 
 
 @dataclass(frozen=True)
@@ -379,6 +448,11 @@ def annotation_from_dict(entry: dict[str, Any]) -> Annotation:
     """
     kind = KINDS[entry["kind"]]
     common = {"operation": entry["operation"], "metric": entry["metric"], "n_samples": int(entry.get("samples", 0))}
+    if entry.get("calibration") is not None:
+        c = entry["calibration"]
+        common["calibration"] = Calibration(int(c["windows"]), float(c["score_mean"]), float(c["score_sd"]),
+                                            float(c["between_sd"]), float(c.get("mean_se", 0.0)),
+                                            bool(c.get("pooled", False)))
     if kind is CorrelatedAnnotation:
         return kind(**common, feature=entry["feature"], coefficients=tuple(float(c) for c in entry["coefficients"]),
                     sd=float(entry["sd"]), correlation=float(entry.get("correlation", 0.0)),

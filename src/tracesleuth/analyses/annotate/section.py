@@ -2,7 +2,8 @@
 
 Rogora et al., HotCloud 2017: the annotations in words (derived), or the assertions they make
 on a run (checked) with the distribution over annotations of their share of passed assertions
-(the paper's Figure 2); and a scatter per annotation of its measurements with its fitted curve
+(the paper's Figure 2), the services the failing annotations point to and, over several
+periods, when each failing annotation began to fail; and a scatter per annotation of its measurements with its fitted curve
 (correlated, Figure 1a-b), or the values with its clusters (clustered, constant, Figure 1c-d).
 The figures are built from the points the result keeps; :func:`pass_share_cdf_figure` also draws
 the evaluation's curves, one per injected delay.
@@ -16,7 +17,8 @@ import numpy as np
 
 from ...report.document import Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text, plot_text
 from .._contract import ReportContext
-from .model import METRICS, format_metric
+from .check import PROCEDURE
+from .model import METRICS, format_instant, format_metric
 
 __all__ = ["annotation_figure", "annotations_section", "build_sections", "pass_share_cdf_figure"]
 
@@ -141,7 +143,10 @@ def annotations_section(result: Any) -> Section:
     if result.mode == "check":
         facts += [("assertions passed", "—" if result.pass_rate is None else
                    f"{result.pass_rate:.1%} of {result.n_assertions:,} (windows of {result.window} calls, "
-                   f"alpha {result.alpha:g})"),
+                   f"{'one-sided: slower fails' if result.alternative == 'greater' else 'two-sided'}, "
+                   f"{PROCEDURE} at {result.alpha:g})"),
+                  ("windows not tested", f"{result.n_short:,} (fewer than {result.min_calls} calls)"),
+                  ("annotated operations without calls here", result.n_unknown),
                   ("annotations that hold", "—" if result.holding_rate is None else
                    f"{result.holding_rate:.1%} of {len(result.checked)} checked")]
     else:
@@ -152,15 +157,30 @@ def annotations_section(result: Any) -> Section:
         section.add(Text([Strong("No numeric feature in these calls: every annotation is clustered or constant. "
                                  "Record numeric span attributes (sizes, row counts) or measure the code with "
                                  "tracesleuth.instrument to relate time to input.")]))
+    if result.mode == "check" and result.services:
+        section.add(Table(["service", "score", "evidence"],
+                          [[Code(x.service), x.score, "; ".join(x.evidence[:4])] for x in result.services[:MAX_ROWS]],
+                          caption="Services the failing annotations point to, most suspicious first (the deepest "
+                                  "failing annotations; a client span's failure counts for the service it calls, "
+                                  "half for its own)"))
     if result.mode == "check":
-        section.add(Table(["operation", "metric", "kind", "holds", "assertions passed", "observed median",
+        drift = [c for c in result.checks if c.checked and not c.holds and len(c.periods) > 1]
+        if drift:
+            section.add(Table(["operation", "metric", "failing since (UTC)", "failed/tested per period"],
+                              [[Code(c.operation), c.metric, format_instant(c.since_ns),
+                                " ".join(f"{f}/{n}" for _, n, f in c.periods)] for c in drift[:MAX_ROWS]],
+                              caption="Drift: when each failing annotation began to fail, and its assertions "
+                                      "per period, oldest first"))
+        section.add(Table(["operation", "calls", "metric", "kind", "holds", "assertions passed", "observed median",
                            "expected median", "distance", "annotation"],
-                          [[Code(c.operation), c.metric, c.kind, "—" if c.holds is None else ("yes" if c.holds else "NO"),
+                          [[Code(c.operation), c.calls_service or "", c.metric, c.kind,
+                            "—" if c.holds is None else ("yes" if c.holds else "NO"),
                             f"{c.n_passed}/{c.n_windows}" if c.checked else c.note,
                             format_metric(c.observed_median, c.metric), format_metric(c.expected_median, c.metric), c.distance,
                             c.text] for c in result.checks[:MAX_ROWS]],
-                          caption="Annotations as assertions, failing first (distance: the window's mean normal "
-                                  "score, in standard deviations of the annotation)"))
+                          caption="Annotations as assertions, failing first (calls: the service a client span "
+                                  "calls; distance: how many predicted standard deviations its windows' mean "
+                                  "normal scores are off, median)"))
         if result.checked:
             section.add(Figure(pass_share_cdf_figure({"this run": result}),
                                caption="Share of each annotation's assertions passed: CDF over annotations (the "
@@ -170,7 +190,7 @@ def annotations_section(result: Any) -> Section:
                           [[Code(a.operation), a.metric, a.kind, a.n_samples, getattr(a, "correlation", None),
                             getattr(a, "relative_error", None), a.text()] for a in result.annotations.annotations[:MAX_ROWS]],
                           caption="Derived annotations (Section 3: correlated by Pearson correlation and polynomial "
-                                  "regression, clustered by k-means, constant)"))
+                                  "regression, clustered by a normal mixture chosen by BIC, constant)"))
         if result.skipped:
             section.add(Bullets([f"{o} {m}: not annotated, {r}" for o, m, r in result.skipped[:MAX_ROWS]]))
     if result.notes:

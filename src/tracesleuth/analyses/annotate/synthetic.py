@@ -65,7 +65,7 @@ def planted_spans(n_requests: int = 400, *, random_state=0, delay_ns: int = 0) -
         In :data:`~tracesleuth.schema.SPAN_SCHEMA`.
     """
     rng = np.random.default_rng(random_state)
-    rows = {name: [] for name in S.SPAN_COLUMNS}
+    rows = {name: [] for name in S.PRE_EVENTS_SPAN_SCHEMA.names}
     t0 = 1_700_000_000_000_000_000
     span_counter = 0
 
@@ -104,7 +104,7 @@ def planted_spans(n_requests: int = 400, *, random_state=0, delay_ns: int = 0) -
             add(trace, f"{(span_counter := span_counter + 1):016x}", root, operation, cursor, duration, attributes)
             cursor += duration + 5_000
         add(trace, root, None, ROOT, start, cursor - start + 10_000, [])
-    return pa.table(rows, schema=S.SPAN_SCHEMA)
+    return S.with_later_columns(pa.table(rows, schema=S.PRE_EVENTS_SPAN_SCHEMA))
 
 
 def planted_score(annotations, skipped) -> float:

@@ -415,7 +415,7 @@ def _period(variants: dict, types: np.ndarray, rng: np.random.Generator, start_n
         pa.array(np.zeros(m, bool), pa.bool_()),
         pa.nulls(m, pa.list_(S.ATTRIBUTE_TYPE)),
     ]
-    return pa.Table.from_arrays(arrays, schema=S.SPAN_SCHEMA)
+    return S.with_later_columns(pa.Table.from_arrays(arrays, schema=S.PRE_EVENTS_SPAN_SCHEMA))
 
 
 def _ms(rng: np.random.Generator, median_ms: float, n: int) -> np.ndarray:

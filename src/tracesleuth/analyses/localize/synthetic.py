@@ -281,13 +281,13 @@ def _table(parts: list, n_requests: int, rng: np.random.Generator) -> pa.Table:
     decode = lambda codes, names: pa.DictionaryArray.from_arrays(  # noqa: E731
         pa.array(codes, pa.int32()), pa.array(names, pa.string())).cast(pa.string())
     m = len(order)
-    return pa.Table.from_arrays([
+    return S.with_later_columns(pa.Table.from_arrays([
         trace, span, parent, decode(col["key"], [k.split(":", 1)[0] for k in _METHODS]),
         decode(col["key"], [k.split(":", 1)[1] for k in _METHODS]), decode(col["instance"], _INSTANCE_NAMES),
         pa.array(np.full(m, "server", dtype=object), pa.string()),
         pa.array(col["start"], pa.int64()), pa.array(col["end"], pa.int64()),
         pa.array(np.full(m, "unset", dtype=object), pa.string()), pa.array(np.zeros(m, bool), pa.bool_()),
-        pa.nulls(m, pa.list_(S.ATTRIBUTE_TYPE))], schema=S.SPAN_SCHEMA)
+        pa.nulls(m, pa.list_(S.ATTRIBUTE_TYPE))], schema=S.PRE_EVENTS_SPAN_SCHEMA))
 
 
 def error_rates(scenario: LocalizeScenario, result) -> tuple[float, float]:
