@@ -260,7 +260,8 @@ def collect(store: Annotated[Path, typer.Option("--store", metavar="DIR",
                                                           help="Require 'Authorization: Bearer TOKEN'.")] = None,
             json: JsonOpt = False) -> None:
     """Receive spans over OTLP/HTTP (POST /v1/traces, protobuf or JSON) and Zipkin v2
-    (POST /api/v2/spans) into a span store; acknowledged spans survive a crash. Ctrl-C stops."""
+    (POST /api/v2/spans), and log records over OTLP/HTTP (POST /v1/logs), into a span store;
+    acknowledged spans and log records survive a crash. Ctrl-C stops."""
     from ..collector import serve
     from ..store import SpanStore
 
@@ -275,6 +276,10 @@ def collect(store: Annotated[Path, typer.Option("--store", metavar="DIR",
         out.print(f"Stopped after {stats.get('uptime_seconds', 0):.0f} s: {stats.get('requests', {}).get('total', 0):,} "
                   f"requests, {sp.get('received', 0):,} spans received, {sp.get('stored', 0):,} stored, "
                   f"{sp.get('rejected', 0):,} rejected.", markup=False)
+        lg = stats.get("logs", {})
+        if lg.get("received"):
+            out.print(f"{lg['received']:,} log records received, {lg.get('stored', 0):,} stored, "
+                      f"{lg.get('rejected', 0):,} rejected.", markup=False)
 
 
 evaluate_app = typer.Typer(cls=Group, no_args_is_help=True,

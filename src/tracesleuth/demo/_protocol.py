@@ -269,7 +269,7 @@ class DemoConfig:
     seed : int
         Seed of the degradations, the marking and every execution-time draw.
     collector_url : str
-        Base URL of the span receiver (OTLP/HTTP at ``/v1/traces``).
+        Base URL of the receiver (OTLP/HTTP spans at ``/v1/traces``, log records at ``/v1/logs``).
     instances : dict of str to list of str
         Base URL of each instance of each live service (:data:`LIVE_SERVICES`).
     degradations : tuple of Degradation
