@@ -156,6 +156,7 @@ def test_every_log_record_reached_the_store_in_its_span(live):
     assert joined.height == records.height
     assert set(joined.filter(pl.col("severity_text") == "INFO")["kind"]) == {"server"}
     assert records["body"].str.len_chars().min() > 0
+    assert records["template_id"].null_count() == 0                    # templated as an ingest templates
 
 
 def test_baggage_never_becomes_a_span_attribute(live):

@@ -5,7 +5,8 @@ partition its spans start in (``spans/part-<k>-seg-N.parquet`` in a flat store o
 ``rejects/part-<k>-seg-N.parquet`` when it holds reject rows, written by :meth:`SpanStore.append_spans` /
 :meth:`~SpanStore.append_rejects` (a part number reserved under the store lock, a temporary file,
 fsynced, renamed into place; see :mod:`tracesleuth.store`); its log records likewise become
-``logs/date=D/hour=H/part-<k>-seg-N.parquet`` (by the hour of their time) and
+``logs/date=D/hour=H/part-<k>-seg-N.parquet`` (by the hour of their time), templated by the
+store's log-template miner first (:meth:`SpanStore.template_logs`), and
 ``log_rejects/part-<k>-seg-N.parquet`` (:meth:`SpanStore.append_logs`). The segment
 is deleted only after its parts are in place and their directory is fsynced. A crash at any point
 leaves either the segment (converted again at start-up) or the segment and some or all of its
@@ -61,6 +62,10 @@ class SegmentPartStore(SpanStore):
         folder = self.path / kind if partition is None else self.path / kind / partition
         return next(iter(sorted(folder.glob(f"part-*-{segment}.parquet"))), None)
 
+    def has_parts(self, kind: str, segment: str) -> bool:
+        """Whether any ``kind`` part, in any partition, was made from ``segment``."""
+        return any((self.path / kind).rglob(f"part-*-{segment}.parquet"))
+
     def _skip_partition(self, partition: str | None) -> bool:
         return self.segment is not None and self.part_of(self.table, self.segment, partition) is not None
 
@@ -107,6 +112,9 @@ def convert_segment(store: SegmentPartStore, path: Path) -> Conversion:
         if contents.logs.num_rows:
             store.table = "logs"
             by_time = contents.logs.take(pc.sort_indices(contents.logs.column(S.TIME_NS)))
+            # Templated as an ingest templates its records; a segment converted in part before a
+            # crash was templated then (the state was saved first): matched again, not relearned.
+            by_time = store.template_logs(by_time, learn=not store.has_parts("logs", name))
             parts = store.append_logs(by_time.to_batches(), part_records=_ONE_PART)
             wrote_logs = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
             done_before = done_before and not parts
