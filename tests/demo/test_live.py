@@ -246,6 +246,7 @@ def test_ctrl_c_stops_every_process_within_seconds(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
     _, errs = proc.communicate(timeout=10)
     assert "demo interrupted (SIGINT): every process of the run was stopped" in errs.decode()
+    assert proc.returncode == 128 + signal.SIGINT
     assert wait_until_gone(str(workdir), 5) == []
     assert time.monotonic() - t < 10
 

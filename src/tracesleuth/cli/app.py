@@ -535,6 +535,7 @@ def demo(duration: Annotated[float, typer.Option("--duration", metavar="SECONDS"
     or the machine was too busy to tell the injected delays apart: the message names the cause)."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from .._signals import signal_name
     from ..demo import DEFAULT_FAULT_SHARE, DELAY_FAULTS, SHARE_FAULTS, run_demo, run_incident
     from ..errors import ParameterError
     from ..units import parse_duration
@@ -569,9 +570,10 @@ def demo(duration: Annotated[float, typer.Option("--duration", metavar="SECONDS"
             else:
                 result = run_demo(duration_s=duration, rate_per_s=rate, seed=seed, noised=noised, workdir=workdir,
                                   report_path=output, interval=interval, on_progress=show)
-        except KeyboardInterrupt as e:
-            err.print(f"demo interrupted ({str(e) or 'SIGINT'}): every process of the run was stopped.", markup=False)
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as e:  # SIGINT, or the SIGTERM/SIGHUP the demo and the CLI raise as one
+            signum = getattr(e, "signum", signal.SIGINT)
+            err.print(f"demo interrupted ({signal_name(signum)}): every process of the run was stopped.", markup=False)
+            raise typer.Exit(128 + signum) from None
     verdict = result.outcome()
     if json:
         emit_json(result.to_dict())
