@@ -30,9 +30,10 @@ ENDPOINT = "web-service:gethome"
 #: items), as pods behind a Kubernetes service: 7 processes for 6 services.
 DEFAULT_INSTANCES = {s: 2 if s == "items-service" else 1 for s in LIVE_SERVICES}
 #: Requests per second of the default load: the homepage request makes 13 calls over HTTP and
-#: leaves 38 spans, which costs the shop and the collector about 45 ms of CPU (0.045 cores per
-#: request/s, ``benchmarks/bench_demo.py``); 8/s keeps the run under half a core, so that it fits
-#: a 2-core machine with headroom even beside a second CPU-bound process.
+#: leaves 38 spans and 26 log records, which costs the shop and the collector about 70 ms of CPU
+#: (0.54-0.59 cores at 8/s on an idle machine, 0.42-0.48 before the log records were sent:
+#: ``benchmarks/bench_demo.py``); 8/s keeps the run near half a core, so that it fits a 2-core
+#: machine with headroom even beside a second CPU-bound process.
 DEFAULT_RATE_PER_S = 8.0
 #: Seconds of load of a default run.
 DEFAULT_DURATION_S = 120.0
