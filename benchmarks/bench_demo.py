@@ -15,6 +15,7 @@ Usage::
     python benchmarks/bench_demo.py --runs 10                               # the idle target
     python benchmarks/bench_demo.py --runs 3 --busy                         # beside a CPU hog
     python benchmarks/bench_demo.py --runs 3 --incident cart-service
+    python benchmarks/bench_demo.py --incident account-service --fault exception --fault-share 0.5
 """
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ import time
 from pathlib import Path
 
 
-def _one(rate: float, duration: float, seed: int, incident: str | None, fault: str, workdir: Path) -> dict:
-    from tracesleuth.demo import run_demo, run_incident
+def _one(rate: float, duration: float, seed: int, incident: str | None, fault: str, share: float | None,
+         workdir: Path) -> dict:
+    from tracesleuth.demo import DEFAULT_FAULT_SHARE, run_demo, run_incident
 
     t = time.perf_counter()
     if incident:
-        r = run_incident(incident, fault=fault, duration_s=duration, rate_per_s=rate, seed=seed, workdir=workdir)
+        r = run_incident(incident, fault=fault, share=DEFAULT_FAULT_SHARE if share is None else share,
+                         duration_s=duration, rate_per_s=rate, seed=seed, workdir=workdir)
         quality = {"rank": r.injected_rank, "top": r.top_service}
     else:
         r = run_demo(duration_s=duration, rate_per_s=rate, seed=seed, workdir=workdir)
@@ -56,7 +59,10 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--busy", action="store_true", help="run a CPU-bound process beside the demo")
     parser.add_argument("--incident", metavar="SERVICE")
-    parser.add_argument("--fault", default="slow-handler")
+    parser.add_argument("--fault", default="slow-handler",
+                        help="slow-handler, network-delay, exception, early-return or cpu-burn")
+    parser.add_argument("--fault-share", type=float, default=None,
+                        help="share of the requests (exception, early-return) or of a core (cpu-burn)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
@@ -65,7 +71,7 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory(prefix="bench-demo-") as tmp:
             for rate in args.rate:
                 for k in range(args.runs):
-                    row = _one(rate, args.duration, args.seed + k, args.incident, args.fault,
+                    row = _one(rate, args.duration, args.seed + k, args.incident, args.fault, args.fault_share,
                                Path(tmp) / f"r{rate:g}-{k}")
                     rows.append(row)
                     if not args.json:

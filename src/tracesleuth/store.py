@@ -668,6 +668,41 @@ class SpanStore:
         no log was stored)."""
         return _load_miner(self.path).templates()
 
+    def template_logs(self, logs: pa.Table, *, learn: bool = True) -> pa.Table:
+        """``logs`` with each record's template id from the store's log-template miner, for a
+        writer that appends log parts itself (the collector's flusher: :meth:`append_logs`).
+
+        Takes the templates lock (:data:`TEMPLATES_LOCK`; it waits while an ingest holds it),
+        loads the miner's state, assigns, and, when ``learn``, saves the new state (durably)
+        before returning, so that parts written afterwards never carry an id the saved state
+        lacks: a writer that crashes before writing them and templates the same records again
+        with ``learn=False`` (they are known) gets the same ids without counting them twice.
+
+        Parameters
+        ----------
+        logs : pyarrow.Table, shape (n_records, 10)
+            Log records in :data:`~tracesleuth.schema.LOG_SCHEMA`.
+        learn : bool, default=True
+            False: match the known templates only, and change nothing
+            (:meth:`tracesleuth.io.log_templates.LogTemplateMiner.assign`).
+
+        Returns
+        -------
+        pyarrow.Table
+            ``logs`` with ``template_id`` set (null only for an unknown record with ``learn=False``).
+        """
+        if logs.num_rows == 0:
+            return logs
+        fd = _lock_fd(self.path / TEMPLATES_LOCK)
+        try:
+            miner = _load_miner(self.path)
+            ids = miner.assign(logs, learn=learn)
+            if learn:
+                _replace_json(self.path / TEMPLATES, miner.to_json(), durable=True)
+        finally:
+            os.close(fd)
+        return _set_template_ids(logs, ids)
+
     def log_summary(self) -> dict:
         """What the store holds of logs: ``{"records", "joined", "rejected", "templates"}``.
 
@@ -1488,9 +1523,13 @@ def file_kinds(files, format: str | None = None) -> dict[str, str]:
 
 def _with_templates(batch: pa.RecordBatch, miner) -> pa.RecordBatch:
     """A log batch with each record's template id (``miner.assign``)."""
-    ids = miner.assign(batch)
+    return _set_template_ids(batch, miner.assign(batch))
+
+
+def _set_template_ids(logs, ids):
+    """``logs`` (a log table or batch) with ``ids`` as its ``template_id`` column."""
     ids = ids.cast(pa.int64()) if isinstance(ids, pa.Array) else pa.array(np.asarray(ids, dtype=np.int64))
-    return batch.set_column(batch.schema.get_field_index(S.TEMPLATE_ID), S.LOG_SCHEMA.field(S.TEMPLATE_ID), ids)
+    return logs.set_column(logs.schema.get_field_index(S.TEMPLATE_ID), S.LOG_SCHEMA.field(S.TEMPLATE_ID), ids)
 
 
 def _nothing_stored(files: list[str], skipped: dict, summary: IngestSummary) -> str:

@@ -1,5 +1,5 @@
-"""Helpers of the receiver tests: request bodies with known span ids, and a receiver run in a
-subprocess on a free loopback port (bounded in time everywhere)."""
+"""Helpers of the receiver tests: request bodies with known span ids (log records with known
+bodies), and a receiver run in a subprocess on a free loopback port (bounded in time everywhere)."""
 
 from __future__ import annotations
 
@@ -72,6 +72,56 @@ def proto_request(n_spans: int, seed: int, *, service: str = "checkout", bad: di
         else:  # pragma: no cover
             raise ValueError(defect)
     return req.SerializeToString(), valid
+
+
+def proto_logs_request(n_records: int, seed: int, *, service: str = "checkout",
+                       bad: dict | None = None) -> tuple[bytes, list]:
+    """An OTLP protobuf ``ExportLogsServiceRequest`` of ``n_records`` log records, each with a
+    unique body ``"record <seed>-<i>: ..."``, trace context drawn from ``seed``, a severity and an
+    attribute.
+
+    ``bad`` maps a record index to a defect: ``"no_time"`` (neither time nor observed time: the
+    record is rejected), ``"short_trace_id"`` (a 3-byte trace id: kept without it, a warning).
+    Returns the body and the bodies of the records that are kept.
+    """
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    rng = random.Random(seed)
+    req = ExportLogsServiceRequest()
+    rl = req.resource_logs.add()
+    for key, value in (("service.name", service), ("service.instance.id", f"{service}-{seed % 3}")):
+        kv = rl.resource.attributes.add()
+        kv.key, kv.value.string_value = key, value
+    scope = rl.scope_logs.add()
+    scope.scope.name = "tests"
+    kept = []
+    t0 = 1_700_000_000_000_000_000 + seed * 1_000_000_000
+    for i in range(n_records):
+        lr = scope.log_records.add()
+        lr.time_unix_nano = lr.observed_time_unix_nano = t0 + i * 1000
+        lr.trace_id, lr.span_id = rng.randbytes(16), rng.randbytes(8)
+        lr.severity_number, lr.severity_text = (17, "ERROR") if i % 5 == 0 else (9, "INFO")
+        lr.body.string_value = f"record {seed}-{i}: fetched {rng.randrange(100)} rows"
+        a = lr.attributes.add()
+        a.key, a.value.int_value = "code.line.number", 100 + i % 7
+        defect = (bad or {}).get(i)
+        if defect == "no_time":
+            lr.time_unix_nano = lr.observed_time_unix_nano = 0
+            continue
+        if defect == "short_trace_id":
+            lr.trace_id = b"abc"
+        elif defect is not None:  # pragma: no cover
+            raise ValueError(defect)
+        kept.append(lr.body.string_value)
+    return req.SerializeToString(), kept
+
+
+def json_logs_request(records: list[dict], *, service: str = "frontend") -> bytes:
+    """An OTLP JSON ``ExportLogsServiceRequest`` body holding ``records`` (OTLP JSON log records)."""
+    return json.dumps({"resourceLogs": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
+        "scopeLogs": [{"scope": {"name": "tests"}, "logRecords": records}],
+    }]}).encode()
 
 
 def json_request(spans: list[dict], *, service: str = "frontend") -> bytes:

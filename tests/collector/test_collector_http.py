@@ -213,8 +213,8 @@ def _error_message(r) -> str:
 
 def test_unknown_route_404_and_wrong_method_405(store):
     with _client(store) as client:
-        r = client.post("/v1/logs", content=b"", headers=PB)
-        assert r.status_code == 404 and "POST /v1/traces" in r.text
+        r = client.post("/v1/metrics", content=b"", headers=PB)
+        assert r.status_code == 404 and "POST /v1/traces and POST /v1/logs" in r.text
         r = client.get("/v1/traces")
         assert r.status_code == 405 and r.headers["allow"] == "POST"
         errors = client.get("/stats").json()["errors"]

@@ -222,7 +222,13 @@ def test_cli_demo_help_and_bad_settings(capsys):
                         (["demo", "--incident", "shipping-service"], "'service' parameter of run_incident"),
                         (["demo", "--incident", "web-service"], "'service' parameter of run_incident"),
                         (["demo", "--incident", "cart-service", "--fault", "crash"], "'fault' parameter"),
-                        (["demo", "--incident", "cart-service", "--fault-delay", "20"], "Cannot read duration")):
+                        (["demo", "--incident", "cart-service", "--fault-delay", "20"], "Cannot read duration"),
+                        (["demo", "--fault-share", "0.3"], "add --incident SERVICE"),
+                        (["demo", "--incident", "cart-service", "--fault-share", "0.3"], "--fault-share sets the share"),
+                        (["demo", "--incident", "cart-service", "--fault", "exception", "--fault-delay", "5ms"],
+                         "--fault-delay sets the delay"),
+                        (["demo", "--incident", "cart-service", "--fault", "cpu-burn", "--fault-share", "1.5"],
+                         "'share' parameter of run_incident")):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert words in err and "Traceback" not in err, (argv, err)
@@ -232,10 +238,26 @@ def test_cli_demo_help_and_bad_settings(capsys):
 
 
 def test_incident_settings_are_checked_before_anything_starts(tmp_path):
-    for kwargs, name in (({"fault": "x"}, "fault"), ({"delay_ns": 10}, "delay_ns"), ({"duration_s": 0}, "duration_s")):
+    for kwargs, name in (({"fault": "x"}, "fault"), ({"delay_ns": 10}, "delay_ns"), ({"duration_s": 0}, "duration_s"),
+                         ({"fault": "exception", "share": 0}, "share"), ({"fault": "cpu-burn", "share": 2}, "share")):
         with pytest.raises(ParameterError, match=f"'{name}' parameter of run_incident"):
             run_incident("cart-service", workdir=tmp_path / "run", **kwargs)
         assert not (tmp_path / "run").exists()
+
+
+def test_the_faults_describe_themselves():
+    from tracesleuth.demo import CODE_FAULTS, DELAY_FAULTS, FAULT_KINDS, SHARE_FAULTS, Fault
+
+    assert set(FAULT_KINDS) == {"slow-handler", "network-delay", "exception", "early-return", "cpu-burn"}
+    assert set(DELAY_FAULTS) | set(SHARE_FAULTS) == set(FAULT_KINDS) and set(CODE_FAULTS) < set(SHARE_FAULTS)
+    words = {kind: Fault("cart-service", kind, 20_000_000 if kind in DELAY_FAULTS else 0,
+                         1.0 if kind in DELAY_FAULTS else 0.25).describe() for kind in FAULT_KINDS}
+    assert words["slow-handler"] == "+20 ms in every handler of cart-service (a slower handler)"
+    assert words["network-delay"] == "+20 ms of network delay on every call into cart-service"
+    assert words["exception"].startswith("an exception in the handler of cart-service for 25% of its requests")
+    assert words["early-return"].startswith("an early return in the handler of cart-service for 25% of its requests")
+    assert words["cpu-burn"] == "a busy thread burning 25% of a core in every instance of cart-service"
+    assert Fault("cart-service", "exception", 0, 0.25).to_dict()["share"] == 0.25
 
 
 def test_marking_is_checked():

@@ -25,11 +25,14 @@ from tracesleuth.demo import (BAGGAGE_KEYS, DEFAULT_RATE_PER_S, EXIT_BROKEN, REC
                               run_incident)
 from tracesleuth.io import read_spans
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+pytestmark = [pytest.mark.live,
+              pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")]
 
 #: Spans of one homepage request: the load generator's client span, 13 server spans, 10 client
 #: and 2 producer spans, 12 SQLite queries.
 SPANS_PER_REQUEST = 38
+#: Log records of one homepage request: two per handler (entering, what it fetched), 13 handlers.
+LOGS_PER_REQUEST = 26
 DURATION_S, RATE_PER_S, SEED = 60, DEFAULT_RATE_PER_S, 0
 
 
@@ -132,6 +135,30 @@ def test_every_span_reached_the_store(live):
     assert "items-service:getrecommended" not in descriptions
 
 
+def test_every_log_record_reached_the_store_in_its_span(live):
+    from tracesleuth.io import read_logs
+
+    result, _ = live
+    logs = result.collector_stats["logs"]
+    assert logs["rejected"] == 0 and logs["received"] == logs["acknowledged"] == logs["stored"]
+    # (a failed request may have left some of its records)
+    assert logs["stored"] - LOGS_PER_REQUEST * result.requests_completed in \
+        ((0,) if result.requests_failed == 0 else range(0, LOGS_PER_REQUEST * result.requests_failed + 1))
+    records = pl.from_arrow(read_logs([result.store_path]).logs)
+    spans = pl.from_arrow(read_spans([result.store_path]).spans)
+    assert records.height == logs["stored"]
+    # Every record carries the trace context of a stored span of its own service: a handler's
+    # records that of its server span (an asynchronous call's warning, its producer span's).
+    spans = spans.select(pl.col("span_id").cast(pl.String), pl.col("service").cast(pl.String),
+                         pl.col("kind").cast(pl.String))
+    joined = records.with_columns(pl.col("span_id").cast(pl.String), pl.col("service").cast(pl.String)).join(
+        spans, on=["span_id", "service"], how="inner")
+    assert joined.height == records.height
+    assert set(joined.filter(pl.col("severity_text") == "INFO")["kind"]) == {"server"}
+    assert records["body"].str.len_chars().min() > 0
+    assert records["template_id"].null_count() == 0                    # templated as an ingest templates
+
+
 def test_baggage_never_becomes_a_span_attribute(live):
     result, _ = live
     spans = pl.from_arrow(read_spans([result.store_path]).spans)
@@ -219,6 +246,7 @@ def test_ctrl_c_stops_every_process_within_seconds(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
     _, errs = proc.communicate(timeout=10)
     assert "demo interrupted (SIGINT): every process of the run was stopped" in errs.decode()
+    assert proc.returncode == 128 + signal.SIGINT
     assert wait_until_gone(str(workdir), 5) == []
     assert time.monotonic() - t < 10
 

@@ -1,5 +1,6 @@
-"""One service in-process (its ASGI app through httpx's ASGI transport, spans in memory): the
-delay a request's baggage asks for, the spans it records, and no baggage in any attribute."""
+"""One service in-process (its ASGI app through httpx's ASGI transport, spans and log records in
+memory): the delay a request's baggage asks for, the spans and log records it writes, no baggage
+in any attribute, and the incident mode's faults."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import time
 import httpx
 import pytest
 from opentelemetry import baggage, context
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
 from tracesleuth.demo import BAGGAGE_DEGRADATION, BAGGAGE_DEVIATE, BAGGAGE_KEYS, LIVE_SERVICES
 from tracesleuth.demo._catalog import create_databases
@@ -37,19 +40,35 @@ def _config(tmp_path) -> DemoConfig:
                       rate_per_s=1.0, instances=instances, databases=create_databases(tmp_path, seed=0))
 
 
-def _service(tmp_path, name: str):
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    service = ShopService(_config(tmp_path), name, 0, tracer_provider=provider)
-    return service, exporter, provider
+class _Telemetry:
+    """Spans and log records of the services of a test, in memory."""
+
+    def __init__(self):
+        self.spans, self.logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.logger_provider = LoggerProvider()
+        self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs))
+
+    def service(self, config, name: str) -> ShopService:
+        return ShopService(config, name, 0, tracer_provider=self.tracer_provider, logger_provider=self.logger_provider)
+
+    def records(self) -> list:
+        """``(severity text, body, attributes, trace id, span id)`` of every log record, in order."""
+        return [(r.log_record.severity_text, r.log_record.body, dict(r.log_record.attributes or {}),
+                 format(r.log_record.trace_id or 0, "032x"), format(r.log_record.span_id or 0, "016x"))
+                for r in self.logs.get_finished_logs()]
+
+    def clear(self) -> None:
+        self.spans.clear()
+        self.logs.clear()
 
 
 def _running(tmp_path, name):
-    service, exporter, provider = _service(tmp_path, name)
-    yield service, exporter
-    service.db.close()
-    provider.shutdown()
+    telemetry = _Telemetry()
+    service = telemetry.service(_config(tmp_path), name)
+    yield service, telemetry.spans
+    service.close()
 
 
 @pytest.fixture
@@ -131,12 +150,12 @@ def test_each_live_service_serves_its_rpcs_and_calls_its_callees(tmp_path):
     config = _config(tmp_path)
     url = {s: urls[0] for s, urls in config.instances.items()}
     served, callees = {}, {}
+    telemetry = _Telemetry()
     for name in LIVE_SERVICES:
-        service = ShopService(config, name, 0, tracer_provider=TracerProvider())
+        service = telemetry.service(config, name)
         served[name] = sorted(service.operations)
         callees[name] = service.callees
-        if service.db is not None:
-            service.db.close()
+        service.close()
     assert served == {"web-service": ["gethome"], "items-service": ["findfeaturesitems", "finditems"],
                       "account-service": ["getprofile"], "cart-service": ["getcart"],
                       "categories-service": ["getbrands", "getcategory"],
@@ -211,3 +230,234 @@ def test_the_incident_fault_switch(cart):
     assert r.status_code == 200 and seconds >= 0.080 and server_ms() < 80
     _get(service, "/_fault?kind=none")
     assert (service.fault_kind, service.fault_delay_ns) == (None, 0)
+
+
+# -- log records and the incident mode's code faults ---------------------------------------------
+
+def _switch(service, query: str) -> None:
+    r, _ = _get(service, f"/_fault?{query}")
+    assert r.status_code == 200, r.text
+
+
+@pytest.fixture
+def shop(tmp_path):
+    """recommendation-service calling account-service in-process (call 10 makes one call), with
+    cart-service; one telemetry for the three."""
+    telemetry = _Telemetry()
+    config = _config(tmp_path)
+    services = {name: telemetry.service(config, name)
+                for name in ("recommendation-service", "account-service", "cart-service")}
+    [url] = config.instances["account-service"]
+    services["recommendation-service"].clients[url] = services["recommendation-service"].client(
+        url, transport=httpx.ASGITransport(app=services["account-service"].app()))
+    yield services, telemetry
+    for service in services.values():
+        service.close()
+
+
+def _server(telemetry, name: str):
+    """The span of the ASGI instrumentation named ``name`` (internal when its caller runs in this
+    process: the instrumentation then sees an active span)."""
+    [span] = [s for s in telemetry.spans.get_finished_spans()
+              if s.kind in (SpanKind.SERVER, SpanKind.INTERNAL) and s.name == name]
+    return span
+
+
+def _ids(span) -> tuple[str, str]:
+    return format(span.context.trace_id, "032x"), format(span.context.span_id, "016x")
+
+
+def test_handlers_log_with_trace_context_and_code_location(shop):
+    services, telemetry = shop
+    call = FIRST_CALL["cart-service:getcart"]
+    r, _ = _get(services["cart-service"], f"/getcart?call={call}&user=5", _headers())
+    assert r.status_code == 200
+    server = _server(telemetry, "getcart")
+    records = telemetry.records()
+    assert [(level, body) for level, body, *_ in records] == [
+        ("INFO", f"getcart: request of user 5 (call {call})"), ("INFO", "getcart: fetched 1 rows for user 5")]
+    for _, _, attributes, trace_id, span_id in records:
+        assert (trace_id, span_id) == _ids(server) and trace_id == TRACE_ID
+        assert attributes["code.function.name"] == "handle" and attributes["code.line.number"] > 0
+        assert attributes["code.file.path"].endswith("service.py")
+    # Two statements, two code locations: "which statements ran" is visible per span.
+    assert len({r[2]["code.line.number"] for r in records}) == 2
+    assert all(s.status.status_code is StatusCode.UNSET for s in telemetry.spans.get_finished_spans())
+
+
+def test_an_exception_fault_is_recorded_on_the_server_span_and_logged(shop):
+    services, telemetry = shop
+    cart = services["cart-service"]
+    call = FIRST_CALL["cart-service:getcart"]
+    _switch(cart, "kind=exception&share=1")
+    r, _ = _get(cart, f"/getcart?call={call}&user=5", _headers())
+    assert r.status_code == 500 and r.json()["error"].startswith("RowError: cart-service:getcart")
+    server = _server(telemetry, "getcart")
+    assert server.status.status_code is StatusCode.ERROR
+    assert server.status.description.startswith("RowError: cart-service:getcart: row 0 of user 5")
+    [event] = server.events
+    assert event.name == "exception"
+    assert event.attributes["exception.type"].endswith("RowError")
+    assert event.attributes["exception.message"] == server.status.description.removeprefix("RowError: ")
+    assert "in handle" in event.attributes["exception.stacktrace"]
+    levels = [(level, body.split(":")[0]) for level, body, *_ in telemetry.records()]
+    assert levels == [("INFO", "getcart"), ("INFO", "getcart"), ("ERROR", "getcart failed")]
+    *_, (_, _, attributes, trace_id, span_id) = telemetry.records()
+    assert (trace_id, span_id) == _ids(server)
+    assert attributes["exception.type"] == "RowError" and "Traceback" in attributes["exception.stacktrace"]
+    # The ground truth stays in the service (written beside the store), never in the telemetry.
+    [hit] = cart.fault_hits
+    assert hit[:2] == _ids(server) and hit[2:8] == ("cart-service", "cart-service-0", "getcart", call, "exception", "")
+    # Off again: answers as before, nothing recorded.
+    _switch(cart, "kind=none")
+    telemetry.clear()
+    r, _ = _get(cart, f"/getcart?call={call}&user=5", _headers())
+    assert r.status_code == 200 and not _server(telemetry, "getcart").events
+
+
+def test_a_caller_handles_its_callees_exception(shop):
+    services, telemetry = shop
+    _switch(services["account-service"], "kind=exception&share=1")
+    r, _ = _get(services["recommendation-service"], "/getrecommended?call=10&user=5&rank=0", _headers())
+    # The caller carries on: its answer lacks the profile, it says so, and its own span is no error.
+    assert r.status_code == 200, r.text
+    assert r.json()["degraded"] == ["getprofile"] and r.json()["calls"] == {"getprofile": [None]}
+    caller = _server(telemetry, "getrecommended")
+    [client] = [s for s in telemetry.spans.get_finished_spans() if s.kind is SpanKind.CLIENT and s.name == "getprofile"]
+    callee = _server(telemetry, "getprofile")
+    assert caller.status.status_code is StatusCode.UNSET and not caller.events
+    assert client.parent.span_id == caller.context.span_id
+    assert client.status.status_code is StatusCode.ERROR
+    assert client.status.description == "HTTP 500 from account-service"
+    assert 500 in (client.attributes.get("http.response.status_code"), client.attributes.get("http.status_code"))
+    assert callee.parent.span_id == client.context.span_id and callee.events[0].name == "exception"
+    records = telemetry.records()
+    errors = [(body, span_id) for level, body, _, _, span_id in records if level == "ERROR"]
+    assert errors == [("getprofile failed: " + callee.status.description.removeprefix("RowError: "), _ids(callee)[1]),
+                      ("call to account-service getprofile failed: HTTP 500", _ids(caller)[1])]
+    # ... and goes on to its own query and answer.
+    assert ("INFO", "getrecommended: fetched 3 rows for user 5") in [(lv, b) for lv, b, *_ in records]
+
+
+def test_an_early_return_skips_the_last_call_without_an_error(shop):
+    services, telemetry = shop
+    rec = services["recommendation-service"]
+    r, _ = _get(rec, "/getrecommended?call=10&user=5&rank=0", _headers())
+    assert r.status_code == 200
+    normal = telemetry.records()
+    telemetry.clear()
+    _switch(rec, "kind=early-return&share=1")
+    r, _ = _get(rec, "/getrecommended?call=10&user=5&rank=0", _headers())
+    assert r.status_code == 200 and r.json()["rows"] is None and r.json()["calls"] == {}
+    spans = telemetry.spans.get_finished_spans()
+    # No call to account-service, no query; no error anywhere.
+    assert [(s.kind, s.name) for s in spans] == [(SpanKind.SERVER, "getrecommended")]
+    assert spans[0].status.status_code is StatusCode.UNSET and not spans[0].events
+    bodies = [b for _, b, *_ in telemetry.records()]
+    assert bodies == ["getrecommended: request of user 5 (call 10)"]
+    # The statement on the skipped path is what is missing (its code location never appears).
+    lines = {r[2]["code.line.number"] for r in telemetry.records()}
+    assert {r[2]["code.line.number"] for r in normal if r[2]["code.function.name"] == "handle"} - lines
+    [hit] = rec.fault_hits
+    assert hit[6:8] == ("early-return", "getprofile")
+
+
+def test_an_early_return_without_calls_skips_the_query(shop):
+    services, telemetry = shop
+    cart = services["cart-service"]
+    _switch(cart, "kind=early-return&share=1")
+    call = FIRST_CALL["cart-service:getcart"]
+    r, _ = _get(cart, f"/getcart?call={call}&user=5", _headers())
+    assert r.status_code == 200 and r.json()["rows"] is None
+    assert [s.name for s in telemetry.spans.get_finished_spans()] == ["getcart"]
+    assert [b for _, b, *_ in telemetry.records()] == [f"getcart: request of user 5 (call {call})"]
+    assert cart.fault_hits[0][6:8] == ("early-return", "query")
+
+
+def test_a_code_fault_hits_its_share_of_the_requests_reproducibly(tmp_path):
+    def hits(seed: int) -> list[bool]:
+        telemetry = _Telemetry()
+        config = DemoConfig(**{**_config(tmp_path / str(seed)).__dict__, "seed": seed})
+        cart = telemetry.service(config, "cart-service")
+        try:
+            _switch(cart, "kind=early-return&share=0.3")
+            return [cart.fault_hit() is not None for _ in range(2000)]
+        finally:
+            cart.close()
+
+    drawn = hits(0)
+    assert drawn == hits(0) and drawn != hits(1)
+    assert 0.25 <= sum(drawn) / len(drawn) <= 0.35
+
+
+def test_fault_hits_are_written_beside_the_store(tmp_path):
+    telemetry = _Telemetry()
+    config = DemoConfig(**{**_config(tmp_path).__dict__, "fault_hits_dir": str(tmp_path / "hits")})
+    cart = telemetry.service(config, "cart-service")
+    _switch(cart, "kind=exception&share=1")
+    for user in range(3):
+        _get(cart, f"/getcart?call={FIRST_CALL['cart-service:getcart']}&user={user}", _headers())
+    cart.close()
+    import csv
+
+    with open(tmp_path / "hits" / "cart-service-0.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 3 and {r["kind"] for r in rows} == {"exception"}
+    assert {r["trace_id"] for r in rows} == {TRACE_ID}
+    assert len({r["span_id"] for r in rows}) == 3
+
+
+def test_the_cpu_burn_switch_starts_and_stops_its_thread(cart):
+    service, _ = cart
+    for bad in ("kind=cpu-burn&share=0", "kind=cpu-burn&share=1.5", "kind=exception&share=x"):
+        r, _ = _get(service, f"/_fault?{bad}")
+        assert r.status_code == 400 and "share a number in (0, 1]" in r.text
+    assert not service.burner.running and service.fault_kind is None
+    _switch(service, "kind=cpu-burn&share=0.5")
+    assert service.burner.running and (service.fault_kind, service.fault_share) == ("cpu-burn", 0.5)
+    r, _ = _get(service, f"/getcart?call={FIRST_CALL['cart-service:getcart']}&user=5")
+    assert r.status_code == 200
+    _switch(service, "kind=slow-handler&delay_ns=1000000")           # another fault stops the burning
+    assert not service.burner.running
+    _switch(service, "kind=cpu-burn&share=1")
+    assert service.burner.running
+    _switch(service, "kind=none")
+    assert not service.burner.running and service.fault_kind is None
+
+
+def test_a_collector_refusing_logs_breaks_no_request(tmp_path, capfd):
+    """Until the collector serves /v1/logs it answers 404: the requests go on, the records are
+    counted as not accepted, nothing is printed per batch."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tracesleuth.demo._protocol import make_logger_provider
+
+    class NotFound(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            self.send_response(404)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config = DemoConfig(**{**_config(tmp_path).__dict__,
+                               "collector_url": f"http://127.0.0.1:{server.server_address[1]}"})
+        provider = make_logger_provider("cart-service", "cart-service-0", config)
+        cart = ShopService(config, "cart-service", 0, tracer_provider=TracerProvider(), logger_provider=provider)
+        try:
+            for user in range(5):
+                r, _ = _get(cart, f"/getcart?call={FIRST_CALL['cart-service:getcart']}&user={user}")
+                assert r.status_code == 200
+            assert provider.force_flush()
+        finally:
+            cart.close()
+    finally:
+        server.shutdown()
+    assert provider.exporter.failed == 10 and provider.exporter.exported == 0
+    assert capfd.readouterr().err == ""

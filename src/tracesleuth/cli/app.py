@@ -260,7 +260,8 @@ def collect(store: Annotated[Path, typer.Option("--store", metavar="DIR",
                                                           help="Require 'Authorization: Bearer TOKEN'.")] = None,
             json: JsonOpt = False) -> None:
     """Receive spans over OTLP/HTTP (POST /v1/traces, protobuf or JSON) and Zipkin v2
-    (POST /api/v2/spans) into a span store; acknowledged spans survive a crash. Ctrl-C stops."""
+    (POST /api/v2/spans), and log records over OTLP/HTTP (POST /v1/logs), into a span store;
+    acknowledged spans and log records survive a crash. Ctrl-C stops."""
     from ..collector import serve
     from ..store import SpanStore
 
@@ -275,6 +276,10 @@ def collect(store: Annotated[Path, typer.Option("--store", metavar="DIR",
         out.print(f"Stopped after {stats.get('uptime_seconds', 0):.0f} s: {stats.get('requests', {}).get('total', 0):,} "
                   f"requests, {sp.get('received', 0):,} spans received, {sp.get('stored', 0):,} stored, "
                   f"{sp.get('rejected', 0):,} rejected.", markup=False)
+        lg = stats.get("logs", {})
+        if lg.get("received"):
+            out.print(f"{lg['received']:,} log records received, {lg.get('stored', 0):,} stored, "
+                      f"{lg.get('rejected', 0):,} rejected.", markup=False)
 
 
 evaluate_app = typer.Typer(cls=Group, no_args_is_help=True,
@@ -503,10 +508,14 @@ def demo(duration: Annotated[float, typer.Option("--duration", metavar="SECONDS"
          incident: Annotated[Optional[str], typer.Option("--incident", metavar="SERVICE", show_default=False,
                              help="Incident mode: a baseline phase, then a fault in SERVICE (e.g. cart-service) for "
                              "the second half; the report opens with What changed.")] = None,
-         fault: Annotated[str, typer.Option("--fault", metavar="slow-handler|network-delay",
-                          help="Incident mode: the fault injected.")] = "slow-handler",
+         fault: Annotated[str, typer.Option("--fault", metavar="slow-handler|network-delay|exception|early-return|"
+                          "cpu-burn", help="Incident mode: the fault injected.")] = "slow-handler",
          fault_delay: Annotated[str, typer.Option("--fault-delay", metavar="DURATION",
-                                help="Incident mode: what the fault adds per request, e.g. 20ms.")] = "20ms",
+                                help="Incident mode, slow-handler and network-delay: what the fault adds per "
+                                "request, e.g. 20ms.")] = "20ms",
+         fault_share: Annotated[Optional[float], typer.Option("--fault-share", metavar="SHARE", show_default=False,
+                                help="Incident mode, exception and early-return: the share of the service's "
+                                "requests hit; cpu-burn: the share of a core burnt. In (0, 1]; default 0.5.")] = None,
          output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", show_default=False,
                            help="The HTML report to write; default: report.html in the run's directory.")] = None,
          workdir: Annotated[Optional[Path], typer.Option("--workdir", metavar="DIR", show_default=False,
@@ -526,16 +535,25 @@ def demo(duration: Annotated[float, typer.Option("--duration", metavar="SECONDS"
     or the machine was too busy to tell the injected delays apart: the message names the cause)."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from ..demo import run_demo, run_incident
+    from .._signals import signal_name
+    from ..demo import DEFAULT_FAULT_SHARE, DELAY_FAULTS, SHARE_FAULTS, run_demo, run_incident
     from ..errors import ParameterError
     from ..units import parse_duration
 
     if incident and (noised or interval != "affected"):
         raise ParameterError("--noised and --interval set the degradations of the patterns demo; --incident "
                              "injects one fault instead: give one or the other")
-    if not incident and (fault != "slow-handler" or fault_delay != "20ms"):
-        raise ParameterError("--fault and --fault-delay set the fault of the incident mode: add --incident SERVICE")
+    if not incident and (fault != "slow-handler" or fault_delay != "20ms" or fault_share is not None):
+        raise ParameterError("--fault, --fault-delay and --fault-share set the fault of the incident mode: "
+                             "add --incident SERVICE")
+    if fault in DELAY_FAULTS and fault_share is not None:
+        raise ParameterError(f"--fault-share sets the share of the {', '.join(SHARE_FAULTS)} faults; {fault} "
+                             "delays every request by --fault-delay")
+    if fault in SHARE_FAULTS and fault_delay != "20ms":
+        raise ParameterError(f"--fault-delay sets the delay of the {', '.join(DELAY_FAULTS)} faults; {fault} "
+                             "hits a share of the requests (--fault-share)")
     delay_ns = parse_duration(fault_delay) if incident else 0
+    share = DEFAULT_FAULT_SHARE if fault_share is None else fault_share
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                   transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("starting")
@@ -546,14 +564,16 @@ def demo(duration: Annotated[float, typer.Option("--duration", metavar="SECONDS"
 
         try:
             if incident:
-                result = run_incident(incident, fault=fault, delay_ns=delay_ns, duration_s=duration, rate_per_s=rate,
-                                      seed=seed, workdir=workdir, report_path=output, on_progress=show)
+                result = run_incident(incident, fault=fault, delay_ns=delay_ns, share=share, duration_s=duration,
+                                      rate_per_s=rate, seed=seed, workdir=workdir, report_path=output,
+                                      on_progress=show)
             else:
                 result = run_demo(duration_s=duration, rate_per_s=rate, seed=seed, noised=noised, workdir=workdir,
                                   report_path=output, interval=interval, on_progress=show)
-        except KeyboardInterrupt as e:
-            err.print(f"demo interrupted ({str(e) or 'SIGINT'}): every process of the run was stopped.", markup=False)
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as e:  # SIGINT, or the SIGTERM/SIGHUP the demo and the CLI raise as one
+            signum = getattr(e, "signum", signal.SIGINT)
+            err.print(f"demo interrupted ({signal_name(signum)}): every process of the run was stopped.", markup=False)
+            raise typer.Exit(128 + signum) from None
     verdict = result.outcome()
     if json:
         emit_json(result.to_dict())
@@ -602,6 +622,8 @@ def _show_demo(result) -> None:
 
 
 def _show_incident(result) -> None:
+    from ..demo import CODE_FAULTS
+
     out.print(f"Fault: {result.fault.describe()}; baseline {result.requests.get('baseline', 0):,} requests, "
               f"problem {result.requests.get('problem', 0):,}.", markup=False)
     t = Table(title="What changed: services, most suspicious first", title_justify="left", show_lines=True,
@@ -615,6 +637,8 @@ def _show_incident(result) -> None:
     if not result.services:
         out.print("No service is suspected.", markup=False)
     _show_run(result)
+    if result.fault_hits_path is not None and result.fault.kind in CODE_FAULTS:
+        out.print(f"Ground truth: {result.fault_hits_path} (the requests the fault hit)", markup=False)
 
 
 def _settings(assignments: list[str], names: list[str]) -> dict[str, dict]:

@@ -1,19 +1,20 @@
-"""``tracesleuth collect``: an embedded span receiver writing into a span store.
+"""``tracesleuth collect``: an embedded span and log receiver writing into a span store.
 
-Applications export spans to it as they would to an OpenTelemetry Collector (OTLP/HTTP, protobuf
-or JSON, optionally gzip) or to a Zipkin server (v2 JSON); the spans land in a
-:class:`~tracesleuth.store.SpanStore`, where ``tracesleuth info``/``table`` and every analysis
-read them. Endpoints:
+Applications export spans and log records to it as they would to an OpenTelemetry Collector
+(OTLP/HTTP, protobuf or JSON, optionally gzip), or spans to a Zipkin server (v2 JSON); they land
+in a :class:`~tracesleuth.store.SpanStore` (log records in its logs table), where ``tracesleuth
+info``/``table`` and every analysis read them. Endpoints:
 
 =====================  ===========================================================================
 ``POST /v1/traces``     OTLP/HTTP trace export: ``application/x-protobuf`` or ``application/json``
+``POST /v1/logs``       OTLP/HTTP log export: ``application/x-protobuf`` or ``application/json``
 ``POST /api/v2/spans``  Zipkin v2 JSON span list (202 Accepted)
 ``GET /healthz``        200 ``{"status": "ok"}`` while spans are taken
-``GET /stats``          JSON counters: requests, bytes, spans received/acknowledged/rejected/stored,
-                        rejections by reason, errors by kind, queue and WAL levels
+``GET /stats``          JSON counters: requests, bytes, spans and log records received/acknowledged/
+                        rejected/stored, rejections by reason, errors by kind, queue and WAL levels
 =====================  ===========================================================================
 
-Durability: a request is answered 2xx only after its spans are in the write-ahead log under
+Durability: a request is answered 2xx only after its spans (log records) are in the write-ahead log under
 ``STORE/wal/`` and fsynced (:mod:`._wal`; concurrent requests share one fsync). A background
 flusher turns the log into Parquet parts every ``flush_interval_seconds`` (:mod:`._flush`), and
 a receiver restarted after a crash first converts what the previous one left. So an acknowledged
@@ -26,9 +27,11 @@ log not yet converted is bounded in bytes; beyond either bound a request is refu
 
 Reject rules follow the OTLP/HTTP specification
 (https://opentelemetry.io/docs/specs/otlp/#otlphttp-response): a body that cannot be decoded is
-refused whole (400, nothing stored); spans of a well-formed body that fail the readers' checks
-(ids, timestamps) are rejected one by one and the rest accepted, answered 200 with
-``partial_success`` (``rejected_spans``, ``error_message``).
+refused whole (400, nothing stored); spans (log records) of a well-formed body that fail the
+readers' checks (ids, timestamps) are rejected one by one and the rest accepted, answered 200 with
+``partial_success`` (``rejected_spans`` / ``rejected_log_records``, ``error_message``); what the
+limits cut (OpenTelemetry's span and log-record limits: :class:`~tracesleuth.io.SpanLimits`,
+:class:`~tracesleuth.io.LogLimits`) is kept, cut, and reported in the message.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ __all__ = ["CollectorError", "PortInUseError", "create_app", "serve"]
 
 def create_app(store_path, *, token: str | None = None, flush_interval_seconds: float = 1.0,
                max_body_bytes: int = 16 * MiB, max_queue_bytes: int = 64 * MiB, max_queue_requests: int = 64,
-               max_wal_bytes: int = 1024 * MiB, retry_after_seconds: int = 1, span_limits=None):
+               max_wal_bytes: int = 1024 * MiB, retry_after_seconds: int = 1, span_limits=None, log_limits=None):
     """The receiver as an ASGI application (Starlette), for any ASGI server or a test client.
 
     The store is opened, the WAL replayed and the background threads started by the app's
@@ -75,16 +78,16 @@ def create_app(store_path, *, token: str | None = None, flush_interval_seconds: 
                                  max_body_bytes=max_body_bytes, max_queue_bytes=max_queue_bytes,
                                  max_queue_requests=max_queue_requests, max_wal_bytes=max_wal_bytes,
                                  retry_after_seconds=retry_after_seconds,
-                                 span_limits=_span_limits(span_limits))
+                                 span_limits=_span_limits(span_limits), log_limits=_log_limits(log_limits))
     return build_app(Collector(store_path, settings))
 
 
 def serve(store_path, *, host: str = "127.0.0.1", port: int = 4318, token: str | None = None,
           flush_interval_seconds: float = 1.0, max_body_bytes: int = 16 * MiB, max_queue_bytes: int = 64 * MiB,
           max_queue_requests: int = 64, max_wal_bytes: int = 1024 * MiB, retry_after_seconds: int = 1,
-          max_connections: int = 1024, log_level: str = "warning", span_limits=None,
+          max_connections: int = 1024, log_level: str = "warning", span_limits=None, log_limits=None,
           on_ready: Callable[[str], None] | None = None) -> dict:
-    """Receive spans over HTTP into a span store until SIGINT or SIGTERM.
+    """Receive spans and log records over HTTP into a span store until SIGINT or SIGTERM.
 
     Parameters
     ----------
@@ -123,6 +126,10 @@ def serve(store_path, *, host: str = "127.0.0.1", port: int = 4318, token: str |
         message, ``/stats`` warnings) as the readers do; default: the OpenTelemetry SDK's
         environment variables (``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT``...), else its defaults
         (:meth:`tracesleuth.io.SpanLimits.from_environment`).
+    log_limits : tracesleuth.io.LogLimits, optional
+        Bounds on the bodies and attributes of each log record, cut and reported likewise;
+        default: ``OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT``... , else the SDK's defaults
+        (:meth:`tracesleuth.io.LogLimits.from_environment`).
     log_level : str, default="warning"
         uvicorn's log level; the receiver's own warnings (replay, flush errors) go to the
         ``tracesleuth.collector`` logger.
@@ -134,7 +141,7 @@ def serve(store_path, *, host: str = "127.0.0.1", port: int = 4318, token: str |
     -------
     dict
         The final ``/stats`` counters, after a graceful shutdown (requests in flight answered,
-        every acknowledged span written to Parquet parts).
+        every acknowledged span and log record written to Parquet parts).
 
     Raises
     ------
@@ -171,7 +178,7 @@ def serve(store_path, *, host: str = "127.0.0.1", port: int = 4318, token: str |
                                  max_body_bytes=max_body_bytes, max_queue_bytes=max_queue_bytes,
                                  max_queue_requests=max_queue_requests, max_wal_bytes=max_wal_bytes,
                                  retry_after_seconds=retry_after_seconds,
-                                 span_limits=_span_limits(span_limits))
+                                 span_limits=_span_limits(span_limits), log_limits=_log_limits(log_limits))
     check_int("max_connections", max_connections, 1, owner="serve")
     check_address(host, port, token, log_level)
     sock = bind(host, port)
@@ -192,3 +199,9 @@ def _span_limits(limits):
     from ..io import SpanLimits
 
     return SpanLimits.from_environment() if limits is None else limits
+
+
+def _log_limits(limits):
+    from ..io import LogLimits
+
+    return LogLimits.from_environment() if limits is None else limits

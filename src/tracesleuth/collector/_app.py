@@ -1,4 +1,5 @@
-"""The HTTP side: an ASGI application (Starlette) serving OTLP/HTTP and Zipkin v2 span uploads.
+"""The HTTP side: an ASGI application (Starlette) serving OTLP/HTTP span and log uploads and
+Zipkin v2 span uploads.
 
 Starlette rather than FastAPI: request bodies here are opaque protobuf or JSON bytes read as a
 stream under our own size, time and memory limits, and responses are protobuf or JSON messages
@@ -9,10 +10,11 @@ dependencies and less work per request.
 References
 ----------
 OTLP specification 1.x, "OTLP/HTTP" (https://opentelemetry.io/docs/specs/otlp/#otlphttp): request
-(``POST /v1/traces``, ``application/x-protobuf`` or ``application/json``, optional gzip),
-response (200 with an ``ExportTraceServiceResponse`` in the request's encoding; a
-``partial_success`` when only part of the data was accepted), failures (4xx/5xx with a
-``google.rpc.Status`` body), throttling (429/503 with ``Retry-After``). Zipkin v2 API
+(``POST /v1/traces``, ``POST /v1/logs``, ``application/x-protobuf`` or ``application/json``,
+optional gzip), response (200 with an ``ExportTraceServiceResponse`` / ``ExportLogsServiceResponse``
+in the request's encoding; a ``partial_success`` when only part of the data was accepted, with
+``rejected_spans`` / ``rejected_log_records``), failures (4xx/5xx with a ``google.rpc.Status``
+body), throttling (429/503 with ``Retry-After``). Zipkin v2 API
 (https://zipkin.io/zipkin-api/): ``POST /api/v2/spans`` answers 202.
 """
 
@@ -38,8 +40,8 @@ log = logging.getLogger("tracesleuth.collector")
 #: ``google.rpc.Code`` sent in a ``Status`` body for each HTTP status (the OTLP spec lets the
 #: server omit it; clients must not act on it).
 _RPC_CODE = {400: 3, 401: 16, 404: 5, 405: 12, 408: 4, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
-_ROUTES_HELP = ("this receiver serves POST /v1/traces (OTLP/HTTP, protobuf or JSON), POST /api/v2/spans "
-                "(Zipkin v2 JSON), GET /healthz and GET /stats")
+_ROUTES_HELP = ("this receiver serves POST /v1/traces and POST /v1/logs (OTLP/HTTP, protobuf or JSON), "
+                "POST /api/v2/spans (Zipkin v2 JSON), GET /healthz and GET /stats")
 _KIND_OF_STATUS = {404: "not_found", 405: "method_not_allowed"}
 
 
@@ -59,20 +61,29 @@ def status_protobuf(code: int, message: str) -> bytes:
     return (b"\x08" + _varint(code) if code else b"") + b"\x12" + _varint(len(text)) + text
 
 
-def export_response(rejected: int, message: str, *, as_json: bool) -> bytes:
-    """An ``ExportTraceServiceResponse``: empty on full success, else with ``partial_success``
-    (``rejected_spans``, ``error_message``), in protobuf or OTLP JSON (int64 as a decimal string,
-    as the protobuf JSON mapping writes it)."""
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-
+def export_response(rejected: int, message: str, *, as_json: bool, signal: str = "spans") -> bytes:
+    """An ``ExportTraceServiceResponse`` (``signal="spans"``) or ``ExportLogsServiceResponse``
+    (``"logs"``): empty on full success, else with ``partial_success`` (``rejected_spans`` /
+    ``rejected_log_records``, ``error_message``), in protobuf or OTLP JSON (int64 as a decimal
+    string, as the protobuf JSON mapping writes it)."""
     if not (rejected or message):
         return b"{}" if as_json else b""
+    field, json_field = ("rejected_spans", "rejectedSpans") if signal == "spans" else \
+        ("rejected_log_records", "rejectedLogRecords")
     if as_json:
-        return orjson.dumps({"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": message}})
-    resp = ExportTraceServiceResponse()
-    resp.partial_success.rejected_spans = rejected
+        return orjson.dumps({"partialSuccess": {json_field: str(rejected), "errorMessage": message}})
+    if signal == "spans":
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse as Response_
+    else:
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse as Response_
+    resp = Response_()
+    setattr(resp.partial_success, field, rejected)
     resp.partial_success.error_message = message
     return resp.SerializeToString()
+
+
+#: Each OTLP/HTTP route: its signal, its ``/stats`` request key, and what its items are called.
+_OTLP_ROUTES = {"/v1/traces": ("spans", "otlp", "spans"), "/v1/logs": ("logs", "otlp_logs", "log records")}
 
 
 # -- the application ---------------------------------------------------------------------------
@@ -111,10 +122,12 @@ def build_app(collector: Collector) -> Starlette:
                 chunks.append(chunk)
         return b"".join(chunks)
 
-    async def ingest(request: Request, fmt: str, style: str, route: str) -> Response | DecodedRequest:
-        """Everything a span upload does before its answer: authorization, size and admission
-        checks, reading, decompressing and decoding the body, and making its spans durable.
-        Returns the refusal, or the decoded request (durable) for the route to answer."""
+    async def ingest(request: Request, fmt: str, style: str, route: str, noun: str = "spans"
+                     ) -> Response | DecodedRequest:
+        """Everything an upload does before its answer: authorization, size and admission
+        checks, reading, decompressing and decoding the body, and making its spans (log records,
+        ``noun``) durable. Returns the refusal, or the decoded request (durable) for the route to
+        answer."""
         stats.count("requests", route)
         if not authorized(request):
             return refuse(401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)",
@@ -132,7 +145,7 @@ def build_app(collector: Collector) -> Starlette:
         why = collector.admit(reserved)
         if why is not None:
             what = ("the receiver's queue is full" if why == "queue_full" else
-                    "spans are arriving faster than they are written to the store")
+                    f"{noun} are arriving faster than they are written to the store")
             stats.count("throttled", why)
             return refuse(429, "too_many_requests", f"{what}; retry after {settings.retry_after_seconds} s",
                           style=style, headers={"Retry-After": str(settings.retry_after_seconds)})
@@ -153,51 +166,60 @@ def build_app(collector: Collector) -> Starlette:
             n = stats.requests[route]
             decoded, record = await collector.decode(fmt, body, f"collect {route} #{n} from {client}")
             del body
-            stats.add(spans_received=decoded.spans_received, spans_rejected=decoded.spans_rejected)
+            logs = decoded.logs is not None
+            if logs:
+                stats.add(logs_received=decoded.spans_received, logs_rejected=decoded.spans_rejected)
+            else:
+                stats.add(spans_received=decoded.spans_received, spans_rejected=decoded.spans_rejected)
             if decoded.reasons:
-                stats.rejected(decoded.reasons)
+                stats.rejected(decoded.reasons, logs=logs)
             if record is not None:
                 try:
                     await collector.commit(record)
                 except TimeoutError:
-                    return refuse(503, "wal_timeout", f"the spans were not confirmed durable within "
+                    return refuse(503, "wal_timeout", f"the {noun} were not confirmed durable within "
                                                       f"{settings.commit_timeout_seconds:g} s (they may still be "
                                                       f"stored); retry later", style=style,
                                   headers={"Retry-After": str(settings.retry_after_seconds)})
                 except (OSError, RuntimeError) as e:
-                    return refuse(503, "wal_unavailable", f"the spans could not be made durable ({e}); nothing "
+                    return refuse(503, "wal_unavailable", f"the {noun} could not be made durable ({e}); nothing "
                                                           f"was stored, retry later", style=style,
                                   headers={"Retry-After": str(settings.retry_after_seconds)})
-            stats.add(spans_acknowledged=decoded.spans.num_rows)
+            stats.add(**{"logs_acknowledged" if logs else "spans_acknowledged": decoded.accepted})
             return decoded
         except HttpError as e:
             return refuse(e.status, e.kind, e.message, style=style, headers=e.headers)
         finally:
             collector.release(reserved)
 
-    async def otlp_traces(request: Request) -> Response:
-        """``POST /v1/traces``: OTLP/HTTP trace export.
+    async def otlp(request: Request) -> Response:
+        """``POST /v1/traces`` and ``POST /v1/logs``: OTLP/HTTP trace and log export.
 
-        200 with an ``ExportTraceServiceResponse`` in the request's encoding; its
-        ``partial_success`` carries ``rejected_spans`` and an ``error_message`` when some spans
-        were rejected, or a non-empty message with 0 rejected for warnings (OTLP spec, "Partial
-        Success"). Failures: 400 (body cannot be decoded), 401, 408, 413, 415, 429 and 503 (with
-        ``Retry-After``; both retryable per "OTLP/HTTP Throttling"), each with a ``Status`` body.
+        200 with an ``ExportTraceServiceResponse`` (``ExportLogsServiceResponse``) in the
+        request's encoding; its ``partial_success`` carries ``rejected_spans``
+        (``rejected_log_records``) and an ``error_message`` when some were rejected, or a
+        non-empty message with 0 rejected for warnings (OTLP spec, "Partial Success"). Failures:
+        400 (body cannot be decoded), 401, 408, 413, 415, 429 and 503 (with ``Retry-After``; both
+        retryable per "OTLP/HTTP Throttling"), each with a ``Status`` body. Log records have the
+        guarantees of spans: acknowledged once durable in the write-ahead log.
         """
+        signal, route, noun = _OTLP_ROUTES[request.url.path]
         ctype = media_type(request.headers.get("content-type"))
+        suffix = "" if signal == "spans" else "-logs"
         if ctype == PROTOBUF:
-            fmt, style = "otlp-proto", "protobuf"
+            fmt, style = f"otlp{suffix}-proto", "protobuf"
         elif ctype == JSON:
-            fmt, style = "otlp-json", "json"
+            fmt, style = f"otlp{suffix}-json", "json"
         else:
-            stats.count("requests", "otlp")
+            stats.count("requests", route)
             return refuse(415, "unsupported_media_type", f"Content-Type {ctype or '(none)'!r} is not accepted; "
                                                          f"OTLP/HTTP sends {PROTOBUF} or {JSON}", style="protobuf")
-        decoded = await ingest(request, fmt, style, "otlp")
+        decoded = await ingest(request, fmt, style, route, noun)
         if isinstance(decoded, Response):
             return decoded
         stats.count("responses", 200)
-        return Response(export_response(decoded.spans_rejected, decoded.message(), as_json=style == "json"),
+        return Response(export_response(decoded.spans_rejected, decoded.message(), as_json=style == "json",
+                                        signal=signal),
                         status_code=200, media_type=PROTOBUF if style == "protobuf" else JSON)
 
     async def zipkin_spans(request: Request) -> Response:
@@ -215,7 +237,7 @@ def build_app(collector: Collector) -> Starlette:
         return Response(status_code=202)
 
     async def healthz(request: Request) -> Response:
-        """``GET /healthz``: 200 while the receiver takes spans (no token needed)."""
+        """``GET /healthz``: 200 while the receiver takes spans and log records (no token needed)."""
         ok = collector.running
         stats.count("responses", 200 if ok else 503)
         return Response(orjson.dumps({"status": "ok" if ok else "stopping"}), status_code=200 if ok else 503,
@@ -256,7 +278,8 @@ def build_app(collector: Collector) -> Starlette:
 
     app = Starlette(
         routes=[
-            Route("/v1/traces", otlp_traces, methods=["POST"]),
+            Route("/v1/traces", otlp, methods=["POST"]),
+            Route("/v1/logs", otlp, methods=["POST"]),
             Route("/api/v2/spans", zipkin_spans, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/stats", stats_route, methods=["GET"]),

@@ -1,5 +1,7 @@
 """The receiver's engine, independent of HTTP: the store, the write-ahead log, the flusher, the
-decode threads, admission (backpressure) and the counters."""
+decode threads, admission (backpressure) and the counters. Spans and log records take the same
+path: decoded in a decode thread, one WAL record per request, durable before the answer,
+converted into the store's span or log parts."""
 
 from __future__ import annotations
 
@@ -11,12 +13,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ..io import LOG_FORMATS
 from ._decode import DecodedRequest, decode
 from ._errors import CollectorError
 from ._flush import Conversion, Flusher, SegmentPartStore, replay
 from ._settings import CollectorSettings
 from ._stats import CollectorStats
-from ._wal import WriteAheadLog, encode_record, segment_seq
+from ._wal import WriteAheadLog, encode_log_record, encode_record, segment_seq
 
 log = logging.getLogger("tracesleuth.collector")
 
@@ -79,8 +82,8 @@ class Collector:
                     raise CollectorError(f"{self.store.path}: cannot turn the write-ahead log left by the previous "
                                          f"run into parts ({e}); nothing was deleted") from e
                 if n:
-                    log.warning("replayed %d write-ahead log segment(s) left by the previous run: %d spans stored",
-                                n, self.stats.spans_replayed)
+                    log.warning("replayed %d write-ahead log segment(s) left by the previous run: %d spans and "
+                                "%d log records stored", n, self.stats.spans_replayed, self.stats.logs_replayed)
                 self.wal = WriteAheadLog(wal_dir, first_seq=first_seq,
                                          max_segment_bytes=self.settings.max_segment_bytes, on_commit=self._committed)
                 self.flusher = Flusher(self.store, self.wal, interval_seconds=self.settings.flush_interval_seconds,
@@ -140,9 +143,10 @@ class Collector:
     # -- work -----------------------------------------------------------------------------
     async def decode(self, fmt: str, body: bytes, source: str) -> tuple[DecodedRequest, bytes | None]:
         """Decode a body in a decode thread; also returns its WAL record (None when it holds
-        neither spans nor rejects)."""
+        neither spans (log records) nor rejects)."""
+        limits = self.settings.log_limits if fmt in LOG_FORMATS else self.settings.span_limits
         return await asyncio.get_running_loop().run_in_executor(self._pool, _decode_and_encode, fmt, body, source,
-                                                                self.settings.span_limits)
+                                                                limits)
 
     async def commit(self, record: bytes) -> None:
         """Append ``record`` to the WAL and wait until it is durable.
@@ -178,12 +182,12 @@ class Collector:
         self.stats.add(wal_fsyncs=1, wal_records=records, wal_bytes=nbytes)
 
     def _converted(self, c: Conversion) -> None:
-        self.stats.add(spans_stored=c.spans, reject_rows_stored=c.rejects, segments_flushed=1,
-                       segments_damaged=int(c.damaged))
+        self.stats.add(spans_stored=c.spans, reject_rows_stored=c.rejects, logs_stored=c.logs,
+                       log_reject_rows_stored=c.log_rejects, segments_flushed=1, segments_damaged=int(c.damaged))
 
     def _replayed(self, c: Conversion) -> None:
         self._converted(c)
-        self.stats.add(spans_replayed=c.spans, segments_replayed=1)
+        self.stats.add(spans_replayed=c.spans, logs_replayed=c.logs, segments_replayed=1)
 
     def _flush_failed(self, e: BaseException) -> None:
         self.stats.add(flush_errors=1)
@@ -191,8 +195,10 @@ class Collector:
 
 def _decode_and_encode(fmt: str, body: bytes, source: str, limits=None) -> tuple[DecodedRequest, bytes | None]:
     decoded = decode(fmt, body, source, limits=limits)
-    if decoded.spans.num_rows == 0 and decoded.rejects.num_rows == 0:
+    if decoded.accepted == 0 and decoded.rejects.num_rows == 0:
         return decoded, None
+    if decoded.logs is not None:
+        return decoded, encode_log_record(decoded.logs, decoded.rejects)
     return decoded, encode_record(decoded.spans, decoded.rejects)
 
 

@@ -4,11 +4,14 @@ Segment ``seg-N`` becomes ``spans/date=D/hour=H/part-<k>-seg-N.parquet``, one pa
 partition its spans start in (``spans/part-<k>-seg-N.parquet`` in a flat store of version 1), and
 ``rejects/part-<k>-seg-N.parquet`` when it holds reject rows, written by :meth:`SpanStore.append_spans` /
 :meth:`~SpanStore.append_rejects` (a part number reserved under the store lock, a temporary file,
-fsynced, renamed into place; see :mod:`tracesleuth.store`). The segment
+fsynced, renamed into place; see :mod:`tracesleuth.store`); its log records likewise become
+``logs/date=D/hour=H/part-<k>-seg-N.parquet`` (by the hour of their time), templated by the
+store's log-template miner first (:meth:`SpanStore.template_logs`), and
+``log_rejects/part-<k>-seg-N.parquet`` (:meth:`SpanStore.append_logs`). The segment
 is deleted only after its parts are in place and their directory is fsynced. A crash at any point
 leaves either the segment (converted again at start-up) or the segment and some or all of its
 parts (then a partition holding a part under the segment's name is not written a second time:
-the segment's split by hour is the same each time), never a lost or a doubled span.
+the segment's split by hour is the same each time), never a lost or a doubled span or log record.
 """
 
 from __future__ import annotations
@@ -25,13 +28,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import schema as S
-from ..store import SpanStore, fsync_dir
+from ..store import LOG_REJECTS, SpanStore, fsync_dir
 from ._wal import WriteAheadLog, read_segment, segment_seq
 
 log = logging.getLogger("tracesleuth.collector")
 
 #: ``part_spans`` given to :meth:`SpanStore.append_spans`: one part per segment.
 _ONE_PART = 1 << 62
+#: The store's tables a segment is converted into.
+_KINDS = ("spans", "rejects", "logs", LOG_REJECTS.kind)
 
 
 class SegmentPartStore(SpanStore):
@@ -43,36 +48,46 @@ class SegmentPartStore(SpanStore):
     """
 
     segment: str | None = None
+    #: The table being written from the segment (``spans`` or ``logs``): the one whose partitions
+    #: already holding a part of the segment are skipped.
+    table: str = "spans"
 
     def _part_name(self, number: int) -> str:
         name = super()._part_name(number)
         return name if self.segment is None else name.replace(".parquet", f"-{self.segment}.parquet")
 
     def part_of(self, kind: str, segment: str, partition: str | None = None) -> Path | None:
-        """The ``kind`` (``spans``/``rejects``) part already made from ``segment`` in ``partition``
-        (a span partition, ``date=D/hour=H``), if any."""
+        """The ``kind`` (``spans``/``rejects``/``logs``/``log_rejects``) part already made from
+        ``segment`` in ``partition`` (an hour partition, ``date=D/hour=H``), if any."""
         folder = self.path / kind if partition is None else self.path / kind / partition
         return next(iter(sorted(folder.glob(f"part-*-{segment}.parquet"))), None)
 
+    def has_parts(self, kind: str, segment: str) -> bool:
+        """Whether any ``kind`` part, in any partition, was made from ``segment``."""
+        return any((self.path / kind).rglob(f"part-*-{segment}.parquet"))
+
     def _skip_partition(self, partition: str | None) -> bool:
-        return self.segment is not None and self.part_of("spans", self.segment, partition) is not None
+        return self.segment is not None and self.part_of(self.table, self.segment, partition) is not None
 
     def highest_segment(self) -> int:
         """The highest segment number named by a part (-1 when none is)."""
-        seqs = [segment_seq(p.stem) for kind in ("spans", "rejects") for p in (self.path / kind).rglob("part-*-seg-*")]
+        seqs = [segment_seq(p.stem) for kind in _KINDS for p in (self.path / kind).rglob("part-*-seg-*")]
         return max((s for s in seqs if s is not None), default=-1)
 
 
 @dataclass(frozen=True)
 class Conversion:
-    """What converting one segment did: spans and reject rows written now (0 when its parts
-    already existed), whether the segment was damaged, bytes of a cut-short tail."""
+    """What converting one segment did: spans, reject rows, log records and their reject rows
+    written now (0 when their parts already existed), whether the segment was damaged, bytes of a
+    cut-short tail."""
 
     spans: int
     rejects: int
     already_done: bool
     damaged: bool
     tail_bytes: int
+    logs: int = 0
+    log_rejects: int = 0
 
 
 def convert_segment(store: SegmentPartStore, path: Path) -> Conversion:
@@ -83,25 +98,38 @@ def convert_segment(store: SegmentPartStore, path: Path) -> Conversion:
     """
     name = path.stem
     contents = read_segment(path)
-    wrote_spans = wrote_rejects = 0
+    wrote_spans = wrote_rejects = wrote_logs = wrote_log_rejects = 0
     done_before = True
     store.segment = name
     try:
+        # By time: each hour's rows in one run, so each partition gets one part.
         if contents.spans.num_rows:
-            # By start time: each hour's spans in one run, so each partition gets one part.
+            store.table = "spans"
             by_start = contents.spans.take(pc.sort_indices(contents.spans.column(S.START_NS)))
             parts = store.append_spans(by_start.to_batches(), part_spans=_ONE_PART)
             wrote_spans = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
             done_before = not parts
+        if contents.logs.num_rows:
+            store.table = "logs"
+            by_time = contents.logs.take(pc.sort_indices(contents.logs.column(S.TIME_NS)))
+            # Templated as an ingest templates its records; a segment converted in part before a
+            # crash was templated then (the state was saved first): matched again, not relearned.
+            by_time = store.template_logs(by_time, learn=not store.has_parts("logs", name))
+            parts = store.append_logs(by_time.to_batches(), part_records=_ONE_PART)
+            wrote_logs = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+            done_before = done_before and not parts
         if contents.rejects.num_rows and store.part_of("rejects", name) is None:
             store.append_rejects(contents.rejects)
             wrote_rejects, done_before = contents.rejects.num_rows, False
+        if contents.log_rejects.num_rows and store.part_of(LOG_REJECTS.kind, name) is None:
+            store.append_rejects(contents.log_rejects, table=LOG_REJECTS)
+            wrote_log_rejects, done_before = contents.log_rejects.num_rows, False
     finally:
-        store.segment = None
-    if wrote_spans:
-        fsync_dir(store.path / "spans")  # (each part's own directory was fsynced when it was published)
-    if wrote_rejects:
-        fsync_dir(store.path / "rejects")
+        store.segment, store.table = None, "spans"
+    for kind, wrote in (("spans", wrote_spans), ("rejects", wrote_rejects), ("logs", wrote_logs),
+                        (LOG_REJECTS.kind, wrote_log_rejects)):
+        if wrote:  # (each part's own directory was fsynced when it was published)
+            fsync_dir(store.path / kind)
     if contents.damaged:
         damaged = path.parent / "damaged"
         damaged.mkdir(exist_ok=True)
@@ -114,9 +142,11 @@ def convert_segment(store: SegmentPartStore, path: Path) -> Conversion:
                         "acknowledged); dropped", path.name, contents.tail_bytes)
         path.unlink()
     fsync_dir(path.parent)
-    return Conversion(spans=wrote_spans, rejects=wrote_rejects,
-                      already_done=done_before and bool(contents.spans.num_rows or contents.rejects.num_rows),
-                      damaged=contents.damaged, tail_bytes=contents.tail_bytes)
+    held = contents.spans.num_rows or contents.rejects.num_rows or contents.logs.num_rows \
+        or contents.log_rejects.num_rows
+    return Conversion(spans=wrote_spans, rejects=wrote_rejects, already_done=done_before and bool(held),
+                      damaged=contents.damaged, tail_bytes=contents.tail_bytes, logs=wrote_logs,
+                      log_rejects=wrote_log_rejects)
 
 
 class Flusher:
@@ -173,7 +203,7 @@ class Flusher:
                     return False
                 self.wal.released(size)
                 self.on_converted(result)
-                log.debug("segment %s -> %d spans in %.1f ms", path.name, result.spans,
+                log.debug("segment %s -> %d spans, %d log records in %.1f ms", path.name, result.spans, result.logs,
                           (time.perf_counter() - t0) * 1e3)
             return True
 
@@ -190,6 +220,6 @@ def replay(store: SegmentPartStore, wal_dir: Path, on_converted: Callable[[Conve
     for path in segments:
         result = convert_segment(store, path)
         on_converted(result)
-        log.info("replayed write-ahead log segment %s: %d spans stored%s", path.name, result.spans,
-                 " (its part was already in place)" if result.already_done else "")
+        log.info("replayed write-ahead log segment %s: %d spans and %d log records stored%s", path.name,
+                 result.spans, result.logs, " (its parts were already in place)" if result.already_done else "")
     return len(segments)

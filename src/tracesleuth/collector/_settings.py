@@ -32,6 +32,8 @@ class CollectorSettings:
     decode_threads: int = 2
     #: :class:`tracesleuth.io.SpanLimits` applied to every span received (None: the defaults).
     span_limits: object = None
+    #: :class:`tracesleuth.io.LogLimits` applied to every log record received (None: the defaults).
+    log_limits: object = None
 
     def __post_init__(self) -> None:
         ints = {"max_body_bytes": 1, "max_queue_bytes": 1, "max_queue_requests": 1, "max_wal_bytes": 1,
@@ -45,11 +47,13 @@ class CollectorSettings:
                     or value < low:
                 raise ParameterError(f"The {name!r} parameter of the collector must be a number in the range "
                                      f"[{low}, inf). Got {value!r} instead.")
-        from ..io import SpanLimits
+        from ..io import LogLimits, SpanLimits
 
-        if self.span_limits is not None and not isinstance(self.span_limits, SpanLimits):
-            raise ParameterError(f"The 'span_limits' parameter of the collector must be a SpanLimits or None. "
-                                 f"Got {self.span_limits!r} instead.")
+        for name, kind in (("span_limits", SpanLimits), ("log_limits", LogLimits)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                raise ParameterError(f"The {name!r} parameter of the collector must be a {kind.__name__} or None. "
+                                     f"Got {value!r} instead.")
         if self.token is not None and (not isinstance(self.token, str) or not self.token
                                        or any(c.isspace() for c in self.token)):
             raise ParameterError(f"The 'token' parameter of the collector must be None or a non-empty string "

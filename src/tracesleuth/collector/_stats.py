@@ -18,8 +18,9 @@ class CollectorStats:
     unauthorized, not_found, method_not_allowed, request_timeout, payload_too_large,
     unsupported_media_type, too_many_requests, wal_unavailable, wal_timeout, nesting_too_deep), 429s by cause (``throttled``:
     queue_full, wal_backlog), bytes as received and
-    decompressed, spans received / acknowledged (durable in the WAL) / rejected / stored (in
-    Parquet parts), rejected spans by reason, WAL commits and fsyncs, segments and parts.
+    decompressed, spans and log records received / acknowledged (durable in the WAL) / rejected /
+    stored (in Parquet parts), rejected spans and log records by reason, WAL commits and fsyncs,
+    segments and parts.
     """
 
     def __init__(self) -> None:
@@ -38,6 +39,13 @@ class CollectorStats:
         self.spans_replayed = 0
         self.reject_rows_stored = 0
         self.reasons: dict[str, list[int]] = {}
+        self.logs_received = 0
+        self.logs_acknowledged = 0
+        self.logs_rejected = 0
+        self.logs_stored = 0
+        self.logs_replayed = 0
+        self.log_reject_rows_stored = 0
+        self.log_reasons: dict[str, list[int]] = {}
         self.wal_fsyncs = 0
         self.wal_records = 0
         self.wal_bytes = 0
@@ -57,13 +65,15 @@ class CollectorStats:
         with self._lock:
             getattr(self, counter)[key] += n
 
-    def rejected(self, reasons: list[tuple[str, int, int]]) -> None:
-        """Count rejects by reason, ``(reason, records, spans)`` as :meth:`RejectLog.reasons` gives."""
+    def rejected(self, reasons: list[tuple[str, int, int]], *, logs: bool = False) -> None:
+        """Count rejects by reason, ``(reason, records, spans)`` as :meth:`RejectLog.reasons` gives
+        (of log records when ``logs``: ``spans`` then counts log records)."""
+        counter = self.log_reasons if logs else self.reasons
         with self._lock:
             for reason, records, spans in reasons:
-                if reason not in self.reasons and len(self.reasons) >= MAX_REASONS:
+                if reason not in counter and len(counter) >= MAX_REASONS:
                     reason = "other"
-                r = self.reasons.setdefault(reason, [0, 0])
+                r = counter.setdefault(reason, [0, 0])
                 r[0] += records
                 r[1] += spans
 
@@ -82,6 +92,11 @@ class CollectorStats:
                           "replayed": self.spans_replayed},
                 "rejections": [{"reason": k, "records": v[0], "spans": v[1]}
                                for k, v in sorted(self.reasons.items(), key=lambda kv: -kv[1][1])],
+                "logs": {"received": self.logs_received, "acknowledged": self.logs_acknowledged,
+                         "rejected": self.logs_rejected, "stored": self.logs_stored, "replayed": self.logs_replayed,
+                         "reject_rows_stored": self.log_reject_rows_stored,
+                         "rejections": [{"reason": k, "entries": v[0], "records": v[1]}
+                                        for k, v in sorted(self.log_reasons.items(), key=lambda kv: -kv[1][1])]},
                 "wal": {"fsyncs": self.wal_fsyncs, "records": self.wal_records, "bytes": self.wal_bytes,
                         "segments_flushed": self.segments_flushed, "segments_replayed": self.segments_replayed,
                         "segments_damaged": self.segments_damaged, "flush_errors": self.flush_errors,

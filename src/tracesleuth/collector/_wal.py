@@ -1,4 +1,5 @@
-"""The write-ahead log: every accepted request's spans on disk, fsynced, before it is acknowledged.
+"""The write-ahead log: every accepted request's spans or log records on disk, fsynced, before it is
+acknowledged.
 
 Layout::
 
@@ -9,9 +10,16 @@ Layout::
 
 A segment is a sequence of records, each framed as::
 
-    magic "TSW1" | payload length (u32 LE) | CRC-32 of the payload (u32 LE) | payload
-    payload = spans rows (u64) | reject rows (u64) | spans IPC length (u64)
-              | spans as an Arrow IPC stream | rejects as an Arrow IPC stream   (LZ4-compressed buffers)
+    magic | payload length (u32 LE) | CRC-32 of the payload (u32 LE) | payload
+    payload = rows (u64) | reject rows (u64) | rows IPC length (u64)
+              | rows as an Arrow IPC stream | rejects as an Arrow IPC stream    (LZ4-compressed buffers)
+
+where the magic says what the rows are: ``"TSW1"`` a request's spans
+(:data:`~tracesleuth.schema.SPAN_SCHEMA`), ``"TSL1"`` a request's log records
+(:data:`~tracesleuth.schema.LOG_SCHEMA`); the rejects are those of the request, in
+:data:`~tracesleuth.schema.REJECT_SCHEMA` (for log records, their ``spans`` column counts records).
+One segment holds records of both kinds in arrival order; segments written before log records
+were received hold ``TSW1`` records only and read as before.
 
 Records are appended by one writer thread that takes every request waiting, writes them with one
 ``write`` and makes them durable with one ``fdatasync`` (group commit); each waiting request is
@@ -35,7 +43,7 @@ import struct
 import threading
 import zlib
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -48,7 +56,8 @@ from ..store import fsync_dir
 log = logging.getLogger("tracesleuth.collector")
 
 SEGMENT_RE = re.compile(r"seg-(\d{12})")
-_MAGIC = b"TSW1"
+#: Record magics: a request's spans, a request's log records.
+_MAGIC, _MAGIC_LOGS = b"TSW1", b"TSL1"
 _FRAME = struct.Struct("<4sII")
 _COUNTS = struct.Struct("<QQQ")
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4") if pa.Codec.is_available("lz4") \
@@ -76,11 +85,20 @@ def _ipc(table: pa.Table) -> pa.Buffer:
     return sink.getvalue()
 
 
+def _encode(magic: bytes, rows: pa.Table, rejects: pa.Table) -> bytes:
+    a, b = _ipc(rows), _ipc(rejects)
+    payload = b"".join((_COUNTS.pack(rows.num_rows, rejects.num_rows, a.size), memoryview(a), memoryview(b)))
+    return _FRAME.pack(magic, len(payload), zlib.crc32(payload)) + payload
+
+
 def encode_record(spans: pa.Table, rejects: pa.Table) -> bytes:
     """One framed WAL record holding a request's accepted spans and its reject rows."""
-    a, b = _ipc(spans), _ipc(rejects)
-    payload = b"".join((_COUNTS.pack(spans.num_rows, rejects.num_rows, a.size), memoryview(a), memoryview(b)))
-    return _FRAME.pack(_MAGIC, len(payload), zlib.crc32(payload)) + payload
+    return _encode(_MAGIC, spans, rejects)
+
+
+def encode_log_record(logs: pa.Table, rejects: pa.Table) -> bytes:
+    """One framed WAL record holding a request's accepted log records and its reject rows."""
+    return _encode(_MAGIC_LOGS, logs, rejects)
 
 
 @dataclass(frozen=True)
@@ -90,15 +108,18 @@ class SegmentContents:
     Attributes
     ----------
     spans, rejects : pyarrow.Table
-        All records' spans and reject rows, in order.
+        All span records' spans and reject rows, in order.
     records : int
-        Whole records read.
+        Whole records read (of both kinds).
     tail_bytes : int
         Bytes after the last whole record that were not read (a record cut short by a crash:
         never acknowledged), 0 normally.
     damaged : bool
         True when a record with a wrong checksum or magic is followed by more data (corruption,
-        not a cut-short write); the records before it are in ``spans``/``rejects``.
+        not a cut-short write); the records before it are in ``spans``/``rejects`` and
+        ``logs``/``log_rejects``.
+    logs, log_rejects : pyarrow.Table
+        All log records' records and reject rows, in order (empty in a segment without any).
     """
 
     spans: pa.Table
@@ -106,20 +127,23 @@ class SegmentContents:
     records: int
     tail_bytes: int
     damaged: bool
+    logs: pa.Table = field(default_factory=S.empty_logs)
+    log_rejects: pa.Table = field(default_factory=S.REJECT_SCHEMA.empty_table)
 
 
 def read_segment(path: Path) -> SegmentContents:
     """Read every whole record of a segment, stopping at the first bad one (a record written
     before events, links and status messages were kept reads with them null)."""
     data = memoryview(path.read_bytes())
-    spans, rejects, pos, records, damaged = [], [], 0, 0, False
+    found = {_MAGIC: ([], []), _MAGIC_LOGS: ([], [])}
+    pos, records, damaged = 0, 0, False
     while pos < len(data):
         if len(data) - pos < _FRAME.size:
             break
         magic, length, crc = _FRAME.unpack_from(data, pos)
-        n_spans = n_rejects = 0
+        n_rows = n_rejects = 0
         start, end = pos + _FRAME.size, pos + _FRAME.size + length
-        if magic != _MAGIC:
+        if magic not in found:
             damaged = True
             break
         if end > len(data):
@@ -129,24 +153,31 @@ def read_segment(path: Path) -> SegmentContents:
             damaged = end < len(data)
             break
         try:
-            n_spans, n_rejects, a_len = _COUNTS.unpack_from(payload, 0)
+            n_rows, n_rejects, a_len = _COUNTS.unpack_from(payload, 0)
             off = _COUNTS.size
             a = pa.ipc.open_stream(pa.py_buffer(payload[off:off + a_len])).read_all()
             b = pa.ipc.open_stream(pa.py_buffer(payload[off + a_len:])).read_all()
         except (struct.error, pa.ArrowException):
             a = b = None
-        if a is None or a.num_rows != n_spans or b.num_rows != n_rejects:
+        if a is None or a.num_rows != n_rows or b.num_rows != n_rejects:
             damaged = True
             break
-        spans.append(S.with_later_columns(a))  # a record written before events and links were kept
+        rows, rejects = found[magic]
+        # (a span record written before events and links were kept reads with them null)
+        rows.append(S.with_later_columns(a) if magic == _MAGIC else a)
         rejects.append(b)
         records += 1
         pos = end
+    (spans, rejects), (logs, log_rejects) = found[_MAGIC], found[_MAGIC_LOGS]
     return SegmentContents(
         spans=pa.concat_tables(spans).cast(S.SPAN_SCHEMA) if spans else S.empty_spans(),
-        rejects=pa.concat_tables(rejects).cast(S.REJECT_SCHEMA) if rejects else S.REJECT_SCHEMA.empty_table(),
-        records=records, tail_bytes=len(data) - pos, damaged=damaged,
+        rejects=_rejects(rejects), records=records, tail_bytes=len(data) - pos, damaged=damaged,
+        logs=pa.concat_tables(logs).cast(S.LOG_SCHEMA) if logs else S.empty_logs(), log_rejects=_rejects(log_rejects),
     )
+
+
+def _rejects(tables: list[pa.Table]) -> pa.Table:
+    return pa.concat_tables(tables).cast(S.REJECT_SCHEMA) if tables else S.REJECT_SCHEMA.empty_table()
 
 
 # -- the log ----------------------------------------------------------------------------------

@@ -29,8 +29,11 @@ their marking):
   (naming the cause), and ``tracesleuth demo`` exits non-zero unless recovered.
 
 :func:`run_incident` runs the same shop through an incident instead: a baseline phase, then one
-fault in one service (a slower handler, or network delay on the calls into it), compared with the
-request-flow comparison (Sambasivan et al., NSDI 2011), whose "What changed" opens the report.
+fault in one service (a slower handler, network delay on the calls into it, an exception or an
+early return in its handler for a share of its requests, or a thread burning CPU in it), compared
+with the request-flow comparison (Sambasivan et al., NSDI 2011), whose "What changed" opens the
+report. The services also send their log records, with trace context, to the collector, and
+record the exceptions they raise on their spans (status error, an ``exception`` event).
 
 Processes are started in one process group and always stopped, also on Ctrl-C, SIGTERM or an
 error (:mod:`._supervisor`).
@@ -50,11 +53,15 @@ from ._protocol import (
     BAGGAGE_DEGRADATION,
     BAGGAGE_DEVIATE,
     BAGGAGE_KEYS,
+    CODE_FAULTS,
+    DEFAULT_FAULT_SHARE,
+    DELAY_FAULTS,
     FAULT_KINDS,
     Fault,
     LIVE_SERVICE,
     LIVE_SERVICES,
     LiveDegradation,
+    SHARE_FAULTS,
     live_rpc,
 )
 from ._health import RunHealth
@@ -64,9 +71,10 @@ from ._run import (DEFAULT_DURATION_S, DEFAULT_FAULT_DELAY_NS, DEFAULT_INSTANCES
 from ._supervisor import DemoError, DemoInterrupted
 
 __all__ = [
-    "BAGGAGE_ASYNC_NOISE", "BAGGAGE_DEGRADATION", "BAGGAGE_DEVIATE", "BAGGAGE_KEYS", "DEFAULT_DURATION_S",
+    "BAGGAGE_ASYNC_NOISE", "BAGGAGE_DEGRADATION", "BAGGAGE_DEVIATE", "BAGGAGE_KEYS", "CODE_FAULTS",
+    "DEFAULT_DURATION_S", "DEFAULT_FAULT_SHARE", "DELAY_FAULTS",
     "DEFAULT_FAULT_DELAY_NS", "DEFAULT_INSTANCES", "DEFAULT_RATE_PER_S", "ENDPOINT", "EXIT_BROKEN",
     "EXIT_NOT_RECOVERED", "FAULT_KINDS", "LIVE_SERVICE", "LIVE_SERVICES", "RECOVERY_F_SCORE", "DemoError",
     "DemoInterrupted", "DemoOutcome", "DemoProgress", "DemoResult", "Fault", "IncidentResult", "LiveDegradation",
-    "RunHealth", "live_rpc", "run_demo", "run_incident",
+    "RunHealth", "SHARE_FAULTS", "live_rpc", "run_demo", "run_incident",
 ]

@@ -1,8 +1,10 @@
-"""The demo's span receiver, run as its own process: ``python -m tracesleuth.demo._collector``.
+"""The demo's receiver of spans and log records, run as its own process: ``python -m
+tracesleuth.demo._collector``.
 
 :func:`tracesleuth.collector.serve` on a free loopback port; it prints
-``{"event": "ready", "url": ...}`` once it accepts spans and ``{"event": "stopped", "stats": ...}``
-after SIGTERM, when every acknowledged span is in the store's Parquet parts.
+``{"event": "ready", "url": ...}`` once it accepts spans and log records and
+``{"event": "stopped", "stats": ...}`` after SIGTERM, when every acknowledged span and log record
+is in the store's Parquet parts.
 """
 
 from __future__ import annotations

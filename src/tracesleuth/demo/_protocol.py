@@ -146,12 +146,39 @@ USER_PARAM = "user"
 RANK_PARAM = "rank"
 
 #: Path on which a service instance switches the incident mode's fault on or off (not traced):
-#: ``GET /_fault?kind=slow-handler&delay_ns=30000000``; ``kind=none`` switches it off.
+#: ``GET /_fault?kind=slow-handler&delay_ns=30000000``, ``GET /_fault?kind=exception&share=0.5``;
+#: ``kind=none`` switches it off.
 FAULT_PATH = "/_fault"
-#: The faults the incident mode injects into one service: a slower handler (its server spans'
-#: self time grows) or network delay on the calls into it (the gap between its callers' client
-#: spans and its server spans grows, as a delay on its network interface would add).
-FAULT_KINDS = ("slow-handler", "network-delay")
+#: The incident mode's faults that add a delay to every request of the faulty service: a slower
+#: handler (its server spans' self time grows) or network delay on the calls into it (the gap
+#: between its callers' client spans and its server spans grows, as a delay on its network
+#: interface would add). Their size is :attr:`Fault.delay_ns`.
+DELAY_FAULTS = ("slow-handler", "network-delay")
+#: The code faults, which hit a share (:attr:`Fault.share`) of the faulty service's requests and
+#: leave the evidence that the recorded code faults of Nezha leave (``exception`` and ``return``):
+#: ``exception``, the handler raises (its server span gets the ``exception`` event and status
+#: error, its caller an HTTP 500, which it handles: an ERROR log record and a degraded answer);
+#: ``early-return``, the handler returns without its last downstream call, or without its database
+#: query when it makes no call, and without the log statement of that path, with no error: visible
+#: only in the structure of the trace and in the logs.
+CODE_FAULTS = ("exception", "early-return")
+#: CPU contention in the faulty service's instances: a thread of theirs burns :attr:`Fault.share`
+#: of a core in a busy loop (every request they serve waits for the CPU, and for Python's GIL).
+CPU_FAULTS = ("cpu-burn",)
+#: Every fault the incident mode injects into one service.
+FAULT_KINDS = DELAY_FAULTS + CODE_FAULTS + CPU_FAULTS
+#: The faults whose size is a share (:attr:`Fault.share`): of the requests (the code faults), of a
+#: core (``cpu-burn``).
+SHARE_FAULTS = CODE_FAULTS + CPU_FAULTS
+#: Default :attr:`Fault.share`: half of the requests hit by a code fault, so that the problem
+#: period holds both the faulty and the normal path of every operation (as the recorded code
+#: faults do: Nezha's ``exception`` pods still answer some requests normally), and half a core
+#: burnt by ``cpu-burn`` (a contention that the demo's default load, under half a core for the
+#: whole shop, feels).
+DEFAULT_FAULT_SHARE = 0.5
+#: Columns of the code faults' ground truth (:attr:`DemoConfig.fault_hits_dir`): one row per
+#: request a code fault hit, naming the faulty service's server span and what the fault did.
+FAULT_HITS_COLUMNS = ("trace_id", "span_id", "service", "instance", "operation", "call", "kind", "skipped", "time_ns")
 
 
 @dataclass(frozen=True)
@@ -162,28 +189,43 @@ class Fault:
     ----------
     service : str
         One of :data:`LIVE_SERVICES`.
-    kind : {"slow-handler", "network-delay"}
+    kind : {"slow-handler", "network-delay", "exception", "early-return", "cpu-burn"}
         :data:`FAULT_KINDS`.
     delay_ns : int
         Added to every request the service handles (slow handler), or before each request
-        reaches it (network delay), ns.
+        reaches it (network delay), ns; 0 for the other kinds.
+    share : float, default=1.0
+        In (0, 1]: the share of the service's requests a code fault hits (:data:`CODE_FAULTS`),
+        or of a core that ``cpu-burn`` burns in each of its instances; 1.0 for the delay faults
+        (every request).
     """
 
     service: str
     kind: str
     delay_ns: int
+    share: float = 1.0
 
     def describe(self) -> str:
         """In words, e.g. ``"+30 ms in every handler of cart-service (a slower handler)"``."""
         from ..units import format_duration_ns
 
+        percent = f"{self.share:.0%}"
+        if self.kind == "exception":
+            return (f"an exception in the handler of {self.service} for {percent} of its requests "
+                    "(its callers get HTTP 500 and carry on)")
+        if self.kind == "early-return":
+            return (f"an early return in the handler of {self.service} for {percent} of its requests "
+                    "(a downstream call or its database query skipped, no error)")
+        if self.kind == "cpu-burn":
+            return f"a busy thread burning {percent} of a core in every instance of {self.service}"
         delay = format_duration_ns(self.delay_ns)
         if self.kind == "network-delay":
             return f"+{delay} of network delay on every call into {self.service}"
         return f"+{delay} in every handler of {self.service} (a slower handler)"
 
     def to_dict(self) -> dict:
-        return {"service": self.service, "kind": self.kind, "delay_ns": self.delay_ns, "description": self.describe()}
+        return {"service": self.service, "kind": self.kind, "delay_ns": self.delay_ns, "share": self.share,
+                "description": self.describe()}
 
 
 #: Service name of the load generator's own spans (the client side of each homepage request).
@@ -227,7 +269,7 @@ class DemoConfig:
     seed : int
         Seed of the degradations, the marking and every execution-time draw.
     collector_url : str
-        Base URL of the span receiver (OTLP/HTTP at ``/v1/traces``).
+        Base URL of the receiver (OTLP/HTTP spans at ``/v1/traces``, log records at ``/v1/logs``).
     instances : dict of str to list of str
         Base URL of each instance of each live service (:data:`LIVE_SERVICES`).
     degradations : tuple of Degradation
@@ -248,6 +290,10 @@ class DemoConfig:
     labels_path, injections_path : str
         Where the load generator writes the ground truth.
     export : ExportSettings
+    fault_hits_dir : str
+        Directory where each service instance writes, as it stops, the requests a code fault hit
+        (:data:`FAULT_HITS_COLUMNS`, one ``<instance>.csv`` each): the incident mode's ground
+        truth, beside the store, never in a span or a log record. Empty: not written.
     """
 
     seed: int
@@ -263,6 +309,7 @@ class DemoConfig:
     labels_path: str = ""
     injections_path: str = ""
     export: ExportSettings = field(default_factory=ExportSettings)
+    fault_hits_dir: str = ""
 
     def to_dict(self) -> dict:
         """JSON-safe dictionary (what :meth:`write` stores)."""
@@ -271,7 +318,7 @@ class DemoConfig:
                 "rate_per_s": self.rate_per_s, "p_affected": self.p_affected, "max_in_flight": self.max_in_flight,
                 "request_timeout_s": self.request_timeout_s, "databases": self.databases,
                 "labels_path": self.labels_path, "injections_path": self.injections_path,
-                "export": self.export.__dict__}
+                "export": self.export.__dict__, "fault_hits_dir": self.fault_hits_dir}
 
     def write(self, path) -> Path:
         path = Path(path)
@@ -296,6 +343,15 @@ def child_environment() -> dict:
     return env
 
 
+def _resource(service: str, instance: str):
+    """The OpenTelemetry resource of a demo process (its spans' and its log records')."""
+    from opentelemetry.sdk.resources import Resource
+
+    return Resource.create({"service.name": service, "service.instance.id": instance,
+                            "service.namespace": "eshopper-demo", "host.name": "127.0.0.1",
+                            "process.pid": os.getpid()})
+
+
 def make_tracer_provider(service: str, instance: str, config: DemoConfig):
     """A TracerProvider exporting OTLP/HTTP protobuf to the collector through a BatchSpanProcessor.
 
@@ -308,21 +364,101 @@ def make_tracer_provider(service: str, instance: str, config: DemoConfig):
     config : DemoConfig
     """
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     ex = config.export
-    resource = Resource.create({"service.name": service, "service.instance.id": instance,
-                                "service.namespace": "eshopper-demo", "host.name": "127.0.0.1",
-                                "process.pid": os.getpid()})
-    provider = TracerProvider(resource=resource)
+    provider = TracerProvider(resource=_resource(service, instance))
     exporter = OTLPSpanExporter(endpoint=f"{config.collector_url}/v1/traces",
                                 timeout=ex.export_timeout_millis / 1000)
     provider.add_span_processor(BatchSpanProcessor(
         exporter, schedule_delay_millis=ex.schedule_delay_millis, max_queue_size=ex.max_queue_size,
         max_export_batch_size=ex.max_export_batch_size, export_timeout_millis=ex.export_timeout_millis))
     return provider
+
+
+#: The OTLP/HTTP log exporter's own logger: it reports each refused batch (ERROR, at most once
+#: every 20 s per message); :class:`CountingLogExporter` counts them instead and the service says
+#: how many at its end.
+_LOG_EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.http._log_exporter"
+
+
+def make_logger_provider(service: str, instance: str, config: DemoConfig, exporter=None):
+    """A LoggerProvider exporting log records (OTLP/HTTP protobuf) to the collector's ``/v1/logs``.
+
+    The records leave through a BatchLogRecordProcessor with the spans' settings
+    (:class:`ExportSettings`), from a thread of their own: an export that fails (the collector
+    down, or refusing logs) never holds or fails a request; it is counted
+    (:class:`CountingLogExporter`) rather than printed for every batch.
+
+    Parameters
+    ----------
+    service, instance : str
+        As :func:`make_tracer_provider` (the same resource).
+    config : DemoConfig
+    exporter : opentelemetry.sdk._logs.export.LogRecordExporter, optional
+        Default: the OTLP/HTTP exporter to ``config.collector_url + "/v1/logs"``.
+
+    Returns
+    -------
+    opentelemetry.sdk._logs.LoggerProvider
+        Its ``exporter`` attribute is the :class:`CountingLogExporter` around ``exporter``.
+    """
+    import logging
+
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+
+    ex = config.export
+    if exporter is None:
+        logging.getLogger(_LOG_EXPORTER_LOGGER).setLevel(logging.CRITICAL)
+        exporter = OTLPLogExporter(endpoint=f"{config.collector_url}/v1/logs", timeout=ex.export_timeout_millis / 1000)
+    counting = CountingLogExporter(exporter)
+    provider = LoggerProvider(resource=_resource(service, instance))
+    provider.add_log_record_processor(BatchLogRecordProcessor(
+        counting, schedule_delay_millis=ex.schedule_delay_millis, max_queue_size=ex.max_queue_size,
+        max_export_batch_size=ex.max_export_batch_size, export_timeout_millis=ex.export_timeout_millis))
+    provider.exporter = counting
+    return provider
+
+
+class CountingLogExporter:
+    """A log-record exporter around another that counts the records it exported and failed to.
+
+    Parameters
+    ----------
+    exporter : opentelemetry.sdk._logs.export.LogRecordExporter
+
+    Attributes
+    ----------
+    exported, failed : int
+        Log records whose batch the collector accepted, and whose batch it refused or never
+        received.
+    """
+
+    def __init__(self, exporter):
+        self.exporter = exporter
+        self.exported = self.failed = 0
+
+    def export(self, batch):
+        from opentelemetry.sdk._logs.export import LogRecordExportResult
+
+        try:
+            result = self.exporter.export(batch)
+        except Exception:                       # an exporter must not raise; count it if it does
+            result = LogRecordExportResult.FAILURE
+        if result is LogRecordExportResult.SUCCESS:
+            self.exported += len(batch)
+        else:
+            self.failed += len(batch)
+        return result
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.exporter.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
 
 
 def watch_parent(parent_pid: int, *, interval_s: float = 0.5, grace_s: float = 5.0) -> None:

@@ -233,6 +233,10 @@ class IncidentResult:
     health : RunHealth or None
         Both phases' load; queueing judged on the baseline phase's requests.
     collector_stats : dict
+    fault_hits_path : Path or None
+        The requests a code fault hit (``exception``, ``early-return``): one row per faulty
+        server span (:data:`~._protocol.FAULT_HITS_COLUMNS`); only the header for the other
+        faults. The ground truth, beside the store.
     """
 
     workdir: Path
@@ -252,6 +256,7 @@ class IncidentResult:
     duration_s: float
     health: RunHealth | None = None
     collector_stats: dict = field(default_factory=dict, repr=False)
+    fault_hits_path: Path | None = None
 
     @property
     def top_service(self) -> str | None:

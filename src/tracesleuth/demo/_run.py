@@ -18,8 +18,8 @@ from ..errors import ParameterError
 from ..evaluation.eshopper import HOMEPAGE_CALLS, draw_degradations
 from ..units import NS_PER_MS
 from ._health import achieved_rate, assess_run
-from ._protocol import (FAULT_KINDS, FAULT_PATH, HEALTH_PATH, LIVE_SERVICES, DemoConfig, Fault, LiveDegradation,
-                        call_service, child_environment)
+from ._protocol import (DEFAULT_FAULT_SHARE, DELAY_FAULTS, FAULT_HITS_COLUMNS, FAULT_KINDS, FAULT_PATH, HEALTH_PATH,
+                        LIVE_SERVICES, DemoConfig, Fault, LiveDegradation, call_service, child_environment)
 from ._result import RECOVERY_F_SCORE, DemoResult, IncidentResult
 from ._supervisor import DemoError, Supervisor, termination_raises
 
@@ -30,14 +30,18 @@ ENDPOINT = "web-service:gethome"
 #: items), as pods behind a Kubernetes service: 7 processes for 6 services.
 DEFAULT_INSTANCES = {s: 2 if s == "items-service" else 1 for s in LIVE_SERVICES}
 #: Requests per second of the default load: the homepage request makes 13 calls over HTTP and
-#: leaves 38 spans, which costs the shop and the collector about 45 ms of CPU (0.045 cores per
-#: request/s, ``benchmarks/bench_demo.py``); 8/s keeps the run under half a core, so that it fits
-#: a 2-core machine with headroom even beside a second CPU-bound process.
+#: leaves 38 spans and 26 log records, which costs the shop and the collector about 70 ms of CPU
+#: (0.54-0.59 cores at 8/s on an idle machine, 0.42-0.48 before the log records were sent:
+#: ``benchmarks/bench_demo.py``); 8/s keeps the run near half a core, so that it fits a 2-core
+#: machine with headroom even beside a second CPU-bound process.
 DEFAULT_RATE_PER_S = 8.0
 #: Seconds of load of a default run.
 DEFAULT_DURATION_S = 120.0
 #: Added by an incident run's fault, ns (a third of the homepage's modelled 52 ms).
 DEFAULT_FAULT_DELAY_NS = 20 * NS_PER_MS
+#: Directory of a run where the service instances write the requests a code fault hit (one file
+#: each), and the file of the run that gathers them (:data:`._protocol.FAULT_HITS_COLUMNS`).
+FAULT_HITS_DIR, FAULT_HITS_FILE = "fault-hits", "fault-hits.csv"
 #: Seconds allowed to the collector and the services to start.
 STARTUP_TIMEOUT_S = 90.0
 #: Seconds allowed to one process to stop gracefully (export its spans) before SIGKILL.
@@ -230,7 +234,7 @@ def run_demo(*, duration_s: float = DEFAULT_DURATION_S, rate_per_s: float = DEFA
 
 
 def run_incident(service: str, *, fault: str = "slow-handler", delay_ns: int = DEFAULT_FAULT_DELAY_NS,
-                 duration_s: float = DEFAULT_DURATION_S, rate_per_s: float = DEFAULT_RATE_PER_S, seed: int = 0,
+                 share: float = DEFAULT_FAULT_SHARE, duration_s: float = DEFAULT_DURATION_S, rate_per_s: float = DEFAULT_RATE_PER_S, seed: int = 0,
                  workdir=None, on_progress: Callable[[DemoProgress], None] | None = None, report_path=None,
                  instances: dict | None = None, max_in_flight: int = 64) -> IncidentResult:
     """Run the live shop through an incident: a baseline phase, one fault in one service, a problem phase.
@@ -248,11 +252,20 @@ def run_incident(service: str, *, fault: str = "slow-handler", delay_ns: int = D
     service : str
         The service the fault goes into, one of :data:`~._protocol.LIVE_SERVICES` but the
         gateway ``web-service`` (the entry the requests are compared at).
-    fault : {"slow-handler", "network-delay"}, default="slow-handler"
-        :data:`~._protocol.FAULT_KINDS`: the service's handler gets slower (its self time), or
-        the calls into it wait on the network (the gap on its callers' edges).
+    fault : {"slow-handler", "network-delay", "exception", "early-return", "cpu-burn"}, default="slow-handler"
+        :data:`~._protocol.FAULT_KINDS`: the service's handler gets slower (its self time), the
+        calls into it wait on the network (the gap on its callers' edges), its handler raises
+        (an ``exception`` event on its server span, HTTP 500 to its callers, which handle it and
+        log an ERROR), its handler returns early (without its last downstream call, or its
+        database query, and the log statement of that path: no error), or a thread of each of
+        its instances burns CPU.
     delay_ns : int, default=20 ms
-        What the fault adds per request handled, ns, in [1 ms, 10 s].
+        What a delay fault (:data:`~._protocol.DELAY_FAULTS`) adds per request handled, ns, in
+        [1 ms, 10 s]; not used by the other kinds.
+    share : float, default=0.5
+        In (0, 1]: the share of the service's requests that ``exception`` and ``early-return``
+        hit, or of a core that ``cpu-burn`` burns in each instance; not used by the delay
+        faults (they hit every request).
     duration_s, rate_per_s, seed, workdir, on_progress, report_path, instances, max_in_flight
         As in :func:`run_demo`.
 
@@ -260,7 +273,9 @@ def run_incident(service: str, *, fault: str = "slow-handler", delay_ns: int = D
     -------
     IncidentResult
         Its :meth:`~IncidentResult.outcome` says whether the injected service ranks first and
-        whether the run is a result at all.
+        whether the run is a result at all. Which requests a code fault hit is ground truth:
+        it goes to ``fault-hits.csv`` in ``workdir`` (:attr:`IncidentResult.fault_hits_path`),
+        never into a span or a log record.
 
     Raises
     ------
@@ -282,10 +297,12 @@ def run_incident(service: str, *, fault: str = "slow-handler", delay_ns: int = D
         raise ParameterError(f"The 'fault' parameter of {function} must be one of {', '.join(FAULT_KINDS)}. "
                              f"Got {fault!r} instead.")
     _check("delay_ns", delay_ns, int, NS_PER_MS, 10_000 * NS_PER_MS, function=function)
+    _check("share", share, (int, float), 0, 1, low_open=True, function=function)
     counts, workdir, store, report_path = _check_common(duration_s, rate_per_s, seed, max_in_flight, instances,
                                                         workdir, report_path, function)
     half = max(2, round(duration_s * rate_per_s / 2))
-    injected = Fault(service, fault, int(delay_ns))
+    injected = (Fault(service, fault, int(delay_ns)) if fault in DELAY_FAULTS else
+                Fault(service, fault, 0, float(share)))
     run = _execute(workdir=workdir, store=store, seed=seed, degradations=(), p_affected=0.0,
                    phases=[_Phase("baseline", half), _Phase("problem", half, injected)], rate_per_s=float(rate_per_s),
                    max_in_flight=max_in_flight, counts=counts, on_progress=on_progress)
@@ -355,6 +372,7 @@ def _operate(supervisor: Supervisor, *, workdir: Path, store: Path, seed: int, d
         config = DemoConfig(
             seed=seed, collector_url=collector_url, degradations=tuple(degradations), n_requests=phases[0].n_requests,
             rate_per_s=rate_per_s, p_affected=p_affected, max_in_flight=max_in_flight, databases=databases,
+            fault_hits_dir=str(workdir / FAULT_HITS_DIR) if any(p.fault for p in phases) else "",
             instances={s: [f"http://127.0.0.1:{k.getsockname()[1]}" for k in socks] for s, socks in sockets.items()})
         config_path = config.write(workdir / "config.json")
         for s, socks in sockets.items():
@@ -437,12 +455,34 @@ def _switch_fault(urls: list[str], fault: Fault) -> None:
     with httpx.Client(timeout=10.0) as client:
         for url in urls:
             try:
-                response = client.get(url + FAULT_PATH, params={"kind": fault.kind, "delay_ns": fault.delay_ns})
+                response = client.get(url + FAULT_PATH, params={"kind": fault.kind, "delay_ns": fault.delay_ns,
+                                                                 "share": fault.share})
             except httpx.HTTPError as e:
                 raise DemoError(f"cannot switch the fault on in {fault.service} at {url}: {e!r}") from e
             if response.status_code != 200:
                 raise DemoError(f"{fault.service} at {url} refused the fault ({response.status_code}): "
                                 f"{response.text[:200]}")
+
+
+def _gather_fault_hits(workdir: Path) -> Path:
+    """Gather the instances' ``fault-hits/<instance>.csv`` into ``fault-hits.csv`` (in time order;
+    only the header when no request was hit)."""
+    import csv
+
+    rows = []
+    for part in sorted((workdir / FAULT_HITS_DIR).glob("*.csv")):
+        with open(part, newline="") as f:
+            reader = csv.reader(f)
+            if tuple(next(reader, ())) != FAULT_HITS_COLUMNS:
+                raise DemoError(f"{part}: not a fault-hits file (its header is not {', '.join(FAULT_HITS_COLUMNS)})")
+            rows.extend(reader)
+    rows.sort(key=lambda r: int(r[-1]))
+    path = workdir / FAULT_HITS_FILE
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(FAULT_HITS_COLUMNS)
+        writer.writerows(rows)
+    return path
 
 
 def _listen() -> socket.socket:
@@ -655,7 +695,8 @@ def _analyse_incident(run: _Run, *, fault: Fault, report_path, seed, duration_s)
         requests={name: table.n_requests for name, table in tables.items()}, endpoint=ENDPOINT, services=services,
         injected_rank=ranked.index(fault.service) + 1 if fault.service in ranked else None,
         significant=comparison.significant, timings=timings, seed=seed, rate_per_s=float(config.rate_per_s),
-        duration_s=float(duration_s), health=health, collector_stats=run.collector_stats)
+        duration_s=float(duration_s), health=health, collector_stats=run.collector_stats,
+        fault_hits_path=_gather_fault_hits(run.workdir))
 
     t = time.perf_counter()
     run.progress("report", "writing the report", counts["sent"])
