@@ -758,6 +758,11 @@ def _register_analyses() -> None:
 
     for spec in ANALYSES:
         spec.load("command")(app, evaluate_app)
+    # The diagnosis reads a store's spans and logs, not one trace table: not (yet) in the registry,
+    # whose protocol (analyze, the common test) fits trace tables.
+    from ..analyses.diagnose.command import register
+
+    register(app, evaluate_app)
 
 
 _register_analyses()

@@ -1,0 +1,109 @@
+"""``tracesleuth diagnose STORE`` and ``tracesleuth evaluate diagnose``; they only call the public API
+and render its result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from ...cli._common import Command, JsonOpt, NezhaDataOpt, emit_json, out, parse_time_range, run_evaluation
+from ...errors import ParameterError
+
+__all__ = ["register", "read_store"]
+
+
+def _instant(text: str, option: str) -> int:
+    """One moment (ISO 8601, UTC unless an offset is given, or Unix seconds) -> Unix epoch ns."""
+    from datetime import datetime, timezone
+
+    part = text.strip()
+    try:
+        return int(float(part) * 1e9)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(part)
+    except ValueError:
+        raise ParameterError(f"{option} {text!r}: neither an ISO 8601 time (2023-01-29T08:44:30) nor Unix "
+                             "seconds") from None
+    return int((moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp() * 1e9)
+
+
+def read_store(path: Path):
+    """The spans and log records (None when there are none) of a span store.
+
+    Raises
+    ------
+    ParameterError
+        When ``path`` is not a span store (it says how to make one).
+    """
+    from ...store import SpanStore, is_store
+
+    if not is_store(path):
+        raise ParameterError(f"{path}: not a span store; make one with: tracesleuth ingest TRACES [LOGS] -o STORE")
+    store = SpanStore(path, create=False)
+    return store.read_spans(dictionary=False), (store.read_logs() if store.log_files() else None)
+
+
+def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span store (tracesleuth ingest).")],
+             at: Annotated[Optional[str], typer.Option("--at", metavar="TIME", show_default=False,
+                           help="A moment inside the incident (ISO 8601, UTC unless an offset is given, or Unix "
+                                "seconds); the onset is searched before it. Default: the store's last request.")] = None,
+             time: Annotated[Optional[str], typer.Option("--time", metavar="START/END", show_default=False,
+                             help="The problem period instead of an onset search.")] = None,
+             baseline_time: Annotated[Optional[str], typer.Option("--baseline-time", metavar="START/END",
+                                      show_default=False, help="The baseline instead of a search for a clean "
+                                      "period before the onset.")] = None,
+             min_confidence: Annotated[float, typer.Option("--min-confidence", metavar="P",
+                                       help="Name the first suspect when its confidence reaches P.")] = 0.5,
+             model: Annotated[Optional[Path], typer.Option("--model", metavar="FILE", show_default=False,
+                              help="A ranking model (tracesleuth evaluate diagnose --fit FILE).")] = None,
+             json: JsonOpt = False) -> None:
+    """Which service, operation and instance, since when, and how sure: one answer from a store.
+
+    Example: tracesleuth diagnose store/ --at 2023-01-29T08:44:30
+    """
+    from .analysis import Diagnosis
+
+    if at is not None and time is not None:
+        raise ParameterError("give --at (a moment inside the incident) or --time (the problem period), not both")
+    settings = dict(at=None if at is None else _instant(at, "--at"),
+                    time=None if time is None else parse_time_range(time, "--time"),
+                    baseline_time=None if baseline_time is None else parse_time_range(baseline_time, "--baseline-time"),
+                    min_confidence=min_confidence, model=None if model is None else str(model))
+    spans, logs = read_store(store)
+    result = Diagnosis(**settings).fit(spans, logs).result_
+    if json:
+        emit_json(result.to_dict())
+        return
+    out.print(f"[bold]Diagnosis[/] of {escape(str(store))}: {result.verdict}")
+    out.print(escape(result.describe()))
+    if len(result.services) > 1:
+        out.print("Other suspects: " + ", ".join(f"{escape(s.service)} ({s.confidence:.2f})"
+                                                 for s in result.services[1:5]))
+
+
+def evaluate_diagnose(data: NezhaDataOpt = None,
+                      quick: Annotated[bool, typer.Option("--quick", help="OnlineBoutique only.")] = False,
+                      model: Annotated[Optional[Path], typer.Option("--model", metavar="FILE", show_default=False,
+                                       help="A ranking model instead of the shipped one.")] = None,
+                      json: JsonOpt = False) -> None:
+    """The diagnosis on every recorded fault of ../shared/data, told only the inject time + 90 s.
+
+    Example: tracesleuth evaluate diagnose --quick --json
+    """
+    from .evaluation import evaluate
+
+    def run(*, quick, random_state, data_dir):
+        return evaluate(quick=quick, random_state=random_state, data_dir=data_dir,
+                        model=None if model is None else str(model))
+    run_evaluation(run, quick=quick, seed=0, data=data, json=json)
+
+
+def register(app: typer.Typer, evaluate_app: typer.Typer) -> None:
+    """Add ``diagnose`` to ``app`` and to ``evaluate_app``."""
+    app.command("diagnose", cls=Command)(diagnose)
+    evaluate_app.command("diagnose", cls=Command)(evaluate_diagnose)

@@ -1,0 +1,353 @@
+"""The diagnosis's evidence: per service, what changed between the baseline and the problem period.
+
+Every family tests one kind of change and gives each item (an operation, an edge, a log template) a
+one-sided p-value; a service's weight in a family is ``-log10`` of its best item's p-value after a
+Bonferroni correction over the items it was tested on, capped at :data:`MAX_WEIGHT`. The families:
+
+========================= ======================================================== ==================
+family                    test (problem vs baseline)                               points at
+========================= ======================================================== ==================
+``self_time``             Mann-Whitney U, one-sided, of per-request exclusive time  the operation's
+                          above ``min_slowdown`` (a shift test, not any shift)      service
+``gap``                   the same, on the gap of the edges a service is called by  :func:`gap_owner`
+``error_origin``          conditional binomial of error-origin spans per span       the service
+``error_logs``            conditional binomial of error-level log records per span  the service
+``log_templates``         conditional binomial of each template per span, both      the service
+                          ways (a statement that stops or starts running; Nezha,
+                          Yu et al., FSE 2023, Section 3.3)
+``calls_dropped``         conditional binomial of an edge's calls per request that  the caller
+                          reaches the caller, lower
+``new_operations``        conditional binomial of an operation per request, higher  the service
+========================= ======================================================== ==================
+
+The conditional binomial test of two Poisson rates (Przyborowski & Wilenski, 1940): given
+``c_p + c_b`` events over exposures ``n_p`` and ``n_b``, ``c_p ~ Binomial(c_p + c_b,
+n_p / (n_p + n_b))`` when the rates are equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from ... import schema as S
+from .telemetry import ERROR_SEVERITY, Telemetry
+
+__all__ = ["FAMILIES", "MAX_WEIGHT", "Evidence", "gap_owner", "gather_evidence", "rate_p_values", "shift_p_value"]
+
+#: The evidence families, in the order features and tables list them.
+FAMILIES = ("self_time", "gap", "error_origin", "error_logs", "log_templates", "calls_dropped", "new_operations")
+#: A family weight's cap: p-values below 1e-10 are all "certain" (and the ranking stays bounded).
+MAX_WEIGHT = 10.0
+#: Fewest requests in each period for a time test of an item (Mann-Whitney's normal approximation
+#: and a median that means something).
+MIN_SAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One item's change, the evidence for one service.
+
+    Attributes
+    ----------
+    family : str
+        One of :data:`FAMILIES`.
+    service : str
+        The service it points at.
+    item : str
+        What changed: ``"operation"``, ``"caller -> callee"`` or ``"template 12: <text>"``.
+    p_value : float
+        One-sided, Bonferroni-corrected over the service's items of the family.
+    weight : float
+        ``min(-log10 p_value, MAX_WEIGHT)``.
+    baseline, problem : float
+        The item's figure in each period: median ms (times) or events per exposure (rates).
+    """
+
+    family: str
+    service: str
+    item: str
+    p_value: float
+    weight: float
+    baseline: float
+    problem: float
+
+    def describe(self) -> str:
+        unit = " ms" if self.family in ("self_time", "gap") else " per call"
+        return (f"{self.family.replace('_', ' ')}: {self.item} {self.baseline:.3g} -> {self.problem:.3g}{unit} "
+                f"(p = {self.p_value:.2g})")
+
+    def to_dict(self) -> dict:
+        return {"family": self.family, "service": self.service, "item": self.item, "p_value": self.p_value,
+                "weight": self.weight, "baseline": self.baseline, "problem": self.problem}
+
+
+def shift_p_value(problem: np.ndarray, baseline: np.ndarray, min_slowdown: float) -> float:
+    """One-sided Mann-Whitney U p-value that ``problem`` is slower than ``baseline`` by more than a
+    factor ``1 + min_slowdown``: the test of ``log(problem) - log(1 + min_slowdown)`` against
+    ``log(baseline)`` (a shift of the null hypothesis, so a large sample does not make a
+    negligible slowdown significant). Values are floored at 1 ns.
+
+    Returns 1.0 when either sample holds fewer than :data:`MIN_SAMPLES` values.
+    """
+    if problem.size < MIN_SAMPLES or baseline.size < MIN_SAMPLES:
+        return 1.0
+    shifted = np.log(np.maximum(problem, 1.0)) - np.log1p(min_slowdown)
+    return float(stats.mannwhitneyu(shifted, np.log(np.maximum(baseline, 1.0)), alternative="greater").pvalue)
+
+
+def rate_p_values(c_p, n_p, c_b, n_b, alternative: str) -> np.ndarray:
+    """Conditional binomial p-values of two Poisson rates ``c_p / n_p`` vs ``c_b / n_b``.
+
+    Parameters
+    ----------
+    c_p, c_b : array_like of int
+        Events in the problem and baseline periods, shape (k,).
+    n_p, n_b : array_like of float
+        Exposures (> 0), broadcast with the counts.
+    alternative : {"greater", "less"}
+        The problem rate is higher / lower.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape (k,), in [0, 1]; 1.0 where no event was seen or an exposure is 0.
+    """
+    c_p, c_b = np.asarray(c_p, float), np.asarray(c_b, float)
+    n_p, n_b = np.broadcast_arrays(np.asarray(n_p, float), np.asarray(n_b, float))
+    total = c_p + c_b
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where((n_p + n_b) > 0, n_p / (n_p + n_b), 0.5)
+    p = stats.binom.sf(c_p - 1, total, share) if alternative == "greater" else stats.binom.cdf(c_p, total, share)
+    return np.where((total > 0) & (n_p > 0) & (n_b > 0), np.clip(p, 0.0, 1.0), 1.0)
+
+
+def gap_owner(edges: pl.DataFrame, level: float) -> pl.Series:
+    """Whose is a risen gap on an edge ``caller -> callee``: the one rule every analysis uses.
+
+    A network delay or a slow accept queue at a service delays every caller's calls into it; a
+    slow or starved caller delays all the calls it makes. So the gap of an edge that rose is the
+    callee's unless a larger share of the caller's *other* outgoing edges rose than of the callee's
+    other incoming edges (ties go to the callee: the edge leads into it).
+
+    Parameters
+    ----------
+    edges : polars.DataFrame
+        ``service`` (caller), ``callee``, ``p_value`` (of the gap's rise), one row per edge.
+    level : float
+        An edge rose when its ``p_value <= level``.
+
+    Returns
+    -------
+    polars.Series
+        The owner of each edge's gap, shape (len(edges),).
+    """
+    rose = edges.with_columns((pl.col("p_value") <= level).alias("_rose"))
+    out_share = rose.group_by(S.SERVICE).agg(pl.col("_rose").sum().alias("_out_rose"), pl.len().alias("_out_n"))
+    in_share = rose.group_by("callee").agg(pl.col("_rose").sum().alias("_in_rose"), pl.len().alias("_in_n"))
+    joined = rose.join(out_share, on=S.SERVICE, how="left").join(in_share, on="callee", how="left")
+    others = lambda rose_col, n_col: ((pl.col(rose_col) - pl.col("_rose").cast(pl.Int64))  # noqa: E731
+                                      / (pl.col(n_col) - 1).clip(1))
+    caller_share, callee_share = others("_out_rose", "_out_n"), others("_in_rose", "_in_n")
+    return joined.select(pl.when(caller_share > callee_share).then(pl.col(S.SERVICE))
+                         .otherwise(pl.col("callee")).alias("owner")).to_series()
+
+
+def gather_evidence(problem: Telemetry, baseline: Telemetry, *, level: float, min_slowdown: float
+                    ) -> list[Evidence]:
+    """Every family's evidence per service, strongest first.
+
+    Parameters
+    ----------
+    problem, baseline : Telemetry
+        The two periods.
+    level : float
+        Significance level (the gap rule's "rose").
+    min_slowdown : float
+        The least relative slowdown a time test detects (:func:`shift_p_value`).
+
+    Returns
+    -------
+    list of Evidence
+        At most one per (family, service): the service's strongest item in the family.
+    """
+    items = pl.concat([
+        _time_items(problem, baseline, "own_ns", min_slowdown),
+        _gap_items(problem, baseline, min_slowdown, level),
+        _error_origin_items(problem, baseline),
+        _error_log_items(problem, baseline),
+        _template_items(problem, baseline),
+        _dropped_call_items(problem, baseline, level),
+        _new_operation_items(problem, baseline),
+    ], how="vertical_relaxed")
+    if items.height == 0:
+        return []
+    pooled = (items.with_columns((pl.col("p_value") * pl.len().over("family", S.SERVICE)).clip(upper_bound=1.0)
+                                 .alias("p_value"))
+              .sort("p_value", "item").group_by("family", S.SERVICE, maintain_order=True).first())
+    out = []
+    for row in pooled.iter_rows(named=True):
+        weight = float(min(MAX_WEIGHT, -np.log10(max(row["p_value"], 1e-300))))
+        out.append(Evidence(row["family"], row[S.SERVICE], row["item"], float(row["p_value"]), weight,
+                            float(row["baseline"]), float(row["problem"])))
+    return sorted(out, key=lambda e: (-e.weight, e.family, e.service))
+
+
+_ITEM_SCHEMA = {"family": pl.String, S.SERVICE: pl.String, "item": pl.String, "p_value": pl.Float64,
+                "baseline": pl.Float64, "problem": pl.Float64}
+
+
+def _items(rows: list[dict]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=_ITEM_SCHEMA)
+
+
+def _per_request(spans: pl.DataFrame, column: str, keys: list[str]) -> pl.DataFrame:
+    """Each request's mean of ``column`` per key (the requests are the independent units)."""
+    return (spans.filter(pl.col(column) > 0).group_by(keys + [S.TRACE_ID])
+            .agg(pl.col(column).mean().alias("_value")))
+
+
+def _time_tests(problem: pl.DataFrame, baseline: pl.DataFrame, keys: list[str], min_slowdown: float) -> list[dict]:
+    base = {k: g["_value"].to_numpy() for k, g in baseline.group_by(keys)}
+    rows = []
+    for key, group in problem.group_by(keys):
+        values, before = group["_value"].to_numpy(), base.get(key)
+        if before is None:
+            continue
+        p = shift_p_value(values, before, min_slowdown)
+        rows.append({"key": key, "p_value": p, "baseline": float(np.median(before)) / 1e6,
+                     "problem": float(np.median(values)) / 1e6})
+    return rows
+
+
+def _time_items(problem: Telemetry, baseline: Telemetry, column: str, min_slowdown: float) -> pl.DataFrame:
+    keys = [S.SERVICE, S.OPERATION]
+    rows = _time_tests(_per_request(problem.spans, column, keys), _per_request(baseline.spans, column, keys),
+                       keys, min_slowdown)
+    return _items([{"family": "self_time", S.SERVICE: r["key"][0], "item": r["key"][1], "p_value": r["p_value"],
+                    "baseline": r["baseline"], "problem": r["problem"]} for r in rows])
+
+
+def _gap_items(problem: Telemetry, baseline: Telemetry, min_slowdown: float, level: float) -> pl.DataFrame:
+    keys = [S.SERVICE, "callee"]
+    rows = _time_tests(_per_request(problem.spans, "gap_ns", keys), _per_request(baseline.spans, "gap_ns", keys),
+                       keys, min_slowdown)
+    if not rows:
+        return _items([])
+    edges = pl.DataFrame({S.SERVICE: [r["key"][0] for r in rows], "callee": [r["key"][1] for r in rows],
+                          "p_value": [r["p_value"] for r in rows]})
+    owners = gap_owner(edges, level).to_list()
+    return _items([{"family": "gap", S.SERVICE: owner, "item": f"{r['key'][0]} -> {r['key'][1]}",
+                    "p_value": r["p_value"], "baseline": r["baseline"], "problem": r["problem"]}
+                   for r, owner in zip(rows, owners)])
+
+
+def _rate_items(family: str, problem: pl.DataFrame, baseline: pl.DataFrame, keys: list[str], alternative: str,
+                item) -> pl.DataFrame:
+    """Rows ``keys..., count, exposure`` per period -> one item per key of either period."""
+    both = problem.join(baseline, on=keys, how="full", coalesce=True, suffix="_b").fill_null(0)
+    if both.height == 0:
+        return _items([])
+    c_p, n_p = both["count"].to_numpy(), both["exposure"].to_numpy()
+    c_b, n_b = both["count_b"].to_numpy(), both["exposure_b"].to_numpy()
+    if alternative == "both":
+        p = np.minimum(1.0, 2 * np.minimum(rate_p_values(c_p, n_p, c_b, n_b, "greater"),
+                                           rate_p_values(c_p, n_p, c_b, n_b, "less")))
+    else:
+        p = rate_p_values(c_p, n_p, c_b, n_b, alternative)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate_p, rate_b = np.where(n_p > 0, c_p / n_p, 0.0), np.where(n_b > 0, c_b / n_b, 0.0)
+    return _items([{"family": family, S.SERVICE: row[S.SERVICE], "item": item(row), "p_value": float(p[i]),
+                    "baseline": float(rate_b[i]), "problem": float(rate_p[i])}
+                   for i, row in enumerate(both.iter_rows(named=True))])
+
+
+def _span_exposure(telemetry: Telemetry) -> pl.DataFrame:
+    return telemetry.spans.group_by(S.SERVICE).agg(pl.len().cast(pl.Float64).alias("exposure"))
+
+
+def _error_origin_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame:
+    def counts(t: Telemetry) -> pl.DataFrame:
+        return t.spans.group_by(S.SERVICE, S.OPERATION).agg(
+            pl.col("origin").sum().cast(pl.Float64).alias("count"), pl.len().cast(pl.Float64).alias("exposure"))
+    if not (problem.spans["origin"].any()):
+        return _items([])
+    return _rate_items("error_origin", counts(problem), counts(baseline), [S.SERVICE, S.OPERATION], "greater",
+                       lambda row: row[S.OPERATION])
+
+
+def _error_log_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame:
+    if not (problem.has_logs and baseline.has_logs):
+        return _items([])
+
+    def counts(t: Telemetry) -> pl.DataFrame:
+        errors = (t.logs.filter(pl.col(S.SEVERITY_NUMBER) >= ERROR_SEVERITY).group_by(S.SERVICE)
+                  .agg(pl.len().cast(pl.Float64).alias("count")))
+        return _span_exposure(t).join(errors, on=S.SERVICE, how="left").fill_null(0)
+    return _rate_items("error_logs", counts(problem), counts(baseline), [S.SERVICE], "greater",
+                       lambda row: "error-level log records")
+
+
+def _template_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame:
+    if not (problem.has_logs and baseline.has_logs):
+        return _items([])
+
+    def counts(t: Telemetry) -> pl.DataFrame:
+        templates = (t.logs.filter(pl.col(S.TEMPLATE_ID).is_not_null()).group_by(S.SERVICE, S.TEMPLATE_ID)
+                     .agg(pl.len().cast(pl.Float64).alias("count")))
+        return templates.join(_span_exposure(t), on=S.SERVICE, how="left").fill_null(0)
+    problem_counts, baseline_counts = counts(problem), counts(baseline)
+    # A template's exposure is its service's spans in that period, also where it has no record.
+    keys = pl.concat([problem_counts.select(S.SERVICE, S.TEMPLATE_ID), baseline_counts.select(S.SERVICE, S.TEMPLATE_ID)]
+                     ).unique()
+
+    def complete(frame: pl.DataFrame, t: Telemetry) -> pl.DataFrame:
+        return (keys.join(frame.drop("exposure"), on=[S.SERVICE, S.TEMPLATE_ID], how="left")
+                .join(_span_exposure(t), on=S.SERVICE, how="left").fill_null(0))
+    return _rate_items("log_templates", complete(problem_counts, problem), complete(baseline_counts, baseline),
+                       [S.SERVICE, S.TEMPLATE_ID], "both", lambda row: f"template {row[S.TEMPLATE_ID]}")
+
+
+def _reach(t: Telemetry) -> pl.DataFrame:
+    """Requests that reach each service (its exposure for the calls it makes)."""
+    return (t.spans.group_by(S.SERVICE).agg(pl.col(S.TRACE_ID).n_unique().cast(pl.Float64).alias("exposure")))
+
+
+def _dropped_call_items(problem: Telemetry, baseline: Telemetry, level: float) -> pl.DataFrame:
+    def edges(t: Telemetry) -> pl.DataFrame:
+        return (t.spans.filter(pl.col("parent_service").is_not_null() & (pl.col("parent_service") != pl.col(S.SERVICE)))
+                .group_by("parent_service", pl.col(S.SERVICE).alias("callee"))
+                .agg(pl.len().cast(pl.Float64).alias("count")).rename({"parent_service": S.SERVICE}))
+    problem_edges, baseline_edges = edges(problem), edges(baseline)
+    # An edge of either period, with its caller's reach in each (a vanished edge counts 0 calls).
+    keys = pl.concat([problem_edges.select(S.SERVICE, "callee"), baseline_edges.select(S.SERVICE, "callee")]).unique()
+
+    def counts(t: Telemetry) -> pl.DataFrame:
+        return (keys.join(edges(t), on=[S.SERVICE, "callee"], how="left")
+                .join(_reach(t), on=S.SERVICE, how="left").fill_null(0))
+    # A caller that is itself reached less often does not own its callees' drop: its caller does.
+    reached = _rate_items("reach", _reach(problem).with_columns(pl.col("exposure").alias("count"),
+                                                                pl.lit(float(problem.n_requests)).alias("exposure")),
+                          _reach(baseline).with_columns(pl.col("exposure").alias("count"),
+                                                        pl.lit(float(baseline.n_requests)).alias("exposure")),
+                          [S.SERVICE], "less", lambda row: "")
+    less_reached = reached.filter(pl.col("p_value") <= level)[S.SERVICE]
+    items = _rate_items("calls_dropped", counts(problem), counts(baseline), [S.SERVICE, "callee"], "less",
+                        lambda row: f"{row[S.SERVICE]} -> {row['callee']}")
+    return items.filter(~pl.col(S.SERVICE).is_in(less_reached.implode()))
+
+
+def _new_operation_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame:
+    def counts(t: Telemetry) -> pl.DataFrame:
+        return (t.spans.group_by(S.SERVICE, S.OPERATION).agg(pl.len().cast(pl.Float64).alias("count"))
+                .with_columns(pl.lit(float(t.n_requests)).alias("exposure")))
+    both = counts(problem).join(counts(baseline).select(S.SERVICE, S.OPERATION), on=[S.SERVICE, S.OPERATION],
+                                how="anti")
+    if both.height == 0:
+        return _items([])
+    base = both.with_columns(pl.lit(0.0).alias("count"), pl.lit(float(baseline.n_requests)).alias("exposure"))
+    return _rate_items("new_operations", both, base, [S.SERVICE, S.OPERATION], "greater",
+                       lambda row: row[S.OPERATION])

@@ -1,0 +1,230 @@
+"""Spans and log records of a store period, as the diagnosis reads them: one row per span with its
+own time, the gap on the edge it calls through, its error, and one row per request.
+
+A span's **exclusive (self) time** is its duration minus the time its children cover inside it
+(children clipped to the parent's interval and summed; concurrent children can overlap, the sum is
+then floored at 0). A span with a child in another service is the caller's side of a call: its
+exclusive time is the **gap** on that edge (network, queueing, serialisation) and is not counted as
+the caller's own time; whose gap it is decides :func:`~.evidence.gap_owner`, the one rule every
+analysis uses.
+
+A span **failed** when its status is ``error`` or it has an ``exception`` event; it is the **origin**
+of an error when it failed and none of its children did (Build 2 of issue 28: "an error span
+without an error child").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from ... import schema as S
+
+__all__ = ["ERROR_SEVERITY", "Period", "Telemetry", "utc_text"]
+
+#: OpenTelemetry's severity number of ERROR (17-20 ERROR, 21-24 FATAL): a log record at or above it
+#: is an error-level record (OpenTelemetry Logs Data Model, "Field: SeverityNumber").
+ERROR_SEVERITY = 17
+
+
+@dataclass(frozen=True)
+class Period:
+    """A time range of the store and what it holds.
+
+    Attributes
+    ----------
+    start_ns, end_ns : int
+        Unix epoch ns, ``[start_ns, end_ns)`` of the requests' start times.
+    n_requests : int
+    why : str
+        How it was chosen.
+    ranges : tuple of (int, int)
+        The stretches ``[start, end)`` it is made of (a baseline can skip an earlier incident);
+        empty: the whole period.
+    """
+
+    start_ns: int
+    end_ns: int
+    n_requests: int
+    why: str = ""
+    ranges: tuple = ()
+
+    @property
+    def parts(self) -> tuple:
+        """:attr:`ranges`, or the whole period as one range."""
+        return self.ranges or ((self.start_ns, self.end_ns),)
+
+    def to_dict(self) -> dict:
+        return {"start": utc_text(self.start_ns), "end": utc_text(self.end_ns),
+                "start_ns": self.start_ns, "end_ns": self.end_ns, "requests": self.n_requests, "why": self.why}
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    """Spans, requests and log records of one stretch of a store.
+
+    Attributes
+    ----------
+    spans : polars.DataFrame
+        One row per span, shape (n_spans, 16): ``trace_id``, ``span_id``, ``service``,
+        ``operation``, ``instance``, ``start_ns``, ``duration_ns``, ``error`` (bool),
+        ``exception_type``, ``origin`` (bool, the span is an error's origin), ``own_ns``
+        (exclusive time of a span that calls no other service, else 0), ``gap_ns`` (exclusive time
+        of a span that calls another service, else 0), ``callee`` (that service, else null),
+        ``request_start_ns`` (its trace's entry span's start), ``parent_service``, ``error_logs``
+        (its error-level log records), ``log_records`` (all its log records).
+    requests : polars.DataFrame
+        One row per trace with an entry span, shape (n_requests, 7): ``trace_id``, ``start_ns``,
+        ``latency_ns``, ``error`` (a span failed), ``spans`` (its span count), ``error_log`` (it
+        wrote an error-level record), ``log_records`` (how many it wrote), sorted by ``start_ns``.
+    logs : polars.DataFrame or None
+        ``time_ns``, ``span_id``, ``service``, ``severity_number``, ``template_id``,
+        ``request_start_ns`` (null when the record's span is not in the spans); None when the
+        store holds no log records.
+    """
+
+    spans: pl.DataFrame
+    requests: pl.DataFrame
+    logs: pl.DataFrame | None
+
+    @classmethod
+    def from_tables(cls, spans, logs=None) -> "Telemetry":
+        """Build from Arrow (or polars) spans in :data:`~tracesleuth.schema.SPAN_SCHEMA` and,
+        optionally, log records in :data:`~tracesleuth.schema.LOG_SCHEMA`.
+
+        Raises
+        ------
+        EmptyDataError
+            No span has an entry span (no request to diagnose).
+        """
+        from ...errors import EmptyDataError
+
+        frame = _span_frame(spans)
+        requests = _requests(frame)
+        if requests.height == 0:
+            raise EmptyDataError("No trace has an entry span: there is no request to diagnose.")
+        frame = frame.join(requests.select(S.TRACE_ID, pl.col(S.START_NS).alias("request_start_ns")),
+                           on=S.TRACE_ID, how="inner")
+        log_frame = None
+        if logs is not None and len(logs) > 0:
+            log_frame = _log_frame(logs, frame)
+            per_span = log_frame.group_by(S.SPAN_ID).agg(
+                (pl.col(S.SEVERITY_NUMBER) >= ERROR_SEVERITY).sum().cast(pl.Int64).alias("error_logs"),
+                pl.len().cast(pl.Int64).alias("log_records"))
+            frame = frame.join(per_span, on=S.SPAN_ID, how="left")
+            errored = frame.filter(pl.col("error_logs") > 0)[S.TRACE_ID].unique()
+            per_request = (log_frame.join(frame.select(S.SPAN_ID, S.TRACE_ID), on=S.SPAN_ID, how="inner")
+                           .group_by(S.TRACE_ID).agg(pl.len().cast(pl.Int64).alias("_logs")))
+            requests = (requests.join(per_request, on=S.TRACE_ID, how="left")
+                        .with_columns(pl.col(S.TRACE_ID).is_in(errored.implode()).alias("error_log"),
+                                      pl.col("_logs").fill_null(0).alias("log_records")).drop("_logs"))
+        else:
+            frame = frame.with_columns(pl.lit(None, pl.Int64).alias("error_logs"),
+                                       pl.lit(None, pl.Int64).alias("log_records"))
+        frame = frame.with_columns(pl.col("error_logs").fill_null(0), pl.col("log_records").fill_null(0))
+        return cls(frame, requests, log_frame)
+
+    def during(self, period: Period) -> "Telemetry":
+        """The requests starting in the period's ranges, with their spans and log records."""
+        def inside(frame, column):
+            condition = pl.lit(False)
+            for start_ns, end_ns in period.parts:
+                condition = condition | ((pl.col(column) >= start_ns) & (pl.col(column) < end_ns))
+            return frame.filter(condition)
+
+        logs = None if self.logs is None else inside(self.logs, "request_start_ns")
+        return Telemetry(inside(self.spans, "request_start_ns"), inside(self.requests, S.START_NS), logs)
+
+    @property
+    def n_requests(self) -> int:
+        return self.requests.height
+
+    @property
+    def has_logs(self) -> bool:
+        return self.logs is not None
+
+
+def _span_frame(spans) -> pl.DataFrame:
+    if isinstance(spans, pa.Table):
+        spans = spans.select([S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.SERVICE, S.OPERATION, S.INSTANCE, S.START_NS,
+                              S.END_NS, S.STATUS, S.EVENTS])
+        spans = pl.from_arrow(spans)
+    cast = {c: pl.String for c in (S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.SERVICE, S.OPERATION, S.INSTANCE)}
+    frame = spans.select(S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.SERVICE, S.OPERATION, S.INSTANCE, S.START_NS,
+                         S.END_NS, S.STATUS, S.EVENTS).cast(cast)
+    exception = pl.col(S.EVENTS).list.eval(
+        pl.when(pl.element().struct.field("name") == "exception").then(pl.lit(True)).otherwise(None)).list.drop_nulls()
+    frame = frame.with_columns(
+        (pl.col(S.END_NS) - pl.col(S.START_NS)).clip(0).alias(S.DURATION_NS),
+        ((pl.col(S.STATUS) == "error") | (exception.list.len().fill_null(0) > 0)).alias("error"),
+        _exception_type().alias("exception_type"),
+    ).drop(S.EVENTS, S.STATUS).unique(subset=[S.TRACE_ID, S.SPAN_ID], keep="first", maintain_order=True)
+    parents = frame.select(S.TRACE_ID, pl.col(S.SPAN_ID).alias(S.PARENT_SPAN_ID),
+                           pl.col(S.SERVICE).alias("parent_service"), pl.col(S.START_NS).alias("_ps"),
+                           pl.col(S.END_NS).alias("_pe"))
+    frame = frame.join(parents, on=[S.TRACE_ID, S.PARENT_SPAN_ID], how="left")
+    covered = (pl.min_horizontal(S.END_NS, "_pe") - pl.max_horizontal(S.START_NS, "_ps")).clip(0)
+    children = (frame.filter(pl.col("_ps").is_not_null())
+                .with_columns(covered.alias("_covered"),
+                              (pl.col(S.SERVICE) != pl.col("parent_service")).alias("_cross"))
+                .group_by(S.TRACE_ID, S.PARENT_SPAN_ID)
+                .agg(pl.col("_covered").sum().alias("_children_ns"),
+                     pl.col("error").any().alias("_child_error"),
+                     pl.col(S.SERVICE).filter(pl.col("_cross")).sort_by(
+                         pl.col(S.DURATION_NS).filter(pl.col("_cross")), descending=True).first().alias("callee"))
+                .rename({S.PARENT_SPAN_ID: S.SPAN_ID}))
+    frame = frame.join(children, on=[S.TRACE_ID, S.SPAN_ID], how="left")
+    exclusive = (pl.col(S.DURATION_NS) - pl.col("_children_ns").fill_null(0)).clip(0)
+    calls_out = pl.col("callee").is_not_null()
+    return frame.with_columns(
+        pl.when(calls_out).then(0).otherwise(exclusive).alias("own_ns"),
+        pl.when(calls_out).then(exclusive).otherwise(0).alias("gap_ns"),
+        (pl.col("error") & ~pl.col("_child_error").fill_null(False)).alias("origin"),
+        pl.col("_ps").is_null().alias("_root"),
+    ).drop("_ps", "_pe", "_children_ns", "_child_error")
+
+
+def _exception_type() -> pl.Expr:
+    events = pl.col(S.EVENTS).list.eval(
+        pl.when(pl.element().struct.field("name") == "exception").then(
+            pl.element().struct.field("attributes").list.eval(
+                pl.when(pl.element().struct.field("key") == "exception.type")
+                .then(pl.element().struct.field("str")).otherwise(None)
+            ).list.drop_nulls().list.first()
+        ).otherwise(None)).list.drop_nulls()
+    return events.list.first()
+
+
+def _requests(frame: pl.DataFrame) -> pl.DataFrame:
+    """One row per trace with a root span (no parent in the data); its earliest root is the entry."""
+    roots = (frame.filter(pl.col("_root")).sort(S.START_NS)
+             .group_by(S.TRACE_ID, maintain_order=True).first()
+             .select(S.TRACE_ID, S.START_NS, pl.col(S.DURATION_NS).alias("latency_ns")))
+    errors = frame.group_by(S.TRACE_ID).agg(pl.col("error").any(), pl.len().cast(pl.Int64).alias("spans"))
+    return (roots.join(errors, on=S.TRACE_ID, how="left")
+            .with_columns(pl.lit(False).alias("error_log"), pl.lit(0, pl.Int64).alias("log_records"))
+            .sort(S.START_NS))
+
+
+def _log_frame(logs, spans: pl.DataFrame) -> pl.DataFrame:
+    columns = [S.TIME_NS, S.SPAN_ID, S.SERVICE, S.SEVERITY_NUMBER, S.TEMPLATE_ID]
+    logs = pl.from_arrow(logs.select(columns)) if isinstance(logs, pa.Table) else logs.select(columns)
+    logs = logs.cast({S.SPAN_ID: pl.String, S.SERVICE: pl.String})
+    owners = spans.select(S.SPAN_ID, "request_start_ns").unique(subset=[S.SPAN_ID], keep="first")
+    return logs.join(owners, on=S.SPAN_ID, how="left")
+
+
+def utc_text(time_ns: int) -> str:
+    """``time_ns`` (Unix epoch ns) as ISO 8601 UTC with milliseconds: ``2023-01-29T08:43:04.120Z``."""
+    from datetime import datetime, timezone
+
+    moment = datetime.fromtimestamp(time_ns / 1e9, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def bin_counts(times_ns: np.ndarray, edges_ns: np.ndarray) -> np.ndarray:
+    """Counts of ``times_ns`` in the bins ``[edges[i], edges[i+1])``, shape (len(edges) - 1,)."""
+    return np.histogram(times_ns, bins=edges_ns)[0]

@@ -1,0 +1,247 @@
+"""When the incident began and what to compare it with: the onset, the problem period and the
+baseline, found in the store's request series (Build 1 of issue 28).
+
+* **Blocks.** A store can hold separate stretches of traffic (recorded windows, a collector that was
+  down). A gap between consecutive requests is a break when a Poisson arrival process at the
+  stretch's rate makes it implausible: ``n exp(-rate * gap) < level`` (Bonferroni over the ``n``
+  gaps), so the rule follows the traffic instead of a fixed number of seconds.
+* **Onset.** The latest change, before the moment the user gives, of the requests' series
+  (:data:`SERIES`: log latency, errors, error-level records, spans and log records per request)
+  inside that moment's block (:func:`.changepoints.latest_change`, Pettitt's test, Bonferroni over
+  the series); latency and errors count only when they worsen. The latest change is the onset.
+* **Problem period.** From the onset, at most ``max_problem_s``, within the block.
+* **Baseline.** The most recent stretch before the onset whose own series show no change: the
+  block's requests before the onset (after its own latest change, if it has one); then earlier
+  blocks, each up to its own onset (an earlier incident's requests are skipped), until
+  ``min_baseline_requests`` are gathered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from ... import schema as S
+from ...errors import EmptyDataError
+from .changepoints import latest_change
+from .telemetry import Period, Telemetry, utc_text
+
+__all__ = ["Onset", "Timeline", "blocks", "find_timeline"]
+
+#: The request series an onset is searched in: name -> (column, the direction that is worse; None:
+#: either). Code faults change what a request does more than how long it takes: an early return
+#: drops spans and log statements, an exception adds error-level records.
+SERIES = {"latency": ("latency_ns", 1), "errors": ("error", 1), "error logs": ("error_log", 1),
+          "spans per request": ("spans", None), "log records per request": ("log_records", None)}
+
+#: Fewest requests on either side of a change point (a change at a series' last few requests cannot
+#: be told from noise).
+MIN_SEGMENT = 10
+
+
+@dataclass(frozen=True)
+class Onset:
+    """The change that began the incident.
+
+    Attributes
+    ----------
+    time_ns : int
+        Start of the first request after the change (Unix epoch ns).
+    series : str
+        The series that changed latest: a name of :data:`SERIES`, of all requests (``"latency"``)
+        or of one service's (``"latency of cartservice"``: its own time).
+    p_value : float
+        Pettitt's p-value of that change.
+    """
+
+    time_ns: int
+    series: str
+    p_value: float
+
+    def to_dict(self) -> dict:
+        return {"time": utc_text(self.time_ns), "time_ns": self.time_ns, "series": self.series,
+                "p_value": self.p_value}
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The periods a diagnosis compares: ``onset`` (None when the user gave ``time``),
+    ``problem`` and ``baseline`` (:class:`~.telemetry.Period`), and ``caveats`` (str)."""
+
+    onset: Onset | None
+    problem: Period
+    baseline: Period
+    caveats: tuple = ()
+
+
+def blocks(start_ns: np.ndarray, level: float) -> list[tuple[int, int]]:
+    """Index ranges ``[i, j)`` of the stretches of traffic in sorted request start times.
+
+    A gap is a break when ``n * exp(-rate * gap) < level``, ``rate`` the requests per ns over the
+    whole span (see the module docstring).
+    """
+    n = start_ns.size
+    if n < 2:
+        return [(0, n)]
+    gaps = np.diff(start_ns).astype(float)
+    # The rate over the whole span, breaks included: diluted by them, so the rule errs towards
+    # keeping a stretch whole (bursty traffic's short silences are not breaks).
+    rate = (n - 1) / max(float(start_ns[-1] - start_ns[0]), 1.0)
+    breaks = np.flatnonzero(n * np.exp(-rate * gaps) < level) + 1
+    edges = [0, *breaks.tolist(), n]
+    return [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+def _latest_onset(requests: pl.DataFrame, level: float) -> tuple[int, str, float] | None:
+    """(row, series, p) of the latest change for the worse in the requests' series, or None."""
+    found = []
+    for name, (column, worse) in SERIES.items():
+        values = requests[column].to_numpy().astype(float)
+        values = np.log(np.maximum(values, 1.0)) if column == "latency_ns" else values
+        # The series are tested together: Bonferroni over them.
+        change = latest_change(values, level=level / len(SERIES), min_size=MIN_SEGMENT)
+        if change is not None and (worse is None or change.direction == worse):
+            found.append((change.index, name, change.p_value))
+    return max(found) if found else None
+
+
+def find_timeline(telemetry: Telemetry, *, at_ns: int | None, time: tuple | None, baseline_time: tuple | None,
+                  lookback_s: float, max_problem_s: float, min_baseline_requests: int, level: float) -> Timeline:
+    """The onset, problem period and baseline of a diagnosis (see the module docstring).
+
+    Parameters
+    ----------
+    telemetry : Telemetry
+        The store's requests (at least the lookback before ``at_ns`` and the problem after it).
+    at_ns : int or None
+        A moment inside the incident (Unix epoch ns); None: the store's last request.
+    time, baseline_time : (int, int) or None
+        The problem / baseline period given by the user (no search for that period).
+    lookback_s, max_problem_s : float
+        How far before ``at_ns`` the onset is searched; the longest problem period.
+    min_baseline_requests : int
+        Requests the baseline gathers before it stops looking further back.
+    level : float
+        Significance level of the change-point tests and the block rule.
+
+    Raises
+    ------
+    EmptyDataError
+        No change for the worse near ``at_ns`` (naming the range searched), a moment outside the
+        store (naming the store's range), or no request before the problem period.
+    """
+    requests = telemetry.requests
+    starts = requests[S.START_NS].to_numpy()
+    first, last = int(starts[0]), int(starts[-1])
+    caveats: list[str] = []
+    onset = None
+    if time is not None:
+        problem_range = time
+    else:
+        at = last if at_ns is None else at_ns
+        if not first <= at <= last + int(max_problem_s * 1e9):
+            raise EmptyDataError(f"{utc_text(at)} is outside the store, which holds requests from {utc_text(first)} "
+                                 f"to {utc_text(last)}.")
+        onset = _onset_before(telemetry, starts, at, lookback_s, level)
+        block_end = _block_of(starts, onset.time_ns, level)[1]
+        problem_range = (onset.time_ns, min(onset.time_ns + int(max_problem_s * 1e9), int(starts[block_end - 1]) + 1))
+    problem = _period(starts, problem_range, "from the onset" if onset else "as given")
+    if baseline_time is not None:
+        baseline = _period(starts, baseline_time, "as given")
+    else:
+        baseline = _clean_baseline(requests, starts, problem_range[0], min_baseline_requests, level)
+    if baseline.n_requests == 0:
+        raise EmptyDataError(f"No request before {utc_text(problem_range[0])} to compare the problem period with; "
+                             "give --baseline-time START/END.")
+    if baseline.n_requests < min_baseline_requests:
+        caveats.append(f"the baseline holds {baseline.n_requests} requests, fewer than the "
+                       f"{min_baseline_requests} wanted: the best available")
+    return Timeline(onset, problem, baseline, tuple(caveats))
+
+
+def _onset_before(telemetry: Telemetry, starts: np.ndarray, at: int, lookback_s: float, level: float) -> Onset:
+    low = max(_block_start_ns(starts, at, level), at - int(lookback_s * 1e9))
+    requests = telemetry.requests
+    window = requests.filter((pl.col(S.START_NS) >= low) & (pl.col(S.START_NS) <= at))
+    found = []
+    if window.height >= 2 * MIN_SEGMENT:
+        services = _service_series(telemetry.spans, low, at)
+        # Bonferroni over the request series and every service's.
+        tests = 1 + services.select(pl.col(S.SERVICE).n_unique()).item()
+        candidates = [(window, "", _latest_onset(window, level / tests))]
+        candidates += [(group, f"of {service}", _latest_onset(group, level / tests))
+                       for (service,), group in services.group_by(S.SERVICE)]
+        found = [(int(frame[S.START_NS][hit[0]]), hit[1] + (f" {where}" if where else ""), hit[2])
+                 for frame, where, hit in candidates if hit is not None]
+    if not found:
+        raise EmptyDataError(f"No change in the store between {utc_text(low)} and {utc_text(at)} "
+                             f"({window.height} requests); give --time START/END.")
+    time_ns, series, p = max(found)
+    return Onset(time_ns, series, p)
+
+
+def _service_series(spans: pl.DataFrame, low: int, high: int) -> pl.DataFrame:
+    """Per service, one row per request that reaches it, in :data:`SERIES`'s columns: its own time
+    (as ``latency_ns``), failed spans, error-level records, spans and log records in that request."""
+    return (spans.filter((pl.col("request_start_ns") >= low) & (pl.col("request_start_ns") <= high))
+            .group_by(S.SERVICE, S.TRACE_ID)
+            .agg(pl.col("request_start_ns").first().alias(S.START_NS), pl.col("own_ns").sum().alias("latency_ns"),
+                 pl.col("error").any(), (pl.col("error_logs").sum() > 0).alias("error_log"),
+                 pl.len().cast(pl.Int64).alias("spans"), pl.col("log_records").sum())
+            .filter(pl.len().over(S.SERVICE) >= 2 * MIN_SEGMENT).sort(S.SERVICE, S.START_NS))
+
+
+def _block_of(starts: np.ndarray, time_ns: int, level: float) -> tuple[int, int]:
+    index = int(np.searchsorted(starts, time_ns, side="right")) - 1
+    for a, b in blocks(starts, level):
+        if a <= max(index, 0) < b:
+            return a, b
+    return 0, starts.size
+
+
+def _block_start_ns(starts: np.ndarray, time_ns: int, level: float) -> int:
+    return int(starts[_block_of(starts, time_ns, level)[0]])
+
+
+def _period(starts: np.ndarray, period: tuple, why: str) -> Period:
+    n = int(np.searchsorted(starts, period[1], side="left") - np.searchsorted(starts, period[0], side="left"))
+    return Period(int(period[0]), int(period[1]), n, why)
+
+
+def _clean_baseline(requests: pl.DataFrame, starts: np.ndarray, before_ns: int, wanted: int, level: float) -> Period:
+    """The most recent clean requests before ``before_ns`` (module docstring), as one period from the
+    earliest stretch taken to ``before_ns``; its ``why`` says which stretches and what was skipped."""
+    end = int(np.searchsorted(starts, before_ns, side="left"))
+    spans = [(a, min(b, end)) for a, b in blocks(starts[:end], level)] if end else []
+    taken, skipped, n = [], 0, 0
+    for a, b in reversed(spans):
+        segment = requests[a:b]
+        change = latest_change(np.log(np.maximum(segment["latency_ns"].to_numpy().astype(float), 1.0)),
+                               level=level, min_size=MIN_SEGMENT)
+        found = _latest_onset(segment, level)
+        cut = max([c for c in (change.index if change else None, found[0] if found else None) if c is not None],
+                  default=None)
+        if cut is not None and taken:   # an earlier stretch that changed: take it up to its change only
+            b, skipped = a + _first_change(segment, level), skipped + 1
+        elif cut is not None:           # the stretch just before the onset: after its own change
+            a = a + cut
+        taken.append((a, b))
+        n += b - a
+        if n >= wanted:
+            break
+    if not taken:
+        return Period(before_ns, before_ns, 0, "no request before the problem period")
+    ranges = tuple(sorted((int(starts[a]), int(starts[b - 1]) + 1) for a, b in taken if b > a))
+    if not ranges:
+        return Period(before_ns, before_ns, 0, "no clean request before the problem period")
+    why = (f"the {n} most recent requests before the onset whose series show no change, from {len(ranges)} "
+           f"stretch(es) of traffic" + (f"; {skipped} earlier incident(s) left out" if skipped else ""))
+    return Period(ranges[0][0], before_ns, n, why, ranges)
+
+
+def _first_change(segment: pl.DataFrame, level: float) -> int:
+    """Where an earlier stretch's first change for the worse is (its clean part ends there)."""
+    found = _latest_onset(segment, level)
+    return found[0] if found else segment.height
