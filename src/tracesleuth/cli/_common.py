@@ -276,6 +276,29 @@ def input_store(paths: list[Path], fmt: str | None = None, mapping: str | None =
     return paths[0]
 
 
+def parse_instant(text: str, option: str) -> int:
+    """One moment, ISO 8601 (UTC unless an offset is given) or Unix seconds -> Unix epoch ns.
+
+    Raises
+    ------
+    ParameterError
+        Naming ``option`` and what was given, when it is neither.
+    """
+    part = text.strip()
+    try:
+        return int(float(part) * 1e9)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(part)
+    except ValueError:
+        raise ParameterError(f"{option} {part!r} is neither an ISO 8601 time "
+                             "(2023-01-29T08:40:00) nor Unix seconds") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1e9)
+
+
 def parse_time_range(text: str, option: str) -> tuple[int, int]:
     """``"2023-01-29T08:40/2023-01-29T08:42"`` (ISO 8601, UTC unless an offset is given; or Unix
     seconds) -> ``(start_ns, end_ns)``, half-open.
@@ -286,19 +309,7 @@ def parse_time_range(text: str, option: str) -> tuple[int, int]:
         Naming ``option`` and what was given, when it is not ``START/END`` with START < END.
     """
     def instant(part: str) -> int:
-        part = part.strip()
-        try:
-            return int(float(part) * 1e9)
-        except ValueError:
-            pass
-        try:
-            moment = datetime.fromisoformat(part)
-        except ValueError:
-            raise ParameterError(f"{option} {text!r}: {part!r} is neither an ISO 8601 time "
-                                 "(2023-01-29T08:40:00) nor Unix seconds") from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
-        return int(moment.timestamp() * 1e9)
+        return parse_instant(part, f"{option} {text!r}:")
 
     start, sep, end = text.partition("/")
     if not sep:

@@ -9,27 +9,11 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from ...cli._common import Command, JsonOpt, NezhaDataOpt, emit_json, out, parse_time_range, run_evaluation
+from ...cli._common import (Command, JsonOpt, NezhaDataOpt, emit_json, out, parse_instant, parse_time_range,
+                            run_evaluation)
 from ...errors import ParameterError
 
 __all__ = ["register", "read_store"]
-
-
-def _instant(text: str, option: str) -> int:
-    """One moment (ISO 8601, UTC unless an offset is given, or Unix seconds) -> Unix epoch ns."""
-    from datetime import datetime, timezone
-
-    part = text.strip()
-    try:
-        return int(float(part) * 1e9)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(part)
-    except ValueError:
-        raise ParameterError(f"{option} {text!r}: neither an ISO 8601 time (2023-01-29T08:44:30) nor Unix "
-                             "seconds") from None
-    return int((moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp() * 1e9)
 
 
 def read_store(path: Path):
@@ -70,7 +54,7 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
 
     if at is not None and time is not None:
         raise ParameterError("give --at (a moment inside the incident) or --time (the problem period), not both")
-    settings = dict(at=None if at is None else _instant(at, "--at"),
+    settings = dict(at=None if at is None else parse_instant(at, "--at"),
                     time=None if time is None else parse_time_range(time, "--time"),
                     baseline_time=None if baseline_time is None else parse_time_range(baseline_time, "--baseline-time"),
                     min_confidence=min_confidence, model=None if model is None else str(model))
