@@ -16,7 +16,8 @@ from .._signals import signal_name
 from ..errors import NothingStoredError, TraceSleuthError
 from ._common import (BOOLEAN_WORDS, PATHS, Command, CommandInterrupted, EndpointOpt, FormatOpt, Group, JsonOpt,
                       MappingOpt, PathsArg, SchedulerOpt, SeedOpt, check_paths, command_scope, dask_scheduler,
-                      emit_json, err, input_store, keep_open, open_scheduler, out, progress, read_input, trace_table,
+                      emit_json, err, input_store, keep_open, open_scheduler, out, parse_instant, progress, read_input,
+                      select_period, trace_table,
                       write_frame)
 
 
@@ -641,6 +642,22 @@ def _show_incident(result) -> None:
         out.print(f"Ground truth: {result.fault_hits_path} (the requests the fault hit)", markup=False)
 
 
+def _diagnosed_periods(store: Path, at: str):
+    """(fitted Diagnosis, problem spans, baseline spans) of ``analyze STORE --at TIME``."""
+    from ..analyses.diagnose import Diagnosis
+    from ..analyses.diagnose.command import read_store
+
+    spans, logs = read_store(store)
+    diagnosis = Diagnosis(at=parse_instant(at, "--at")).fit(spans, logs)
+    result = diagnosis.result_
+
+    def during(period):
+        import pyarrow as pa
+
+        return pa.concat_tables([select_period(spans, a, b) for a, b in period.parts])
+    return diagnosis, during(result.problem), during(result.baseline)
+
+
 def _settings(assignments: list[str], names: list[str]) -> dict[str, dict]:
     """``["patterns.solver=bnb", ...]`` -> ``{"patterns": {"solver": "bnb"}}``; values read as Python
     literals (``60``, ``0.5``, ``None``, ``True``) or else kept as text (``350ms:700ms``)."""
@@ -675,6 +692,10 @@ def analyze(paths: PathsArg,
             annotations: Annotated[Optional[Path], typer.Option("--annotations", metavar="FILE", show_default=False,
                                    help="Performance annotations ('tracesleuth annotate derive'): adds their "
                                    "assertions on these requests.")] = None,
+            at: Annotated[Optional[str], typer.Option("--at", metavar="TIME", show_default=False,
+                          help="A moment inside an incident (one span store): the report opens with the diagnosis "
+                               "(tracesleuth diagnose), the analyses read its problem period and compare it with "
+                               "its baseline unless --baseline is given.")] = None,
             seed: SeedOpt = 0,
             only: Annotated[Optional[list[str]], typer.Option("--only", metavar="ANALYSIS", show_default=False,
                             help="Run only this analysis (repeatable); default: every registered one.")] = None,
@@ -699,16 +720,25 @@ def analyze(paths: PathsArg,
     from ..report import Report, input_section
 
     specs = [get_analysis(name) for name in only] if only else list(ANALYSES)
-    needs = {s.name: "it compares two periods; give --baseline PATH" if s.needs_baseline and not baseline
+    two_periods = bool(baseline) or at is not None
+    needs = {s.name: "it compares two periods; give --baseline PATH" if s.needs_baseline and not two_periods
              else "it checks annotations; give --annotations FILE" for s in specs
-             if (s.needs_baseline and not baseline) or (s.needs_annotations and annotations is None)}
+             if (s.needs_baseline and not two_periods) or (s.needs_annotations and annotations is None)}
     skipped = list(needs)
     if only and skipped:
         raise ParameterError(f"--only {skipped[0]}: {needs[skipped[0]]}")
     specs = [s for s in specs if s.name not in skipped]
     settings = _settings(set_ or [], [s.name for s in ANALYSES])
+    diagnosis = baseline_spans = None
+    if at is not None:
+        if scheduler is not None:
+            raise ParameterError("--at diagnoses a store in-process: leave out --scheduler")
+        diagnosis, spans, baseline_spans = _diagnosed_periods(input_store(paths, format, mapping), at)
     dask = open_scheduler(scheduler)
-    if dask is None:
+    if diagnosis is not None:
+        read = spans
+        tt = build_trace_table(spans, endpoint)
+    elif dask is None:
         spans = read = read_input(paths, format, mapping)
         tt = build_trace_table(spans, endpoint)
     else:  # built on Dask; the analyses' parallel loops on its workers; the report's examples read from disk
@@ -718,11 +748,20 @@ def analyze(paths: PathsArg,
         read = tt.input
         spans = read.spans
         keep_open(on_workers(dask))
-    baseline_table = trace_table(baseline, tt.endpoint, format, mapping, dask) if baseline else None
+    baseline_table = trace_table(baseline, tt.endpoint, format, mapping, dask) if baseline else \
+        (build_trace_table(baseline_spans, tt.endpoint) if baseline_spans is not None else None)
     report = Report(title or f"Why are requests to {tt.endpoint} slow?",
                     subtitle=f"{tt.n_requests:,} requests to {tt.endpoint}; seed {seed}.",
                     footer=f"tracesleuth {__version__} - " + "; ".join(s.paper for s in specs))
     done: dict[str, dict] = {}
+    if diagnosis is not None:
+        from ..analyses.diagnose.section import build_sections as diagnosis_sections
+
+        for section in diagnosis_sections(diagnosis):
+            report.add(section)
+        if not json:
+            out.print("[bold]Diagnosis[/]")
+            out.print(diagnosis.result_.describe(), markup=False)
     for spec in specs:
         est = spec.load("estimator")(random_state=seed)
         given = settings.get(spec.name, {})
@@ -745,6 +784,7 @@ def analyze(paths: PathsArg,
     path = report.write(output)
     if json:
         emit_json({"report": str(path), "endpoint": tt.endpoint, "requests": tt.n_requests, "analyses": done,
+                   **({"diagnosis": diagnosis.result_.to_dict()} if diagnosis is not None else {}),
                    "skipped": {name: "needs " + why.split("give ")[1].split()[0] for name, why in needs.items()}})
         return
     for name, why in needs.items():

@@ -169,3 +169,26 @@ def test_recorded_onlineboutique_faults(shared_data, tmp_path, monkeypatch):
     ev = evaluate(quick=True, data_dir=shared_data / "nezha")
     assert ev.scores["faults"] == 7 and ev.scores["top1"] >= 6 / 7
     assert ev.scores["onset_within_30s"] >= 5 / 7
+
+
+def test_report_section_opens_with_the_answer():
+    from tracesleuth.analyses.diagnose.section import build_sections
+    from tracesleuth.report import Report
+
+    spans = incident_spans(fault="network", service="catalog", random_state=6)
+    fitted = Diagnosis(at=_at(spans)).fit(spans)
+    sections = build_sections(fitted)
+    assert [s.anchor for s in sections] == ["diagnosis"]
+    html = Report("t", sections=sections).to_html()
+    assert "catalog (confidence" in html and "Suspects, most suspicious first" in html
+
+
+def test_analyze_at_opens_the_report_with_the_diagnosis(incident_store, tmp_path, capsys):
+    capsys.readouterr()
+    report = tmp_path / "r.html"
+    assert main(["analyze", str(incident_store), "--at", "2026-01-01T00:07:30", "--only", "compare", "-o", str(report),
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["diagnosis"]["services"][0]["service"] == "db" and "compare" in doc["analyses"]
+    html = report.read_text()
+    assert html.index('id="diagnosis"') < html.index('id="what-changed"')

@@ -156,7 +156,7 @@ class Diagnosis(Analysis):
         How far before ``at`` the onset is searched, seconds.
     max_problem_s : float, default=300
         The longest problem period, seconds from the onset.
-    min_baseline_requests : int, default=100
+    min_baseline_requests : int, default=300
         Requests the baseline search gathers before it stops looking further back.
     level : float, default=0.01
         Significance level of the change-point tests, the blocks of traffic and the gap rule.
@@ -175,6 +175,9 @@ class Diagnosis(Analysis):
     features_ : polars.DataFrame
         Shape (n_services, 1 + n_families): ``service`` and each family's weight.
     model_ : RankingModel
+    requests_ : polars.DataFrame
+        ``start_ns`` and ``latency_ns`` of the requests from the baseline's start to the problem
+        period's end (for the report's timeline).
 
     Notes
     -----
@@ -198,7 +201,7 @@ class Diagnosis(Analysis):
     }
 
     def __init__(self, *, at=None, time=None, baseline_time=None, lookback_s=900.0, max_problem_s=300.0,
-                 min_baseline_requests=100, level=0.01, min_slowdown=0.1, min_confidence=0.5, model=None):
+                 min_baseline_requests=300, level=0.01, min_slowdown=0.1, min_confidence=0.5, model=None):
         self.at = at
         self.time = time
         self.baseline_time = baseline_time
@@ -226,7 +229,10 @@ class Diagnosis(Analysis):
         verdict, why = self._verdict(suspects, problem)
         result = DiagnosisResult(verdict, suspects, float(1 - confidence.sum()), timeline.onset, timeline.problem,
                                  timeline.baseline, notes + (Note("verdict", why),))
-        return {"result_": result, "evidence_": tuple(evidence), "features_": features, "model_": model}
+        around = telemetry.requests.filter((pl.col(S.START_NS) >= timeline.baseline.start_ns)
+                                           & (pl.col(S.START_NS) < timeline.problem.end_ns))
+        return {"result_": result, "evidence_": tuple(evidence), "features_": features, "model_": model,
+                "requests_": around.select(S.START_NS, "latency_ns")}
 
     def _verdict(self, suspects: tuple, problem: Telemetry) -> tuple[str, str]:
         if problem.n_requests < MIN_PROBLEM_REQUESTS:

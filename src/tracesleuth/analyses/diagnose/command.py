@@ -74,6 +74,9 @@ def evaluate_diagnose(data: NezhaDataOpt = None,
                       quick: Annotated[bool, typer.Option("--quick", help="OnlineBoutique only.")] = False,
                       model: Annotated[Optional[Path], typer.Option("--model", metavar="FILE", show_default=False,
                                        help="A ranking model instead of the shipped one.")] = None,
+                      fit: Annotated[Optional[Path], typer.Option("--fit", metavar="FILE", show_default=False,
+                                     help="Fit the ranking model on these cases and seeded incidents, write it "
+                                          "to FILE, and give the held-out calibration.")] = None,
                       json: JsonOpt = False) -> None:
     """The diagnosis on every recorded fault of ../shared/data, told only the inject time + 90 s.
 
@@ -83,7 +86,7 @@ def evaluate_diagnose(data: NezhaDataOpt = None,
 
     def run(*, quick, random_state, data_dir):
         return evaluate(quick=quick, random_state=random_state, data_dir=data_dir,
-                        model=None if model is None else str(model))
+                        model=None if model is None else str(model), fit=fit)
     run_evaluation(run, quick=quick, seed=0, data=data, json=json)
 
 

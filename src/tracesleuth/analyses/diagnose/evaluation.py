@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from .evidence import FAMILIES
+
 __all__ = ["DiagnosisEvaluation", "evaluate", "fault_cases"]
 
 LATENCY_FAULTS = ("cpu_contention", "cpu_consumed", "network_delay")
@@ -80,7 +82,24 @@ def fault_cases(data_dir, systems=None):
             int(inject.timestamp() * 1e9)
 
 
-def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=None) -> DiagnosisEvaluation:
+def simulated_cases(*, seeds: int, random_state=None):
+    """``(name, spans, at_ns, culprit or None)`` of the seeded incidents (:mod:`.synthetic`): every
+    fault kind in a middle and a leaf service, and healthy periods, ``seeds`` of each."""
+    from .synthetic import incident_spans
+
+    rng = np.random.default_rng(random_state)
+    kinds = [("delay", "db"), ("delay", "cart"), ("network", "cart"), ("network", "catalog"), ("exception", "db"),
+             ("exception", "catalog"), ("early-return", "cart"), (None, "cart")]
+    for fault, service in kinds:
+        for _ in range(seeds):
+            magnitude = float(rng.uniform(0.3, 1.5))
+            spans = incident_spans(fault=fault, service=service, magnitude=magnitude,
+                                   random_state=int(rng.integers(2**31)))
+            yield (f"{fault or 'healthy'} {service} x{magnitude:.2f}", spans,
+                   int(spans["start_ns"][0].as_py()) + 450 * 10**9, service if fault else None)
+
+
+def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=None, fit=None) -> DiagnosisEvaluation:
     """Diagnose every recorded fault from ``--at`` alone and score the answers.
 
     Parameters
@@ -93,6 +112,11 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
         The ``nezha`` folder; default ../shared/data/nezha when present.
     model : path, optional
         A ranking model file instead of the shipped one.
+    fit : path, optional
+        Fit the ranking model (:func:`~.ranking.fit_ranking_model`) on every case (the recorded
+        faults and 8 seeded incidents of each kind, healthy periods included) and write it there;
+        the calibration is then also given held out (each case scored by a model fitted without
+        it).
 
     Returns
     -------
@@ -111,7 +135,7 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
     if data_dir is None:
         raise EmptyDataError("No Nezha data: give --data DIR (the nezha folder of ../shared/data).")
     systems = ("onlineboutique",) if quick else None
-    rows, loaded = [], {}
+    rows, loaded, cases = [], {}, []
     for fault, at_ns, inject_ns in fault_cases(data_dir, systems):
         if fault.system not in loaded:
             store = _day_store(data_dir, fault.system)
@@ -121,11 +145,13 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
                "service": fault.service, "kind": _kind(fault, logs, inject_ns), "rank": None, "verdict": "error",
                "first": None, "confidence": None, "onset_error_s": None, "message": ""}
         try:
-            result = Diagnosis(at=at_ns, model=model).fit(spans, logs).result_
+            fitted = Diagnosis(at=at_ns, model=model).fit(spans, logs)
         except TraceSleuthError as exc:
             row["message"] = str(exc)
             rows.append(row)
             continue
+        result = fitted.result_
+        cases.append(_case(fitted, fault.service))
         names = [s.service for s in result.services]
         row.update(rank=names.index(fault.service) + 1 if fault.service in names else None, verdict=result.verdict,
                    first=names[0] if names else None,
@@ -134,7 +160,49 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
         rows.append(row)
     if not rows:
         raise EmptyDataError(f"{data_dir}: no recorded fault with its windows")
-    return DiagnosisEvaluation(tuple(rows), _scores(rows), _calibration(rows))
+    scores, calibration = _scores(rows), _calibration(rows)
+    if fit is not None:
+        scores, calibration = _fit_and_hold_out(rows, cases, fit, quick, random_state, model, scores, calibration)
+    return DiagnosisEvaluation(tuple(rows), scores, calibration)
+
+
+def _case(fitted, culprit):
+    """(features, row of the culprit or None) of one fitted diagnosis."""
+    names = fitted.features_["service"].to_list()
+    return fitted.features_.drop("service").to_numpy(), (names.index(culprit) if culprit in names else None)
+
+
+def _fit_and_hold_out(rows, cases, path, quick, random_state, model, scores, calibration):
+    """Fit the ranking model on the recorded and simulated cases, write it to ``path``; score each
+    recorded case with a model fitted without it (leave one out) for the held-out calibration."""
+    import json
+
+    from ...errors import TraceSleuthError
+    from .analysis import Diagnosis
+    from .ranking import fit_ranking_model
+
+    simulated = []
+    for name, spans, at_ns, culprit in simulated_cases(seeds=2 if quick else 8, random_state=random_state):
+        try:
+            simulated.append(_case(Diagnosis(at=at_ns, model=model).fit(spans), culprit))
+        except TraceSleuthError:
+            simulated.append((np.zeros((0, len(FAMILIES))), None))   # no change found: nobody, rightly or not
+    recorded = [r for r in rows if r["verdict"] != "error"]
+    fitted_on = (f"{len(cases)} recorded faults of ../shared/data (inject + 90 s) and {len(simulated)} seeded "
+                 "incidents and healthy periods")
+    full = fit_ranking_model(cases + simulated, fitted_on=fitted_on)
+    Path(path).write_text(json.dumps(full.to_dict(), indent=1) + "\n")
+    held_out = []
+    for i, (row, (features, truth)) in enumerate(zip(recorded, cases)):
+        others = fit_ranking_model(cases[:i] + cases[i + 1:] + simulated)
+        confidence = others.probabilities(features)
+        held_out.append({**row, "confidence": float(confidence.max()) if confidence.size else None,
+                         "rank": (1 if confidence.size and truth is not None and int(np.argmax(confidence)) == truth
+                                  else (row["rank"] if row["rank"] != 1 else 2))})
+    table = _calibration(held_out)
+    scores = {**scores, "max_held_out_calibration_gap": max((abs(c["confidence"] - c["accuracy"]) for c in table
+                                                               if c["cases"] >= 10), default=None)}
+    return scores, calibration + tuple({**c, "held_out": True} for c in table)
 
 
 def _kind(fault, logs, inject_ns: int) -> str:

@@ -10,19 +10,19 @@ family                    test (problem vs baseline)                            
 ``self_time``             Mann-Whitney U, one-sided, of per-request exclusive time  the operation's
                           above ``min_slowdown`` (a shift test, not any shift)      service
 ``gap``                   the same, on the gap of the edges a service is called by  :func:`gap_owner`
-``error_origin``          conditional binomial of error-origin spans per span       the service
-``error_logs``            conditional binomial of error-level log records per span  the service
-``log_templates``         conditional binomial of each template per span, both      the service
-                          ways (a statement that stops or starts running; Nezha,
-                          Yu et al., FSE 2023, Section 3.3)
-``calls_dropped``         conditional binomial of an edge's calls per request that  the caller
-                          reaches the caller, lower
-``new_operations``        conditional binomial of an operation per request, higher  the service
+``error_origin``          error-origin spans per span of the service                the service
+``error_logs``            error-level log records per span of the service           the service
+``log_templates``         each template's records per span, both ways (a statement  the service
+                          that stops or starts running; Nezha, Yu et al., FSE 2023,
+                          Section 3.3)
+``calls_dropped``         an edge's calls per request that reaches the caller,      the caller
+                          lower
+``new_operations``        an operation not seen in the baseline, per request        the service
 ========================= ======================================================== ==================
 
-The conditional binomial test of two Poisson rates (Przyborowski & Wilenski, 1940): given
-``c_p + c_b`` events over exposures ``n_p`` and ``n_b``, ``c_p ~ Binomial(c_p + c_b,
-n_p / (n_p + n_b))`` when the rates are equal.
+The rate families use the conditional binomial test of two Poisson rates (Przyborowski & Wilenski,
+1940) stratified by endpoint (:func:`stratified_rate_p_values`): a change of the request mix is not
+taken for a change of a service.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from scipy import stats
 from ... import schema as S
 from .telemetry import ERROR_SEVERITY, Telemetry
 
-__all__ = ["FAMILIES", "MAX_WEIGHT", "Evidence", "gap_owner", "gather_evidence", "rate_p_values", "shift_p_value"]
+__all__ = ["FAMILIES", "MAX_WEIGHT", "Evidence", "gap_owner", "gather_evidence", "rate_p_values", "shift_p_value",
+           "stratified_rate_p_values"]
 
 #: The evidence families, in the order features and tables list them.
 FAMILIES = ("self_time", "gap", "error_origin", "error_logs", "log_templates", "calls_dropped", "new_operations")
@@ -245,109 +246,154 @@ def _gap_items(problem: Telemetry, baseline: Telemetry, min_slowdown: float, lev
                    for r, owner in zip(rows, owners)])
 
 
-def _rate_items(family: str, problem: pl.DataFrame, baseline: pl.DataFrame, keys: list[str], alternative: str,
-                item) -> pl.DataFrame:
-    """Rows ``keys..., count, exposure`` per period -> one item per key of either period."""
-    both = problem.join(baseline, on=keys, how="full", coalesce=True, suffix="_b").fill_null(0)
-    if both.height == 0:
+def stratified_rate_p_values(c_p, n_p, c_b, n_b, stratum, alternative: str) -> np.ndarray:
+    """One-sided p-values that an event's rate changed between two periods, strata pooled.
+
+    Within each stratum ``k`` (here: the requests of one endpoint) the conditional binomial of
+    :func:`rate_p_values` holds: given ``t_k = c_pk + c_bk`` events, ``c_pk ~ Binomial(t_k, q_k)``,
+    ``q_k = n_pk / (n_pk + n_bk)``. Summed over strata (Cochran's score statistic, as in the
+    Mantel-Haenszel test), ``z = (sum c_pk - sum t_k q_k + cc) / sqrt(sum t_k q_k (1 - q_k))`` with a
+    continuity correction ``cc`` of 1/2 towards the null. A change of the request mix (more requests
+    of an endpoint whose calls differ) is then not a change of the item: a stratum seen in one period
+    only carries no information.
+
+    Parameters
+    ----------
+    c_p, n_p, c_b, n_b : array_like
+        Counts and exposures per (item, stratum) row, shape (m,).
+    stratum : array_like of int
+        The item each row belongs to (0..k-1), shape (m,).
+    alternative : {"greater", "less", "both"}
+        "both": twice the smaller one-sided p-value (capped at 1).
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape (k,): one p-value per item; 1.0 where no stratum is informative.
+    """
+    c_p, c_b = np.asarray(c_p, float), np.asarray(c_b, float)
+    n_p, n_b = np.asarray(n_p, float), np.asarray(n_b, float)
+    item = np.asarray(stratum, np.int64)
+    k = int(item.max()) + 1 if item.size else 0
+    informative = (n_p > 0) & (n_b > 0)
+    q = np.where(informative, n_p / np.where(informative, n_p + n_b, 1.0), 0.0)
+    total = np.where(informative, c_p + c_b, 0.0)
+    observed = np.bincount(item, np.where(informative, c_p, 0.0), k)
+    expected = np.bincount(item, total * q, k)
+    variance = np.bincount(item, total * q * (1 - q), k)
+    scale = np.sqrt(np.where(variance > 0, variance, 1.0))
+    greater = stats.norm.sf((observed - expected - 0.5) / scale)
+    less = stats.norm.cdf((observed - expected + 0.5) / scale)
+    p = {"greater": greater, "less": less}.get(alternative)
+    if p is None:
+        p = np.minimum(1.0, 2 * np.minimum(greater, less))
+    return np.where(variance > 0, p, 1.0)
+
+
+def _rate_items(family: str, counts: dict, exposures: dict, keys: list[str], exposure_keys: list[str],
+                alternative: str, item) -> pl.DataFrame:
+    """Items from per-stratum counts and exposures of both periods.
+
+    ``counts[period]``: ``keys + ["endpoint", "count"]``; ``exposures[period]``:
+    ``exposure_keys + ["endpoint", "exposure"]`` (periods ``"p"`` and ``"b"``). Every (item,
+    endpoint) seen in either period is tested in both, with 0 events where it has none.
+    """
+    strata = pl.concat([counts["p"].select(keys + ["endpoint"]), counts["b"].select(keys + ["endpoint"])]).unique()
+    if strata.height == 0:
         return _items([])
-    c_p, n_p = both["count"].to_numpy(), both["exposure"].to_numpy()
-    c_b, n_b = both["count_b"].to_numpy(), both["exposure_b"].to_numpy()
-    if alternative == "both":
-        p = np.minimum(1.0, 2 * np.minimum(rate_p_values(c_p, n_p, c_b, n_b, "greater"),
-                                           rate_p_values(c_p, n_p, c_b, n_b, "less")))
-    else:
-        p = rate_p_values(c_p, n_p, c_b, n_b, alternative)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rate_p, rate_b = np.where(n_p > 0, c_p / n_p, 0.0), np.where(n_b > 0, c_b / n_b, 0.0)
-    return _items([{"family": family, S.SERVICE: row[S.SERVICE], "item": item(row), "p_value": float(p[i]),
-                    "baseline": float(rate_b[i]), "problem": float(rate_p[i])}
-                   for i, row in enumerate(both.iter_rows(named=True))])
+    on = keys + ["endpoint"]
+    rows = (strata.join(counts["p"], on=on, how="left").join(counts["b"], on=on, how="left", suffix="_b")
+            .join(exposures["p"], on=exposure_keys + ["endpoint"], how="left")
+            .join(exposures["b"], on=exposure_keys + ["endpoint"], how="left", suffix="_b")
+            .fill_null(0).sort(keys + ["endpoint"]))
+    index = rows.select(keys).with_row_index("_row").group_by(keys, maintain_order=True).agg(pl.col("_row").first())
+    rows = rows.join(index.with_row_index("_item").drop("_row"), on=keys, how="left")
+    p = stratified_rate_p_values(rows["count"], rows["exposure"], rows["count_b"], rows["exposure_b"],
+                                 rows["_item"], alternative)
+    per_item = (rows.group_by("_item", maintain_order=True)
+                .agg(*[pl.col(k).first() for k in keys], pl.col("count").sum(), pl.col("count_b").sum(),
+                     pl.col("exposure").filter(pl.col("exposure_b") > 0).sum(),
+                     pl.col("exposure_b").filter(pl.col("exposure") > 0).sum()))
+    out = []
+    for row in per_item.iter_rows(named=True):
+        rate_p = row["count"] / row["exposure"] if row["exposure"] else 0.0
+        rate_b = row["count_b"] / row["exposure_b"] if row["exposure_b"] else 0.0
+        out.append({"family": family, S.SERVICE: row[S.SERVICE], "item": item(row), "p_value": float(p[row["_item"]]),
+                    "baseline": float(rate_b), "problem": float(rate_p)})
+    return _items(out)
 
 
-def _span_exposure(telemetry: Telemetry) -> pl.DataFrame:
-    return telemetry.spans.group_by(S.SERVICE).agg(pl.len().cast(pl.Float64).alias("exposure"))
+def _by_period(problem: Telemetry, baseline: Telemetry, build) -> dict:
+    return {"p": build(problem), "b": build(baseline)}
+
+
+def _span_exposure(t: Telemetry) -> pl.DataFrame:
+    """Spans of each service per endpoint (the exposure of per-span rates)."""
+    return t.spans.group_by(S.SERVICE, "endpoint").agg(pl.len().cast(pl.Float64).alias("exposure"))
+
+
+def _request_exposure(t: Telemetry) -> pl.DataFrame:
+    """Requests per endpoint."""
+    return t.requests.group_by("endpoint").agg(pl.len().cast(pl.Float64).alias("exposure"))
+
+
+def _reach(t: Telemetry) -> pl.DataFrame:
+    """Requests per endpoint that reach each service (its exposure for the calls it makes)."""
+    return t.spans.group_by(S.SERVICE, "endpoint").agg(pl.col(S.TRACE_ID).n_unique().cast(pl.Float64)
+                                                       .alias("exposure"))
 
 
 def _error_origin_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame:
-    def counts(t: Telemetry) -> pl.DataFrame:
-        return t.spans.group_by(S.SERVICE, S.OPERATION).agg(
-            pl.col("origin").sum().cast(pl.Float64).alias("count"), pl.len().cast(pl.Float64).alias("exposure"))
-    if not (problem.spans["origin"].any()):
+    if not problem.spans["origin"].any():
         return _items([])
-    return _rate_items("error_origin", counts(problem), counts(baseline), [S.SERVICE, S.OPERATION], "greater",
-                       lambda row: row[S.OPERATION])
+    counts = _by_period(problem, baseline, lambda t: t.spans.filter(pl.col("origin"))
+                        .group_by(S.SERVICE, S.OPERATION, "endpoint").agg(pl.len().cast(pl.Float64).alias("count")))
+    return _rate_items("error_origin", counts, _by_period(problem, baseline, _span_exposure), [S.SERVICE, S.OPERATION],
+                       [S.SERVICE], "greater", lambda row: row[S.OPERATION])
 
 
 def _error_log_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame:
     if not (problem.has_logs and baseline.has_logs):
         return _items([])
-
-    def counts(t: Telemetry) -> pl.DataFrame:
-        errors = (t.logs.filter(pl.col(S.SEVERITY_NUMBER) >= ERROR_SEVERITY).group_by(S.SERVICE)
-                  .agg(pl.len().cast(pl.Float64).alias("count")))
-        return _span_exposure(t).join(errors, on=S.SERVICE, how="left").fill_null(0)
-    return _rate_items("error_logs", counts(problem), counts(baseline), [S.SERVICE], "greater",
-                       lambda row: "error-level log records")
+    counts = _by_period(problem, baseline, lambda t: t.spans.filter(pl.col("error_logs") > 0)
+                        .group_by(S.SERVICE, "endpoint").agg(pl.col("error_logs").sum().cast(pl.Float64)
+                                                             .alias("count")))
+    return _rate_items("error_logs", counts, _by_period(problem, baseline, _span_exposure), [S.SERVICE], [S.SERVICE],
+                       "greater", lambda row: "error-level log records")
 
 
 def _template_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame:
     if not (problem.has_logs and baseline.has_logs):
         return _items([])
-
-    def counts(t: Telemetry) -> pl.DataFrame:
-        templates = (t.logs.filter(pl.col(S.TEMPLATE_ID).is_not_null()).group_by(S.SERVICE, S.TEMPLATE_ID)
-                     .agg(pl.len().cast(pl.Float64).alias("count")))
-        return templates.join(_span_exposure(t), on=S.SERVICE, how="left").fill_null(0)
-    problem_counts, baseline_counts = counts(problem), counts(baseline)
-    # A template's exposure is its service's spans in that period, also where it has no record.
-    keys = pl.concat([problem_counts.select(S.SERVICE, S.TEMPLATE_ID), baseline_counts.select(S.SERVICE, S.TEMPLATE_ID)]
-                     ).unique()
-
-    def complete(frame: pl.DataFrame, t: Telemetry) -> pl.DataFrame:
-        return (keys.join(frame.drop("exposure"), on=[S.SERVICE, S.TEMPLATE_ID], how="left")
-                .join(_span_exposure(t), on=S.SERVICE, how="left").fill_null(0))
-    return _rate_items("log_templates", complete(problem_counts, problem), complete(baseline_counts, baseline),
-                       [S.SERVICE, S.TEMPLATE_ID], "both", lambda row: f"template {row[S.TEMPLATE_ID]}")
-
-
-def _reach(t: Telemetry) -> pl.DataFrame:
-    """Requests that reach each service (its exposure for the calls it makes)."""
-    return (t.spans.group_by(S.SERVICE).agg(pl.col(S.TRACE_ID).n_unique().cast(pl.Float64).alias("exposure")))
+    counts = _by_period(problem, baseline, lambda t: t.logs.filter(pl.col(S.TEMPLATE_ID).is_not_null()
+                                                                    & pl.col("endpoint").is_not_null())
+                        .group_by(S.SERVICE, S.TEMPLATE_ID, "endpoint").agg(pl.len().cast(pl.Float64).alias("count")))
+    return _rate_items("log_templates", counts, _by_period(problem, baseline, _span_exposure),
+                       [S.SERVICE, S.TEMPLATE_ID], [S.SERVICE], "both",
+                       lambda row: f"template {row[S.TEMPLATE_ID]}")
 
 
 def _dropped_call_items(problem: Telemetry, baseline: Telemetry, level: float) -> pl.DataFrame:
     def edges(t: Telemetry) -> pl.DataFrame:
         return (t.spans.filter(pl.col("parent_service").is_not_null() & (pl.col("parent_service") != pl.col(S.SERVICE)))
-                .group_by("parent_service", pl.col(S.SERVICE).alias("callee"))
-                .agg(pl.len().cast(pl.Float64).alias("count")).rename({"parent_service": S.SERVICE}))
-    problem_edges, baseline_edges = edges(problem), edges(baseline)
-    # An edge of either period, with its caller's reach in each (a vanished edge counts 0 calls).
-    keys = pl.concat([problem_edges.select(S.SERVICE, "callee"), baseline_edges.select(S.SERVICE, "callee")]).unique()
-
-    def counts(t: Telemetry) -> pl.DataFrame:
-        return (keys.join(edges(t), on=[S.SERVICE, "callee"], how="left")
-                .join(_reach(t), on=S.SERVICE, how="left").fill_null(0))
+                .group_by(pl.col("parent_service").alias(S.SERVICE), pl.col(S.SERVICE).alias("callee"), "endpoint")
+                .agg(pl.len().cast(pl.Float64).alias("count")))
+    reach = _by_period(problem, baseline, _reach)
     # A caller that is itself reached less often does not own its callees' drop: its caller does.
-    reached = _rate_items("reach", _reach(problem).with_columns(pl.col("exposure").alias("count"),
-                                                                pl.lit(float(problem.n_requests)).alias("exposure")),
-                          _reach(baseline).with_columns(pl.col("exposure").alias("count"),
-                                                        pl.lit(float(baseline.n_requests)).alias("exposure")),
-                          [S.SERVICE], "less", lambda row: "")
+    reached = _rate_items("reach", {k: v.rename({"exposure": "count"}) for k, v in reach.items()},
+                          _by_period(problem, baseline, _request_exposure), [S.SERVICE], [], "less", lambda row: "")
     less_reached = reached.filter(pl.col("p_value") <= level)[S.SERVICE]
-    items = _rate_items("calls_dropped", counts(problem), counts(baseline), [S.SERVICE, "callee"], "less",
-                        lambda row: f"{row[S.SERVICE]} -> {row['callee']}")
+    items = _rate_items("calls_dropped", _by_period(problem, baseline, edges), reach, [S.SERVICE, "callee"],
+                        [S.SERVICE], "less", lambda row: f"{row[S.SERVICE]} -> {row['callee']}")
     return items.filter(~pl.col(S.SERVICE).is_in(less_reached.implode()))
 
 
 def _new_operation_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame:
-    def counts(t: Telemetry) -> pl.DataFrame:
-        return (t.spans.group_by(S.SERVICE, S.OPERATION).agg(pl.len().cast(pl.Float64).alias("count"))
-                .with_columns(pl.lit(float(t.n_requests)).alias("exposure")))
-    both = counts(problem).join(counts(baseline).select(S.SERVICE, S.OPERATION), on=[S.SERVICE, S.OPERATION],
-                                how="anti")
-    if both.height == 0:
+    counts = _by_period(problem, baseline, lambda t: t.spans.group_by(S.SERVICE, S.OPERATION, "endpoint")
+                        .agg(pl.len().cast(pl.Float64).alias("count")))
+    new = counts["p"].join(counts["b"].select(S.SERVICE, S.OPERATION), on=[S.SERVICE, S.OPERATION], how="anti")
+    if new.height == 0:
         return _items([])
-    base = both.with_columns(pl.lit(0.0).alias("count"), pl.lit(float(baseline.n_requests)).alias("exposure"))
-    return _rate_items("new_operations", both, base, [S.SERVICE, S.OPERATION], "greater",
-                       lambda row: row[S.OPERATION])
+    counts = {"p": new, "b": new.head(0)}
+    return _rate_items("new_operations", counts, _by_period(problem, baseline, _request_exposure),
+                       [S.SERVICE, S.OPERATION], [], "greater", lambda row: row[S.OPERATION])

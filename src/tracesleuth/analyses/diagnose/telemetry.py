@@ -74,15 +74,16 @@ class Telemetry:
         ``exception_type``, ``origin`` (bool, the span is an error's origin), ``own_ns``
         (exclusive time of a span that calls no other service, else 0), ``gap_ns`` (exclusive time
         of a span that calls another service, else 0), ``callee`` (that service, else null),
-        ``request_start_ns`` (its trace's entry span's start), ``parent_service``, ``error_logs``
+        ``request_start_ns`` and ``endpoint`` (its request's), ``parent_service``, ``error_logs``
         (its error-level log records), ``log_records`` (all its log records).
     requests : polars.DataFrame
         One row per trace with an entry span, shape (n_requests, 7): ``trace_id``, ``start_ns``,
-        ``latency_ns``, ``error`` (a span failed), ``spans`` (its span count), ``error_log`` (it
-        wrote an error-level record), ``log_records`` (how many it wrote), sorted by ``start_ns``.
+        ``latency_ns``, ``endpoint`` (``service:operation`` of its entry span), ``error`` (a span
+        failed), ``spans`` (its span count), ``error_log`` (it wrote an error-level record),
+        ``log_records`` (how many it wrote), sorted by ``start_ns``.
     logs : polars.DataFrame or None
         ``time_ns``, ``span_id``, ``service``, ``severity_number``, ``template_id``,
-        ``request_start_ns`` (null when the record's span is not in the spans); None when the
+        ``request_start_ns`` and ``endpoint`` (null when the record's span is not in the spans); None when the
         store holds no log records.
     """
 
@@ -106,7 +107,7 @@ class Telemetry:
         requests = _requests(frame)
         if requests.height == 0:
             raise EmptyDataError("No trace has an entry span: there is no request to diagnose.")
-        frame = frame.join(requests.select(S.TRACE_ID, pl.col(S.START_NS).alias("request_start_ns")),
+        frame = frame.join(requests.select(S.TRACE_ID, pl.col(S.START_NS).alias("request_start_ns"), "endpoint"),
                            on=S.TRACE_ID, how="inner")
         log_frame = None
         if logs is not None and len(logs) > 0:
@@ -202,7 +203,8 @@ def _requests(frame: pl.DataFrame) -> pl.DataFrame:
     """One row per trace with a root span (no parent in the data); its earliest root is the entry."""
     roots = (frame.filter(pl.col("_root")).sort(S.START_NS)
              .group_by(S.TRACE_ID, maintain_order=True).first()
-             .select(S.TRACE_ID, S.START_NS, pl.col(S.DURATION_NS).alias("latency_ns")))
+             .select(S.TRACE_ID, S.START_NS, pl.col(S.DURATION_NS).alias("latency_ns"),
+                     pl.concat_str(S.SERVICE, S.OPERATION, separator=":").alias("endpoint")))
     errors = frame.group_by(S.TRACE_ID).agg(pl.col("error").any(), pl.len().cast(pl.Int64).alias("spans"))
     return (roots.join(errors, on=S.TRACE_ID, how="left")
             .with_columns(pl.lit(False).alias("error_log"), pl.lit(0, pl.Int64).alias("log_records"))
@@ -213,7 +215,7 @@ def _log_frame(logs, spans: pl.DataFrame) -> pl.DataFrame:
     columns = [S.TIME_NS, S.SPAN_ID, S.SERVICE, S.SEVERITY_NUMBER, S.TEMPLATE_ID]
     logs = pl.from_arrow(logs.select(columns)) if isinstance(logs, pa.Table) else logs.select(columns)
     logs = logs.cast({S.SPAN_ID: pl.String, S.SERVICE: pl.String})
-    owners = spans.select(S.SPAN_ID, "request_start_ns").unique(subset=[S.SPAN_ID], keep="first")
+    owners = spans.select(S.SPAN_ID, "request_start_ns", "endpoint").unique(subset=[S.SPAN_ID], keep="first")
     return logs.join(owners, on=S.SPAN_ID, how="left")
 
 

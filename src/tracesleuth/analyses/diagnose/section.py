@@ -1,0 +1,82 @@
+"""The report's first section: the diagnosis, the answer before the evidence (issue 28, Build 4).
+
+Which service, which operation or log statement, which instance, since when and how sure; then the
+other suspects, the evidence of the first, the request latency over time with the onset, the
+problem period and the baseline marked, and the decisions (periods, caveats). Nothing here refits.
+"""
+
+from __future__ import annotations
+
+from ...report.document import Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text
+
+__all__ = ["build_sections", "diagnosis_section"]
+
+#: Other suspects listed in the table.
+SUSPECTS_SHOWN = 5
+
+
+def diagnosis_section(result, requests=None) -> Section:
+    """The diagnosis section of a :class:`~.analysis.DiagnosisResult`.
+
+    Parameters
+    ----------
+    result : DiagnosisResult
+    requests : polars.DataFrame, optional
+        ``start_ns`` and ``latency_ns`` of the requests around the incident (the fitted
+        estimator's ``requests_``): adds the latency over time with the periods marked.
+
+    Returns
+    -------
+    Section
+    """
+    section = Section("Diagnosis: which service, since when, how sure", key="diagnosis")
+    section.add(Text([Strong(_headline(result))]))
+    facts = [("verdict", result.verdict)]
+    if result.services:
+        top = result.services[0]
+        facts += [("service", Code(top.service)), ("confidence", f"{top.confidence:.2f}"),
+                  ("what changed", ", ".join(top.operations[:3]) or "—"),
+                  ("instances", ", ".join(top.instances[:3]) or "—")]
+    if result.onset is not None:
+        facts.append(("since", f"{result.onset.to_dict()['time']} ({result.onset.series})"))
+    facts.append(("probability that nobody is to blame", f"{result.nobody:.2f}"))
+    section.add(KeyValues(facts))
+    if result.services:
+        section.add(Table(["rank", "service", "confidence", "what changed", "evidence"],
+                          [[i + 1, Code(s.service), s.confidence, ", ".join(s.operations[:2]),
+                            ", ".join(e.family.replace("_", " ") for e in s.evidence[:3])]
+                           for i, s in enumerate(result.services[:SUSPECTS_SHOWN])],
+                          caption="Suspects, most suspicious first (confidence: probability of being the culprit)"))
+        section.add(Bullets([e.describe() for e in result.services[0].evidence[:6]]))
+    if requests is not None and requests.height:
+        section.add(_timeline_figure(result, requests))
+    section.add(Bullets([n.text for n in result.notes if n.kind != "verdict"]))
+    return section
+
+
+def _headline(result) -> str:
+    if result.verdict == "named":
+        top = result.services[0]
+        return f"{top.service} (confidence {top.confidence:.2f})"
+    if result.verdict == "uncertain":
+        return "Nobody can be named with confidence: " + ", ".join(
+            f"{s.service} ({s.confidence:.2f})" for s in result.services[:3])
+    return "Too thin to name anyone: " + next((n.text for n in result.notes if n.kind == "verdict"), "")
+
+
+def _timeline_figure(result, requests):
+    from ...report.figures import latency_over_time_figure
+
+    events = []
+    if result.onset is not None:
+        events.append((result.onset.time_ns, "onset"))
+    events += [(result.baseline.start_ns, "baseline"), (result.problem.end_ns, "problem end")]
+    figure = latency_over_time_figure(requests["start_ns"].to_numpy(), requests["latency_ns"].to_numpy(),
+                                      events=events, title="Request latency over time")
+    return Figure(figure, caption="Requests by start time and latency; the onset, the baseline's start and the "
+                                  "problem period's end are marked.")
+
+
+def build_sections(fitted, context=None) -> list:
+    """The report sections of a fitted :class:`~.analysis.Diagnosis` (one)."""
+    return [diagnosis_section(fitted.result_, getattr(fitted, "requests_", None))]
