@@ -192,3 +192,33 @@ def test_analyze_at_opens_the_report_with_the_diagnosis(incident_store, tmp_path
     assert doc["diagnosis"]["services"][0]["service"] == "db" and "compare" in doc["analyses"]
     html = report.read_text()
     assert html.index('id="diagnosis"') < html.index('id="what-changed"')
+
+
+def test_stratified_rates_ignore_a_change_of_the_request_mix():
+    from tracesleuth.analyses.diagnose.evidence import stratified_rate_p_values
+
+    # Endpoint 0 calls the item once per request, endpoint 1 never; the problem period has 4x as many
+    # requests of endpoint 0. Per request overall the item rose; per endpoint it did not.
+    p_mix = stratified_rate_p_values([400, 0], [400, 100], [100, 0], [100, 400], [0, 0], "greater")
+    assert p_mix[0] > 0.3
+    p_rose = stratified_rate_p_values([200, 0], [100, 100], [100, 0], [100, 100], [0, 0], "greater")
+    assert p_rose[0] < 1e-6
+    # A stratum seen in one period only carries no information.
+    assert stratified_rate_p_values([50], [100], [0], [0], [0], "greater")[0] == 1.0
+
+
+def test_ranking_model_learns_which_family_points_at_the_culprit():
+    from tracesleuth.analyses.diagnose import FAMILIES, fit_ranking_model
+
+    rng = np.random.default_rng(0)
+    cases = []
+    for _ in range(60):
+        x = rng.uniform(0, 2, (5, len(FAMILIES)))
+        truth = int(rng.integers(5))
+        x[truth, FAMILIES.index("error_logs")] += 6
+        cases.append((x, truth))
+    cases += [(rng.uniform(0, 1, (5, len(FAMILIES))), None) for _ in range(20)]
+    model = fit_ranking_model(cases)
+    assert model.coefficients["error_logs"] == max(model.coefficients.values())
+    p = model.probabilities(cases[0][0])
+    assert 0 < p.sum() < 1 and int(np.argmax(p)) == cases[0][1]

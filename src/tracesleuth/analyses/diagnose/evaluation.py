@@ -196,9 +196,8 @@ def _fit_and_hold_out(rows, cases, path, quick, random_state, model, scores, cal
     for i, (row, (features, truth)) in enumerate(zip(recorded, cases)):
         others = fit_ranking_model(cases[:i] + cases[i + 1:] + simulated)
         confidence = others.probabilities(features)
-        held_out.append({**row, "confidence": float(confidence.max()) if confidence.size else None,
-                         "rank": (1 if confidence.size and truth is not None and int(np.argmax(confidence)) == truth
-                                  else (row["rank"] if row["rank"] != 1 else 2))})
+        held_out.append({"confidence": float(confidence.max()) if confidence.size else None,
+                         "right": bool(confidence.size) and truth is not None and int(np.argmax(confidence)) == truth})
     table = _calibration(held_out)
     scores = {**scores, "max_held_out_calibration_gap": max((abs(c["confidence"] - c["accuracy"]) for c in table
                                                                if c["cases"] >= 10), default=None)}
@@ -245,5 +244,6 @@ def _calibration(rows: list) -> tuple:
         if mine:
             table.append({"decile": f"[{low:.1f}, {high:.1f})", "cases": len(mine),
                           "confidence": float(np.mean([r["confidence"] for r in mine])),
-                          "accuracy": float(np.mean([r["rank"] == 1 for r in mine]))})
+                          "accuracy": float(np.mean([r["right"] if "right" in r else r["rank"] == 1
+                                                     for r in mine]))})
     return tuple(table)
