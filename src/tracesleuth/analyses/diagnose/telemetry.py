@@ -156,13 +156,14 @@ def _span_frame(spans) -> pl.DataFrame:
     cast = {c: pl.String for c in (S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.SERVICE, S.OPERATION, S.INSTANCE)}
     frame = spans.select(S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.SERVICE, S.OPERATION, S.INSTANCE, S.START_NS,
                          S.END_NS, S.STATUS, S.EVENTS).cast(cast)
-    exception = pl.col(S.EVENTS).list.eval(
-        pl.when(pl.element().struct.field("name") == "exception").then(pl.lit(True)).otherwise(None)).list.drop_nulls()
-    frame = frame.with_columns(
-        (pl.col(S.END_NS) - pl.col(S.START_NS)).clip(0).alias(S.DURATION_NS),
-        ((pl.col(S.STATUS) == "error") | (exception.list.len().fill_null(0) > 0)).alias("error"),
-        _exception_type().alias("exception_type"),
-    ).drop(S.EVENTS, S.STATUS).unique(subset=[S.TRACE_ID, S.SPAN_ID], keep="first", maintain_order=True)
+    frame = frame.with_row_index("_row")
+    # Events are rare: their lists are read only on the spans that have any.
+    with_events = frame.filter(pl.col(S.EVENTS).list.len() > 0).select(
+        "_row", _exception_type().alias("exception_type"))
+    frame = (frame.drop(S.EVENTS).join(with_events, on="_row", how="left")
+             .with_columns((pl.col(S.END_NS) - pl.col(S.START_NS)).clip(0).alias(S.DURATION_NS),
+                           ((pl.col(S.STATUS) == "error") | pl.col("exception_type").is_not_null()).alias("error"))
+             .drop(S.STATUS, "_row").unique(subset=[S.TRACE_ID, S.SPAN_ID], keep="first", maintain_order=True))
     parents = frame.select(S.TRACE_ID, pl.col(S.SPAN_ID).alias(S.PARENT_SPAN_ID),
                            pl.col(S.SERVICE).alias("parent_service"), pl.col(S.START_NS).alias("_ps"),
                            pl.col(S.END_NS).alias("_pe"))
@@ -171,11 +172,11 @@ def _span_frame(spans) -> pl.DataFrame:
     children = (frame.filter(pl.col("_ps").is_not_null())
                 .with_columns(covered.alias("_covered"),
                               (pl.col(S.SERVICE) != pl.col("parent_service")).alias("_cross"))
+                .sort(S.DURATION_NS, descending=True)   # the longest cross-service child first: the callee
                 .group_by(S.TRACE_ID, S.PARENT_SPAN_ID)
                 .agg(pl.col("_covered").sum().alias("_children_ns"),
                      pl.col("error").any().alias("_child_error"),
-                     pl.col(S.SERVICE).filter(pl.col("_cross")).sort_by(
-                         pl.col(S.DURATION_NS).filter(pl.col("_cross")), descending=True).first().alias("callee"))
+                     pl.col(S.SERVICE).filter(pl.col("_cross")).first().alias("callee"))
                 .rename({S.PARENT_SPAN_ID: S.SPAN_ID}))
     frame = frame.join(children, on=[S.TRACE_ID, S.SPAN_ID], how="left")
     exclusive = (pl.col(S.DURATION_NS) - pl.col("_children_ns").fill_null(0)).clip(0)
@@ -189,14 +190,16 @@ def _span_frame(spans) -> pl.DataFrame:
 
 
 def _exception_type() -> pl.Expr:
-    events = pl.col(S.EVENTS).list.eval(
+    """The ``exception.type`` of a span's first ``exception`` event ("" when it has none; null when
+    the span has no ``exception`` event)."""
+    types = pl.col(S.EVENTS).list.eval(
         pl.when(pl.element().struct.field("name") == "exception").then(
             pl.element().struct.field("attributes").list.eval(
                 pl.when(pl.element().struct.field("key") == "exception.type")
                 .then(pl.element().struct.field("str")).otherwise(None)
-            ).list.drop_nulls().list.first()
+            ).list.drop_nulls().list.first().fill_null("")
         ).otherwise(None)).list.drop_nulls()
-    return events.list.first()
+    return types.list.first()
 
 
 def _requests(frame: pl.DataFrame) -> pl.DataFrame:
