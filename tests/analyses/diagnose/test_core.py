@@ -222,3 +222,14 @@ def test_ranking_model_learns_which_family_points_at_the_culprit():
     assert model.coefficients["error_logs"] == max(model.coefficients.values())
     p = model.probabilities(cases[0][0])
     assert 0 < p.sum() < 1 and int(np.argmax(p)) == cases[0][1]
+
+
+def test_reference_rules():
+    from tracesleuth.analyses.diagnose import Telemetry
+    from tracesleuth.analyses.diagnose.references import log_rule, reference_periods, time_rule
+
+    spans = incident_spans(fault="network", service="catalog", random_state=7)
+    telemetry = Telemetry.from_tables(spans)
+    problem, baseline = (telemetry.during(p) for p in reference_periods(_at(spans)))
+    assert time_rule(problem, baseline)[0] == "catalog"
+    assert log_rule(problem, baseline) == []  # no log records

@@ -7,7 +7,8 @@ data folder in a cache beside the evaluation (``~/.cache/tracesleuth/diagnose`` 
 the first suspect's confidence and the onset's error in seconds against the inject time. The scores:
 top-1 / top-3 per fault kind (latency: ``cpu_*`` and ``network_delay``; code with logs: TrainTicket
 ``return``/``exception`` whose windows have log records; code without logs), the share of onsets
-within 30 s, and the calibration table (confidence deciles against accuracy).
+within 30 s, and the calibration table (confidence deciles against accuracy); beside them the same
+top-1 / top-3 of the two reference rules (:mod:`.references`), told the same moment.
 """
 
 from __future__ import annotations
@@ -135,15 +136,19 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
     if data_dir is None:
         raise EmptyDataError("No Nezha data: give --data DIR (the nezha folder of ../shared/data).")
     systems = ("onlineboutique",) if quick else None
-    rows, loaded, cases = [], {}, []
+    from .telemetry import Telemetry
+
+    rows, loaded, cases, telemetry = [], {}, [], {}
     for fault, at_ns, inject_ns in fault_cases(data_dir, systems):
         if fault.system not in loaded:
             store = _day_store(data_dir, fault.system)
             loaded[fault.system] = (store.read_spans(dictionary=False), store.read_logs() if store.log_files() else None)
+            telemetry[fault.system] = Telemetry.from_tables(*loaded[fault.system])
         spans, logs = loaded[fault.system]
         row = {"system": fault.system, "inject_time": fault.inject_time, "fault_type": fault.fault_type,
                "service": fault.service, "kind": _kind(fault, logs, inject_ns), "rank": None, "verdict": "error",
-               "first": None, "confidence": None, "onset_error_s": None, "message": ""}
+               "first": None, "confidence": None, "onset_error_s": None, "message": "",
+               **_reference_ranks(telemetry[fault.system], at_ns, fault.service)}
         try:
             fitted = Diagnosis(at=at_ns, model=model).fit(spans, logs)
         except TraceSleuthError as exc:
@@ -204,6 +209,18 @@ def _fit_and_hold_out(rows, cases, path, quick, random_state, model, scores, cal
     return scores, calibration + tuple({**c, "held_out": True} for c in table)
 
 
+def _reference_ranks(telemetry, at_ns: int, culprit: str) -> dict:
+    """The rank of the culprit by each reference rule (:mod:`.references`), None when unranked."""
+    from .references import log_rule, reference_periods, time_rule
+
+    problem, baseline = (telemetry.during(p) for p in reference_periods(at_ns))
+    out = {}
+    for name, rule in (("time_rule_rank", time_rule), ("log_rule_rank", log_rule)):
+        ranked = rule(problem, baseline)
+        out[name] = ranked.index(culprit) + 1 if culprit in ranked else None
+    return out
+
+
 def _kind(fault, logs, inject_ns: int) -> str:
     if fault.fault_type in LATENCY_FAULTS:
         return "latency"
@@ -215,16 +232,18 @@ def _kind(fault, logs, inject_ns: int) -> str:
 
 
 def _scores(rows: list) -> dict:
+    """Top-1 / top-3 per fault kind and overall, of the diagnosis (``rank``) and of each reference."""
     scores = {"faults": len(rows)}
-    for kind in ("latency", "code with logs", "code without logs"):
-        mine = [r for r in rows if r["kind"] == kind]
-        if mine:
-            key = kind.replace(" ", "_")
-            scores[f"{key}_faults"] = len(mine)
-            scores[f"{key}_top1"] = float(np.mean([r["rank"] == 1 for r in mine]))
-            scores[f"{key}_top3"] = float(np.mean([r["rank"] is not None and r["rank"] <= 3 for r in mine]))
-    scores["top1"] = float(np.mean([r["rank"] == 1 for r in rows]))
-    scores["top3"] = float(np.mean([r["rank"] is not None and r["rank"] <= 3 for r in rows]))
+    for prefix, column in (("", "rank"), ("time_rule_", "time_rule_rank"), ("log_rule_", "log_rule_rank")):
+        for kind in ("latency", "code with logs", "code without logs", None):
+            mine = [r for r in rows if kind is None or r["kind"] == kind]
+            if not mine:
+                continue
+            key = prefix + ("" if kind is None else kind.replace(" ", "_") + "_")
+            if kind is not None and not prefix:
+                scores[f"{key}faults"] = len(mine)
+            scores[f"{key}top1"] = float(np.mean([r[column] == 1 for r in mine]))
+            scores[f"{key}top3"] = float(np.mean([r[column] is not None and r[column] <= 3 for r in mine]))
     scores["onset_found"] = float(np.mean([r["onset_error_s"] is not None for r in rows]))
     scores["onset_within_30s"] = float(np.mean([r["onset_error_s"] is not None
                                                 and abs(r["onset_error_s"]) <= ONSET_TOLERANCE_S for r in rows]))
