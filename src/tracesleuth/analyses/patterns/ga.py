@@ -26,8 +26,29 @@ evaluation: 400 generations x 100 offspring x one search per DP sub-interval is 
 calls, seconds before any bit is counted. Here the population of *every* sub-interval of the
 dynamic program evolves in one array of shape ``(n_sub_intervals, mu, n_attributes)``: each
 operator is a handful of numpy calls per generation, and one evaluator call per generation counts
-all offspring of all sub-intervals (a pattern's per-class counts serve every sub-interval). The
-random stream is numpy's, seeded by ``random_state``.
+the offspring of all sub-intervals that were never counted before (a pattern's per-class counts
+serve every sub-interval). The random stream is numpy's, seeded by ``random_state``.
+
+**What a generation costs, and three choices that keep it small.** With the paper's session
+(1,000 requests, 11 attributes, 15 sub-intervals) the bit-work of the fitness evaluations is a
+few milliseconds in all; what costs is the number of numpy calls per generation and the size of
+their arrays (a call on 1,500 x 11 integers costs tens of microseconds). So:
+
+* *A condition is one small integer* (its id: 0 for none, else the index of the code range
+  among the attribute's ranges), so an individual is one ``int8``/``int16`` row and crossover
+  is a few element-wise calls on one array, not on a pair of ``lo``/``hi`` arrays.
+* *Fitness counts are cached by genome.* An individual's ids read as a mixed-radix number are
+  its key; the per-class counts of a key are computed once (a dense index when the space of
+  patterns is small, a dict otherwise) and each generation only counts the patterns never seen.
+  Once a population has converged, almost every offspring is a repeat.
+* *Tournaments are sampled, not run.* The winner of a tournament of ``k`` aspirants drawn with
+  replacement from a pool of ``N`` is the best drawn (the first drawn among equals, as DEAP's
+  ``selTournament``). Its rank ``r`` in the pool sorted by fitness has
+  ``P(rank >= r) = ((N - r) / N)^k``, so ``r = floor(N (1 - U^(1/k)))`` with ``U`` uniform gives
+  the fitness of the winner, and a uniform pick among the individuals of that fitness gives the
+  winner itself (the first drawn among equals is uniform among them). Two random numbers per
+  tournament instead of ``k``, and the same distribution: exactly DEAP's tournament, drawn
+  independently for each of the ``mu`` winners.
 
 References
 ----------
@@ -42,13 +63,16 @@ from typing import Sequence
 
 import numpy as np
 
-from ._bitsets import PatternEvaluator, SearchResult, admissible_f_score
+from ._bitsets import PatternEvaluator, SearchResult
 
 __all__ = ["GASettings", "genetic_search"]
 
-#: Bit strings at least this many words long are worth a cross-generation evaluation cache.
-_CACHE_MIN_WORDS = 64
+#: Pattern spaces up to this many genomes get a dense key -> cache-row index (4 bytes a key, 4 MiB
+#: at most); larger ones a dict. The paper's session has 524,288 possible patterns.
+_DENSE_KEYS = 1 << 20
 
+#: Mixed-radix keys must fit an int64 (a larger space of patterns keys genomes by their bytes).
+_MAX_KEY_BITS = 62
 
 @dataclass(frozen=True)
 class GASettings:
@@ -85,129 +109,227 @@ class GASettings:
 
 
 class _Space:
-    """Random conditions and variation operators over code ranges."""
+    """Conditions as ids and the variation operators over rows of ids.
+
+    Attribute ``j`` has ``n_conditions[j]`` conditions, ids ``1 .. n_conditions[j]`` (0: none): a
+    continuous attribute of ``nb`` bins every code range ``[lo, hi)``, ``0 <= lo < hi <= nb``,
+    ordered by ``lo`` then ``hi``; a categorical one every value ``[c, c + 1)``.
+    """
 
     def __init__(self, n_bins: np.ndarray, categorical: np.ndarray, rng: np.random.Generator):
         self.n_bins = np.asarray(n_bins, dtype=np.int64)
         self.categorical = np.asarray(categorical, dtype=bool)
         self.m = self.n_bins.size
         self.rng = rng
+        nb = self.n_bins
+        self.n_conditions = np.where(self.categorical, nb, nb * (nb + 1) // 2).astype(np.int64)
+        width = int(self.n_conditions.max(initial=0)) + 1
+        self.dtype = np.int8 if width <= 127 else np.int16 if width <= 32767 else np.int32
+        self.lo_of = np.full((self.m, width), -1, dtype=np.int64)
+        self.hi_of = np.full((self.m, width), -1, dtype=np.int64)
+        for j in range(self.m):
+            if self.categorical[j]:
+                lo = np.arange(nb[j])
+                hi = lo + 1
+            else:
+                lo, hi = np.triu_indices(int(nb[j]) + 1, k=1)
+            self.lo_of[j, 1 : lo.size + 1] = lo
+            self.hi_of[j, 1 : hi.size + 1] = hi
+        self._slots = np.arange(self.m)
 
-    def random_conditions(self, attr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A uniformly random condition on each attribute index in ``attr`` (any shape)."""
-        nb = self.n_bins[attr]
-        cat = self.categorical[attr]
-        a = (self.rng.random(attr.shape) * (nb + 1)).astype(np.int64)  # in [0, nb]
-        b = (self.rng.random(attr.shape) * nb).astype(np.int64)  # in [0, nb - 1]
-        b = b + (b >= a)  # distinct from a, uniform over the other nb values
-        lo = np.where(cat, np.minimum(a, nb - 1), np.minimum(a, b))
-        hi = np.where(cat, lo + 1, np.maximum(a, b))
-        return lo, hi
+    def decode(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Code ranges ``lo, hi`` (``-1``: no condition) of rows of ids ``(..., n_attributes)``."""
+        ids = ids.astype(np.int64, copy=False)
+        return self.lo_of[self._slots, ids], self.hi_of[self._slots, ids]
 
-    def initial(self, shape: tuple[int, ...], k: int) -> tuple[np.ndarray, np.ndarray]:
-        lo = np.full(shape + (self.m,), -1, dtype=np.int64)
-        hi = np.full(shape + (self.m,), -1, dtype=np.int64)
+    def encode(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Ids of code ranges ``(..., n_attributes)`` (the inverse of :meth:`decode`)."""
+        lo = np.asarray(lo, dtype=np.int64)
+        hi = np.asarray(hi, dtype=np.int64)
+        nb = self.n_bins
+        ranges = 1 + lo * nb - lo * (lo - 1) // 2 + (hi - lo - 1)
+        ids = np.where(self.categorical, lo + 1, ranges)
+        return np.where(lo >= 0, ids, 0).astype(self.dtype)
+
+    def random_conditions(self, attr: np.ndarray) -> np.ndarray:
+        """A uniformly random condition id on each attribute index in ``attr`` (any shape)."""
+        n = self.n_conditions[attr]
+        return (1 + (self.rng.random(attr.shape) * n).astype(np.int64)).astype(self.dtype)
+
+    def initial(self, shape: tuple[int, ...], k: int) -> np.ndarray:
+        """Individuals of ``k`` random conditions on distinct attributes."""
+        ids = np.zeros(shape + (self.m,), dtype=self.dtype)
         k = min(k, self.m)
         if k == 0:
-            return lo, hi
+            return ids
         chosen = np.argsort(self.rng.random(shape + (self.m,)), axis=-1)[..., :k]
-        clo, chi = self.random_conditions(chosen)
-        np.put_along_axis(lo, chosen, clo, axis=-1)
-        np.put_along_axis(hi, chosen, chi, axis=-1)
-        return lo, hi
+        np.put_along_axis(ids, chosen, self.random_conditions(chosen), axis=-1)
+        return ids
 
-    def crossover(self, lo1, hi1, lo2, hi2) -> tuple[np.ndarray, np.ndarray]:
-        """First child of union-and-split, row-wise over ``(..., n_attributes)`` arrays."""
-        has1, has2 = lo1 >= 0, lo2 >= 0
-        same = (lo1 == lo2) & (hi1 == hi2)
-        conflict = has1 & has2 & ~same
-        coin = self.rng.random(lo1.shape) < 0.5
-        take_first = np.where(conflict, coin, has1)
-        keep = np.where(conflict, True, (has1 | has2) & coin)
-        lo = np.where(keep, np.where(take_first, lo1, lo2), -1)
-        hi = np.where(keep, np.where(take_first, hi1, hi2), -1)
-        return lo, hi
+    def coins(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Fair coins of shape ``shape + (n_attributes,)``, one random bit each."""
+        n_words = max(1, -(-self.m // 64))
+        raw = self.rng.bit_generator.random_raw(shape + (n_words,))
+        slots = self._slots
+        return ((raw[..., slots // 64] >> (slots % 64).astype(np.uint64)) & np.uint64(1)).astype(bool)
 
-    def mutate(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Add, remove or modify (uniformly), row-wise over 2-D ``(n, n_attributes)`` arrays."""
-        n, m = lo.shape
+    def crossover(self, x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+        """First child of union-and-split, row-wise over ``(..., n_attributes)`` ids.
+
+        A condition of one parent only, or shared by both, goes to the child with probability 1/2;
+        of two different conditions on one attribute, the child takes one at random.
+        """
+        coin = self.coins(x1.shape[:-1])
+        conflict = (x1 != x2) & (x1 > 0) & (x2 > 0)
+        either = np.maximum(x1, x2)  # the one condition when there is no conflict (0: none)
+        return np.where(coin, np.where(conflict, x1, either), np.where(conflict, x2, 0)).astype(self.dtype)
+
+    def mutate(self, ids: np.ndarray) -> np.ndarray:
+        """Add, remove or modify (uniformly), row-wise over 2-D ``(n, n_attributes)`` ids."""
+        n, m = ids.shape
         rng = self.rng
-        lo, hi = lo.copy(), hi.copy()
+        ids = ids.copy()
         rows = np.arange(n)
         kind = rng.integers(0, 3, size=n)
-        active = lo >= 0
+        active = ids > 0
         any_active = active.any(axis=1)
         # a random active slot per row (argmax of uniform scores over active slots)
-        score = np.where(active, rng.random((n, m)), -1.0)
-        slot = score.argmax(axis=1)
-        # add
+        slot = np.where(active, rng.random((n, m)), -1.0).argmax(axis=1)
+        # add: a random condition on a random attribute, no effect when it has one
         new_attr = rng.integers(0, m, size=n)
-        add_lo, add_hi = self.random_conditions(new_attr)
         add = (kind == 0) & ~active[rows, new_attr]
-        lo[rows[add], new_attr[add]] = add_lo[add]
-        hi[rows[add], new_attr[add]] = add_hi[add]
+        ids[rows[add], new_attr[add]] = self.random_conditions(new_attr[add])
         # remove
         rem = (kind == 1) & any_active
-        lo[rows[rem], slot[rem]] = -1
-        hi[rows[rem], slot[rem]] = -1
-        # modify
-        mod = (kind == 2) & any_active
-        nb = self.n_bins[slot]
-        cat = self.categorical[slot]
-        cur_lo, cur_hi = lo[rows, slot], hi[rows, slot]
-        endpoint = rng.random(n) < 0.5
-        value = (rng.random(n) * (nb + 1)).astype(np.int64)
-        other = np.where(endpoint, cur_hi, cur_lo)
+        ids[rows[rem], slot[rem]] = 0
+        # modify: a continuous range gets one endpoint redrawn, a categorical value another value
+        mod = np.flatnonzero((kind == 2) & any_active)
+        j = slot[mod]
+        cur = ids[mod, j].astype(np.int64)
+        nb, cat = self.n_bins[j], self.categorical[j]
+        lo, hi = self.lo_of[j, cur], self.hi_of[j, cur]
+        value = (rng.random(mod.size) * (nb + 1)).astype(np.int64)
+        other = np.where(rng.random(mod.size) < 0.5, hi, lo)
         c_lo, c_hi = np.minimum(value, other), np.maximum(value, other)
-        shift = 1 + (rng.random(n) * np.maximum(nb - 1, 1)).astype(np.int64)  # another category
-        k_lo = (cur_lo + shift) % np.maximum(nb, 1)
-        new_lo = np.where(cat, k_lo, c_lo)
-        new_hi = np.where(cat, k_lo + 1, c_hi)
-        effective = mod & np.where(cat, nb > 1, c_lo != c_hi)
-        lo[rows[effective], slot[effective]] = new_lo[effective]
-        hi[rows[effective], slot[effective]] = new_hi[effective]
-        return lo, hi
+        shift = 1 + (rng.random(mod.size) * np.maximum(nb - 1, 1)).astype(np.int64)
+        k_lo = (lo + shift) % np.maximum(nb, 1)
+        new = np.where(cat, k_lo + 1, 1 + c_lo * nb - c_lo * (c_lo - 1) // 2 + (c_hi - c_lo - 1))
+        effective = np.where(cat, nb > 1, c_lo != c_hi)
+        ids[mod[effective], j[effective]] = new[effective]
+        return ids
 
 
 class _Counter:
-    """Per-class counts of patterns; for long bit strings deduplicated and cached across generations."""
+    """Per-class counts and support of genomes, each counted once (cached by genome).
 
-    def __init__(self, evaluator: PatternEvaluator):
+    A genome's key is its ids read as a mixed-radix number (or its bytes, for spaces of patterns
+    beyond an int64). Rows of ``table`` hold, per key, the counts of each latency class and the
+    support (their sum) as float64 (exact below 2**53).
+    """
+
+    def __init__(self, evaluator: PatternEvaluator, space: _Space):
         self.evaluator = evaluator
-        self.cache: dict[bytes, np.ndarray] | None = {} if evaluator.n_words >= _CACHE_MIN_WORDS else None
+        self.space = space
+        radix = space.n_conditions + 1
+        log_size = float(np.sum(np.log2(radix.astype(np.float64))))
+        self.size = int(np.prod(radix)) if log_size < _MAX_KEY_BITS else None
+        self.weights = np.cumprod(np.concatenate(([1], radix)))[:-1].astype(np.int64) if self.size else None
+        self.index = np.full(self.size, -1, dtype=np.int32) if self.size and self.size <= _DENSE_KEYS else None
+        self.rows: dict = {}
+        self.table = np.zeros((64, evaluator.n_classes + 1))
+        self.n_rows = 0
         self.n_evaluated = 0
 
-    def __call__(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        if self.cache is None:  # short bit strings: counting is cheaper than deduplicating
-            self.n_evaluated += lo.shape[0]
-            return self.evaluator.class_counts(lo, hi)
-        genomes = np.concatenate([lo, hi], axis=1).astype(np.int32)
-        keys = [row.tobytes() for row in genomes]
-        todo: dict[bytes, int] = {}
-        for i, key in enumerate(keys):
-            if key not in self.cache and key not in todo:
-                todo[key] = i
-        if todo:
-            idx = np.fromiter(todo.values(), dtype=np.int64, count=len(todo))
-            counts = self.evaluator.class_counts(lo[idx], hi[idx])
-            self.n_evaluated += idx.size
-            for key, row in zip(todo, counts):
-                self.cache[key] = row
-        return np.stack([self.cache[key] for key in keys])
+    def __call__(self, ids: np.ndarray) -> np.ndarray:
+        """Counts and support, shape ``ids.shape[:-1] + (n_classes + 1,)``."""
+        flat = ids.reshape(-1, ids.shape[-1])
+        if self.weights is not None:
+            keys = flat.astype(np.int64) @ self.weights
+        else:
+            keys = np.ascontiguousarray(flat).view(np.dtype((np.void, flat.shape[1] * flat.itemsize)))[:, 0]
+        if self.index is not None:
+            where = self.index[keys]
+            missing = np.flatnonzero(where < 0)
+            if missing.size:
+                new_keys, first = np.unique(keys[missing], return_index=True)
+                self.index[new_keys] = self._add(flat[missing[first]])
+                where = self.index[keys]
+        else:
+            listed = keys.tolist()
+            rows = self.rows
+            where = np.fromiter((rows.get(k, -1) for k in listed), dtype=np.int64, count=len(listed))
+            missing = np.flatnonzero(where < 0)
+            if missing.size:
+                new: dict = {}
+                for i in missing.tolist():
+                    new.setdefault(listed[i], i)
+                added = self._add(flat[np.fromiter(new.values(), dtype=np.int64, count=len(new))])
+                rows.update(zip(new, added.tolist()))
+                where[missing] = [rows[listed[i]] for i in missing.tolist()]
+        return self.table[where].reshape(ids.shape[:-1] + (-1,))
+
+    def _add(self, genomes: np.ndarray) -> np.ndarray:
+        """Count new genomes into ``table``; their row numbers."""
+        lo, hi = self.space.decode(genomes)
+        counts = self.evaluator.class_counts(lo, hi)
+        self.n_evaluated += genomes.shape[0]
+        start, stop = self.n_rows, self.n_rows + genomes.shape[0]
+        if stop > self.table.shape[0]:
+            grown = np.zeros((max(stop, 2 * self.table.shape[0]), self.table.shape[1]))
+            grown[:start] = self.table[:start]
+            self.table = grown
+        self.table[start:stop, :-1] = counts
+        self.table[start:stop, -1] = counts.sum(axis=1)
+        self.n_rows = stop
+        return np.arange(start, stop, dtype=np.int32)
 
 
-def _fitness(counts: np.ndarray, n_conditions: np.ndarray, first: np.ndarray, last: np.ndarray, n_pos: np.ndarray,
-             least_precision: np.ndarray):
-    """F-score and tp of patterns ``(Q, N)`` for the sub-interval of their population ``q`` (0 when the
-    pattern is empty or below the sub-interval's least precision)."""
-    cum = np.concatenate([np.zeros(counts.shape[:-1] + (1,), np.int64), np.cumsum(counts, axis=-1)], axis=-1)
-    shape = counts.shape[:2] + (1,)
-    upper = np.take_along_axis(cum, np.broadcast_to((last + 1)[:, None, None], shape), axis=-1)[..., 0]
-    lower = np.take_along_axis(cum, np.broadcast_to((first + 1)[:, None, None], shape), axis=-1)[..., 0]
-    tp = upper - lower
-    support = cum[..., -1]
-    f = np.where(n_conditions > 0, admissible_f_score(tp, support, n_pos[:, None], least_precision[:, None]), 0.0)
-    return f, tp, support
+class _Fitness:
+    """F-score of genomes for the sub-interval of their population (0 for the empty pattern and
+    below the sub-interval's least precision), from cached class counts."""
+
+    def __init__(self, counter: _Counter, first: np.ndarray, last: np.ndarray, n_pos: np.ndarray,
+                 least_precision: np.ndarray):
+        n_classes = counter.evaluator.n_classes
+        self.counter = counter
+        classes = np.arange(n_classes + 1)
+        positive = (classes > first[:, None]) & (classes <= last[:, None])  # support column never
+        self.positive = positive[:, :, None].astype(np.float64)  # (Q, n_classes + 1, 1)
+        self.n_pos = n_pos.astype(np.float64)
+        self.least = np.asarray(least_precision, dtype=np.float64) - 1e-12
+
+    def __call__(self, ids: np.ndarray, act: np.ndarray) -> np.ndarray:
+        """``ids`` of shape ``(len(act), n, n_attributes)``; F of shape ``(len(act), n)``."""
+        counts = self.counter(ids)
+        tp = np.matmul(counts, self.positive[act])[..., 0]
+        support = counts[..., -1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = 2.0 * tp / (support + self.n_pos[act, None])
+            precision = tp / support
+        ok = (tp > 0) & (precision >= self.least[act, None]) & (ids > 0).any(axis=-1)
+        return np.where(ok, f, 0.0)
+
+
+def _tournament(f: np.ndarray, mu: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Winners (pool indices, shape ``(P, mu)``) of ``mu`` tournaments of ``size`` aspirants drawn with
+    replacement from each row of ``f`` ``(P, N)``: the best drawn, the first drawn among equals
+    (DEAP's ``selTournament``), sampled by its rank (see the module docstring)."""
+    n_pop, n = f.shape
+    order = np.argsort(-f, axis=1, kind="stable")
+    sorted_f = np.take_along_axis(f, order, axis=1)
+    position = np.broadcast_to(np.arange(n), (n_pop, n))
+    change = np.ones((n_pop, n), dtype=bool)
+    change[:, 1:] = sorted_f[:, 1:] != sorted_f[:, :-1]
+    start = np.maximum.accumulate(np.where(change, position, 0), axis=1)  # first of each tie group
+    ends = np.ones((n_pop, n), dtype=bool)
+    ends[:, :-1] = change[:, 1:]
+    stop = np.minimum.accumulate(np.where(ends, position + 1, n)[:, ::-1], axis=1)[:, ::-1]
+    u = rng.random((2, n_pop, mu))
+    rank = np.minimum((n * (1.0 - u[0] ** (1.0 / size))).astype(np.int64), n - 1)
+    rows = np.arange(n_pop)[:, None]
+    lo, hi = start[rows, rank], stop[rows, rank]
+    pick = lo + (u[1] * (hi - lo)).astype(np.int64)
+    return order[rows, np.minimum(pick, hi - 1)]
 
 
 def genetic_search(
@@ -248,102 +370,79 @@ def genetic_search(
     Q = pairs.shape[0]
     m = evaluator.n_attributes
     space = _Space(evaluator.n_bins, categorical, rng)
-    counter = _Counter(evaluator)
+    counter = _Counter(evaluator, space)
     class_cum = np.concatenate(([0], np.cumsum(evaluator.class_sizes)))
     n_pos = class_cum[last + 1] - class_cum[first + 1]
     least = np.zeros(Q) if least_precision is None else np.asarray(least_precision, dtype=np.float64)
+    fitness = _Fitness(counter, first, last, n_pos, least)
     mu, lam = s.population_size, s.offspring_size
 
     act = np.arange(Q)  # populations still searching (all, unless ``patience`` freezes some)
-
-    def evaluate(lo: np.ndarray, hi: np.ndarray):
-        n_pop, n = lo.shape[:2]
-        counts = counter(lo.reshape(n_pop * n, m), hi.reshape(n_pop * n, m)).reshape(n_pop, n, -1)
-        ncond = (lo >= 0).sum(axis=-1)
-        f, tp, support = _fitness(counts, ncond, first[act], last[act], n_pos[act], least[act])
-        return f, counts, ncond
-
-    pop_lo, pop_hi = space.initial((Q, mu), s.initial_conditions)
-    pop_f, pop_counts, pop_ncond = evaluate(pop_lo, pop_hi)
+    pop = space.initial((Q, mu), s.initial_conditions)
+    pop_f = fitness(pop, act)
 
     best_f = np.full(Q, -1.0)
     best_ncond = np.zeros(Q, dtype=np.int64)
-    best_lo = np.full((Q, m), -1, dtype=np.int64)
-    best_hi = np.full((Q, m), -1, dtype=np.int64)
-    best_counts = np.zeros((Q, evaluator.n_classes), dtype=np.int64)
+    best = np.zeros((Q, m), dtype=space.dtype)
     history = np.zeros((Q, s.generations + 1))
     stall = np.zeros(Q, dtype=np.int64)
 
-    def update_best(f, ncond, lo, hi, counts) -> np.ndarray:
-        """Keep each active population's best ever; returns which improved."""
+    def update_best(f: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """Keep each active population's best ever (ties: fewer conditions); returns which improved."""
         rows = np.arange(act.size)
-        order = np.lexsort((ncond, -f), axis=-1)[:, 0]
-        cf, cn = f[rows, order], ncond[rows, order]
-        better = (cf > best_f[act]) | ((cf == best_f[act]) & (cn < best_ncond[act]))
+        ncond = (ids > 0).sum(axis=-1)
+        top = f.max(axis=1)
+        i = np.where(f == top[:, None], ncond, m + 1).argmin(axis=1)  # the first of the fewest conditions
+        cn = ncond[rows, i]
+        better = (top > best_f[act]) | ((top == best_f[act]) & (cn < best_ncond[act]))
         g = act[better]
-        best_f[g] = cf[better]
-        best_ncond[g] = cn[better]
-        best_lo[g] = lo[rows, order][better]
-        best_hi[g] = hi[rows, order][better]
-        best_counts[g] = counts[rows, order][better]
+        best_f[g], best_ncond[g], best[g] = top[better], cn[better], ids[rows[better], i[better]]
         return better
 
-    update_best(pop_f, pop_ncond, pop_lo, pop_hi, pop_counts)
+    update_best(pop_f, pop)
     history[:, 0] = best_f
     cx_p, mut_p = s.crossover_probability, s.mutation_probability
     for gen in range(1, s.generations + 1):
         n_act = act.size
         # varOr: each offspring comes from crossover, mutation or reproduction
-        u = rng.random((n_act, lam))
-        p1 = rng.integers(0, mu, size=(n_act, lam))
-        p2 = rng.integers(0, max(mu - 1, 1), size=(n_act, lam))
-        p2 = np.where(mu > 1, p2 + (p2 >= p1), p1)
+        u = rng.random((3, n_act, lam))
+        p1 = (u[1] * mu).astype(np.int64)
+        p2 = (u[2] * max(mu - 1, 1)).astype(np.int64)
+        p2 = p2 + (p2 >= p1) if mu > 1 else p1
         qq = np.arange(n_act)[:, None]
-        a_lo, a_hi = pop_lo[qq, p1], pop_hi[qq, p1]
-        b_lo, b_hi = pop_lo[qq, p2], pop_hi[qq, p2]
-        x_lo, x_hi = space.crossover(a_lo, a_hi, b_lo, b_hi)
-        is_cx = (u < cx_p)[..., None]
-        off_lo = np.where(is_cx, x_lo, a_lo)
-        off_hi = np.where(is_cx, x_hi, a_hi)
-        mut_q, mut_i = np.nonzero((u >= cx_p) & (u < cx_p + mut_p))
+        a, b = pop[qq, p1], pop[qq, p2]
+        off = np.where((u[0] < cx_p)[..., None], space.crossover(a, b), a)
+        mut_q, mut_i = np.nonzero((u[0] >= cx_p) & (u[0] < cx_p + mut_p))
         if mut_q.size:
-            off_lo[mut_q, mut_i], off_hi[mut_q, mut_i] = space.mutate(a_lo[mut_q, mut_i], a_hi[mut_q, mut_i])
-        off_f, off_counts, off_ncond = evaluate(off_lo, off_hi)
-        improved = update_best(off_f, off_ncond, off_lo, off_hi, off_counts)
+            off[mut_q, mut_i] = space.mutate(a[mut_q, mut_i])
+        off_f = fitness(off, act)
+        improved = update_best(off_f, off)
         history[:, gen] = best_f
         stall[act] = np.where(improved, 0, stall[act] + 1)
 
         # (mu + lambda): tournaments over parents and offspring
-        pool_lo = np.concatenate([pop_lo, off_lo], axis=1)
-        pool_hi = np.concatenate([pop_hi, off_hi], axis=1)
+        pool = np.concatenate([pop, off], axis=1)
         pool_f = np.concatenate([pop_f, off_f], axis=1)
-        pool_counts = np.concatenate([pop_counts, off_counts], axis=1)
-        pool_ncond = np.concatenate([pop_ncond, off_ncond], axis=1)
-        aspirants = rng.integers(0, mu + lam, size=(n_act, mu, s.tournament_size))
-        winner_pos = pool_f[np.arange(n_act)[:, None, None], aspirants].argmax(axis=2)  # first best aspirant
-        winners = np.take_along_axis(aspirants, winner_pos[..., None], axis=2)[..., 0]
-        pop_lo, pop_hi = pool_lo[qq, winners], pool_hi[qq, winners]
-        pop_f, pop_counts, pop_ncond = pool_f[qq, winners], pool_counts[qq, winners], pool_ncond[qq, winners]
+        winners = _tournament(pool_f, mu, s.tournament_size, rng)
+        pop, pop_f = pool[qq, winners], pool_f[qq, winners]
         if s.patience is not None:  # freeze the populations whose best settled
             keep = stall[act] < s.patience
             if not keep.all():
-                act = act[keep]
-                pop_lo, pop_hi, pop_f = pop_lo[keep], pop_hi[keep], pop_f[keep]
-                pop_counts, pop_ncond = pop_counts[keep], pop_ncond[keep]
+                act, pop, pop_f = act[keep], pop[keep], pop_f[keep]
                 if act.size == 0:
                     history[:, gen + 1:] = best_f[:, None]
                     break
 
+    best_lo, best_hi = space.decode(best)
+    best_counts = evaluator.class_counts(best_lo, best_hi)
     results = []
     for q in range(Q):
         counts = best_counts[q]
         tp = int(counts[first[q] + 1 : last[q] + 1].sum())
-        fp = int(counts.sum()) - tp
-        f = float(max(best_f[q], 0.0))
         results.append(
             SearchResult(
-                first=int(first[q]), last=int(last[q]), lo=best_lo[q].copy(), hi=best_hi[q].copy(),
-                class_counts=counts.copy(), tp=tp, fp=fp, n_positives=int(n_pos[q]), f_score=f,
+                first=int(first[q]), last=int(last[q]), lo=best_lo[q], hi=best_hi[q], class_counts=counts,
+                tp=tp, fp=int(counts.sum()) - tp, n_positives=int(n_pos[q]), f_score=float(max(best_f[q], 0.0)),
                 n_evaluated=counter.n_evaluated, exhaustive=False, history=history[q].copy(),
             )
         )
