@@ -63,7 +63,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ._bitsets import PatternEvaluator, SearchResult
+from ._bitsets import PatternEvaluator, SearchResult, admissible_f_score
 
 __all__ = ["GASettings", "genetic_search"]
 
@@ -180,9 +180,9 @@ class _Space:
         of two different conditions on one attribute, the child takes one at random.
         """
         coin = self.coins(x1.shape[:-1])
-        conflict = (x1 != x2) & (x1 > 0) & (x2 > 0)
-        either = np.maximum(x1, x2)  # the one condition when there is no conflict (0: none)
-        return np.where(coin, np.where(conflict, x1, either), np.where(conflict, x2, 0)).astype(self.dtype)
+        conflict = (x1 != x2) & (np.minimum(x1, x2) > 0)
+        either = np.maximum(x1, x2) * coin  # the one condition when there is no conflict (0: none)
+        return np.where(conflict, np.where(coin, x1, x2), either).astype(self.dtype, copy=False)
 
     def mutate(self, ids: np.ndarray) -> np.ndarray:
         """Add, remove or modify (uniformly), row-wise over 2-D ``(n, n_attributes)`` ids."""
@@ -219,15 +219,18 @@ class _Space:
         return ids
 
 
-class _Counter:
-    """Per-class counts and support of genomes, each counted once (cached by genome).
+class _Scores:
+    """F-scores of genomes for every sub-interval, each genome counted once (cached by genome).
 
     A genome's key is its ids read as a mixed-radix number (or its bytes, for spaces of patterns
-    beyond an int64). Rows of ``table`` hold, per key, the counts of each latency class and the
-    support (their sum) as float64 (exact below 2**53).
+    beyond an int64). Row ``r`` of ``f`` holds the F-score of a key's pattern for each
+    sub-interval (0 for the empty pattern and below the sub-interval's least precision, as
+    :func:`~._bitsets.admissible_f_score`); ``n_conditions[r]`` its conditions. A generation's
+    fitness is then one gather; only patterns never seen are counted.
     """
 
-    def __init__(self, evaluator: PatternEvaluator, space: _Space):
+    def __init__(self, evaluator: PatternEvaluator, space: _Space, first: np.ndarray, last: np.ndarray,
+                 n_pos: np.ndarray, least_precision: np.ndarray):
         self.evaluator = evaluator
         self.space = space
         radix = space.n_conditions + 1
@@ -236,12 +239,17 @@ class _Counter:
         self.weights = np.cumprod(np.concatenate(([1], radix)))[:-1].astype(np.int64) if self.size else None
         self.index = np.full(self.size, -1, dtype=np.int32) if self.size and self.size <= _DENSE_KEYS else None
         self.rows: dict = {}
-        self.table = np.zeros((64, evaluator.n_classes + 1))
+        classes = np.arange(evaluator.n_classes)
+        self.positive = ((classes > first[:, None]) & (classes <= last[:, None])).T.astype(np.int64)  # (C, Q)
+        self.n_pos = n_pos
+        self.least = np.asarray(least_precision, dtype=np.float64)
+        self.f = np.zeros((64, first.size))
+        self.n_conditions = np.zeros(64, dtype=np.int64)
         self.n_rows = 0
         self.n_evaluated = 0
 
     def __call__(self, ids: np.ndarray) -> np.ndarray:
-        """Counts and support, shape ``ids.shape[:-1] + (n_classes + 1,)``."""
+        """Cache rows of genomes ``(..., n_attributes)``, shape ``ids.shape[:-1]``."""
         flat = ids.reshape(-1, ids.shape[-1])
         if self.weights is not None:
             keys = flat.astype(np.int64) @ self.weights
@@ -266,48 +274,27 @@ class _Counter:
                 added = self._add(flat[np.fromiter(new.values(), dtype=np.int64, count=len(new))])
                 rows.update(zip(new, added.tolist()))
                 where[missing] = [rows[listed[i]] for i in missing.tolist()]
-        return self.table[where].reshape(ids.shape[:-1] + (-1,))
+        return where.reshape(ids.shape[:-1])
 
     def _add(self, genomes: np.ndarray) -> np.ndarray:
-        """Count new genomes into ``table``; their row numbers."""
+        """Count and score new genomes; their row numbers."""
         lo, hi = self.space.decode(genomes)
         counts = self.evaluator.class_counts(lo, hi)
         self.n_evaluated += genomes.shape[0]
+        tp = counts @ self.positive  # (n, Q)
+        support = counts.sum(axis=1)[:, None]
+        f = admissible_f_score(tp, support, self.n_pos[None, :], self.least[None, :])
+        ncond = (genomes > 0).sum(axis=1)
+        f[ncond == 0] = 0.0  # a pattern must say something
         start, stop = self.n_rows, self.n_rows + genomes.shape[0]
-        if stop > self.table.shape[0]:
-            grown = np.zeros((max(stop, 2 * self.table.shape[0]), self.table.shape[1]))
-            grown[:start] = self.table[:start]
-            self.table = grown
-        self.table[start:stop, :-1] = counts
-        self.table[start:stop, -1] = counts.sum(axis=1)
+        if stop > self.f.shape[0]:
+            size = max(stop, 2 * self.f.shape[0])
+            self.f = np.concatenate([self.f[:start], np.zeros((size - start, self.f.shape[1]))])
+            self.n_conditions = np.concatenate([self.n_conditions[:start], np.zeros(size - start, np.int64)])
+        self.f[start:stop] = f
+        self.n_conditions[start:stop] = ncond
         self.n_rows = stop
         return np.arange(start, stop, dtype=np.int32)
-
-
-class _Fitness:
-    """F-score of genomes for the sub-interval of their population (0 for the empty pattern and
-    below the sub-interval's least precision), from cached class counts."""
-
-    def __init__(self, counter: _Counter, first: np.ndarray, last: np.ndarray, n_pos: np.ndarray,
-                 least_precision: np.ndarray):
-        n_classes = counter.evaluator.n_classes
-        self.counter = counter
-        classes = np.arange(n_classes + 1)
-        positive = (classes > first[:, None]) & (classes <= last[:, None])  # support column never
-        self.positive = positive[:, :, None].astype(np.float64)  # (Q, n_classes + 1, 1)
-        self.n_pos = n_pos.astype(np.float64)
-        self.least = np.asarray(least_precision, dtype=np.float64) - 1e-12
-
-    def __call__(self, ids: np.ndarray, act: np.ndarray) -> np.ndarray:
-        """``ids`` of shape ``(len(act), n, n_attributes)``; F of shape ``(len(act), n)``."""
-        counts = self.counter(ids)
-        tp = np.matmul(counts, self.positive[act])[..., 0]
-        support = counts[..., -1]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            f = 2.0 * tp / (support + self.n_pos[act, None])
-            precision = tp / support
-        ok = (tp > 0) & (precision >= self.least[act, None]) & (ids > 0).any(axis=-1)
-        return np.where(ok, f, 0.0)
 
 
 def _tournament(f: np.ndarray, mu: int, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -315,21 +302,20 @@ def _tournament(f: np.ndarray, mu: int, size: int, rng: np.random.Generator) -> 
     replacement from each row of ``f`` ``(P, N)``: the best drawn, the first drawn among equals
     (DEAP's ``selTournament``), sampled by its rank (see the module docstring)."""
     n_pop, n = f.shape
-    order = np.argsort(-f, axis=1, kind="stable")
-    sorted_f = np.take_along_axis(f, order, axis=1)
-    position = np.broadcast_to(np.arange(n), (n_pop, n))
+    order = np.argsort(f, axis=1) + (np.arange(n_pop) * n)[:, None]  # ascending, as flat indices
+    sorted_f = f.ravel()[order]
     change = np.ones((n_pop, n), dtype=bool)
-    change[:, 1:] = sorted_f[:, 1:] != sorted_f[:, :-1]
-    start = np.maximum.accumulate(np.where(change, position, 0), axis=1)  # first of each tie group
-    ends = np.ones((n_pop, n), dtype=bool)
-    ends[:, :-1] = change[:, 1:]
-    stop = np.minimum.accumulate(np.where(ends, position + 1, n)[:, ::-1], axis=1)[:, ::-1]
+    change[:, 1:] = sorted_f[:, 1:] != sorted_f[:, :-1]  # each row starts a group of equal fitness
+    change = change.ravel()
+    starts = np.flatnonzero(change)
+    group = np.cumsum(change) - 1
+    stops = np.append(starts[1:], change.size)
     u = rng.random((2, n_pop, mu))
-    rank = np.minimum((n * (1.0 - u[0] ** (1.0 / size))).astype(np.int64), n - 1)
-    rows = np.arange(n_pop)[:, None]
-    lo, hi = start[rows, rank], stop[rows, rank]
-    pick = lo + (u[1] * (hi - lo)).astype(np.int64)
-    return order[rows, np.minimum(pick, hi - 1)]
+    rank = np.minimum((n * (1.0 - u[0] ** (1.0 / size))).astype(np.int64), n - 1)  # 0: the best
+    g = group[(np.arange(n_pop) * n + (n - 1))[:, None] - rank]
+    lo, hi = starts[g], stops[g]
+    pick = np.minimum(lo + (u[1] * (hi - lo)).astype(np.int64), hi - 1)  # uniform among equals
+    return order.ravel()[pick] - (np.arange(n_pop) * n)[:, None]
 
 
 def genetic_search(
@@ -370,16 +356,21 @@ def genetic_search(
     Q = pairs.shape[0]
     m = evaluator.n_attributes
     space = _Space(evaluator.n_bins, categorical, rng)
-    counter = _Counter(evaluator, space)
     class_cum = np.concatenate(([0], np.cumsum(evaluator.class_sizes)))
     n_pos = class_cum[last + 1] - class_cum[first + 1]
     least = np.zeros(Q) if least_precision is None else np.asarray(least_precision, dtype=np.float64)
-    fitness = _Fitness(counter, first, last, n_pos, least)
+    scores = _Scores(evaluator, space, first, last, n_pos, least)
     mu, lam = s.population_size, s.offspring_size
 
     act = np.arange(Q)  # populations still searching (all, unless ``patience`` freezes some)
+
+    def fitness(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """F-scores (each population's own sub-interval) and numbers of conditions of ``ids``."""
+        rows = scores(ids)
+        return scores.f[rows, act[:, None]], scores.n_conditions[rows]
+
     pop = space.initial((Q, mu), s.initial_conditions)
-    pop_f = fitness(pop, act)
+    pop_f, pop_n = fitness(pop)
 
     best_f = np.full(Q, -1.0)
     best_ncond = np.zeros(Q, dtype=np.int64)
@@ -387,10 +378,9 @@ def genetic_search(
     history = np.zeros((Q, s.generations + 1))
     stall = np.zeros(Q, dtype=np.int64)
 
-    def update_best(f: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    def update_best(f: np.ndarray, ncond: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """Keep each active population's best ever (ties: fewer conditions); returns which improved."""
         rows = np.arange(act.size)
-        ncond = (ids > 0).sum(axis=-1)
         top = f.max(axis=1)
         i = np.where(f == top[:, None], ncond, m + 1).argmin(axis=1)  # the first of the fewest conditions
         cn = ncond[rows, i]
@@ -399,7 +389,7 @@ def genetic_search(
         best_f[g], best_ncond[g], best[g] = top[better], cn[better], ids[rows[better], i[better]]
         return better
 
-    update_best(pop_f, pop)
+    update_best(pop_f, pop_n, pop)
     history[:, 0] = best_f
     cx_p, mut_p = s.crossover_probability, s.mutation_probability
     for gen in range(1, s.generations + 1):
@@ -415,20 +405,21 @@ def genetic_search(
         mut_q, mut_i = np.nonzero((u[0] >= cx_p) & (u[0] < cx_p + mut_p))
         if mut_q.size:
             off[mut_q, mut_i] = space.mutate(a[mut_q, mut_i])
-        off_f = fitness(off, act)
-        improved = update_best(off_f, off)
+        off_f, off_n = fitness(off)
+        improved = update_best(off_f, off_n, off)
         history[:, gen] = best_f
         stall[act] = np.where(improved, 0, stall[act] + 1)
 
         # (mu + lambda): tournaments over parents and offspring
         pool = np.concatenate([pop, off], axis=1)
         pool_f = np.concatenate([pop_f, off_f], axis=1)
+        pool_n = np.concatenate([pop_n, off_n], axis=1)
         winners = _tournament(pool_f, mu, s.tournament_size, rng)
-        pop, pop_f = pool[qq, winners], pool_f[qq, winners]
+        pop, pop_f, pop_n = pool[qq, winners], pool_f[qq, winners], pool_n[qq, winners]
         if s.patience is not None:  # freeze the populations whose best settled
             keep = stall[act] < s.patience
             if not keep.all():
-                act, pop, pop_f = act[keep], pop[keep], pop_f[keep]
+                act, pop, pop_f, pop_n = act[keep], pop[keep], pop_f[keep], pop_n[keep]
                 if act.size == 0:
                     history[:, gen + 1:] = best_f[:, None]
                     break
@@ -443,7 +434,7 @@ def genetic_search(
             SearchResult(
                 first=int(first[q]), last=int(last[q]), lo=best_lo[q], hi=best_hi[q], class_counts=counts,
                 tp=tp, fp=int(counts.sum()) - tp, n_positives=int(n_pos[q]), f_score=float(max(best_f[q], 0.0)),
-                n_evaluated=counter.n_evaluated, exhaustive=False, history=history[q].copy(),
+                n_evaluated=scores.n_evaluated, exhaustive=False, history=history[q].copy(),
             )
         )
     return results
