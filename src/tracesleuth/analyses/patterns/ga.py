@@ -108,6 +108,13 @@ class GASettings:
     patience: int | None = None
 
 
+def _select(condition: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.where(condition, a, b)`` for integer arrays of one dtype, by bit masks: numpy's ``where``
+    on small integers is ten times slower than four bitwise calls."""
+    mask = -condition.astype(a.dtype)
+    return b ^ ((a ^ b) & mask)
+
+
 class _Space:
     """Conditions as ids and the variation operators over rows of ids.
 
@@ -182,7 +189,7 @@ class _Space:
         coin = self.coins(x1.shape[:-1])
         conflict = (x1 != x2) & (np.minimum(x1, x2) > 0)
         either = np.maximum(x1, x2) * coin  # the one condition when there is no conflict (0: none)
-        return np.where(conflict, np.where(coin, x1, x2), either).astype(self.dtype, copy=False)
+        return _select(conflict, _select(coin, x1, x2), either)
 
     def mutate(self, ids: np.ndarray) -> np.ndarray:
         """Add, remove or modify (uniformly), row-wise over 2-D ``(n, n_attributes)`` ids."""
@@ -401,7 +408,7 @@ def genetic_search(
         p2 = p2 + (p2 >= p1) if mu > 1 else p1
         qq = np.arange(n_act)[:, None]
         a, b = pop[qq, p1], pop[qq, p2]
-        off = np.where((u[0] < cx_p)[..., None], space.crossover(a, b), a)
+        off = _select((u[0] < cx_p)[..., None], space.crossover(a, b), a)
         mut_q, mut_i = np.nonzero((u[0] >= cx_p) & (u[0] < cx_p + mut_p))
         if mut_q.size:
             off[mut_q, mut_i] = space.mutate(a[mut_q, mut_i])
