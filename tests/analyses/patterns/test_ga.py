@@ -142,3 +142,40 @@ def test_patience_freezes_settled_populations():
         assert stalled.size == 0 or 300 - stalled[-1] >= 30  # it ran at least `patience` past its last gain
     # no patience: the paper's search, every generation (the default)
     assert GASettings().patience is None
+
+
+@pytest.mark.parametrize("cache", ["sorted", "hashed"])
+def test_every_fitness_cache_gives_the_same_search(monkeypatch, cache):
+    """Dense index, sorted keys and checked hashes (spaces beyond an int64) only change how repeats are found."""
+    from tracesleuth.analyses.patterns import ga
+
+    ev, _, _ = planted_problem(6, planted_lo=PLANTED_LO, planted_hi=PLANTED_HI, flip=0.05)
+    settings = GASettings(generations=40)
+    dense = genetic_search(ev, CATEGORICAL, [(0, 1), (1, 2)], settings=settings, random_state=5)
+    monkeypatch.setattr(ga, "_DENSE_KEYS", 0)
+    if cache == "hashed":
+        monkeypatch.setattr(ga, "_MAX_KEY_BITS", 0)
+    other = genetic_search(ev, CATEGORICAL, [(0, 1), (1, 2)], settings=settings, random_state=5)
+    for x, y in zip(dense, other):
+        np.testing.assert_array_equal(x.lo, y.lo)
+        np.testing.assert_array_equal(x.history, y.history)
+        assert x.n_evaluated == y.n_evaluated
+
+
+def test_hash_collisions_are_counted_apart(monkeypatch):
+    """Genomes whose hashed keys collide keep their own scores."""
+    from tracesleuth.analyses.patterns import ga
+
+    ev, _, _ = planted_problem(2, planted_lo=PLANTED_LO, planted_hi=PLANTED_HI)
+    monkeypatch.setattr(ga, "_MAX_KEY_BITS", 0)
+    space = ga._Space(ev.n_bins, CATEGORICAL, np.random.default_rng(0))
+    scores = ga._Scores(ev, space, np.array([0]), np.array([1]), np.array([int(ev.class_sizes[1])]), np.zeros(1))
+    scores.weights = np.zeros_like(scores.weights)  # every key collides
+    ids = space.initial((40,), 2)
+    rows = scores(ids)
+    rows_again = scores(ids[::-1])
+    lo, hi = space.decode(ids)
+    counts = ev.class_counts(lo, hi)
+    expected = 2 * counts[:, 1] / (counts.sum(axis=1) + ev.class_sizes[1])
+    np.testing.assert_allclose(scores.f[rows, 0], expected)
+    np.testing.assert_allclose(scores.f[rows_again, 0], expected[::-1])

@@ -71,8 +71,11 @@ __all__ = ["GASettings", "genetic_search"]
 #: at most); larger ones a dict. The paper's session has 524,288 possible patterns.
 _DENSE_KEYS = 1 << 20
 
-#: Mixed-radix keys must fit an int64 (a larger space of patterns keys genomes by their bytes).
+#: Mixed-radix keys must fit an int64 (a larger space of patterns keys genomes by a checked hash).
 _MAX_KEY_BITS = 62
+
+#: Seed of the hash multipliers of genome keys (fixed: a key never depends on ``random_state``).
+_HASH_SEED = 20200420
 
 @dataclass(frozen=True)
 class GASettings:
@@ -229,11 +232,13 @@ class _Space:
 class _Scores:
     """F-scores of genomes for every sub-interval, each genome counted once (cached by genome).
 
-    A genome's key is its ids read as a mixed-radix number (or its bytes, for spaces of patterns
-    beyond an int64). Row ``r`` of ``f`` holds the F-score of a key's pattern for each
-    sub-interval (0 for the empty pattern and below the sub-interval's least precision, as
-    :func:`~._bitsets.admissible_f_score`); ``n_conditions[r]`` its conditions. A generation's
-    fitness is then one gather; only patterns never seen are counted.
+    A genome's key is its ids read as a mixed-radix number when the space of patterns fits an
+    int64, else a 64-bit multiplicative hash of them whose hits are checked against the stored
+    genome (a collision is counted apart, never confused). Keys map to rows by a dense index
+    (small spaces) or by binary search in a sorted array. Row ``r`` of ``f`` holds the F-score of a
+    pattern for each sub-interval (0 for the empty pattern and below the sub-interval's least
+    precision, as :func:`~._bitsets.admissible_f_score`); ``n_conditions[r]`` its conditions. A
+    generation's fitness is then one gather; only patterns never seen are counted.
     """
 
     def __init__(self, evaluator: PatternEvaluator, space: _Space, first: np.ndarray, last: np.ndarray,
@@ -242,46 +247,61 @@ class _Scores:
         self.space = space
         radix = space.n_conditions + 1
         log_size = float(np.sum(np.log2(radix.astype(np.float64))))
-        self.size = int(np.prod(radix)) if log_size < _MAX_KEY_BITS else None
-        self.weights = np.cumprod(np.concatenate(([1], radix)))[:-1].astype(np.int64) if self.size else None
-        self.index = np.full(self.size, -1, dtype=np.int32) if self.size and self.size <= _DENSE_KEYS else None
-        self.rows: dict = {}
+        self.hashed = log_size >= _MAX_KEY_BITS
+        if self.hashed:  # odd multipliers from a fixed seed: not the search's random stream
+            self.weights = np.random.default_rng(_HASH_SEED).integers(0, 2**63, size=radix.size, dtype=np.uint64)
+            self.weights = self.weights * np.uint64(2) + np.uint64(1)
+        else:
+            self.weights = np.cumprod(np.concatenate(([1], radix)))[:-1].astype(np.int64)
+        size = None if self.hashed else int(np.prod(radix))
+        self.index = np.full(size, -1, dtype=np.int32) if size is not None and size <= _DENSE_KEYS else None
+        self.sorted_keys = np.empty(0, dtype=self.weights.dtype)
+        self.sorted_rows = np.empty(0, dtype=np.int32)
         classes = np.arange(evaluator.n_classes)
         self.positive = ((classes > first[:, None]) & (classes <= last[:, None])).T.astype(np.int64)  # (C, Q)
         self.n_pos = n_pos
         self.least = np.asarray(least_precision, dtype=np.float64)
         self.f = np.zeros((64, first.size))
         self.n_conditions = np.zeros(64, dtype=np.int64)
+        self.genomes = np.zeros((64 if self.hashed else 0, space.m), dtype=space.dtype)
         self.n_rows = 0
         self.n_evaluated = 0
 
     def __call__(self, ids: np.ndarray) -> np.ndarray:
         """Cache rows of genomes ``(..., n_attributes)``, shape ``ids.shape[:-1]``."""
         flat = ids.reshape(-1, ids.shape[-1])
-        if self.weights is not None:
-            keys = flat.astype(np.int64) @ self.weights
-        else:
-            keys = np.ascontiguousarray(flat).view(np.dtype((np.void, flat.shape[1] * flat.itemsize)))[:, 0]
-        if self.index is not None:
-            where = self.index[keys]
-            missing = np.flatnonzero(where < 0)
-            if missing.size:
-                new_keys, first = np.unique(keys[missing], return_index=True)
-                self.index[new_keys] = self._add(flat[missing[first]])
-                where = self.index[keys]
-        else:
-            listed = keys.tolist()
-            rows = self.rows
-            where = np.fromiter((rows.get(k, -1) for k in listed), dtype=np.int64, count=len(listed))
-            missing = np.flatnonzero(where < 0)
-            if missing.size:
-                new: dict = {}
-                for i in missing.tolist():
-                    new.setdefault(listed[i], i)
-                added = self._add(flat[np.fromiter(new.values(), dtype=np.int64, count=len(new))])
-                rows.update(zip(new, added.tolist()))
-                where[missing] = [rows[listed[i]] for i in missing.tolist()]
+        keys = flat.astype(self.weights.dtype) @ self.weights
+        where = self._lookup(keys, flat)
+        missing = np.flatnonzero(where < 0)
+        if missing.size:
+            new_keys, first, inverse = np.unique(keys[missing], return_index=True, return_inverse=True)
+            rows = self._add(flat[missing[first]])
+            where[missing] = rows[inverse]
+            fresh = self._lookup(new_keys) < 0  # not a collision with a stored genome
+            if self.index is not None:
+                self.index[new_keys] = rows
+            elif fresh.any():
+                at = np.searchsorted(self.sorted_keys, new_keys[fresh])
+                self.sorted_keys = np.insert(self.sorted_keys, at, new_keys[fresh])
+                self.sorted_rows = np.insert(self.sorted_rows, at, rows[fresh])
+            if self.hashed:  # two genomes of one new key: each its own row
+                wrong = missing[(self.genomes[where[missing]] != flat[missing]).any(axis=1)]
+                for i in wrong.tolist():
+                    where[i] = self._add(flat[i : i + 1])[0]
         return where.reshape(ids.shape[:-1])
+
+    def _lookup(self, keys: np.ndarray, flat: np.ndarray | None = None) -> np.ndarray:
+        """Rows of ``keys`` (-1: not cached; with ``flat``, hashed keys of another genome too)."""
+        if self.index is not None:
+            return self.index[keys].astype(np.int64)
+        if self.sorted_keys.size == 0:
+            return np.full(keys.shape, -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.sorted_keys, keys), self.sorted_keys.size - 1)
+        where = np.where(self.sorted_keys[pos] == keys, self.sorted_rows[pos], -1).astype(np.int64)
+        if self.hashed and flat is not None:
+            hit = np.flatnonzero(where >= 0)
+            where[hit[(self.genomes[where[hit]] != flat[hit]).any(axis=1)]] = -1
+        return where
 
     def _add(self, genomes: np.ndarray) -> np.ndarray:
         """Count and score new genomes; their row numbers."""
@@ -300,6 +320,11 @@ class _Scores:
             self.n_conditions = np.concatenate([self.n_conditions[:start], np.zeros(size - start, np.int64)])
         self.f[start:stop] = f
         self.n_conditions[start:stop] = ncond
+        if self.hashed:
+            if stop > self.genomes.shape[0]:
+                self.genomes = np.concatenate([self.genomes[:start], np.zeros_like(self.genomes, shape=(
+                    max(stop, 2 * self.genomes.shape[0]) - start, self.genomes.shape[1]))])
+            self.genomes[start:stop] = genomes
         self.n_rows = stop
         return np.arange(start, stop, dtype=np.int32)
 
