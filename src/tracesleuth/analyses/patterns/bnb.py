@@ -181,7 +181,8 @@ class _Search:
         push = (bound > self.best_f) & (sup < support) & (cand + 1 < self.n_features)
         for r in np.flatnonzero(push):
             self.tiebreak += 1
-            heapq.heappush(self.heap, (-float(bound[r]), self.tiebreak, c_lo[r], c_hi[r], int(cand[r]) + 1, int(sup[r])))
+            entry = (-float(bound[r]), self.tiebreak, c_lo[r], c_hi[r], int(cand[r]) + 1, int(sup[r]))
+            heapq.heappush(self.heap, entry)
 
     def result(self) -> SearchResult:
         exhaustive = not self.heap or all(-entry[0] <= self.best_f for entry in self.heap)
