@@ -9,12 +9,20 @@ the sections of other analyses:
 * :func:`latency_distribution_section` - the latency distribution with the degraded interval,
   split points and sub-intervals;
 * :func:`patterns_section` - each pattern in words with precision, recall, F-score, support;
-* :func:`example_requests_section` - one request of each pattern as a Gantt chart;
+* :func:`example_requests_section` - a request of each pattern as a Gantt chart, up to two more
+  one click away;
 * :func:`ground_truth_section` - injected degradations beside the recovered patterns, scored
   by :func:`~tracesleuth.evaluation.metrics.match_clusters`;
 * :func:`~tracesleuth.report.input.input_section` - the input: traces, spans, rejects, repairs.
 
 Nothing here re-runs the analysis: sections are drawn from ``result_`` and ``labels_``.
+
+Readable however many patterns there are (a real day, TrainTicket 2023-01-29 ``trips/left``, gave
+ten patterns over one sub-interval): each pattern has its own colour (:func:`pattern_colors`, no
+repeats) and its own lane above the latency histogram (:func:`mark_patterns`; a sub-interval is
+shaded once, so bands never stack into an opaque block); a dashed line marks only where two
+sub-intervals meet; at most :data:`MAX_PATTERNS_SHOWN` patterns of a sub-interval are shown, the
+best first, the rest counted and listed in a folded table (:func:`shown_patterns`).
 """
 
 from __future__ import annotations
