@@ -109,9 +109,35 @@ def branch_and_bound(
                 cache[key] = (cand, c_lo, c_hi, counts[start : start + cand.size])
                 start += cand.size
             n_cached += counts.size
-        for search, (lo, hi, nxt, support) in nodes:
-            search.expand(support, *cache[lo.tobytes() + hi.tobytes()])
+        _expand_all(nodes, [cache[lo.tobytes() + hi.tobytes()] for _, (lo, hi, _, _) in nodes])
     return [search.result() for search in searches]
+
+
+def _expand_all(nodes: list, children: list) -> None:
+    """Score the children of every node of a step at once (each for its own search's sub-interval),
+    then let each search keep its best and queue its promising children."""
+    sizes = [c[0].size for c in children]
+    if sum(sizes) == 0:
+        return
+    counts = np.concatenate([c[3] for c in children])
+    searches = [search for search, _ in nodes]
+    first = np.repeat([s.first for s in searches], sizes)
+    last = np.repeat([s.last for s in searches], sizes)
+    n_pos = np.repeat([s.n_pos for s in searches], sizes)
+    least = np.repeat([s.least_precision for s in searches], sizes)
+    cum = np.zeros((counts.shape[0], counts.shape[1] + 1), dtype=np.int64)
+    np.cumsum(counts, axis=1, out=cum[:, 1:])
+    rows = np.arange(counts.shape[0])
+    tp = cum[rows, last + 1] - cum[rows, first + 1]
+    sup = cum[:, -1]
+    f = admissible_f_score(tp, sup, n_pos, least)
+    bound = f_score_from_counts(tp, 0, n_pos)  # no false positive: the best a sub-pattern can do
+    start = 0
+    for (search, (_, _, _, support)), (cand, c_lo, c_hi, c_counts), size in zip(nodes, children, sizes):
+        stop = start + size
+        search.expand(support, cand, c_lo, c_hi, c_counts, tp[start:stop], sup[start:stop], f[start:stop],
+                      bound[start:stop])
+        start = stop
 
 
 def _children(lo: np.ndarray, hi: np.ndarray, nxt: int, feat_attr: np.ndarray, feat_bin: np.ndarray):
@@ -164,20 +190,18 @@ class _Search:
             return lo, hi, nxt, support
         return None
 
-    def expand(self, support: int, cand: np.ndarray, c_lo: np.ndarray, c_hi: np.ndarray, counts: np.ndarray) -> None:
-        """Score the children of a node (their class counts given) and queue the promising ones."""
+    def expand(self, support: int, cand: np.ndarray, c_lo: np.ndarray, c_hi: np.ndarray, counts: np.ndarray,
+               tp: np.ndarray, sup: np.ndarray, f: np.ndarray, bound: np.ndarray) -> None:
+        """Keep the best of a node's children (their class counts, true positives, support, F-score
+        and bound given) and queue the promising ones."""
         if cand.size == 0:
             return
         self.n_evaluated += cand.size
-        tp = counts[:, self.first + 1 : self.last + 1].sum(axis=1)
-        sup = counts.sum(axis=1)
-        f = admissible_f_score(tp, sup, self.n_pos, self.least_precision)
         ncond = int(np.count_nonzero(c_lo[0] >= 0))
         i = int(np.argmax(f))
         if f[i] > self.best_f or (f[i] == self.best_f and f[i] > 0 and ncond < self.best_ncond):
             self.best_f, self.best_ncond = float(f[i]), ncond
             self.best_lo, self.best_hi, self.best_counts = c_lo[i].copy(), c_hi[i].copy(), counts[i].copy()
-        bound = f_score_from_counts(tp, 0, self.n_pos)  # no false positive: the best a sub-pattern can do
         push = (bound > self.best_f) & (sup < support) & (cand + 1 < self.n_features)
         for r in np.flatnonzero(push):
             self.tiebreak += 1
