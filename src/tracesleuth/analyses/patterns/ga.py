@@ -195,34 +195,40 @@ class _Space:
         return _select(conflict, _select(coin, x1, x2), either)
 
     def mutate(self, ids: np.ndarray) -> np.ndarray:
-        """Add, remove or modify (uniformly), row-wise over 2-D ``(n, n_attributes)`` ids."""
+        """Add, remove or modify (uniformly), row-wise over 2-D ``(n, n_attributes)`` ids.
+
+        *Add* puts a random condition on a random attribute (no effect when it has one); *remove*
+        drops a random condition; *modify* redraws one endpoint of a random continuous range (no
+        effect when the endpoints coincide) or gives a categorical condition another value. All
+        the random numbers of a call are drawn at once.
+        """
         n, m = ids.shape
-        rng = self.rng
         ids = ids.copy()
-        rows = np.arange(n)
-        kind = rng.integers(0, 3, size=n)
+        r = self.rng.random((n, m + 6))
+        u_kind, u_attr, u_cond, u_value, u_end, u_shift = r[:, m:].T
+        kind = (u_kind * 3).astype(np.int64)
         active = ids > 0
-        any_active = active.any(axis=1)
-        # a random active slot per row (argmax of uniform scores over active slots)
-        slot = np.where(active, rng.random((n, m)), -1.0).argmax(axis=1)
-        # add: a random condition on a random attribute, no effect when it has one
-        new_attr = rng.integers(0, m, size=n)
-        add = (kind == 0) & ~active[rows, new_attr]
-        ids[rows[add], new_attr[add]] = self.random_conditions(new_attr[add])
+        rows = np.arange(n)
+        slot = np.where(active, r[:, :m], -1.0).argmax(axis=1)  # a random active slot, if any
+        has_any = active[rows, slot]
+        # add
+        new_attr = (u_attr * m).astype(np.int64)
+        add = np.flatnonzero((kind == 0) & ~active[rows, new_attr])
+        j = new_attr[add]
+        ids[add, j] = 1 + (u_cond[add] * self.n_conditions[j]).astype(np.int64)
         # remove
-        rem = (kind == 1) & any_active
-        ids[rows[rem], slot[rem]] = 0
-        # modify: a continuous range gets one endpoint redrawn, a categorical value another value
-        mod = np.flatnonzero((kind == 2) & any_active)
+        rem = np.flatnonzero((kind == 1) & has_any)
+        ids[rem, slot[rem]] = 0
+        # modify
+        mod = np.flatnonzero((kind == 2) & has_any)
         j = slot[mod]
         cur = ids[mod, j].astype(np.int64)
         nb, cat = self.n_bins[j], self.categorical[j]
         lo, hi = self.lo_of[j, cur], self.hi_of[j, cur]
-        value = (rng.random(mod.size) * (nb + 1)).astype(np.int64)
-        other = np.where(rng.random(mod.size) < 0.5, hi, lo)
+        value = (u_value[mod] * (nb + 1)).astype(np.int64)
+        other = np.where(u_end[mod] < 0.5, hi, lo)
         c_lo, c_hi = np.minimum(value, other), np.maximum(value, other)
-        shift = 1 + (rng.random(mod.size) * np.maximum(nb - 1, 1)).astype(np.int64)
-        k_lo = (lo + shift) % np.maximum(nb, 1)
+        k_lo = (lo + 1 + (u_shift[mod] * np.maximum(nb - 1, 1)).astype(np.int64)) % np.maximum(nb, 1)
         new = np.where(cat, k_lo + 1, 1 + c_lo * nb - c_lo * (c_lo - 1) // 2 + (c_hi - c_lo - 1))
         effective = np.where(cat, nb > 1, c_lo != c_hi)
         ids[mod[effective], j[effective]] = new[effective]
