@@ -392,14 +392,11 @@ def genetic_search(
     pairs = np.asarray(sub_intervals, dtype=np.int64).reshape(-1, 2)
     first, last = pairs[:, 0], pairs[:, 1]
     Q = pairs.shape[0]
-    m = evaluator.n_attributes
     space = _Space(evaluator.n_bins, categorical, rng)
     class_cum = np.concatenate(([0], np.cumsum(evaluator.class_sizes)))
     n_pos = class_cum[last + 1] - class_cum[first + 1]
     least = np.zeros(Q) if least_precision is None else np.asarray(least_precision, dtype=np.float64)
     scores = _Scores(evaluator, space, first, last, n_pos, least)
-    mu, lam = s.population_size, s.offspring_size
-
     act = np.arange(Q)  # populations still searching (all, unless ``patience`` freezes some)
 
     def fitness(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -407,72 +404,86 @@ def genetic_search(
         rows = scores(ids)
         return scores.f[rows, act[:, None]], scores.n_conditions[rows]
 
-    pop = space.initial((Q, mu), s.initial_conditions)
+    pop = space.initial((Q, s.population_size), s.initial_conditions)
     pop_f, pop_n = fitness(pop)
-
-    best_f = np.full(Q, -1.0)
-    best_ncond = np.zeros(Q, dtype=np.int64)
-    best = np.zeros((Q, m), dtype=space.dtype)
+    best = _HallOfFame(Q, space)
+    best.update(act, pop_f, pop_n, pop)
     history = np.zeros((Q, s.generations + 1))
+    history[:, 0] = best.f
     stall = np.zeros(Q, dtype=np.int64)
-
-    def update_best(f: np.ndarray, ncond: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        """Keep each active population's best ever (ties: fewer conditions); returns which improved."""
-        rows = np.arange(act.size)
-        top = f.max(axis=1)
-        i = np.where(f == top[:, None], ncond, m + 1).argmin(axis=1)  # the first of the fewest conditions
-        cn = ncond[rows, i]
-        better = (top > best_f[act]) | ((top == best_f[act]) & (cn < best_ncond[act]))
-        g = act[better]
-        best_f[g], best_ncond[g], best[g] = top[better], cn[better], ids[rows[better], i[better]]
-        return better
-
-    update_best(pop_f, pop_n, pop)
-    history[:, 0] = best_f
-    cx_p, mut_p = s.crossover_probability, s.mutation_probability
     for gen in range(1, s.generations + 1):
-        n_act = act.size
-        # varOr: each offspring comes from crossover, mutation or reproduction
-        u = rng.random((3, n_act, lam))
-        p1 = (u[1] * mu).astype(np.int64)
-        p2 = (u[2] * max(mu - 1, 1)).astype(np.int64)
-        p2 = p2 + (p2 >= p1) if mu > 1 else p1
-        qq = np.arange(n_act)[:, None]
-        a, b = pop[qq, p1], pop[qq, p2]
-        off = _select((u[0] < cx_p)[..., None], space.crossover(a, b), a)
-        mut_q, mut_i = np.nonzero((u[0] >= cx_p) & (u[0] < cx_p + mut_p))
-        if mut_q.size:
-            off[mut_q, mut_i] = space.mutate(a[mut_q, mut_i])
+        off = _vary(pop, space, s, rng)
         off_f, off_n = fitness(off)
-        improved = update_best(off_f, off_n, off)
-        history[:, gen] = best_f
+        improved = best.update(act, off_f, off_n, off)
+        history[:, gen] = best.f
         stall[act] = np.where(improved, 0, stall[act] + 1)
-
         # (mu + lambda): tournaments over parents and offspring
         pool = np.concatenate([pop, off], axis=1)
         pool_f = np.concatenate([pop_f, off_f], axis=1)
         pool_n = np.concatenate([pop_n, off_n], axis=1)
-        winners = _tournament(pool_f, mu, s.tournament_size, rng)
+        winners = _tournament(pool_f, s.population_size, s.tournament_size, rng)
+        qq = np.arange(act.size)[:, None]
         pop, pop_f, pop_n = pool[qq, winners], pool_f[qq, winners], pool_n[qq, winners]
         if s.patience is not None:  # freeze the populations whose best settled
             keep = stall[act] < s.patience
             if not keep.all():
                 act, pop, pop_f, pop_n = act[keep], pop[keep], pop_f[keep], pop_n[keep]
                 if act.size == 0:
-                    history[:, gen + 1:] = best_f[:, None]
+                    history[:, gen + 1:] = best.f[:, None]
                     break
+    return best.results(evaluator, first, last, n_pos, history, scores.n_evaluated)
 
-    best_lo, best_hi = space.decode(best)
-    best_counts = evaluator.class_counts(best_lo, best_hi)
-    results = []
-    for q in range(Q):
-        counts = best_counts[q]
-        tp = int(counts[first[q] + 1 : last[q] + 1].sum())
-        results.append(
-            SearchResult(
-                first=int(first[q]), last=int(last[q]), lo=best_lo[q], hi=best_hi[q], class_counts=counts,
-                tp=tp, fp=int(counts.sum()) - tp, n_positives=int(n_pos[q]), f_score=float(max(best_f[q], 0.0)),
-                n_evaluated=scores.n_evaluated, exhaustive=False, history=history[q].copy(),
-            )
-        )
-    return results
+
+def _vary(pop: np.ndarray, space: _Space, s: GASettings, rng: np.random.Generator) -> np.ndarray:
+    """DEAP's ``varOr``: each of ``offspring_size`` offspring per population ``(P, mu, n_attributes)``
+    comes from crossover of two distinct parents, mutation of one, or reproduction."""
+    n_pop, mu = pop.shape[:2]
+    u = rng.random((3, n_pop, s.offspring_size))
+    p1 = (u[1] * mu).astype(np.int64)
+    p2 = (u[2] * max(mu - 1, 1)).astype(np.int64)
+    p2 = p2 + (p2 >= p1) if mu > 1 else p1
+    qq = np.arange(n_pop)[:, None]
+    a, b = pop[qq, p1], pop[qq, p2]
+    cx_p, mut_p = s.crossover_probability, s.mutation_probability
+    off = _select((u[0] < cx_p)[..., None], space.crossover(a, b), a)
+    mut_q, mut_i = np.nonzero((u[0] >= cx_p) & (u[0] < cx_p + mut_p))
+    if mut_q.size:
+        off[mut_q, mut_i] = space.mutate(a[mut_q, mut_i])
+    return off
+
+
+class _HallOfFame:
+    """Each population's best pattern ever evaluated; ties go to fewer conditions, then to the first."""
+
+    def __init__(self, n_populations: int, space: _Space):
+        self.m = space.m
+        self.space = space
+        self.f = np.full(n_populations, -1.0)
+        self.n_conditions = np.zeros(n_populations, dtype=np.int64)
+        self.ids = np.zeros((n_populations, space.m), dtype=space.dtype)
+
+    def update(self, act: np.ndarray, f: np.ndarray, ncond: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """Offer the individuals ``ids`` of the active populations ``act``; returns which improved."""
+        rows = np.arange(act.size)
+        top = f.max(axis=1)
+        i = np.where(f == top[:, None], ncond, self.m + 1).argmin(axis=1)  # the first of the fewest conditions
+        cn = ncond[rows, i]
+        better = (top > self.f[act]) | ((top == self.f[act]) & (cn < self.n_conditions[act]))
+        g = act[better]
+        self.f[g], self.n_conditions[g], self.ids[g] = top[better], cn[better], ids[rows[better], i[better]]
+        return better
+
+    def results(self, evaluator: PatternEvaluator, first: np.ndarray, last: np.ndarray, n_pos: np.ndarray,
+                history: np.ndarray, n_evaluated: int) -> list[SearchResult]:
+        best_lo, best_hi = self.space.decode(self.ids)
+        best_counts = evaluator.class_counts(best_lo, best_hi)
+        results = []
+        for q in range(self.f.size):
+            counts = best_counts[q]
+            tp = int(counts[first[q] + 1 : last[q] + 1].sum())
+            results.append(SearchResult(
+                first=int(first[q]), last=int(last[q]), lo=best_lo[q], hi=best_hi[q], class_counts=counts, tp=tp,
+                fp=int(counts.sum()) - tp, n_positives=int(n_pos[q]), f_score=float(max(self.f[q], 0.0)),
+                n_evaluated=n_evaluated, exhaustive=False, history=history[q].copy(),
+            ))
+        return results
