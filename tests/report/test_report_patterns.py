@@ -354,3 +354,11 @@ def _context():
     from tracesleuth.report import RenderContext
 
     return RenderContext()
+
+
+def test_lanes_never_overlap_even_for_overlapping_clusters():
+    from tracesleuth.analyses.patterns.section import _lanes
+
+    # two patterns over [0, 10), a cluster over [5, 15) overlapping them, a band over [20, 30)
+    assert _lanes([(0, 10, 2), (5, 15, 1), (20, 30, 1)]) == [[0, 1], [2], [0]]
+    assert _lanes([]) == []

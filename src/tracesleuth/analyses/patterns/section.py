@@ -209,7 +209,8 @@ def mark_patterns(fig, result, colors: Mapping[int, str] | None = None) -> None:
     iv = result.interval
     ms = 1e6
     groups = shown_patterns(result)
-    n_lanes = max((len(shown) + bool(hidden) for _, shown, hidden in groups), default=0)
+    placed = _lanes([(low, high, len(shown) + bool(hidden)) for (low, high), shown, hidden in groups])
+    n_lanes = max((k + 1 for lanes in placed for k in lanes), default=0)
     layout = fig.layout
     height = layout.height or 420
     top_px = layout.margin.t if layout.margin.t is not None else 60
@@ -225,7 +226,7 @@ def mark_patterns(fig, result, colors: Mapping[int, str] | None = None) -> None:
     fig.add_annotation(x=(iv.low_ns + iv.high_ns) / 2 / ms, y=1.0, yref="paper", yanchor="bottom",
                        text=f"degraded interval {plot_text(iv.describe())}", showarrow=False,
                        font=dict(size=12, color="#444"))
-    for (low, high), shown, hidden in groups:
+    for ((low, high), shown, hidden), lanes in zip(groups, placed):
         single = len(shown) == 1 and not hidden
         fill = _with_alpha(colors[shown[0].index], 0.10) if single else "rgba(120,120,120,0.07)"
         fig.add_shape(type="rect", xref="x", yref="paper", x0=low / ms, x1=high / ms, y0=0, y1=domain_top,
@@ -233,7 +234,7 @@ def mark_patterns(fig, result, colors: Mapping[int, str] | None = None) -> None:
         items = [(f"<b>#{s.index}</b>", colors[s.index]) for s in shown]
         if hidden:
             items.append((f"+{len(hidden)} more", "#8c8c8c"))
-        for k, (text, color) in enumerate(items):
+        for k, (text, color) in zip(lanes, items):
             y0 = domain_top + k * lane
             fig.add_shape(type="rect", xref="x", yref="paper", x0=low / ms, x1=high / ms, y0=y0 + 0.1 * lane,
                           y1=y0 + 0.9 * lane, fillcolor=_with_alpha(color, 0.30), line=dict(color=color, width=1))
@@ -246,6 +247,25 @@ def mark_patterns(fig, result, colors: Mapping[int, str] | None = None) -> None:
     if meets:  # a legend entry for the dashed lines
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="split point",
                                  line=dict(color="#555", width=1, dash="dash")))
+
+
+def _lanes(ranges: list[tuple[int, int, int]]) -> list[list[int]]:
+    """Lanes of ``(low, high, n)`` items: each of the ``n`` bands over ``[low, high)`` gets the lowest lane
+    no earlier band overlapping it holds (sub-intervals are disjoint, clusters of the clustering
+    solvers may overlap)."""
+    taken: list[list[tuple[int, int]]] = []
+    out = []
+    for low, high, n in ranges:
+        mine = []
+        for _ in range(n):
+            k = next((k for k, spans in enumerate(taken) if k not in mine
+                      and all(high <= a or b <= low for a, b in spans)), len(taken))
+            if k == len(taken):
+                taken.append([])
+            taken[k].append((low, high))
+            mine.append(k)
+        out.append(mine)
+    return out
 
 
 def _mark_over_time(fig, result, colors: Mapping[int, str]) -> None:
