@@ -1,7 +1,10 @@
 """Latency degradation patterns: speed, memory and quality of LatencyDegradationPatterns.
 
 Prints (median of ``--runs`` runs, each in a fresh process so that its peak RSS is its own; the
-time is ``fit`` alone, not building the table):
+time is ``fit`` alone, not building the table, as wall-clock and as the process's CPU time, which
+other work on a shared machine disturbs less; and the time of the pattern search inside it, the GA
+or branch and bound, the part that :mod:`~tracesleuth.analyses.patterns.ga` and
+:mod:`~tracesleuth.analyses.patterns.bnb` own):
 
 * one session as in the paper (1,000 requests, 13 calls of 8 operations, two injected 50 ms
   degradations on ~10% of the requests each): the genetic algorithm with the full dynamic
@@ -10,8 +13,30 @@ time is ``fit`` alone, not building the table):
 * for each, the best-matching F-score of the found sub-intervals against the injected
   degradations (the paper's Section 4.3 metric), as a sanity check.
 
-Targets: the session's GA fit <= 1 s; 10^6 requests x 20 operations <= 60 s and <= 4 GB peak
-RSS. ``--check`` makes the exit status 1 when a target is missed.
+Targets (issue 29): the session's fit <= 0.1 s with the GA and <= 0.05 s with branch and bound;
+10^6 requests x 20 operations <= 4 s and <= 4 GB peak RSS (wall-clock medians). ``--check`` makes
+the exit status 1 when a target is missed.
+
+Measured on this project's 2-core machine while other jobs loaded it (load average 5-10, so the
+wall-clock figures are 2-4x the CPU ones; medians), before -> after the search rework of issue 29:
+
+=====================================  ==============  ==============
+                                       before          after
+=====================================  ==============  ==============
+session, GA: fit CPU s                 0.385-0.408     0.136-0.201
+session, GA: search (wall) s           1.03-1.07       0.23-0.27
+session, B&B: fit CPU s                0.094-0.174     0.058-0.093
+session, B&B: search CPU s             0.096           0.032-0.039
+10^6 requests: fit CPU s               5.92            5.70
+10^6 requests: search (wall) s         0.88            0.26
+=====================================  ==============  ==============
+
+Same patterns, same F-scores (branch and bound: identical results; the GA draws another random
+stream of the same law: bookshop evaluation, 30 noised sessions, GA mean F 0.9775 -> 0.9777
+automatic interval, 0.9787 -> 0.9789 affected; the paper's protocol 0.9984 / min 0.9726 both). At
+10^6 requests the search is 5% of the fit: encoding the attributes (mean shift per column), the
+effects' medians, the left-out columns and split causes take the rest (``analysis.py``,
+``split_points.py``, ``candidates.py``).
 
 Usage::
 
@@ -30,7 +55,7 @@ import subprocess
 import sys
 import time
 
-TARGETS = {"session_ga_s": 1.0, "million_s": 60.0, "million_peak_rss_gb": 4.0}
+TARGETS = {"session_ga_s": 0.1, "session_bnb_s": 0.05, "million_s": 4.0, "million_peak_rss_gb": 4.0}
 
 
 def _best_match(labels, truth) -> list[float]:
@@ -53,24 +78,47 @@ def measure(solver: str, n_requests: int, n_operations: int, seed: int) -> dict:
     from tracesleuth.analyses.patterns import LatencyDegradationPatterns
     from tracesleuth.analyses.patterns.synthetic import make_degraded_session
 
+    from tracesleuth.analyses.patterns import analysis
+
     session = make_degraded_session(n_requests, n_operations=n_operations, random_state=seed)
+    search_s = _time_search(analysis, "genetic_search" if solver == "ga" else "branch_and_bound")
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     model = LatencyDegradationPatterns(solver=solver, random_state=seed)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     model.fit(session.frame)
-    seconds = time.perf_counter() - t0
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     res = model.result_
     return {
         "solver": solver,
         "n_requests": n_requests,
         "n_operations": n_operations,
         "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
+        "search_seconds": sum(search_s) if search_s else None,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "rss_before_fit_mb": rss_before / 1024,
         "n_sub_intervals": len(res.sub_intervals),
         "pattern_f_scores": [round(s.f_score, 4) for s in res.sub_intervals],
         "best_match_f": _best_match(model.labels_, session.truth),
     }
+
+
+def _time_search(module, name: str) -> list[float]:
+    """Wrap the search function ``name`` as ``module`` calls it; the returned list collects its times."""
+    times: list[float] = []
+    search = getattr(module, name, None)
+    if search is None:  # the analysis no longer calls it by this name: no search time
+        return times
+
+    def timed(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return search(*args, **kwargs)
+        finally:
+            times.append(time.perf_counter() - t0)
+
+    setattr(module, name, timed)
+    return times
 
 
 def run_isolated(solver: str, n_requests: int, n_operations: int, seed: int) -> dict:
@@ -90,6 +138,9 @@ def median_of(solver: str, n_requests: int, n_operations: int, runs: int) -> dic
         "runs": runs,
         "seconds_median": statistics.median(r["seconds"] for r in results),
         "seconds_max": max(r["seconds"] for r in results),
+        "cpu_seconds_median": statistics.median(r["cpu_seconds"] for r in results),
+        "search_seconds_median": (statistics.median(r["search_seconds"] for r in results)
+                                  if all(r["search_seconds"] is not None for r in results) else None),
         "peak_rss_mb_median": statistics.median(r["peak_rss_mb"] for r in results),
         "min_best_match_f": min(min(r["best_match_f"]) for r in results),
         "sub_intervals": [r["n_sub_intervals"] for r in results],
@@ -116,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     session = [median_of(solver, 1000, 8, args.runs) for solver in ("ga", "bnb")]
     curve = [median_of("ga", int(n), 20, args.curve_runs) for n in args.curve.split(",") if n]
     million = next((c for c in curve if c["n_requests"] == 1_000_000), None)
-    checks = {"session_ga_s": session[0]["seconds_median"] <= TARGETS["session_ga_s"]}
+    checks = {"session_ga_s": session[0]["seconds_median"] <= TARGETS["session_ga_s"],
+              "session_bnb_s": session[1]["seconds_median"] <= TARGETS["session_bnb_s"]}
     if million is not None:
         checks["million_s"] = million["seconds_median"] <= TARGETS["million_s"]
         checks["million_peak_rss_gb"] = million["peak_rss_mb_median"] / 1024 <= TARGETS["million_peak_rss_gb"]
@@ -125,16 +177,23 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2))
     else:
         print("One session: 1,000 requests, 8 operations (13 calls), two injected 50 ms degradations")
-        print(f"{'solver':<8}{'fit s (median)':>16}{'max s':>9}{'peak RSS MB':>13}{'min best-match F':>18}")
+        head = (f"{'fit s (median)':>16}{'max s':>9}{'CPU s':>8}{'search s':>10}{'peak RSS MB':>13}"
+                f"{'min best-match F':>18}")
+
+        def line(r) -> str:
+            search = "-" if r["search_seconds_median"] is None else f"{r['search_seconds_median']:.3f}"
+            return (f"{r['seconds_median']:>16.3f}{r['seconds_max']:>9.3f}{r['cpu_seconds_median']:>8.3f}{search:>10}"
+                    f"{r['peak_rss_mb_median']:>13.0f}{r['min_best_match_f']:>18.3f}")
+
+        print(f"{'solver':<8}{head}")
         for r in session:
-            print(f"{r['solver']:<8}{r['seconds_median']:>16.3f}{r['seconds_max']:>9.3f}"
-                  f"{r['peak_rss_mb_median']:>13.0f}{r['min_best_match_f']:>18.3f}")
+            print(f"{r['solver']:<8}{line(r)}")
         print("\nGenetic algorithm, 20 operations")
-        print(f"{'requests':>10}{'fit s (median)':>16}{'max s':>9}{'peak RSS MB':>13}{'min best-match F':>18}")
+        print(f"{'requests':>10}{head}")
         for r in curve:
-            print(f"{r['n_requests']:>10,}{r['seconds_median']:>16.3f}{r['seconds_max']:>9.3f}"
-                  f"{r['peak_rss_mb_median']:>13.0f}{r['min_best_match_f']:>18.3f}")
-        print("\nTargets: " + ", ".join(f"{k} <= {v}: {'met' if checks.get(k) else 'MISSED' if k in checks else 'not run'}"
+            print(f"{r['n_requests']:>10,}{line(r)}")
+        verdict = {k: "met" if checks.get(k) else "MISSED" if k in checks else "not run" for k in TARGETS}
+        print("\nTargets: " + ", ".join(f"{k} <= {v}: {verdict[k]}"
                                         for k, v in TARGETS.items()))
     return 0 if (not args.check or all(checks.values())) else 1
 

@@ -10,7 +10,7 @@ import pytest
 from report_support import parse
 
 from tracesleuth.report import (
-    Bullets, Code, Figure, KeyValues, Report, Section, SectionLike, Strong, Swatch, Table, Text, script_json,
+    Bullets, Code, Details, Figure, KeyValues, Report, Section, SectionLike, Strong, Swatch, Table, Text, script_json,
 )
 
 EVIL = "</script><script>alert(1)</script><!-- & \u2028"
@@ -29,11 +29,13 @@ def test_parts_escape_every_string():
         Table([EVIL, "n"], [[EVIL, 3], [Code(EVIL), None]], caption=EVIL),
         KeyValues([(EVIL, EVIL)]),
         Bullets([EVIL]),
+        Details([EVIL, Strong(EVIL)], [Text(EVIL), Bullets([EVIL])]),
     )
     page = Report(EVIL, subtitle=EVIL, sections=[section], footer=EVIL).to_html()
     tags = parse(page)
     assert [t for t, _ in tags.tags].count("script") == 0       # no figure: no script at all
     assert "<script>alert" not in page and "&lt;/script&gt;&lt;script&gt;alert(1)" in page
+    assert page.count("<details><summary>") == 1 and page.count("</details>") == 1
     csp = next(a["content"] for t, a in tags.tags if t == "meta" and a.get("http-equiv"))
     assert "script-src 'none'" in csp
 

@@ -16,10 +16,14 @@ from tracesleuth.errors import ParameterError
 from tracesleuth.evaluation.metrics import match_clusters
 from tracesleuth.model import build_trace_table
 from tracesleuth.analyses.patterns import LatencyDegradationPatterns
-from tracesleuth.report import Figure
+from tracesleuth.report import Details, Figure
 from tracesleuth.analyses.patterns.section import build_patterns_report, resolve_patterns
 from tracesleuth.report.figures import request_gantt_figure, request_spans
-from tracesleuth.analyses.patterns.section import example_requests
+from tracesleuth.analyses.patterns.section import (
+    MAX_EXAMPLES, MAX_PATTERNS_SHOWN, PatternsInput, example_requests, example_requests_section, pattern_colors,
+    patterns_section, shown_patterns,
+)
+from tracesleuth.analyses.patterns.section import latency_distribution_section
 
 SECTIONS = ["Summary", "Latency distribution", "Latency degradation patterns", "Example requests",
             "Injected degradations and recovered patterns", "About the input"]
@@ -32,7 +36,12 @@ def test_sections_and_a_figure_per_plot(analysed, report_html):
     res = analysed.estimator.result_
     # latency (histogram, over time), ground truth, and a Gantt chart per pattern plus the baseline request
     assert n_figures == 3 + len(res.sub_intervals) + 1
-    assert len(figure_specs(report_html)) == n_figures
+    # the other examples of each pattern are one click away: at most MAX_EXAMPLES - 1 more each, folded
+    folded = [p for s in report.sections for d in s.parts if isinstance(d, Details) for p in d.parts
+              if isinstance(p, Figure)]
+    assert 0 < len(folded) <= (MAX_EXAMPLES - 1) * len(res.sub_intervals)
+    assert len(figure_specs(report_html)) == n_figures + len(folded)
+    assert report_html.count("<details>") == sum(isinstance(d, Details) for s in report.sections for d in s.parts)
 
 
 def test_one_offline_file_without_external_references(analysed, tmp_path):
@@ -60,10 +69,10 @@ def test_patterns_words_and_scores_are_in_the_report(analysed, report_html):
             assert f">{score:.3f}<" in report_html
         assert f">{s.support:,}<" in report_html
     assert html.escape(res.interval.describe()) in report_html
-    # the histogram marks every split point, each sub-interval and the interval
+    # the histogram marks each sub-interval's bounds, the interval, and a label per pattern
     latency = figure_specs(report_html)[0]["figure"]
     shapes = latency["layout"]["shapes"]
-    ms = {round(x / 1e6, 6) for x in res.split_points}
+    ms = {round(x / 1e6, 6) for s in res.sub_intervals for x in (s.low_ns, s.high_ns)}
     assert ms <= {round(s["x0"], 6) for s in shapes} | {round(s["x1"], 6) for s in shapes}
     labels = {a["text"] for a in latency["layout"]["annotations"]}
     assert {f"<b>#{s.index}</b>" for s in res.sub_intervals} <= labels
@@ -238,3 +247,118 @@ def test_every_example_gantt_highlights_what_its_pattern_names_on_one_time_scale
         bold = [t for t in fig.layout.yaxis.ticktext if t.startswith("<b>")]
         assert {t[3:-4] for t in bold} <= {html.escape(k, quote=False) for k in named} and bold
     assert not any(t.marker.line.width == 3 for t in gantts[0].data if t.legendgroup != "kinds")
+
+
+# --------------------------------------------------------------------------------------------
+# Readable with many patterns (a real day gave ten patterns over one sub-interval)
+# --------------------------------------------------------------------------------------------
+
+
+def _many_patterns(analysed, n_extra: int = 8) -> PatternsInput:
+    """The fitted result with ``n_extra`` more patterns sharing sub-interval 0's range (as split
+    causes give), decreasing F-scores, their requests taken from sub-interval 0's, and a split
+    point that no sub-interval ends at."""
+    from dataclasses import replace
+
+    res = analysed.estimator.result_
+    first = res.sub_intervals[0]
+    subs = list(res.sub_intervals)
+    for k in range(n_extra):
+        subs.append(replace(first, index=len(subs), f_score=0.3 - 0.02 * k))
+    labels = analysed.estimator.labels_.copy()
+    own = np.flatnonzero(labels == first.index)
+    for j, row in enumerate(own[1::2]):  # every other request of #0 goes to one of the extra patterns
+        labels[row] = len(res.sub_intervals) + j % n_extra
+    points = sorted({*res.split_points, (first.low_ns + first.high_ns) // 2})
+    return PatternsInput(replace(res, sub_intervals=tuple(subs), split_points=tuple(points)), labels, "estimator")
+
+
+def _dashed(shapes):
+    return [s for s in shapes if s["type"] == "line" and s.get("line", {}).get("dash") == "dash"]
+
+
+def test_split_lines_only_where_sub_intervals_meet(analysed):
+    patterns = _many_patterns(analysed)
+    res = patterns.result
+    meets = {s.high_ns for s in res.sub_intervals} & {s.low_ns for s in res.sub_intervals}
+    assert len(res.split_points) - 2 > len(meets)  # a split point inside a sub-interval: no line for it
+    section = latency_distribution_section(analysed.table, patterns)
+    fig = section.parts[1].figure.to_dict()
+    lines = _dashed(fig["layout"]["shapes"])
+    assert len(lines) == len(meets)
+    assert sorted(round(s["x0"] * 1e6) for s in lines) == sorted(meets)
+
+
+@pytest.mark.parametrize("n_extra", [8, 60])
+def test_one_distinct_colour_per_pattern(analysed, n_extra):
+    colors = pattern_colors(_many_patterns(analysed, n_extra).result)
+    assert len(colors) == len(analysed.estimator.result_.sub_intervals) + n_extra
+    assert len(set(colors.values())) == len(colors)
+
+
+def test_bands_do_not_stack_and_lanes_do_not_overlap(analysed):
+    patterns = _many_patterns(analysed)
+    res = patterns.result
+    fig = latency_distribution_section(analysed.table, patterns).parts[1].figure.to_dict()
+    top = fig["layout"]["yaxis"]["domain"][1]
+    rects = [s for s in fig["layout"]["shapes"] if s["type"] == "rect" and s.get("fillcolor") != "rgba(0,0,0,0)"]
+    inside = [s for s in rects if s["y1"] <= top + 1e-9]
+    lanes = [s for s in rects if s["y0"] >= top - 1e-9]
+    # in the plot: each sub-interval shaded once, however many patterns share it
+    assert len(inside) == len({(s.low_ns, s.high_ns) for s in res.sub_intervals})
+    for a in range(len(inside)):
+        for b in range(a + 1, len(inside)):
+            assert inside[a]["x1"] <= inside[b]["x0"] or inside[b]["x1"] <= inside[a]["x0"]
+    # above it: one lane per shown pattern and one counting the rest, never on top of one another
+    groups = shown_patterns(res)
+    assert len(lanes) == sum(len(shown) + bool(hidden) for _, shown, hidden in groups)
+    for a in range(len(lanes)):
+        for b in range(a + 1, len(lanes)):
+            apart_x = lanes[a]["x1"] <= lanes[b]["x0"] or lanes[b]["x1"] <= lanes[a]["x0"]
+            apart_y = lanes[a]["y1"] <= lanes[b]["y0"] or lanes[b]["y1"] <= lanes[a]["y0"]
+            assert apart_x or apart_y
+    labels = [a["text"] for a in fig["layout"]["annotations"]]
+    hidden = [s for _, _, h in groups for s in h]
+    assert f"+{len(hidden)} more" in labels
+    assert not any(f"<b>#{s.index}</b>" in labels for s in hidden)
+
+
+def test_at_most_three_patterns_per_sub_interval_and_three_examples_each(analysed):
+    patterns = _many_patterns(analysed)
+    res = patterns.result
+    groups = shown_patterns(res)
+    assert all(len(shown) <= MAX_PATTERNS_SHOWN for _, shown, _ in groups)
+    assert sum(len(hidden) for _, _, hidden in groups) == len(res.sub_intervals) - sum(len(s) for _, s, _ in groups)
+    # the best patterns are shown
+    for _, shown, hidden in groups:
+        assert all(s.f_score >= h.f_score for s in shown for h in hidden)
+    section = example_requests_section(analysed.spans, analysed.table, patterns)
+    visible = [p for p in section.parts if isinstance(p, Figure)]
+    folded = [d for d in section.parts if isinstance(d, Details)]
+    n_shown = sum(len(shown) for _, shown, _ in groups)
+    assert len(visible) == 1 + n_shown  # the baseline and one Gantt chart per shown pattern
+    assert all(sum(isinstance(p, Figure) for p in d.parts) <= MAX_EXAMPLES - 1 for d in folded)
+    page = "".join(p.render(_context()) for p in section.parts)
+    assert "more pattern(s) of" in page and "not drawn" in page
+    # the patterns table: the shown rows, the rest folded and counted
+    table_section = patterns_section(patterns)
+    from tracesleuth.report import Table
+
+    main = next(p for p in table_section.parts if isinstance(p, Table))
+    assert len(main.rows) == n_shown
+    rest = [d for d in table_section.parts if isinstance(d, Details)]
+    assert sum(len(d.parts[0].rows) for d in rest) == len(res.sub_intervals) - n_shown
+
+
+def _context():
+    from tracesleuth.report import RenderContext
+
+    return RenderContext()
+
+
+def test_lanes_never_overlap_even_for_overlapping_clusters():
+    from tracesleuth.analyses.patterns.section import _lanes
+
+    # two patterns over [0, 10), a cluster over [5, 15) overlapping them, a band over [20, 30)
+    assert _lanes([(0, 10, 2), (5, 15, 1), (20, 30, 1)]) == [[0, 1], [2], [0]]
+    assert _lanes([]) == []

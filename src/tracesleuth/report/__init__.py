@@ -14,6 +14,7 @@ See :mod:`tracesleuth.report.document` for how escaping is guaranteed.
 from .document import (
     Bullets,
     Code,
+    Details,
     Figure,
     KeyValues,
     Part,
@@ -31,6 +32,6 @@ from .document import (
 )
 from .input import input_section
 __all__ = [
-    "Bullets", "Code", "Figure", "KeyValues", "Part", "RenderContext", "Report", "Section", "SectionLike", "Strong",
+    "Bullets", "Code", "Details", "Figure", "KeyValues", "Part", "RenderContext", "Report", "Section", "SectionLike", "Strong",
     "Swatch", "Table", "Text", "escape", "input_section", "plot_text", "script_json",
 ]

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
 __all__ = [
-    "Bullets", "Code", "Figure", "KeyValues", "Part", "RenderContext", "Report", "Section", "SectionLike",
+    "Bullets", "Code", "Details", "Figure", "KeyValues", "Part", "RenderContext", "Report", "Section", "SectionLike",
     "Strong", "Swatch", "Table", "Text", "escape", "plot_text", "plotly_js", "script_json", "shorten",
 ]
 
@@ -274,6 +274,26 @@ class Table:
                f"<tbody>{body}</tbody></table></div>"
 
 
+@dataclass(frozen=True)
+class Details:
+    """Parts folded under a one-line summary, opened by a click (an HTML ``<details>`` element).
+
+    Parameters
+    ----------
+    summary : str or sequence of fragments
+        The line shown while folded (see :class:`Text`).
+    parts : sequence of Part
+        Rendered inside, in order (figures are drawn at full width when opened).
+    """
+
+    summary: Fragment
+    parts: Sequence[Any] = ()
+
+    def render(self, context: RenderContext) -> str:
+        inner = "\n".join(p.render(context) for p in self.parts)
+        return f"<details><summary>{render_fragment(self.summary)}</summary>{inner}</details>"
+
+
 #: Plotly configuration of every figure: no logo, no cloud link, responsive width.
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True, "showSendToCloud": False,
                  "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -424,6 +444,8 @@ table.kv th{text-align:left;font-weight:600;padding:3px 18px 3px 0;vertical-alig
 table.kv td{padding:3px 0;font-variant-numeric:tabular-nums}
 .swatch{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:6px;vertical-align:-1px}
 figure.plot{margin:8px 0 20px}
+details{margin:6px 0 14px}
+details>summary{cursor:pointer;color:var(--accent)}
 figure.plot figcaption{color:var(--muted);font-size:13px;margin-top:2px}
 .plot-area{width:100%;border:1px solid var(--line);border-radius:6px}
 footer{color:var(--muted);font-size:12px;padding:16px 32px;border-top:1px solid var(--line)}
@@ -442,6 +464,11 @@ _BOOTSTRAP = """(function () {
       gd.style.height = 'auto';  // the plot's own height from now on (depth buttons change it)
     });
   }
+  document.addEventListener('toggle', function (event) {  // a plot drawn folded gets its width when opened
+    if (!event.target.open) return;
+    var plots = event.target.querySelectorAll('.plot-area');
+    for (var k = 0; k < plots.length; k++) Plotly.Plots.resize(plots[k]);
+  }, true);
 })();"""
 
 

@@ -52,6 +52,8 @@ def test_bitset_counts_equal_naive(problem):
     ev = PatternEvaluator(codes, n_bins, latency_class, n_classes)
     got = ev.class_counts(lo, hi)
     np.testing.assert_array_equal(got, _naive_counts(codes, latency_class, n_classes, lo, hi))
+    ev._byte_table = None  # the weight planes (long bit strings) count the same
+    np.testing.assert_array_equal(ev.class_counts(lo, hi), got)
     assert ev.n_cells <= codes.shape[0]
     np.testing.assert_array_equal(ev.class_sizes, np.bincount(latency_class, minlength=n_classes))
 
@@ -66,6 +68,9 @@ def test_heavy_weights_use_several_planes():
     assert ev.n_cells < 200
     lo = np.array([[1, -1, -1], [0, 1, -1], [-1, -1, -1], [1, 1, 1]])
     hi = np.array([[2, -1, -1], [3, 2, -1], [-1, -1, -1], [2, 2, 2]])
+    np.testing.assert_array_equal(ev.class_counts(lo, hi), _naive_counts(codes, latency_class, 3, lo, hi))
+    assert ev._byte_table is not None
+    ev._byte_table = None
     np.testing.assert_array_equal(ev.class_counts(lo, hi), _naive_counts(codes, latency_class, 3, lo, hi))
 
 

@@ -69,3 +69,16 @@ def test_no_positive_gives_empty_result():
     (res,) = branch_and_bound(ev, [(0, 1)])
     assert res.tp == 0 and res.f_score == 0.0 and res.exhaustive and np.all(res.lo == -1)
     assert N_BINS.size == 6  # the shared problem's layout is what the planted tests assume
+
+
+@pytest.mark.parametrize("max_nodes", [None, 5])
+def test_searches_in_lockstep_equal_searches_alone(max_nodes):
+    """Run together (children of shared nodes counted once), each search visits what it visits alone."""
+    ev, _, _ = planted_problem(4, planted_lo=[-1, 2, -1, -1, 2, -1], planted_hi=[-1, 4, -1, -1, 3, -1], flip=0.1)
+    pairs = [(0, 1), (0, 2), (1, 2)]
+    together = branch_and_bound(ev, pairs, max_nodes=max_nodes)
+    for pair, res in zip(pairs, together):
+        (alone,) = branch_and_bound(ev, [pair], max_nodes=max_nodes)
+        np.testing.assert_array_equal(res.lo, alone.lo)
+        np.testing.assert_array_equal(res.hi, alone.hi)
+        assert (res.f_score, res.n_evaluated, res.exhaustive) == (alone.f_score, alone.n_evaluated, alone.exhaustive)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracesleuth.analyses.patterns.ga import GASettings, _Space, genetic_search
+from tracesleuth.analyses.patterns.ga import GASettings, _Space, _tournament, genetic_search
 
 from ._planted import CATEGORICAL, N_BINS, planted_problem
 
@@ -70,34 +70,61 @@ def _valid(lo, hi, n_bins, categorical):
 def test_operators_keep_individuals_valid():
     rng = np.random.default_rng(0)
     space = _Space(N_BINS, CATEGORICAL, rng)
-    lo, hi = space.initial((500,), 2)
+    ids = space.initial((500,), 2)
+    lo, hi = space.decode(ids)
     _valid(lo, hi, N_BINS, CATEGORICAL)
+    np.testing.assert_array_equal(space.encode(lo, hi), ids)  # ids and code ranges are one to one
     assert np.all((lo >= 0).sum(axis=1) == 2)
     for _ in range(50):
-        lo, hi = space.mutate(lo, hi)
+        ids = space.mutate(ids)
+        lo, hi = space.decode(ids)
         _valid(lo, hi, N_BINS, CATEGORICAL)
-    lo2, hi2 = space.initial((500,), 3)
-    clo, chi = space.crossover(lo, hi, lo2, hi2)
+        np.testing.assert_array_equal(space.encode(lo, hi), ids)
+    ids2 = space.initial((500,), 3)
+    child = space.crossover(ids, ids2)
+    clo, chi = space.decode(child)
     _valid(clo, chi, N_BINS, CATEGORICAL)
     # union and split: every condition of the child comes from a parent, on the same attribute
-    from_first = (clo == lo) & (chi == hi)
-    from_second = (clo == lo2) & (chi == hi2)
-    assert np.all((clo < 0) | from_first | from_second)
+    assert np.all((child == 0) | (child == ids) | (child == ids2))
     # a condition that only one parent has is kept by the first child about half the time
-    only_first = (lo >= 0) & (lo2 < 0)
-    kept = (clo >= 0)[only_first].mean()
+    only_first = (ids > 0) & (ids2 == 0)
+    kept = (child > 0)[only_first].mean()
     assert 0.4 < kept < 0.6
+    # of two different conditions on one attribute, the child keeps one, each about half the time
+    conflict = (ids > 0) & (ids2 > 0) & (ids != ids2)
+    assert np.all(child[conflict] > 0) and 0.4 < (child == ids)[conflict].mean() < 0.6
+
+
+def test_every_condition_has_an_id_and_random_conditions_are_uniform():
+    space = _Space(N_BINS, CATEGORICAL, np.random.default_rng(2))
+    for j, nb in enumerate(N_BINS):
+        n = space.n_conditions[j]
+        assert n == (nb if CATEGORICAL[j] else nb * (nb + 1) // 2)
+        draws = space.random_conditions(np.full(20000, j))
+        freq = np.bincount(draws, minlength=n + 1)[1:] / draws.size
+        assert freq.min() > 0.8 / n and freq.max() < 1.2 / n
+
+
+def test_tournament_has_the_distribution_of_drawn_aspirants():
+    """The sampled winner's law equals that of running tournaments (best drawn, first drawn among equals)."""
+    rng = np.random.default_rng(3)
+    f = np.array([[0.2, 0.9, 0.5, 0.9, 0.1, 0.5, 0.0, 0.9]])
+    size, n_draws = 3, 200000
+    sampled = np.bincount(_tournament(np.repeat(f, 50, axis=0), n_draws // 50, size, rng).ravel(), minlength=8)
+    aspirants = rng.integers(0, f.shape[1], size=(n_draws, size))
+    ran = np.bincount(aspirants[np.arange(n_draws), f[0, aspirants].argmax(axis=1)], minlength=8)
+    np.testing.assert_allclose(sampled / n_draws, ran / n_draws, atol=0.005)
 
 
 def test_mutation_kinds_all_happen():
     rng = np.random.default_rng(1)
     space = _Space(N_BINS, CATEGORICAL, rng)
-    lo, hi = space.initial((3000,), 2)
-    mlo, mhi = space.mutate(lo, hi)
-    n_before, n_after = (lo >= 0).sum(axis=1), (mlo >= 0).sum(axis=1)
+    ids = space.initial((3000,), 2)
+    mutated = space.mutate(ids)
+    n_before, n_after = (ids > 0).sum(axis=1), (mutated > 0).sum(axis=1)
     assert (n_after == n_before + 1).any()  # add
     assert (n_after == n_before - 1).any()  # remove
-    modified = (n_after == n_before) & ((mlo != lo) | (mhi != hi)).any(axis=1)
+    modified = (n_after == n_before) & (mutated != ids).any(axis=1)
     assert modified.any()  # modify
 
 
@@ -115,3 +142,40 @@ def test_patience_freezes_settled_populations():
         assert stalled.size == 0 or 300 - stalled[-1] >= 30  # it ran at least `patience` past its last gain
     # no patience: the paper's search, every generation (the default)
     assert GASettings().patience is None
+
+
+@pytest.mark.parametrize("cache", ["sorted", "hashed"])
+def test_every_fitness_cache_gives_the_same_search(monkeypatch, cache):
+    """Dense index, sorted keys and checked hashes (spaces beyond an int64) only change how repeats are found."""
+    from tracesleuth.analyses.patterns import ga
+
+    ev, _, _ = planted_problem(6, planted_lo=PLANTED_LO, planted_hi=PLANTED_HI, flip=0.05)
+    settings = GASettings(generations=40)
+    dense = genetic_search(ev, CATEGORICAL, [(0, 1), (1, 2)], settings=settings, random_state=5)
+    monkeypatch.setattr(ga, "_DENSE_KEYS", 0)
+    if cache == "hashed":
+        monkeypatch.setattr(ga, "_MAX_KEY_BITS", 0)
+    other = genetic_search(ev, CATEGORICAL, [(0, 1), (1, 2)], settings=settings, random_state=5)
+    for x, y in zip(dense, other):
+        np.testing.assert_array_equal(x.lo, y.lo)
+        np.testing.assert_array_equal(x.history, y.history)
+        assert x.n_evaluated == y.n_evaluated
+
+
+def test_hash_collisions_are_counted_apart(monkeypatch):
+    """Genomes whose hashed keys collide keep their own scores."""
+    from tracesleuth.analyses.patterns import ga
+
+    ev, _, _ = planted_problem(2, planted_lo=PLANTED_LO, planted_hi=PLANTED_HI)
+    monkeypatch.setattr(ga, "_MAX_KEY_BITS", 0)
+    space = ga._Space(ev.n_bins, CATEGORICAL, np.random.default_rng(0))
+    scores = ga._Scores(ev, space, np.array([0]), np.array([1]), np.array([int(ev.class_sizes[1])]), np.zeros(1))
+    scores.weights = np.zeros_like(scores.weights)  # every key collides
+    ids = space.initial((40,), 2)
+    rows = scores(ids)
+    rows_again = scores(ids[::-1])
+    lo, hi = space.decode(ids)
+    counts = ev.class_counts(lo, hi)
+    expected = 2 * counts[:, 1] / (counts.sum(axis=1) + ev.class_sizes[1])
+    np.testing.assert_allclose(scores.f[rows, 0], expected)
+    np.testing.assert_allclose(scores.f[rows_again, 0], expected[::-1])

@@ -37,6 +37,10 @@ from ._bitsets import admissible_f_score, PatternEvaluator, SearchResult
 __all__ = ["branch_and_bound"]
 
 
+#: Children class counts kept for reuse at most (int64 entries, 32 MiB); past it the cache restarts.
+_CACHE_ENTRIES = 1 << 22
+
+
 def branch_and_bound(
     evaluator: PatternEvaluator,
     sub_intervals: Sequence[tuple[int, int]],
@@ -47,6 +51,12 @@ def branch_and_bound(
 ) -> list[SearchResult]:
     """Best pattern of single-bin conditions for each sub-interval, by branch and bound.
 
+    The searches of the sub-intervals run in lockstep: each step every unfinished search expands
+    its own next node, and the children of all those nodes are counted in one evaluator call,
+    once per distinct node (the class counts of a pattern serve every sub-interval; the searches
+    of neighbouring sub-intervals expand many of the same nodes). Each search visits exactly the
+    nodes it would visit alone.
+
     Parameters
     ----------
     evaluator : PatternEvaluator
@@ -55,7 +65,8 @@ def branch_and_bound(
     max_nodes : int or None, default=2000
         Nodes expanded per sub-interval at most (``None``: no limit).
     time_budget_s : float or None, default=None
-        Wall-clock seconds per sub-interval at most (``None``: no limit).
+        Wall-clock seconds per sub-interval at most (``None``: no limit): the searches, run
+        together, stop when ``time_budget_s`` times the number of sub-intervals has passed.
     least_precision : sequence of float, optional
         Per sub-interval, patterns below this precision score 0
         (:func:`~._bitsets.min_precision`; beyond the paper). Default: 0 (the paper).
@@ -66,74 +77,143 @@ def branch_and_bound(
         ``exhaustive`` tells whether the search finished (the pattern is then optimal among
         conjunctions of binary attributes).
     """
-    pairs = list(sub_intervals)
-    least = [0.0] * len(pairs) if least_precision is None else list(least_precision)
-    return [
-        _search(evaluator, int(first), int(last), max_nodes=max_nodes, time_budget_s=time_budget_s,
-                least_precision=float(lp))
-        for (first, last), lp in zip(pairs, least)
-    ]
-
-
-def _search(evaluator: PatternEvaluator, first: int, last: int, *, max_nodes, time_budget_s,
-            least_precision: float = 0.0) -> SearchResult:
+    pairs = [(int(first), int(last)) for first, last in sub_intervals]
+    least = [0.0] * len(pairs) if least_precision is None else [float(lp) for lp in least_precision]
     m = evaluator.n_attributes
     n_bins = evaluator.n_bins
     feat_attr = np.repeat(np.arange(m), n_bins)
     feat_bin = np.concatenate([np.arange(b) for b in n_bins]) if m else np.empty(0, np.int64)
-    n_features = feat_attr.size
-    n_pos = int(evaluator.class_sizes[first + 1 : last + 1].sum())
-    n_total = evaluator.n_requests
-
-    best_f, best_ncond = 0.0, 0
-    best_lo = np.full(m, -1, dtype=np.int64)
-    best_hi = np.full(m, -1, dtype=np.int64)
-    best_counts = np.zeros(evaluator.n_classes, dtype=np.int64)
-    n_evaluated = 0
-    expanded = 0
-    deadline = None if time_budget_s is None else time.perf_counter() + time_budget_s
-
-    # heap entries: (-bound, tiebreak, lo, hi, next feature, support)
-    heap: list = []
-    tiebreak = 0
-    if n_pos > 0 and n_features > 0:
-        root = (-1.0, tiebreak, np.full(m, -1, np.int64), np.full(m, -1, np.int64), 0, n_total)
-        heap.append(root)
-    while heap:
-        if (max_nodes is not None and expanded >= max_nodes) or (deadline is not None and time.perf_counter() > deadline):
+    searches = [_Search(evaluator, first, last, lp, feat_attr.size) for (first, last), lp in zip(pairs, least)]
+    deadline = None if time_budget_s is None else time.perf_counter() + time_budget_s * max(1, len(pairs))
+    cache: dict[bytes, tuple] = {}
+    n_cached = 0
+    while True:
+        if deadline is not None and time.perf_counter() > deadline:
             break
-        neg_bound, _, lo, hi, nxt, support = heapq.heappop(heap)
-        if -neg_bound <= best_f:
-            continue  # cannot beat the best any more
-        expanded += 1
-        cand = np.arange(nxt, n_features)
-        cand = cand[lo[feat_attr[cand]] < 0]
+        nodes = [(search, search.next_node(max_nodes)) for search in searches]
+        nodes = [(search, node) for search, node in nodes if node is not None]
+        if not nodes:
+            break
+        todo: dict[bytes, tuple] = {}
+        for _, (lo, hi, nxt, _support) in nodes:
+            key = lo.tobytes() + hi.tobytes()
+            if key not in cache and key not in todo:
+                todo[key] = _children(lo, hi, nxt, feat_attr, feat_bin)
+        if todo:
+            counts = evaluator.class_counts(np.concatenate([c[1] for c in todo.values()]),
+                                            np.concatenate([c[2] for c in todo.values()]))
+            if n_cached + counts.size > _CACHE_ENTRIES:
+                cache, n_cached = {}, 0
+            start = 0
+            for key, (cand, c_lo, c_hi) in todo.items():
+                cache[key] = (cand, c_lo, c_hi, counts[start : start + cand.size])
+                start += cand.size
+            n_cached += counts.size
+        _expand_all(nodes, [cache[lo.tobytes() + hi.tobytes()] for _, (lo, hi, _, _) in nodes])
+    return [search.result() for search in searches]
+
+
+def _expand_all(nodes: list, children: list) -> None:
+    """Score the children of every node of a step at once (each for its own search's sub-interval),
+    then let each search keep its best and queue its promising children."""
+    sizes = [c[0].size for c in children]
+    if sum(sizes) == 0:
+        return
+    counts = np.concatenate([c[3] for c in children])
+    searches = [search for search, _ in nodes]
+    first = np.repeat([s.first for s in searches], sizes)
+    last = np.repeat([s.last for s in searches], sizes)
+    n_pos = np.repeat([s.n_pos for s in searches], sizes)
+    least = np.repeat([s.least_precision for s in searches], sizes)
+    cum = np.zeros((counts.shape[0], counts.shape[1] + 1), dtype=np.int64)
+    np.cumsum(counts, axis=1, out=cum[:, 1:])
+    rows = np.arange(counts.shape[0])
+    tp = cum[rows, last + 1] - cum[rows, first + 1]
+    sup = cum[:, -1]
+    f = admissible_f_score(tp, sup, n_pos, least)
+    bound = f_score_from_counts(tp, 0, n_pos)  # no false positive: the best a sub-pattern can do
+    start = 0
+    for (search, (_, _, _, support)), (cand, c_lo, c_hi, c_counts), size in zip(nodes, children, sizes):
+        stop = start + size
+        search.expand(support, cand, c_lo, c_hi, c_counts, tp[start:stop], sup[start:stop], f[start:stop],
+                      bound[start:stop])
+        start = stop
+
+
+def _children(lo: np.ndarray, hi: np.ndarray, nxt: int, feat_attr: np.ndarray, feat_bin: np.ndarray):
+    """The node's children: features ``nxt ..`` on attributes it has no condition on, as patterns."""
+    cand = np.arange(nxt, feat_attr.size)
+    cand = cand[lo[feat_attr[cand]] < 0]
+    c_lo = np.repeat(lo[None], cand.size, axis=0)
+    c_hi = np.repeat(hi[None], cand.size, axis=0)
+    rows = np.arange(cand.size)
+    c_lo[rows, feat_attr[cand]] = feat_bin[cand]
+    c_hi[rows, feat_attr[cand]] = feat_bin[cand] + 1
+    return cand, c_lo, c_hi
+
+
+class _Search:
+    """The best-first search of one sub-interval ``[s_first, s_last)``."""
+
+    def __init__(self, evaluator: PatternEvaluator, first: int, last: int, least_precision: float,
+                 n_features: int):
+        m = evaluator.n_attributes
+        self.first, self.last = first, last
+        self.least_precision = least_precision
+        self.n_features = n_features
+        self.n_classes = evaluator.n_classes
+        self.n_pos = int(evaluator.class_sizes[first + 1 : last + 1].sum())
+        self.best_f, self.best_ncond = 0.0, 0
+        self.best_lo = np.full(m, -1, dtype=np.int64)
+        self.best_hi = np.full(m, -1, dtype=np.int64)
+        self.best_counts = np.zeros(evaluator.n_classes, dtype=np.int64)
+        self.n_evaluated = 0
+        self.expanded = 0
+        self.stopped = False
+        # heap entries: (-bound, tiebreak, lo, hi, next feature, support)
+        self.heap: list = []
+        self.tiebreak = 0
+        if self.n_pos > 0 and n_features > 0:
+            self.heap.append((-1.0, 0, np.full(m, -1, np.int64), np.full(m, -1, np.int64), 0, evaluator.n_requests))
+
+    def next_node(self, max_nodes: int | None):
+        """The next node worth expanding ``(lo, hi, next feature, support)``, or None when done."""
+        while self.heap:
+            if max_nodes is not None and self.expanded >= max_nodes:
+                return None
+            neg_bound, _, lo, hi, nxt, support = heapq.heappop(self.heap)
+            if -neg_bound <= self.best_f:
+                continue  # cannot beat the best any more
+            self.expanded += 1
+            if nxt >= self.n_features or (lo >= 0).all():
+                continue  # no child
+            return lo, hi, nxt, support
+        return None
+
+    def expand(self, support: int, cand: np.ndarray, c_lo: np.ndarray, c_hi: np.ndarray, counts: np.ndarray,
+               tp: np.ndarray, sup: np.ndarray, f: np.ndarray, bound: np.ndarray) -> None:
+        """Keep the best of a node's children (their class counts, true positives, support, F-score
+        and bound given) and queue the promising ones."""
         if cand.size == 0:
-            continue
-        c_lo = np.repeat(lo[None], cand.size, axis=0)
-        c_hi = np.repeat(hi[None], cand.size, axis=0)
-        rows = np.arange(cand.size)
-        c_lo[rows, feat_attr[cand]] = feat_bin[cand]
-        c_hi[rows, feat_attr[cand]] = feat_bin[cand] + 1
-        counts = evaluator.class_counts(c_lo, c_hi)
-        n_evaluated += cand.size
-        tp = counts[:, first + 1 : last + 1].sum(axis=1)
-        sup = counts.sum(axis=1)
-        f = admissible_f_score(tp, sup, n_pos, least_precision)
-        ncond = int(np.count_nonzero(lo >= 0)) + 1
+            return
+        self.n_evaluated += cand.size
+        ncond = int(np.count_nonzero(c_lo[0] >= 0))
         i = int(np.argmax(f))
-        if f[i] > best_f or (f[i] == best_f and f[i] > 0 and ncond < best_ncond):
-            best_f, best_ncond = float(f[i]), ncond
-            best_lo, best_hi, best_counts = c_lo[i].copy(), c_hi[i].copy(), counts[i].copy()
-        bound = f_score_from_counts(tp, 0, n_pos)  # no false positive: the best a sub-pattern can do
-        push = (bound > best_f) & (sup < support) & (cand + 1 < n_features)
+        if f[i] > self.best_f or (f[i] == self.best_f and f[i] > 0 and ncond < self.best_ncond):
+            self.best_f, self.best_ncond = float(f[i]), ncond
+            self.best_lo, self.best_hi, self.best_counts = c_lo[i].copy(), c_hi[i].copy(), counts[i].copy()
+        push = (bound > self.best_f) & (sup < support) & (cand + 1 < self.n_features)
         for r in np.flatnonzero(push):
-            tiebreak += 1
-            heapq.heappush(heap, (-float(bound[r]), tiebreak, c_lo[r], c_hi[r], int(cand[r]) + 1, int(sup[r])))
-    exhaustive = not heap or all(-entry[0] <= best_f for entry in heap)
-    tp = int(best_counts[first + 1 : last + 1].sum())
-    return SearchResult(
-        first=first, last=last, lo=best_lo, hi=best_hi, class_counts=best_counts, tp=tp,
-        fp=int(best_counts.sum()) - tp, n_positives=n_pos, f_score=best_f if tp > 0 else 0.0,
-        n_evaluated=n_evaluated, exhaustive=bool(exhaustive),
-    )
+            self.tiebreak += 1
+            entry = (-float(bound[r]), self.tiebreak, c_lo[r], c_hi[r], int(cand[r]) + 1, int(sup[r]))
+            heapq.heappush(self.heap, entry)
+
+    def result(self) -> SearchResult:
+        exhaustive = not self.heap or all(-entry[0] <= self.best_f for entry in self.heap)
+        counts = self.best_counts
+        tp = int(counts[self.first + 1 : self.last + 1].sum())
+        return SearchResult(
+            first=self.first, last=self.last, lo=self.best_lo, hi=self.best_hi, class_counts=counts, tp=tp,
+            fp=int(counts.sum()) - tp, n_positives=self.n_pos, f_score=self.best_f if tp > 0 else 0.0,
+            n_evaluated=self.n_evaluated, exhaustive=bool(exhaustive),
+        )

@@ -26,8 +26,29 @@ evaluation: 400 generations x 100 offspring x one search per DP sub-interval is 
 calls, seconds before any bit is counted. Here the population of *every* sub-interval of the
 dynamic program evolves in one array of shape ``(n_sub_intervals, mu, n_attributes)``: each
 operator is a handful of numpy calls per generation, and one evaluator call per generation counts
-all offspring of all sub-intervals (a pattern's per-class counts serve every sub-interval). The
-random stream is numpy's, seeded by ``random_state``.
+the offspring of all sub-intervals that were never counted before (a pattern's per-class counts
+serve every sub-interval). The random stream is numpy's, seeded by ``random_state``.
+
+**What a generation costs, and three choices that keep it small.** With the paper's session
+(1,000 requests, 11 attributes, 15 sub-intervals) the bit-work of the fitness evaluations is a
+few milliseconds in all; what costs is the number of numpy calls per generation and the size of
+their arrays (a call on 1,500 x 11 integers costs tens of microseconds). So:
+
+* *A condition is one small integer* (its id: 0 for none, else the index of the code range
+  among the attribute's ranges), so an individual is one ``int8``/``int16`` row and crossover
+  is a few element-wise calls on one array, not on a pair of ``lo``/``hi`` arrays.
+* *Fitness counts are cached by genome.* An individual's ids read as a mixed-radix number are
+  its key; the per-class counts of a key are computed once (a dense index when the space of
+  patterns is small, a dict otherwise) and each generation only counts the patterns never seen.
+  Once a population has converged, almost every offspring is a repeat.
+* *Tournaments are sampled, not run.* The winner of a tournament of ``k`` aspirants drawn with
+  replacement from a pool of ``N`` is the best drawn (the first drawn among equals, as DEAP's
+  ``selTournament``). Its rank ``r`` in the pool sorted by fitness has
+  ``P(rank >= r) = ((N - r) / N)^k``, so ``r = floor(N (1 - U^(1/k)))`` with ``U`` uniform gives
+  the fitness of the winner, and a uniform pick among the individuals of that fitness gives the
+  winner itself (the first drawn among equals is uniform among them). Two random numbers per
+  tournament instead of ``k``, and the same distribution: exactly DEAP's tournament, drawn
+  independently for each of the ``mu`` winners.
 
 References
 ----------
@@ -46,9 +67,15 @@ from ._bitsets import PatternEvaluator, SearchResult, admissible_f_score
 
 __all__ = ["GASettings", "genetic_search"]
 
-#: Bit strings at least this many words long are worth a cross-generation evaluation cache.
-_CACHE_MIN_WORDS = 64
+#: Pattern spaces up to this many genomes get a dense key -> cache-row index (4 bytes a key, 4 MiB
+#: at most); larger ones a dict. The paper's session has 524,288 possible patterns.
+_DENSE_KEYS = 1 << 20
 
+#: Mixed-radix keys must fit an int64 (a larger space of patterns keys genomes by a checked hash).
+_MAX_KEY_BITS = 62
+
+#: Seed of the hash multipliers of genome keys (fixed: a key never depends on ``random_state``).
+_HASH_SEED = 20200420
 
 @dataclass(frozen=True)
 class GASettings:
@@ -84,130 +111,249 @@ class GASettings:
     patience: int | None = None
 
 
+def _select(condition: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.where(condition, a, b)`` for integer arrays of one dtype, by bit masks: numpy's ``where``
+    on small integers is ten times slower than four bitwise calls."""
+    mask = -condition.astype(a.dtype)
+    return b ^ ((a ^ b) & mask)
+
+
 class _Space:
-    """Random conditions and variation operators over code ranges."""
+    """Conditions as ids and the variation operators over rows of ids.
+
+    Attribute ``j`` has ``n_conditions[j]`` conditions, ids ``1 .. n_conditions[j]`` (0: none): a
+    continuous attribute of ``nb`` bins every code range ``[lo, hi)``, ``0 <= lo < hi <= nb``,
+    ordered by ``lo`` then ``hi``; a categorical one every value ``[c, c + 1)``.
+    """
 
     def __init__(self, n_bins: np.ndarray, categorical: np.ndarray, rng: np.random.Generator):
         self.n_bins = np.asarray(n_bins, dtype=np.int64)
         self.categorical = np.asarray(categorical, dtype=bool)
         self.m = self.n_bins.size
         self.rng = rng
+        nb = self.n_bins
+        self.n_conditions = np.where(self.categorical, nb, nb * (nb + 1) // 2).astype(np.int64)
+        width = int(self.n_conditions.max(initial=0)) + 1
+        self.dtype = np.int8 if width <= 127 else np.int16 if width <= 32767 else np.int32
+        self.lo_of = np.full((self.m, width), -1, dtype=np.int64)
+        self.hi_of = np.full((self.m, width), -1, dtype=np.int64)
+        for j in range(self.m):
+            if self.categorical[j]:
+                lo = np.arange(nb[j])
+                hi = lo + 1
+            else:
+                lo, hi = np.triu_indices(int(nb[j]) + 1, k=1)
+            self.lo_of[j, 1 : lo.size + 1] = lo
+            self.hi_of[j, 1 : hi.size + 1] = hi
+        self._slots = np.arange(self.m)
 
-    def random_conditions(self, attr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A uniformly random condition on each attribute index in ``attr`` (any shape)."""
-        nb = self.n_bins[attr]
-        cat = self.categorical[attr]
-        a = (self.rng.random(attr.shape) * (nb + 1)).astype(np.int64)  # in [0, nb]
-        b = (self.rng.random(attr.shape) * nb).astype(np.int64)  # in [0, nb - 1]
-        b = b + (b >= a)  # distinct from a, uniform over the other nb values
-        lo = np.where(cat, np.minimum(a, nb - 1), np.minimum(a, b))
-        hi = np.where(cat, lo + 1, np.maximum(a, b))
-        return lo, hi
+    def decode(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Code ranges ``lo, hi`` (``-1``: no condition) of rows of ids ``(..., n_attributes)``."""
+        ids = ids.astype(np.int64, copy=False)
+        return self.lo_of[self._slots, ids], self.hi_of[self._slots, ids]
 
-    def initial(self, shape: tuple[int, ...], k: int) -> tuple[np.ndarray, np.ndarray]:
-        lo = np.full(shape + (self.m,), -1, dtype=np.int64)
-        hi = np.full(shape + (self.m,), -1, dtype=np.int64)
+    def encode(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Ids of code ranges ``(..., n_attributes)`` (the inverse of :meth:`decode`)."""
+        lo = np.asarray(lo, dtype=np.int64)
+        hi = np.asarray(hi, dtype=np.int64)
+        nb = self.n_bins
+        ranges = 1 + lo * nb - lo * (lo - 1) // 2 + (hi - lo - 1)
+        ids = np.where(self.categorical, lo + 1, ranges)
+        return np.where(lo >= 0, ids, 0).astype(self.dtype)
+
+    def random_conditions(self, attr: np.ndarray) -> np.ndarray:
+        """A uniformly random condition id on each attribute index in ``attr`` (any shape)."""
+        n = self.n_conditions[attr]
+        return (1 + (self.rng.random(attr.shape) * n).astype(np.int64)).astype(self.dtype)
+
+    def initial(self, shape: tuple[int, ...], k: int) -> np.ndarray:
+        """Individuals of ``k`` random conditions on distinct attributes."""
+        ids = np.zeros(shape + (self.m,), dtype=self.dtype)
         k = min(k, self.m)
         if k == 0:
-            return lo, hi
+            return ids
         chosen = np.argsort(self.rng.random(shape + (self.m,)), axis=-1)[..., :k]
-        clo, chi = self.random_conditions(chosen)
-        np.put_along_axis(lo, chosen, clo, axis=-1)
-        np.put_along_axis(hi, chosen, chi, axis=-1)
-        return lo, hi
+        np.put_along_axis(ids, chosen, self.random_conditions(chosen), axis=-1)
+        return ids
 
-    def crossover(self, lo1, hi1, lo2, hi2) -> tuple[np.ndarray, np.ndarray]:
-        """First child of union-and-split, row-wise over ``(..., n_attributes)`` arrays."""
-        has1, has2 = lo1 >= 0, lo2 >= 0
-        same = (lo1 == lo2) & (hi1 == hi2)
-        conflict = has1 & has2 & ~same
-        coin = self.rng.random(lo1.shape) < 0.5
-        take_first = np.where(conflict, coin, has1)
-        keep = np.where(conflict, True, (has1 | has2) & coin)
-        lo = np.where(keep, np.where(take_first, lo1, lo2), -1)
-        hi = np.where(keep, np.where(take_first, hi1, hi2), -1)
-        return lo, hi
+    def coins(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Fair coins of shape ``shape + (n_attributes,)``, one random bit each."""
+        n_words = max(1, -(-self.m // 64))
+        raw = self.rng.bit_generator.random_raw(shape + (n_words,))
+        slots = self._slots
+        return ((raw[..., slots // 64] >> (slots % 64).astype(np.uint64)) & np.uint64(1)).astype(bool)
 
-    def mutate(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Add, remove or modify (uniformly), row-wise over 2-D ``(n, n_attributes)`` arrays."""
-        n, m = lo.shape
-        rng = self.rng
-        lo, hi = lo.copy(), hi.copy()
+    def crossover(self, x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+        """First child of union-and-split, row-wise over ``(..., n_attributes)`` ids.
+
+        A condition of one parent only, or shared by both, goes to the child with probability 1/2;
+        of two different conditions on one attribute, the child takes one at random.
+        """
+        coin = self.coins(x1.shape[:-1])
+        conflict = (x1 != x2) & (np.minimum(x1, x2) > 0)
+        either = np.maximum(x1, x2) * coin  # the one condition when there is no conflict (0: none)
+        return _select(conflict, _select(coin, x1, x2), either)
+
+    def mutate(self, ids: np.ndarray) -> np.ndarray:
+        """Add, remove or modify (uniformly), row-wise over 2-D ``(n, n_attributes)`` ids.
+
+        *Add* puts a random condition on a random attribute (no effect when it has one); *remove*
+        drops a random condition; *modify* redraws one endpoint of a random continuous range (no
+        effect when the endpoints coincide) or gives a categorical condition another value. All
+        the random numbers of a call are drawn at once.
+        """
+        n, m = ids.shape
+        ids = ids.copy()
+        r = self.rng.random((n, m + 6))
+        u_kind, u_attr, u_cond, u_value, u_end, u_shift = r[:, m:].T
+        kind = (u_kind * 3).astype(np.int64)
+        active = ids > 0
         rows = np.arange(n)
-        kind = rng.integers(0, 3, size=n)
-        active = lo >= 0
-        any_active = active.any(axis=1)
-        # a random active slot per row (argmax of uniform scores over active slots)
-        score = np.where(active, rng.random((n, m)), -1.0)
-        slot = score.argmax(axis=1)
+        slot = np.where(active, r[:, :m], -1.0).argmax(axis=1)  # a random active slot, if any
+        has_any = active[rows, slot]
         # add
-        new_attr = rng.integers(0, m, size=n)
-        add_lo, add_hi = self.random_conditions(new_attr)
-        add = (kind == 0) & ~active[rows, new_attr]
-        lo[rows[add], new_attr[add]] = add_lo[add]
-        hi[rows[add], new_attr[add]] = add_hi[add]
+        new_attr = (u_attr * m).astype(np.int64)
+        add = np.flatnonzero((kind == 0) & ~active[rows, new_attr])
+        j = new_attr[add]
+        ids[add, j] = 1 + (u_cond[add] * self.n_conditions[j]).astype(np.int64)
         # remove
-        rem = (kind == 1) & any_active
-        lo[rows[rem], slot[rem]] = -1
-        hi[rows[rem], slot[rem]] = -1
+        rem = np.flatnonzero((kind == 1) & has_any)
+        ids[rem, slot[rem]] = 0
         # modify
-        mod = (kind == 2) & any_active
-        nb = self.n_bins[slot]
-        cat = self.categorical[slot]
-        cur_lo, cur_hi = lo[rows, slot], hi[rows, slot]
-        endpoint = rng.random(n) < 0.5
-        value = (rng.random(n) * (nb + 1)).astype(np.int64)
-        other = np.where(endpoint, cur_hi, cur_lo)
+        mod = np.flatnonzero((kind == 2) & has_any)
+        j = slot[mod]
+        cur = ids[mod, j].astype(np.int64)
+        nb, cat = self.n_bins[j], self.categorical[j]
+        lo, hi = self.lo_of[j, cur], self.hi_of[j, cur]
+        value = (u_value[mod] * (nb + 1)).astype(np.int64)
+        other = np.where(u_end[mod] < 0.5, hi, lo)
         c_lo, c_hi = np.minimum(value, other), np.maximum(value, other)
-        shift = 1 + (rng.random(n) * np.maximum(nb - 1, 1)).astype(np.int64)  # another category
-        k_lo = (cur_lo + shift) % np.maximum(nb, 1)
-        new_lo = np.where(cat, k_lo, c_lo)
-        new_hi = np.where(cat, k_lo + 1, c_hi)
-        effective = mod & np.where(cat, nb > 1, c_lo != c_hi)
-        lo[rows[effective], slot[effective]] = new_lo[effective]
-        hi[rows[effective], slot[effective]] = new_hi[effective]
-        return lo, hi
+        k_lo = (lo + 1 + (u_shift[mod] * np.maximum(nb - 1, 1)).astype(np.int64)) % np.maximum(nb, 1)
+        new = np.where(cat, k_lo + 1, 1 + c_lo * nb - c_lo * (c_lo - 1) // 2 + (c_hi - c_lo - 1))
+        effective = np.where(cat, nb > 1, c_lo != c_hi)
+        ids[mod[effective], j[effective]] = new[effective]
+        return ids
 
 
-class _Counter:
-    """Per-class counts of patterns; for long bit strings deduplicated and cached across generations."""
+class _Scores:
+    """F-scores of genomes for every sub-interval, each genome counted once (cached by genome).
 
-    def __init__(self, evaluator: PatternEvaluator):
+    A genome's key is its ids read as a mixed-radix number when the space of patterns fits an
+    int64, else a 64-bit multiplicative hash of them whose hits are checked against the stored
+    genome (a collision is counted apart, never confused). Keys map to rows by a dense index
+    (small spaces) or by binary search in a sorted array. Row ``r`` of ``f`` holds the F-score of a
+    pattern for each sub-interval (0 for the empty pattern and below the sub-interval's least
+    precision, as :func:`~._bitsets.admissible_f_score`); ``n_conditions[r]`` its conditions. A
+    generation's fitness is then one gather; only patterns never seen are counted.
+    """
+
+    def __init__(self, evaluator: PatternEvaluator, space: _Space, first: np.ndarray, last: np.ndarray,
+                 n_pos: np.ndarray, least_precision: np.ndarray):
         self.evaluator = evaluator
-        self.cache: dict[bytes, np.ndarray] | None = {} if evaluator.n_words >= _CACHE_MIN_WORDS else None
+        self.space = space
+        radix = space.n_conditions + 1
+        log_size = float(np.sum(np.log2(radix.astype(np.float64))))
+        self.hashed = log_size >= _MAX_KEY_BITS
+        if self.hashed:  # odd multipliers from a fixed seed: not the search's random stream
+            self.weights = np.random.default_rng(_HASH_SEED).integers(0, 2**63, size=radix.size, dtype=np.uint64)
+            self.weights = self.weights * np.uint64(2) + np.uint64(1)
+        else:
+            self.weights = np.cumprod(np.concatenate(([1], radix)))[:-1].astype(np.int64)
+        size = None if self.hashed else int(np.prod(radix))
+        self.index = np.full(size, -1, dtype=np.int32) if size is not None and size <= _DENSE_KEYS else None
+        self.sorted_keys = np.empty(0, dtype=self.weights.dtype)
+        self.sorted_rows = np.empty(0, dtype=np.int32)
+        classes = np.arange(evaluator.n_classes)
+        self.positive = ((classes > first[:, None]) & (classes <= last[:, None])).T.astype(np.int64)  # (C, Q)
+        self.n_pos = n_pos
+        self.least = np.asarray(least_precision, dtype=np.float64)
+        self.f = np.zeros((64, first.size))
+        self.n_conditions = np.zeros(64, dtype=np.int64)
+        self.genomes = np.zeros((64 if self.hashed else 0, space.m), dtype=space.dtype)
+        self.n_rows = 0
         self.n_evaluated = 0
 
-    def __call__(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        if self.cache is None:  # short bit strings: counting is cheaper than deduplicating
-            self.n_evaluated += lo.shape[0]
-            return self.evaluator.class_counts(lo, hi)
-        genomes = np.concatenate([lo, hi], axis=1).astype(np.int32)
-        keys = [row.tobytes() for row in genomes]
-        todo: dict[bytes, int] = {}
-        for i, key in enumerate(keys):
-            if key not in self.cache and key not in todo:
-                todo[key] = i
-        if todo:
-            idx = np.fromiter(todo.values(), dtype=np.int64, count=len(todo))
-            counts = self.evaluator.class_counts(lo[idx], hi[idx])
-            self.n_evaluated += idx.size
-            for key, row in zip(todo, counts):
-                self.cache[key] = row
-        return np.stack([self.cache[key] for key in keys])
+    def __call__(self, ids: np.ndarray) -> np.ndarray:
+        """Cache rows of genomes ``(..., n_attributes)``, shape ``ids.shape[:-1]``."""
+        flat = ids.reshape(-1, ids.shape[-1])
+        keys = flat.astype(self.weights.dtype) @ self.weights
+        where = self._lookup(keys, flat)
+        missing = np.flatnonzero(where < 0)
+        if missing.size:
+            new_keys, first, inverse = np.unique(keys[missing], return_index=True, return_inverse=True)
+            rows = self._add(flat[missing[first]])
+            where[missing] = rows[inverse]
+            fresh = self._lookup(new_keys) < 0  # not a collision with a stored genome
+            if self.index is not None:
+                self.index[new_keys] = rows
+            elif fresh.any():
+                at = np.searchsorted(self.sorted_keys, new_keys[fresh])
+                self.sorted_keys = np.insert(self.sorted_keys, at, new_keys[fresh])
+                self.sorted_rows = np.insert(self.sorted_rows, at, rows[fresh])
+            if self.hashed:  # two genomes of one new key: each its own row
+                wrong = missing[(self.genomes[where[missing]] != flat[missing]).any(axis=1)]
+                for i in wrong.tolist():
+                    where[i] = self._add(flat[i : i + 1])[0]
+        return where.reshape(ids.shape[:-1])
+
+    def _lookup(self, keys: np.ndarray, flat: np.ndarray | None = None) -> np.ndarray:
+        """Rows of ``keys`` (-1: not cached; with ``flat``, hashed keys of another genome too)."""
+        if self.index is not None:
+            return self.index[keys].astype(np.int64)
+        if self.sorted_keys.size == 0:
+            return np.full(keys.shape, -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.sorted_keys, keys), self.sorted_keys.size - 1)
+        where = np.where(self.sorted_keys[pos] == keys, self.sorted_rows[pos], -1).astype(np.int64)
+        if self.hashed and flat is not None:
+            hit = np.flatnonzero(where >= 0)
+            where[hit[(self.genomes[where[hit]] != flat[hit]).any(axis=1)]] = -1
+        return where
+
+    def _add(self, genomes: np.ndarray) -> np.ndarray:
+        """Count and score new genomes; their row numbers."""
+        lo, hi = self.space.decode(genomes)
+        counts = self.evaluator.class_counts(lo, hi)
+        self.n_evaluated += genomes.shape[0]
+        tp = counts @ self.positive  # (n, Q)
+        support = counts.sum(axis=1)[:, None]
+        f = admissible_f_score(tp, support, self.n_pos[None, :], self.least[None, :])
+        ncond = (genomes > 0).sum(axis=1)
+        f[ncond == 0] = 0.0  # a pattern must say something
+        start, stop = self.n_rows, self.n_rows + genomes.shape[0]
+        if stop > self.f.shape[0]:
+            size = max(stop, 2 * self.f.shape[0])
+            self.f = np.concatenate([self.f[:start], np.zeros((size - start, self.f.shape[1]))])
+            self.n_conditions = np.concatenate([self.n_conditions[:start], np.zeros(size - start, np.int64)])
+        self.f[start:stop] = f
+        self.n_conditions[start:stop] = ncond
+        if self.hashed:
+            if stop > self.genomes.shape[0]:
+                self.genomes = np.concatenate([self.genomes[:start], np.zeros_like(self.genomes, shape=(
+                    max(stop, 2 * self.genomes.shape[0]) - start, self.genomes.shape[1]))])
+            self.genomes[start:stop] = genomes
+        self.n_rows = stop
+        return np.arange(start, stop, dtype=np.int32)
 
 
-def _fitness(counts: np.ndarray, n_conditions: np.ndarray, first: np.ndarray, last: np.ndarray, n_pos: np.ndarray,
-             least_precision: np.ndarray):
-    """F-score and tp of patterns ``(Q, N)`` for the sub-interval of their population ``q`` (0 when the
-    pattern is empty or below the sub-interval's least precision)."""
-    cum = np.concatenate([np.zeros(counts.shape[:-1] + (1,), np.int64), np.cumsum(counts, axis=-1)], axis=-1)
-    shape = counts.shape[:2] + (1,)
-    upper = np.take_along_axis(cum, np.broadcast_to((last + 1)[:, None, None], shape), axis=-1)[..., 0]
-    lower = np.take_along_axis(cum, np.broadcast_to((first + 1)[:, None, None], shape), axis=-1)[..., 0]
-    tp = upper - lower
-    support = cum[..., -1]
-    f = np.where(n_conditions > 0, admissible_f_score(tp, support, n_pos[:, None], least_precision[:, None]), 0.0)
-    return f, tp, support
+def _tournament(f: np.ndarray, mu: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Winners (pool indices, shape ``(P, mu)``) of ``mu`` tournaments of ``size`` aspirants drawn with
+    replacement from each row of ``f`` ``(P, N)``: the best drawn, the first drawn among equals
+    (DEAP's ``selTournament``), sampled by its rank (see the module docstring)."""
+    n_pop, n = f.shape
+    order = np.argsort(f, axis=1) + (np.arange(n_pop) * n)[:, None]  # ascending, as flat indices
+    sorted_f = f.ravel()[order]
+    change = np.ones((n_pop, n), dtype=bool)
+    change[:, 1:] = sorted_f[:, 1:] != sorted_f[:, :-1]  # each row starts a group of equal fitness
+    change = change.ravel()
+    starts = np.flatnonzero(change)
+    group = np.cumsum(change) - 1
+    stops = np.append(starts[1:], change.size)
+    u = rng.random((2, n_pop, mu))
+    rank = np.minimum((n * (1.0 - u[0] ** (1.0 / size))).astype(np.int64), n - 1)  # 0: the best
+    g = group[(np.arange(n_pop) * n + (n - 1))[:, None] - rank]
+    lo, hi = starts[g], stops[g]
+    pick = np.minimum(lo + (u[1] * (hi - lo)).astype(np.int64), hi - 1)  # uniform among equals
+    return order.ravel()[pick] - (np.arange(n_pop) * n)[:, None]
 
 
 def genetic_search(
@@ -246,105 +392,98 @@ def genetic_search(
     pairs = np.asarray(sub_intervals, dtype=np.int64).reshape(-1, 2)
     first, last = pairs[:, 0], pairs[:, 1]
     Q = pairs.shape[0]
-    m = evaluator.n_attributes
     space = _Space(evaluator.n_bins, categorical, rng)
-    counter = _Counter(evaluator)
     class_cum = np.concatenate(([0], np.cumsum(evaluator.class_sizes)))
     n_pos = class_cum[last + 1] - class_cum[first + 1]
     least = np.zeros(Q) if least_precision is None else np.asarray(least_precision, dtype=np.float64)
-    mu, lam = s.population_size, s.offspring_size
-
+    scores = _Scores(evaluator, space, first, last, n_pos, least)
     act = np.arange(Q)  # populations still searching (all, unless ``patience`` freezes some)
 
-    def evaluate(lo: np.ndarray, hi: np.ndarray):
-        n_pop, n = lo.shape[:2]
-        counts = counter(lo.reshape(n_pop * n, m), hi.reshape(n_pop * n, m)).reshape(n_pop, n, -1)
-        ncond = (lo >= 0).sum(axis=-1)
-        f, tp, support = _fitness(counts, ncond, first[act], last[act], n_pos[act], least[act])
-        return f, counts, ncond
+    def fitness(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """F-scores (each population's own sub-interval) and numbers of conditions of ``ids``."""
+        rows = scores(ids)
+        return scores.f[rows, act[:, None]], scores.n_conditions[rows]
 
-    pop_lo, pop_hi = space.initial((Q, mu), s.initial_conditions)
-    pop_f, pop_counts, pop_ncond = evaluate(pop_lo, pop_hi)
-
-    best_f = np.full(Q, -1.0)
-    best_ncond = np.zeros(Q, dtype=np.int64)
-    best_lo = np.full((Q, m), -1, dtype=np.int64)
-    best_hi = np.full((Q, m), -1, dtype=np.int64)
-    best_counts = np.zeros((Q, evaluator.n_classes), dtype=np.int64)
+    pop = space.initial((Q, s.population_size), s.initial_conditions)
+    pop_f, pop_n = fitness(pop)
+    best = _HallOfFame(Q, space)
+    best.update(act, pop_f, pop_n, pop)
     history = np.zeros((Q, s.generations + 1))
+    history[:, 0] = best.f
     stall = np.zeros(Q, dtype=np.int64)
-
-    def update_best(f, ncond, lo, hi, counts) -> np.ndarray:
-        """Keep each active population's best ever; returns which improved."""
-        rows = np.arange(act.size)
-        order = np.lexsort((ncond, -f), axis=-1)[:, 0]
-        cf, cn = f[rows, order], ncond[rows, order]
-        better = (cf > best_f[act]) | ((cf == best_f[act]) & (cn < best_ncond[act]))
-        g = act[better]
-        best_f[g] = cf[better]
-        best_ncond[g] = cn[better]
-        best_lo[g] = lo[rows, order][better]
-        best_hi[g] = hi[rows, order][better]
-        best_counts[g] = counts[rows, order][better]
-        return better
-
-    update_best(pop_f, pop_ncond, pop_lo, pop_hi, pop_counts)
-    history[:, 0] = best_f
-    cx_p, mut_p = s.crossover_probability, s.mutation_probability
     for gen in range(1, s.generations + 1):
-        n_act = act.size
-        # varOr: each offspring comes from crossover, mutation or reproduction
-        u = rng.random((n_act, lam))
-        p1 = rng.integers(0, mu, size=(n_act, lam))
-        p2 = rng.integers(0, max(mu - 1, 1), size=(n_act, lam))
-        p2 = np.where(mu > 1, p2 + (p2 >= p1), p1)
-        qq = np.arange(n_act)[:, None]
-        a_lo, a_hi = pop_lo[qq, p1], pop_hi[qq, p1]
-        b_lo, b_hi = pop_lo[qq, p2], pop_hi[qq, p2]
-        x_lo, x_hi = space.crossover(a_lo, a_hi, b_lo, b_hi)
-        is_cx = (u < cx_p)[..., None]
-        off_lo = np.where(is_cx, x_lo, a_lo)
-        off_hi = np.where(is_cx, x_hi, a_hi)
-        mut_q, mut_i = np.nonzero((u >= cx_p) & (u < cx_p + mut_p))
-        if mut_q.size:
-            off_lo[mut_q, mut_i], off_hi[mut_q, mut_i] = space.mutate(a_lo[mut_q, mut_i], a_hi[mut_q, mut_i])
-        off_f, off_counts, off_ncond = evaluate(off_lo, off_hi)
-        improved = update_best(off_f, off_ncond, off_lo, off_hi, off_counts)
-        history[:, gen] = best_f
+        off = _vary(pop, space, s, rng)
+        off_f, off_n = fitness(off)
+        improved = best.update(act, off_f, off_n, off)
+        history[:, gen] = best.f
         stall[act] = np.where(improved, 0, stall[act] + 1)
-
         # (mu + lambda): tournaments over parents and offspring
-        pool_lo = np.concatenate([pop_lo, off_lo], axis=1)
-        pool_hi = np.concatenate([pop_hi, off_hi], axis=1)
+        pool = np.concatenate([pop, off], axis=1)
         pool_f = np.concatenate([pop_f, off_f], axis=1)
-        pool_counts = np.concatenate([pop_counts, off_counts], axis=1)
-        pool_ncond = np.concatenate([pop_ncond, off_ncond], axis=1)
-        aspirants = rng.integers(0, mu + lam, size=(n_act, mu, s.tournament_size))
-        winner_pos = pool_f[np.arange(n_act)[:, None, None], aspirants].argmax(axis=2)  # first best aspirant
-        winners = np.take_along_axis(aspirants, winner_pos[..., None], axis=2)[..., 0]
-        pop_lo, pop_hi = pool_lo[qq, winners], pool_hi[qq, winners]
-        pop_f, pop_counts, pop_ncond = pool_f[qq, winners], pool_counts[qq, winners], pool_ncond[qq, winners]
+        pool_n = np.concatenate([pop_n, off_n], axis=1)
+        winners = _tournament(pool_f, s.population_size, s.tournament_size, rng)
+        qq = np.arange(act.size)[:, None]
+        pop, pop_f, pop_n = pool[qq, winners], pool_f[qq, winners], pool_n[qq, winners]
         if s.patience is not None:  # freeze the populations whose best settled
             keep = stall[act] < s.patience
             if not keep.all():
-                act = act[keep]
-                pop_lo, pop_hi, pop_f = pop_lo[keep], pop_hi[keep], pop_f[keep]
-                pop_counts, pop_ncond = pop_counts[keep], pop_ncond[keep]
+                act, pop, pop_f, pop_n = act[keep], pop[keep], pop_f[keep], pop_n[keep]
                 if act.size == 0:
-                    history[:, gen + 1:] = best_f[:, None]
+                    history[:, gen + 1:] = best.f[:, None]
                     break
+    return best.results(evaluator, first, last, n_pos, history, scores.n_evaluated)
 
-    results = []
-    for q in range(Q):
-        counts = best_counts[q]
-        tp = int(counts[first[q] + 1 : last[q] + 1].sum())
-        fp = int(counts.sum()) - tp
-        f = float(max(best_f[q], 0.0))
-        results.append(
-            SearchResult(
-                first=int(first[q]), last=int(last[q]), lo=best_lo[q].copy(), hi=best_hi[q].copy(),
-                class_counts=counts.copy(), tp=tp, fp=fp, n_positives=int(n_pos[q]), f_score=f,
-                n_evaluated=counter.n_evaluated, exhaustive=False, history=history[q].copy(),
-            )
-        )
-    return results
+
+def _vary(pop: np.ndarray, space: _Space, s: GASettings, rng: np.random.Generator) -> np.ndarray:
+    """DEAP's ``varOr``: each of ``offspring_size`` offspring per population ``(P, mu, n_attributes)``
+    comes from crossover of two distinct parents, mutation of one, or reproduction."""
+    n_pop, mu = pop.shape[:2]
+    u = rng.random((3, n_pop, s.offspring_size))
+    p1 = (u[1] * mu).astype(np.int64)
+    p2 = (u[2] * max(mu - 1, 1)).astype(np.int64)
+    p2 = p2 + (p2 >= p1) if mu > 1 else p1
+    qq = np.arange(n_pop)[:, None]
+    a, b = pop[qq, p1], pop[qq, p2]
+    cx_p, mut_p = s.crossover_probability, s.mutation_probability
+    off = _select((u[0] < cx_p)[..., None], space.crossover(a, b), a)
+    mut_q, mut_i = np.nonzero((u[0] >= cx_p) & (u[0] < cx_p + mut_p))
+    if mut_q.size:
+        off[mut_q, mut_i] = space.mutate(a[mut_q, mut_i])
+    return off
+
+
+class _HallOfFame:
+    """Each population's best pattern ever evaluated; ties go to fewer conditions, then to the first."""
+
+    def __init__(self, n_populations: int, space: _Space):
+        self.m = space.m
+        self.space = space
+        self.f = np.full(n_populations, -1.0)
+        self.n_conditions = np.zeros(n_populations, dtype=np.int64)
+        self.ids = np.zeros((n_populations, space.m), dtype=space.dtype)
+
+    def update(self, act: np.ndarray, f: np.ndarray, ncond: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """Offer the individuals ``ids`` of the active populations ``act``; returns which improved."""
+        rows = np.arange(act.size)
+        top = f.max(axis=1)
+        i = np.where(f == top[:, None], ncond, self.m + 1).argmin(axis=1)  # the first of the fewest conditions
+        cn = ncond[rows, i]
+        better = (top > self.f[act]) | ((top == self.f[act]) & (cn < self.n_conditions[act]))
+        g = act[better]
+        self.f[g], self.n_conditions[g], self.ids[g] = top[better], cn[better], ids[rows[better], i[better]]
+        return better
+
+    def results(self, evaluator: PatternEvaluator, first: np.ndarray, last: np.ndarray, n_pos: np.ndarray,
+                history: np.ndarray, n_evaluated: int) -> list[SearchResult]:
+        best_lo, best_hi = self.space.decode(self.ids)
+        best_counts = evaluator.class_counts(best_lo, best_hi)
+        results = []
+        for q in range(self.f.size):
+            counts = best_counts[q]
+            tp = int(counts[first[q] + 1 : last[q] + 1].sum())
+            results.append(SearchResult(
+                first=int(first[q]), last=int(last[q]), lo=best_lo[q], hi=best_hi[q], class_counts=counts, tp=tp,
+                fp=int(counts.sum()) - tp, n_positives=int(n_pos[q]), f_score=float(max(self.f[q], 0.0)),
+                n_evaluated=n_evaluated, exhaustive=False, history=history[q].copy(),
+            ))
+        return results

@@ -9,12 +9,20 @@ the sections of other analyses:
 * :func:`latency_distribution_section` - the latency distribution with the degraded interval,
   split points and sub-intervals;
 * :func:`patterns_section` - each pattern in words with precision, recall, F-score, support;
-* :func:`example_requests_section` - one request of each pattern as a Gantt chart;
+* :func:`example_requests_section` - a request of each pattern as a Gantt chart, up to two more
+  one click away;
 * :func:`ground_truth_section` - injected degradations beside the recovered patterns, scored
   by :func:`~tracesleuth.evaluation.metrics.match_clusters`;
 * :func:`~tracesleuth.report.input.input_section` - the input: traces, spans, rejects, repairs.
 
 Nothing here re-runs the analysis: sections are drawn from ``result_`` and ``labels_``.
+
+Readable however many patterns there are (a real day, TrainTicket 2023-01-29 ``trips/left``, gave
+ten patterns over one sub-interval): each pattern has its own colour (:func:`pattern_colors`, no
+repeats) and its own lane above the latency histogram (:func:`mark_patterns`; a sub-interval is
+shaded once, so bands never stack into an opaque block); a dashed line marks only where two
+sub-intervals meet; at most :data:`MAX_PATTERNS_SHOWN` patterns of a sub-interval are shown, the
+best first, the rest counted and listed in a folded table (:func:`shown_patterns`).
 """
 
 from __future__ import annotations
@@ -29,9 +37,12 @@ from ... import schema as S
 from ...errors import ParameterError
 from ...units import format_duration_ns
 from .analysis import DegradationPatternsResult
-from ...report.document import Bullets, Code, Figure, KeyValues, Report, Section, Strong, Swatch, Table, Text
+from ...report.document import (
+    Bullets, Code, Details, Figure, KeyValues, Report, Section, Strong, Swatch, Table, Text, plot_text,
+)
 from ...report.figures import (
     SERVICE_COLORS,
+    SUB_INTERVAL_COLORS,
     gantt_x_range_ms,
     latency_by_group_figure,
     latency_distribution_figure,
@@ -39,21 +50,27 @@ from ...report.figures import (
     operation_keys_named,
     request_gantt_figure,
     request_spans,
-    sub_interval_color,
 )
 from ...report.input import input_section
 from .._contract import ReportContext
 
 __all__ = [
     "ExampleRequest", "PatternsInput", "build_patterns_report", "example_requests", "example_requests_section",
-    "ground_truth_section", "latency_distribution_section", "patterns_section", "resolve_patterns",
-    "summary_section",
+    "ground_truth_section", "latency_distribution_section", "mark_patterns", "pattern_colors", "patterns_section",
+    "resolve_patterns", "shown_patterns", "summary_section",
 ]
 
 #: Colour of requests outside the degraded interval / not affected.
 BASELINE_COLOR = "#7f7f7f"
 _TRUTH_COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 NOT_AFFECTED = "not affected"
+#: Patterns shown per sub-interval at most, the best first: more side by side is unreadable (a real
+#: day gave ten patterns of one sub-interval); the rest are counted and listed one click away.
+MAX_PATTERNS_SHOWN = 3
+#: Example requests (Gantt charts) per pattern at most: the first shown, the others one click away.
+MAX_EXAMPLES = 3
+#: Height of one pattern's lane above a latency histogram, px.
+LANE_PX = 18
 
 
 @dataclass(frozen=True)
@@ -114,9 +131,163 @@ def resolve_patterns(estimator_or_result, table) -> PatternsInput:
     return PatternsInput(result, labels, "estimator")
 
 
-def _pattern_label(s) -> list:
+def pattern_colors(result) -> dict[int, str]:
+    """One distinct colour per sub-interval pattern, however many there are (no colour repeats).
+
+    The first eight are the report's sub-interval colours, then plotly's Dark24 and Alphabet
+    palettes, then hues spread by the golden angle.
+    """
+    import colorsys
+
+    import plotly.colors
+
+    palette: list[str] = []
+    for c in (*SUB_INTERVAL_COLORS, *plotly.colors.qualitative.Dark24, *plotly.colors.qualitative.Alphabet):
+        if c.lower() not in palette:
+            palette.append(c.lower())
+    n = len(result.sub_intervals)
+    k = 0
+    while len(palette) < n:
+        r, g, b = colorsys.hls_to_rgb((k * 0.618034) % 1.0, 0.35 + 0.15 * (k % 3), 0.75)
+        c = f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
+        if c not in palette:
+            palette.append(c)
+        k += 1
+    return {s.index: palette[i] for i, s in enumerate(result.sub_intervals)}
+
+
+def _with_alpha(color: str, alpha: float) -> str:
+    r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def shown_patterns(result, most: int = MAX_PATTERNS_SHOWN) -> list[tuple[tuple[int, int], list, list]]:
+    """The sub-intervals' patterns grouped by latency range: ``((low_ns, high_ns), shown, hidden)``.
+
+    Patterns that share one sub-interval (a pattern split by cause) are ordered by F-score, best
+    first (then by index); at most ``most`` are shown, the rest hidden (counted). Ranges in
+    latency order.
+    """
+    groups: dict[tuple[int, int], list] = {}
+    for s in result.sub_intervals:
+        groups.setdefault((s.low_ns, s.high_ns), []).append(s)
+    out = []
+    for key in sorted(groups):
+        subs = sorted(groups[key], key=lambda s: (-(s.f_score if s.f_score is not None else -1.0), s.index))
+        out.append((key, subs[:most], subs[most:]))
+    return out
+
+
+def _boundaries(result) -> list[int]:
+    """Latencies where two sub-intervals meet (the split points the partition kept), ns."""
+    return sorted({s.high_ns for s in result.sub_intervals} & {s.low_ns for s in result.sub_intervals})
+
+
+def _f_range(subs) -> str:
+    scores = [s.f_score for s in subs if s.f_score is not None]
+    if not scores:
+        return ""
+    lo, hi = min(scores), max(scores)
+    return f" (F-score {lo:.2f})" if lo == hi else f" (F-score {lo:.2f} to {hi:.2f})"
+
+
+def mark_patterns(fig, result, colors: Mapping[int, str] | None = None) -> None:
+    """Draw a result's interval, sub-intervals, split points and patterns on a latency-histogram figure.
+
+    Readable with many patterns: the degraded interval is outlined; each sub-interval (latency
+    range) is shaded once, lightly, in its pattern's colour (grey when several patterns share it);
+    a dashed line marks each latency where two sub-intervals meet, and no other split point; above
+    the plot each pattern has a lane of its own, a band over its latency range in its colour
+    labelled ``#k``, at most :data:`MAX_PATTERNS_SHOWN` per sub-interval and a grey lane counting
+    the rest. Nothing is drawn without an interval.
+    """
+    import plotly.graph_objects as go
+
+    if result is None or getattr(result, "interval", None) is None:
+        return
+    colors = dict(colors or pattern_colors(result))
+    iv = result.interval
+    ms = 1e6
+    groups = shown_patterns(result)
+    placed = _lanes([(low, high, len(shown) + bool(hidden)) for (low, high), shown, hidden in groups])
+    n_lanes = max((k + 1 for lanes in placed for k in lanes), default=0)
+    layout = fig.layout
+    height = layout.height or 420
+    top_px = layout.margin.t if layout.margin.t is not None else 60
+    bottom_px = layout.margin.b if layout.margin.b is not None else 50
+    area = height - top_px - bottom_px
+    strip = n_lanes * LANE_PX
+    domain_top = area / (area + strip) if strip else 1.0
+    fig.update_layout(height=height + strip, yaxis=dict(domain=[0, domain_top]))
+    lane = (1.0 - domain_top) / max(n_lanes, 1)
+
+    fig.add_shape(type="rect", xref="x", yref="paper", x0=iv.low_ns / ms, x1=iv.high_ns / ms, y0=0, y1=domain_top,
+                  fillcolor="rgba(0,0,0,0)", line=dict(color="#444", width=1.5), layer="above")
+    fig.add_annotation(x=(iv.low_ns + iv.high_ns) / 2 / ms, y=1.0, yref="paper", yanchor="bottom",
+                       text=f"degraded interval {plot_text(iv.describe())}", showarrow=False,
+                       font=dict(size=12, color="#444"))
+    for ((low, high), shown, hidden), lanes in zip(groups, placed):
+        single = len(shown) == 1 and not hidden
+        fill = _with_alpha(colors[shown[0].index], 0.10) if single else "rgba(120,120,120,0.07)"
+        fig.add_shape(type="rect", xref="x", yref="paper", x0=low / ms, x1=high / ms, y0=0, y1=domain_top,
+                      fillcolor=fill, line_width=0, layer="below")
+        items = [(f"<b>#{s.index}</b>", colors[s.index]) for s in shown]
+        if hidden:
+            items.append((f"+{len(hidden)} more", "#8c8c8c"))
+        for k, (text, color) in zip(lanes, items):
+            y0 = domain_top + k * lane
+            fig.add_shape(type="rect", xref="x", yref="paper", x0=low / ms, x1=high / ms, y0=y0 + 0.1 * lane,
+                          y1=y0 + 0.9 * lane, fillcolor=_with_alpha(color, 0.30), line=dict(color=color, width=1))
+            fig.add_annotation(x=low / ms, xanchor="left", y=y0 + 0.5 * lane, yref="paper", text=text,
+                               showarrow=False, font=dict(size=11, color="#222"))
+    meets = _boundaries(result)
+    for p in meets:
+        fig.add_shape(type="line", xref="x", yref="paper", x0=p / ms, x1=p / ms, y0=0, y1=1,
+                      line=dict(color="#555", width=1, dash="dash"))
+    if meets:  # a legend entry for the dashed lines
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="split point",
+                                 line=dict(color="#555", width=1, dash="dash")))
+
+
+def _lanes(ranges: list[tuple[int, int, int]]) -> list[list[int]]:
+    """Lanes of ``(low, high, n)`` items: each of the ``n`` bands over ``[low, high)`` gets the lowest lane
+    no earlier band overlapping it holds (sub-intervals are disjoint, clusters of the clustering
+    solvers may overlap)."""
+    taken: list[list[tuple[int, int]]] = []
+    out = []
+    for low, high, n in ranges:
+        mine = []
+        for _ in range(n):
+            k = next((k for k, spans in enumerate(taken) if k not in mine
+                      and all(high <= a or b <= low for a, b in spans)), len(taken))
+            if k == len(taken):
+                taken.append([])
+            taken[k].append((low, high))
+            mine.append(k)
+        out.append(mine)
+    return out
+
+
+def _mark_over_time(fig, result, colors: Mapping[int, str]) -> None:
+    """Outline each sub-interval once on the latency-over-time heatmap, labelled with its shown patterns."""
+    if result is None or getattr(result, "interval", None) is None:
+        return
+    ms = 1e6
+    y_range = fig.layout.yaxis.range
+    for (low, high), shown, hidden in shown_patterns(result):
+        single = len(shown) == 1 and not hidden
+        color = colors[shown[0].index] if single else "#555555"
+        fig.add_hrect(y0=low / ms, y1=high / ms, fillcolor="rgba(0,0,0,0)", layer="above",
+                      line=dict(color=color, width=1.5, dash="dot"))
+        top = high / ms if y_range is None else min(high / ms, y_range[1])
+        text = " ".join(f"<b>#{s.index}</b>" for s in shown) + (f" +{len(hidden)} more" if hidden else "")
+        fig.add_annotation(x=0, xref="paper", xanchor="left", y=top, yanchor="top", text=text, showarrow=False,
+                           font=dict(size=12, color=color))
+
+
+def _pattern_label(s, colors: Mapping[int, str]) -> list:
     """Swatch, index and latency range of a sub-interval, for table cells."""
-    return [Swatch(sub_interval_color(s.index), f"#{s.index} "), s.latency_words]
+    return [Swatch(colors[s.index], f"#{s.index} "), s.latency_words]
 
 
 # ============================================================================================
@@ -160,10 +331,15 @@ def summary_section(table, patterns: PatternsInput, *, solver_settings: Mapping[
         ("score (objective of the partition)", res.score),
     ]
     section.add(KeyValues(items))
+    colors = pattern_colors(res)
     lines = []
-    for s in res.sub_intervals:
-        score = "" if s.f_score is None else f" (F-score {s.f_score:.3f})"
-        lines.append([Swatch(sub_interval_color(s.index), f"#{s.index} {s.latency_words}: "), s.words, score])
+    for (low, high), shown, hidden in shown_patterns(res):
+        for s in shown:
+            score = "" if s.f_score is None else f" (F-score {s.f_score:.3f})"
+            lines.append([Swatch(colors[s.index], f"#{s.index} {s.latency_words}: "), s.words, score])
+        if hidden:
+            lines.append([f"and {len(hidden)} more pattern(s) of {shown[0].latency_words}{_f_range(hidden)}, "
+                          "listed under the patterns table"])
     section.add(Bullets(lines))
     if patterns.labels_from == "latency":
         section.add(Text("Only the result was given, not the fitted estimator: requests are grouped by the "
@@ -174,16 +350,21 @@ def summary_section(table, patterns: PatternsInput, *, solver_settings: Mapping[
 def latency_distribution_section(table, patterns: PatternsInput) -> Section:
     """The latency distribution (histogram and KDE) with the interval, split points and sub-intervals."""
     res = patterns.result
-    fig = latency_distribution_figure(table.frame["latency_ns"], res if res.interval is not None else None)
+    colors = pattern_colors(res)
+    fig = latency_distribution_figure(table.frame["latency_ns"], None)
+    mark_patterns(fig, res, colors)
     section = Section("Latency distribution", key="latency")
     text = ("Request latencies of the endpoint: a histogram and a Gaussian kernel density estimate. ")
     if res.interval is not None:
-        text += ("The outlined band is the degraded latency interval, the dashed lines its split points "
-                 "(density minima), and each shaded band #k a sub-interval of the optimal partition.")
+        text += ("The outlined band is the degraded latency interval, each shaded band a sub-interval of the "
+                 "optimal partition and the dashed lines where two sub-intervals meet; above the plot each "
+                 f"pattern #k has a lane of its own over its sub-interval (at most {MAX_PATTERNS_SHOWN} per "
+                 "sub-interval, the rest counted).")
     section.add(Text(text), Figure(fig, caption="Use the linear/log buttons to see a small degraded tail."))
     if "start_ns" in table.frame.columns:
-        section.add(Figure(latency_over_time_figure(table.frame["start_ns"], table.frame["latency_ns"],
-                                                    res if res.interval is not None else None),
+        over_time = latency_over_time_figure(table.frame["start_ns"], table.frame["latency_ns"], None)
+        _mark_over_time(over_time, res, colors)
+        section.add(Figure(over_time,
                            caption="Latency over time: requests per time and latency bin, with the degraded "
                                    "interval and its sub-intervals across. A degradation that started at some time, "
                                    "or comes and goes, shows here."))
@@ -200,22 +381,31 @@ def patterns_section(patterns: PatternsInput) -> Section:
     if not res.found:
         section.add(Text(f"No pattern: {res.reason}"))
         return section
-    rows = []
-    for s in res.sub_intervals:
+    colors = pattern_colors(res)
+    columns = ["sub-interval", "pattern", "conditions", "precision", "recall", "F-score", "support",
+               "true positives", "requests in sub-interval"]
+
+    def row(s) -> list:
         n_cond = None if s.pattern is None else len(s.pattern)
-        rows.append([_pattern_label(s), s.words, n_cond, s.precision, s.recall, s.f_score, s.support, s.tp,
-                     s.n_positives])
+        return [_pattern_label(s, colors), s.words, n_cond, s.precision, s.recall, s.f_score, s.support, s.tp,
+                s.n_positives]
+
+    groups = shown_patterns(res)
     section.add(
         Text("Each sub-interval of the degraded interval with the pattern (a conjunction of conditions on "
              "exclusive times, instances and request attributes) of highest F-score: precision is the share "
              "of requests satisfying the pattern whose latency lies in the sub-interval, recall the share of "
-             "the sub-interval's requests satisfying it, support the requests satisfying it."),
-        Table(["sub-interval", "pattern", "conditions", "precision", "recall", "F-score", "support",
-               "true positives", "requests in sub-interval"], rows),
+             "the sub-interval's requests satisfying it, support the requests satisfying it. Where several "
+             f"patterns share a sub-interval, the {MAX_PATTERNS_SHOWN} best are shown and the rest counted."),
+        Table(columns, [row(s) for _, shown, _ in groups for s in shown]),
     )
-    effects = [[_pattern_label(s), "; ".join(e.describe() for e in s.effects),
+    for _, shown, hidden in groups:
+        if hidden:
+            section.add(Details(f"{len(hidden)} more pattern(s) of {shown[0].latency_words}{_f_range(hidden)}",
+                                [Table(columns, [row(s) for s in hidden])]))
+    effects = [[_pattern_label(s, colors), "; ".join(e.describe() for e in s.effects),
                 "; ".join(e.describe() for e in s.context) or None]
-               for s in res.sub_intervals if s.effects]
+               for _, shown, _ in groups for s in shown if s.effects]
     if effects:
         section.add(
             Text("What each condition means in time: the median exclusive time of its operation in the requests "
@@ -256,14 +446,18 @@ class ExampleRequest:
     members: int
 
 
-def example_requests(table, patterns: PatternsInput, *, baseline: bool = True) -> list[ExampleRequest]:
-    """One representative request per pattern, and one of the requests below the interval.
+def example_requests(table, patterns: PatternsInput, *, baseline: bool = True,
+                     per_label: int = 1) -> list[ExampleRequest]:
+    """Representative requests of each pattern, and one of the requests below the interval.
 
     The representative of label ``k`` is, among the requests with that label (preferring those
     inside sub-interval ``k`` and with a complete trace), the one whose latency is closest to their
-    median; ties go to the earliest. The baseline is chosen the same way among requests below the
-    degraded interval with no label.
+    median; ties go to the earliest. With ``per_label`` > 1, the next are those closest to the
+    lower and upper quartile, then the 10th and 90th percentile (distinct requests; fewer when the
+    label has fewer). The baseline (one request) is chosen the same way among requests below the
+    degraded interval with no label. Examples of one label are consecutive, the representative first.
     """
+    quantiles = (0.5, 0.25, 0.75, 0.1, 0.9)[:max(1, min(int(per_label), 5))]
     res = patterns.result
     frame = table.frame
     latency = frame["latency_ns"].cast(pl.Float64).to_numpy()
@@ -271,26 +465,28 @@ def example_requests(table, patterns: PatternsInput, *, baseline: bool = True) -
         else np.ones(frame.height, dtype=bool)
     ids, spans = frame["trace_id"].to_list(), frame["span_id"].to_list()
 
-    def pick(members: np.ndarray, preferred: np.ndarray, label: int) -> ExampleRequest | None:
+    def pick(members: np.ndarray, preferred: np.ndarray, label: int, qs=(0.5,)) -> list[ExampleRequest]:
         for pool in (members & preferred & complete, members & preferred, members):
             rows = np.flatnonzero(pool & np.isfinite(latency))
             if rows.size:
-                median = np.median(latency[rows])
-                row = int(rows[np.argmin(np.abs(latency[rows] - median))])
-                return ExampleRequest(label, ids[row], spans[row], int(latency[row]), int(members.sum()))
-        return None
+                chosen: list[int] = []
+                for q in qs:
+                    left = np.setdiff1d(rows, chosen, assume_unique=True)
+                    if left.size == 0:
+                        break
+                    target = np.quantile(latency[rows], q)
+                    chosen.append(int(left[np.argmin(np.abs(latency[left] - target))]))
+                n = int(members.sum())
+                return [ExampleRequest(label, ids[r], spans[r], int(latency[r]), n) for r in chosen]
+        return []
 
     out = []
     if baseline:
         below = latency < res.interval.low_ns if res.interval is not None else np.isfinite(latency)
-        ex = pick((patterns.labels < 0) & below, below, -1)
-        if ex is not None:
-            out.append(ex)
+        out += pick((patterns.labels < 0) & below, below, -1)
     for s in res.sub_intervals:
         own = (latency >= s.low_ns) & (latency < s.high_ns)
-        ex = pick(patterns.labels == s.index, own, s.index)
-        if ex is not None:
-            out.append(ex)
+        out += pick(patterns.labels == s.index, own, s.index, quantiles)
     return out
 
 
@@ -311,8 +507,12 @@ def _spans_of(spans, trace_ids: Iterable[str]):
 
 
 def example_requests_section(spans, table, patterns: PatternsInput, *, baseline: bool = True,
-                             max_spans: int = 400) -> Section:
-    """An example request of each pattern as a Gantt chart of its spans.
+                             max_spans: int = 400, per_pattern: int = MAX_EXAMPLES) -> Section:
+    """Example requests of each pattern as Gantt charts of their spans.
+
+    Each shown pattern (at most :data:`MAX_PATTERNS_SHOWN` per sub-interval, see
+    :func:`shown_patterns`) gets its representative request drawn and up to ``per_pattern - 1``
+    more one click away (a folded ``<details>``); the patterns not shown are counted.
 
     Parameters
     ----------
@@ -324,21 +524,27 @@ def example_requests_section(spans, table, patterns: PatternsInput, *, baseline:
         Also show a typical request below the degraded interval, to compare with.
     max_spans : int, default=400
         Spans per chart at most.
+    per_pattern : int, default=3
+        Example requests per pattern at most (see :func:`example_requests`).
     """
     section = Section("Example requests", key="examples")
-    examples = example_requests(table, patterns, baseline=baseline)
+    res = patterns.result
+    groups = shown_patterns(res)
+    shown_index = {s.index for _, shown, _ in groups for s in shown}
+    examples = [e for e in example_requests(table, patterns, baseline=baseline, per_label=per_pattern)
+                if e.label < 0 or e.label in shown_index]
     if not examples:
         section.add(Text("No request to show."))
         return section
-    section.add(Text("One request per pattern, the one whose latency is closest to the median of the requests "
-                     "with that pattern (preferring those in its own sub-interval). Bars start at the span's start "
-                     "relative to the request and last its duration, coloured by service; hatched pale bars are "
-                     "asynchronous work (producer/consumer or FOLLOWS_FROM spans, spans that outlive their parent, "
-                     "and everything below them); outlined bars and bold rows are the operations the pattern names. "
-                     "All charts share one time scale. The dotted line is the end of the request. Hover a bar for "
-                     "the span's instance, status and attributes; deep requests collapse by depth."))
+    section.add(Text("For each pattern the request whose latency is closest to the median of the requests with that "
+                     "pattern (preferring those in its own sub-interval), and more one click away. Bars start at the "
+                     "span's start relative to the request and last its duration, coloured by service; hatched pale "
+                     "bars are asynchronous work (producer/consumer or FOLLOWS_FROM spans, spans that outlive their "
+                     "parent, and everything below them); outlined bars and bold rows are the operations the pattern "
+                     "names. All charts share one time scale. The dotted line is the end of the request. Hover a bar "
+                     "for the span's instance, status and attributes; deep requests collapse by depth."))
     subset = _spans_of(spans, [e.trace_id for e in examples])
-    by_index = {s.index: s for s in patterns.result.sub_intervals}
+    pattern_color = pattern_colors(res)
     colors: dict[str, str] = {}
     drawn = {}
     for ex in examples:
@@ -347,23 +553,32 @@ def example_requests_section(spans, table, patterns: PatternsInput, *, baseline:
         except KeyError as e:  # the spans given are not those the table was built from
             section.add(Text(f"Request {ex.trace_id} cannot be drawn: {e}", muted=True))
     x_range_ms = gantt_x_range_ms(list(drawn.values()))
-    for ex, request in drawn.items():
+
+    def chart(ex: ExampleRequest, named: tuple) -> list:
+        request = drawn[ex]
         for svc in request[S.SERVICE].unique(maintain_order=True).to_list():
             colors.setdefault(svc, SERVICE_COLORS[len(colors) % len(SERVICE_COLORS)])
-        named = ()
-        if ex.label < 0:
-            heading = [Strong("Baseline"), " - a typical request below the degraded interval"]
-        else:
-            s = by_index[ex.label]
-            heading = [Swatch(sub_interval_color(s.index)), Strong(f"#{s.index} {s.latency_words}"), ": ", s.words]
-            named = operation_keys_named(s.pattern.attributes, table.endpoint) if s.pattern is not None else ()
         title = f"trace {ex.trace_id}, latency {format_duration_ns(ex.latency_ns)}"
-        section.add(
-            Text(heading),
-            Text(f"{title}; {ex.members:,} request(s) with this label; {request.height} spans.", muted=True),
-            Figure(request_gantt_figure(request, title=title, max_spans=max_spans, service_colors=colors,
-                                        highlight=named, x_range_ms=x_range_ms)),
-        )
+        return [Text(f"{title}; {ex.members:,} request(s) with this label; {request.height} spans.", muted=True),
+                Figure(request_gantt_figure(request, title=title, max_spans=max_spans, service_colors=colors,
+                                            highlight=named, x_range_ms=x_range_ms))]
+
+    for ex in (e for e in drawn if e.label < 0):
+        section.add(Text([Strong("Baseline"), " - a typical request below the degraded interval"]), *chart(ex, ()))
+    for _, shown, hidden in groups:
+        for s in shown:
+            mine = [e for e in drawn if e.label == s.index]
+            if not mine:
+                continue
+            named = operation_keys_named(s.pattern.attributes, table.endpoint) if s.pattern is not None else ()
+            section.add(Text([Swatch(pattern_color[s.index]), Strong(f"#{s.index} {s.latency_words}"), ": ", s.words]),
+                        *chart(mine[0], named))
+            if len(mine) > 1:
+                section.add(Details(f"{len(mine) - 1} more example request(s) of #{s.index}",
+                                    [part for ex in mine[1:] for part in chart(ex, named)]))
+        if hidden:
+            section.add(Text(f"{len(hidden)} more pattern(s) of {shown[0].latency_words}{_f_range(hidden)} not drawn "
+                             "(listed under the patterns table).", muted=True))
     return section
 
 
@@ -412,13 +627,14 @@ def ground_truth_section(table, patterns: PatternsInput, truth: Mapping[str, str
         section.add(Text("The ground truth marks no request as affected."))
         return section
     res = patterns.result
+    pattern_color = pattern_colors(res)
     match = match_clusters(aligned, patterns.labels, degradations=names)
     by_index = {s.index: s for s in res.sub_intervals}
     rows = []
     for name in names:
         k = match.matched.get(name, -1)
         s = by_index.get(k)
-        recovered = [_pattern_label(s), ": ", s.words] if s is not None else "no pattern"
+        recovered = [_pattern_label(s, pattern_color), ": ", s.words] if s is not None else "no pattern"
         rows.append([Strong(name), descriptions.get(name, ""), int((aligned == name).sum()), recovered,
                      match.match_f_scores.get(name)])
     section.add(
@@ -442,8 +658,8 @@ def ground_truth_section(table, patterns: PatternsInput, truth: Mapping[str, str
                                               "(columns)"))
     colors = {n: _TRUTH_COLORS[i % len(_TRUTH_COLORS)] for i, n in enumerate(names)} | {NOT_AFFECTED: BASELINE_COLOR}
     fig = latency_by_group_figure(table.frame["latency_ns"], [v if v is not None else NOT_AFFECTED for v in aligned],
-                                  res if res.interval is not None else None, order=[NOT_AFFECTED, *names],
-                                  colors=colors)
+                                  None, order=[NOT_AFFECTED, *names], colors=colors)
+    mark_patterns(fig, res, pattern_color)
     section.add(Figure(fig, caption="Latencies by injected degradation, with the recovered sub-intervals."))
     if unknown:
         section.add(Text(f"{unknown:,} request(s) belong to traces the ground truth does not list; they count as "
