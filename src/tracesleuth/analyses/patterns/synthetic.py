@@ -24,7 +24,8 @@ import polars as pl
 from ...errors import ParameterError
 from ...units import NS_PER_MS
 
-__all__ = ["DegradedSession", "make_degraded_session"]
+__all__ = ["DegradedSession", "RefinementCase", "compound_case", "make_degraded_session", "overlapping_tail_case",
+           "two_causes_case"]
 
 _PAPER_OPERATIONS = (
     "web-service:gethome",
@@ -204,3 +205,64 @@ def planted_case(random_state: int = 0):
 
     return PlantedCase(args=(session.frame,), settings={"random_state": random_state, "generations": 100},
                        score=score, floor=0.9)
+
+
+# --------------------------------------------------------------------------------------------
+# The cases each refinement fixes (:mod:`.refinements`), one seeded generator each
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RefinementCase:
+    """A table whose requests are slow for known causes, and the truth (0: normal)."""
+
+    frame: pl.DataFrame
+    truth: np.ndarray
+
+
+def _ops_frame(latency: np.ndarray, **exclusive: np.ndarray) -> pl.DataFrame:
+    return pl.DataFrame({"trace_id": [f"{i:032x}" for i in range(len(latency))], "latency_ns": latency,
+                         **{f"exclusive_ns[svc:{name}]": values for name, values in exclusive.items()}})
+
+
+def _ns(ms: np.ndarray) -> np.ndarray:
+    return np.round(ms * NS_PER_MS).astype(np.int64)
+
+
+def two_causes_case(random_state: int = 0, n: int = 2000) -> RefinementCase:
+    """:class:`~.refinements.SplitCauses`: svc:a and svc:b delayed +30 ms each in 10% of the
+    requests (truth 1); svc:b misses its cache (+60 ms) in 8% of the others (truth 2). Both
+    satisfy ``svc:b >= t`` and their latencies overlap."""
+    rng = np.random.default_rng(random_state)
+    degraded = rng.random(n) < 0.1
+    miss = ~degraded & (rng.random(n) < 0.08)
+    a = _ns(rng.normal(20, 1, n) + 30 * degraded)
+    b = _ns(rng.normal(30, 1, n) + 30 * degraded + 60 * miss)
+    return RefinementCase(_ops_frame(a + b + _ns(rng.normal(2, 0.2, n)), a=a, b=b),
+                          np.where(degraded, 1, np.where(miss, 2, 0)))
+
+
+def compound_case(random_state: int = 0, n: int = 3000) -> RefinementCase:
+    """:class:`~.refinements.CompoundLabels`: svc:a delayed +40 ms in 15% of the requests (truth
+    1); svc:b misses its cache (+110 ms, lognormal) in 8% of all, independently (truth 2 when
+    not degraded). A degraded request that also missed lies in the misses' latency band."""
+    rng = np.random.default_rng(random_state)
+    degraded = rng.random(n) < 0.15
+    miss = rng.random(n) < 0.08
+    a = _ns(rng.normal(20, 1, n) + 40 * degraded)
+    b = _ns(rng.normal(30, 1, n) + rng.lognormal(np.log(110), 0.2, n) * miss)
+    c = _ns(rng.lognormal(np.log(10), 0.3, n))
+    return RefinementCase(_ops_frame(a + b + c, a=a, b=b, c=c), np.where(degraded, 1, np.where(miss, 2, 0)))
+
+
+def overlapping_tail_case(random_state: int = 0, n: int = 3000) -> RefinementCase:
+    """:class:`~.refinements.UncertainBand`: svc:a delayed +30 ms in 15% of the requests (truth
+    1), a band that starts inside the normal tail of a 58 ms lognormal mode; svc:opt, an optional
+    call (60% of the requests), makes a request slower without being a cause."""
+    rng = np.random.default_rng(random_state)
+    degraded = rng.random(n) < 0.15
+    optional = np.where(rng.random(n) < 0.6, np.round(rng.lognormal(np.log(12), 0.3, n) * NS_PER_MS), np.nan)
+    a = _ns(rng.lognormal(np.log(8), 0.5, n) + 30 * degraded)
+    base = _ns(rng.lognormal(np.log(40), 0.15, n))
+    return RefinementCase(_ops_frame(a + base + np.nan_to_num(optional).astype(np.int64), a=a, base=base,
+                                     opt=optional), degraded.astype(np.int64))
