@@ -189,7 +189,7 @@ def test_requests_between_the_normal_spread_and_the_interval_are_not_false_posit
     res = model.result_
     assert counted.result_.uncertain_ns is None and res.uncertain_ns < res.interval.low_ns
     (note,) = res.notes_of("uncertain_left_out")
-    assert (note.uncertain_ns, note.low_ns, note.uncertain_z) == (res.uncertain_ns, res.interval.low_ns, 1.0)
+    assert (note.uncertain_ns, note.low_ns, note.uncertain_z) == (res.uncertain_ns, res.interval.low_ns, 0.5)
     lat = frame["latency_ns"].to_numpy()
     assert note.n_requests == int(((lat >= res.uncertain_ns) & (lat < res.interval.low_ns)).sum())
 

@@ -17,20 +17,19 @@ paper (``"kmeans"``, ``"hierarchical"``, ``"meanshift"``) are their own estimato
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 import polars as pl
 
 from ...errors import EmptyDataError, ParameterError
-from .._contract import NONE, Analysis, Constraint, InstanceOf, Interval, Options, Seed, Strings
+from .._contract import NONE, Analysis, InstanceOf, Interval, Options, Seed, Strings
 from ._bitsets import PatternEvaluator
 from ._data import LATENCY_COLUMN, Inputs, encode, read_table
 from ._model import ATTR_PREFIX, CONTINUOUS_PREFIX, INSTANCE_PREFIX, LatencyInterval
 from .candidates import ASYNCHRONOUS, asynchronous_operations, identifier_columns, operation_of, pass_through_columns
 from .ga import GASettings
-from .notes import SUGGESTION, BudgetExhausted, NoPatternBetterThanChance, Note, PredictColumns, UncertainLeftOut
+from .notes import BudgetExhausted, NoPatternBetterThanChance, Note, PredictColumns, UncertainLeftOut
 from .refinements import CompoundLabels, MergeNeighbours, Refinement, SplitCauses, UncertainBand
 from .results import (CompoundLabel, ConditionEffect, DegradationPatternsResult, SubIntervalPattern, assign_labels,
                       compound_labels)
@@ -103,14 +102,16 @@ class LatencyDegradationPatterns(Analysis):
         (:func:`~tracesleuth.analyses.patterns.split_points.automatic_interval`).
     tail_z : float, default=2.0
         ``"robust"`` rule: the tail cut in standard deviations of the reference mode.
-    uncertain_z : float or None, default=1.0
+    uncertain_z : float or None, default=0.5
         ``"robust"`` rule: the requests below the automatic interval but more than this many
         standard deviations of the reference mode above its centre are left out of the pattern
-        scores, neither true nor false positives: where a degraded mode overlaps the normal tail,
-        its faster requests lie below the interval's start, and counting them as false positives
-        makes the search add conditions that describe latency, not cause (a pattern naming an
-        optional call that makes the request slower). They are still labelled by the patterns
-        they satisfy. Beyond the paper; None: every request below the interval is normal.
+        scores, neither true nor false positives (:class:`~.refinements.UncertainBand`, which
+        gives the measured case and why 0.5, not the former 1): where a degraded mode overlaps
+        the normal tail, its faster requests lie below the interval's start, and counting them
+        as false positives makes the search add conditions that describe latency, not cause (a
+        pattern naming an optional call that makes the request slower). They are still labelled
+        by the patterns they satisfy. Beyond the paper; None: every request below the interval
+        is normal.
     split_points : sequence of int or str, or None, default=None
         Inner split points of ``I`` (ns, or strings such as ``"420ms"``). None: the density minima
         of the latencies in ``I`` (mean shift).
@@ -279,7 +280,7 @@ class LatencyDegradationPatterns(Analysis):
         interval: Any = None,
         interval_rule: str = "robust",
         tail_z: float = 2.0,
-        uncertain_z: float | None = 1.0,
+        uncertain_z: float | None = 0.5,
         split_points: Sequence[int | str] | None = None,
         attributes: Sequence[str] | None = None,
         categorical: bool = True,
@@ -418,7 +419,7 @@ class LatencyDegradationPatterns(Analysis):
         bounds, notes = self._split_point_rule().bounds(data.latency, interval)
         data.notes.extend(notes)
         out["split_points_"] = bounds
-        band = next((b for r in refinements if (b := r.band(chosen)) is not None), None)
+        band = next((b for r in refinements if (b := r.band(chosen, data.latency)) is not None), None)
         encoded = self._encode(table, data, bounds, interval, band)
         out["encodings_"] = encoded.encodings
         partition, runs = partition_runs(encoded, self._searcher(), min_lift=self.min_lift,
@@ -663,4 +664,4 @@ def choose_interval(latency_ns: np.ndarray, *, rule: str = "robust", tail_z: flo
     chosen = stage.choose(latency)
     if isinstance(chosen, str) or uncertain_z is None:
         return chosen
-    return replace(chosen, uncertain_ns=UncertainBand(float(uncertain_z)).band(chosen))
+    return replace(chosen, uncertain_ns=UncertainBand(float(uncertain_z)).band(chosen, latency))
