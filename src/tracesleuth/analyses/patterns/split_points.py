@@ -424,9 +424,9 @@ class IntervalChoice:
     notes : tuple of Note
         Worth knowing beside the reason (:class:`~.notes.IntervalBelowMedian`).
     uncertain_ns : int or None
-        Start of the stretch below the interval, ``exp(m + uncertain_z * sigma)``, whose requests
-        are neither clearly normal (beyond the reference mode's usual spread) nor in the
-        interval: the pattern scores leave them out. None: no such stretch (or not asked for).
+        Start of the stretch below the interval whose requests are neither clearly normal
+        (beyond the reference mode's usual spread) nor in the interval: the pattern scores leave
+        them out (:class:`~.refinements.UncertainBand` sets it). None: no such stretch.
     log_centre, log_sigma : float or None
         The reference mode as fitted on a log scale (``m``, ``sigma``): what
         :class:`~.refinements.UncertainBand` measures its band in. None: no mode fitted (a given
@@ -450,10 +450,18 @@ def _normal_tail(z: float) -> float:
     return 0.5 * erfc(z / sqrt(2.0))
 
 
+#: The median of a half-normal distribution in standard deviations (``Phi^-1(0.75)``): the
+#: spread of a mode from the median distance of its faster half to its centre.
+HALF_NORMAL_MEDIAN = 0.6745
+#: Fewer values in a mode's faster half give no median to trust: the whole mode's spread is used.
+MIN_HALF = 5
 #: A slow tail (no density gap) is a degradation when it holds at least this many times the
 #: requests the reference mode's fast tail holds as far below its centre (the mode's own chance
 #: tail, measured on its mirror rather than assumed normal): measured on seeds 0-7, one lognormal
-#: mode gives ratios 0.4-1.8, a 30 ms delay of 15% of the requests over a 58 ms mode 3.0-5.5.
+#: mode gives ratios 0.4-1.8, a 30 ms delay of 15% of the requests over a 58 ms mode 3.0-5.5. The
+#: share beyond the cut alone (``min_excess`` x 2.3%) called that delay "a tail of chance" on 4 of
+#: 8 seeds (5.1-5.9% beyond the cut, under 6.9%); either test finds it on all 8, and no one-mode
+#: sample of seeds 0-7.
 MIN_TAIL_RATIO = 2.5
 #: ... and when the difference is significant: ``(slow - mirror) / sqrt(slow + mirror)`` (Poisson
 #: counts) at least this. Not 3: the mode's centre and spread are estimated (mean shift, its faster
@@ -464,7 +472,7 @@ MIN_TAIL_Z = 4.0
 
 def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_share: float = 0.5,
                        min_excess: float = 3.0, min_tail_ratio: float = MIN_TAIL_RATIO, min_tail_z: float = MIN_TAIL_Z,
-                       uncertain_z: float | None = None, **mean_shift: float) -> IntervalChoice:
+                       **mean_shift: float) -> IntervalChoice:
     """The robust automatic degraded interval (module notes; beyond the paper).
 
     Parameters
@@ -484,12 +492,7 @@ def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_
     min_tail_ratio, min_tail_z : float, default=MIN_TAIL_RATIO (2.5), MIN_TAIL_Z (4.0)
         ... or when the slow tail holds ``min_tail_ratio`` times the mode's requests as far below
         its centre (its mirrored tail), a difference of at least ``min_tail_z`` Poisson standard
-        deviations (:data:`MIN_TAIL_RATIO`). The share test alone called a 30 ms delay of 15% of
-        the requests over a 58 ms mode "a tail of chance" on 4 of 8 seeds (5.1-5.9% beyond the
-        cut, under 6.9%); the mirror finds it on all 8 and no one-mode sample of seeds 0-7.
-    uncertain_z : float or None, default=None
-        Where the stretch of uncertain requests below the interval starts, in standard deviations
-        of the reference mode above its centre (:attr:`IntervalChoice.uncertain_ns`). None: none.
+        deviations: see :data:`MIN_TAIL_RATIO` for why and what was measured.
     **mean_shift
         ``quantile`` and ``min_bin_fraction`` of :func:`mean_shift_1d`.
 
@@ -520,26 +523,13 @@ def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_
               f"({int(counts[ref]):,} of {n:,} requests"
               + (f", the fastest with at least {min_mode_share:.0%} of the largest mode's requests" if ref else "")
               + f"; spread from its faster half: x{np.exp(sigma):.2f} per standard deviation)")
-    if gap is not None and cut is not None and cut < gap:
-        # between the cut and the gap: a degraded mode in the tail, or the mode's own tail?
-        n_mode = 2 * int(np.count_nonzero(in_ref & (y < m)))
-        z_gap = (np.log(gap) - m) / sigma
-        chance = n_mode * (expected - _normal_tail(float(z_gap)))
-        between = int(np.count_nonzero((latency >= cut) & (latency < gap)))
-        if between <= min_excess * max(chance, 1.0):
-            cut = None  # no more than the mode's own tail: the gap is the start
-    if gap is not None and (cut is None or gap <= cut):
-        low, rule = gap, "gap"
-        why = f"{spread}; the interval starts at the density gap above it, {format_duration_ns(gap)}"
-    elif cut is not None:
-        low, rule = cut, "tail"
-        why = (f"{spread}; the interval starts at its tail cut, {tail_z:g} standard deviations above it: "
-               f"{format_duration_ns(cut)}"
-               + (f" (below the next density gap, {format_duration_ns(gap)}, which would leave out a degraded "
-                  f"mode in the tail)" if gap is not None else " (no density gap above it: a slow tail, not a mode)"))
-    else:
+    if gap is not None and cut is not None and cut < gap and _own_tail(y, in_ref, m, sigma, cut, gap, tail_z,
+                                                                      min_excess):
+        cut = None  # no more than the mode's own tail between the cut and the gap: the gap is the start
+    if gap is None and cut is None:
         return IntervalChoice(None, "none", f"every request is in one latency mode around {format_duration_ns(mode_ns)} "
                               "with no spread to measure.", mode_ns)
+    low, rule, why = _start(gap, cut, spread, tail_z)
     above = int(np.count_nonzero(latency >= low))
     share = above / n
     # a slow tail is a degradation when it is heavier than a normal mode's (min_excess) or than the mode's own
@@ -556,9 +546,8 @@ def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_
     median = float(np.median(latency))
     notes = (IntervalBelowMedian(int(low), int(median), share),) if low <= median else ()
     reason = f"{why}; {above:,} request(s) ({share:.1%}) are at or above it."
-    uncertain = int(np.ceil(np.exp(m + uncertain_z * sigma))) if uncertain_z is not None and sigma > 0 else None
     return IntervalChoice(LatencyInterval(int(low), int(latency.max()) + 1), rule, reason, mode_ns, notes,
-                          uncertain if uncertain is not None and uncertain < low else None, m, sigma)
+                          None, m, sigma)
 
 
 def _reference_mode(y: np.ndarray, clusters: "MeanShiftResult", min_mode_share: float
@@ -572,10 +561,34 @@ def _reference_mode(y: np.ndarray, clusters: "MeanShiftResult", min_mode_share: 
     m = float(clusters.centers[ref])
     in_ref = (y >= clusters.minima[ref]) & (y <= clusters.maxima[ref])
     below = m - y[in_ref & (y < m)]
-    sigma = float(np.median(below)) / 0.6745 if below.size >= 5 else 0.0
+    sigma = float(np.median(below)) / HALF_NORMAL_MEDIAN if below.size >= MIN_HALF else 0.0
     if sigma <= 0:  # too few faster values: the cluster's own spread
-        sigma = float(np.median(np.abs(y[in_ref] - m))) / 0.6745
+        sigma = float(np.median(np.abs(y[in_ref] - m))) / HALF_NORMAL_MEDIAN
     return ref, m, sigma, in_ref
+
+
+def _start(gap: int | None, cut: int | None, spread: str, tail_z: float) -> tuple[int, str, str]:
+    """The interval's start: the density gap above the reference mode or its tail cut, whichever
+    is lower (one of them given), with the rule's name and why in words."""
+    if gap is not None and (cut is None or gap <= cut):
+        return gap, "gap", f"{spread}; the interval starts at the density gap above it, {format_duration_ns(gap)}"
+    return cut, "tail", (
+        f"{spread}; the interval starts at its tail cut, {tail_z:g} standard deviations above it: "
+        f"{format_duration_ns(cut)}"
+        + (f" (below the next density gap, {format_duration_ns(gap)}, which would leave out a degraded "
+           f"mode in the tail)" if gap is not None else " (no density gap above it: a slow tail, not a mode)"))
+
+
+def _own_tail(y: np.ndarray, in_ref: np.ndarray, m: float, sigma: float, cut: int, gap: int, tail_z: float,
+              min_excess: float) -> bool:
+    """Whether the requests between the tail cut and the density gap above it are the reference
+    mode's own tail (no more than ``min_excess`` times what a normal mode leaves there), not a
+    degraded mode in the tail."""
+    n_mode = 2 * int(np.count_nonzero(in_ref & (y < m)))
+    z_gap = (np.log(gap) - m) / sigma
+    chance = n_mode * (_normal_tail(tail_z) - _normal_tail(float(z_gap)))
+    between = int(np.count_nonzero((y >= np.log(cut)) & (y < np.log(gap))))
+    return between <= min_excess * max(chance, 1.0)
 
 
 def _tail_of_chance(y: np.ndarray, in_ref: np.ndarray, m: float, low: int, min_ratio: float, min_z: float

@@ -103,12 +103,7 @@ def make_degraded_session(
     >>> s.frame.height, int((s.truth > 0).sum()) > 0
     (200, True)
     """
-    if int(n_requests) < 1:
-        raise ParameterError(f"The 'n_requests' parameter must be an int >= 1. Got {n_requests!r} instead.")
-    if int(n_operations) < 6:
-        raise ParameterError(f"The 'n_operations' parameter must be an int >= 6. Got {n_operations!r} instead.")
-    if not 0.0 <= fraction <= 0.5:
-        raise ParameterError(f"The 'fraction' parameter must be a float in [0, 0.5]. Got {fraction!r} instead.")
+    _check_session(n_requests, n_operations, fraction)
     n, k = int(n_requests), int(n_operations)
     rng = np.random.default_rng(random_state)
     if k == len(_PAPER_OPERATIONS):
@@ -134,8 +129,39 @@ def make_degraded_session(
     # a cache-like bimodality on two operations, unrelated to the degradations
     for j in (1, 3):
         excl[:, j] += np.where(rng.random(n) < 0.3, 3.0, 0.0)
-    delay = np.full(n, float(delay_ms))
-    for label, affected in ((1, a1_ops), (2, a2_ops)):
+    _inject(rng, excl, truth, (a1_ops, a2_ops), float(delay_ms), noise)
+    excl_ns = np.round(excl * NS_PER_MS).astype(np.int64)
+    sync_time = np.where(called[:, ~asynchronous], excl_ns[:, ~asynchronous], 0).sum(axis=1)
+    latency = sync_time + np.round(rng.lognormal(np.log(2.0), 0.2, size=n) * NS_PER_MS).astype(np.int64)
+
+    frame = _session_frame(rng, ops, calls, called, excl_ns, latency, truth, slow_instance)
+    return DegradedSession(
+        frame=frame,
+        truth=truth,
+        operations=tuple(ops),
+        a1_operations=tuple(ops[j] for j in a1_ops),
+        a2_operations=tuple(ops[j] for j in a2_ops),
+        slow_instance="items-3" if slow_instance else None,
+    )
+
+
+def _check_session(n_requests, n_operations, fraction) -> None:
+    if int(n_requests) < 1:
+        raise ParameterError(f"The 'n_requests' parameter must be an int >= 1. Got {n_requests!r} instead.")
+    if int(n_operations) < 6:
+        raise ParameterError(f"The 'n_operations' parameter must be an int >= 6. Got {n_operations!r} instead.")
+    if not 0.0 <= fraction <= 0.5:
+        raise ParameterError(f"The 'fraction' parameter must be a float in [0, 0.5]. Got {fraction!r} instead.")
+
+
+def _inject(rng: np.random.Generator, excl: np.ndarray, truth: np.ndarray, affected_ops: tuple, delay_ms: float,
+            noise: bool) -> None:
+    """Add the degradations' delays to ``excl`` (ms, in place): ``delay_ms`` on each affected
+    operation of the requests labelled 1 and 2; with ``noise``, x1.2 on the first in half of
+    them and twice the delay on an asynchronous operation in half of them (Section 4.3)."""
+    n = truth.size
+    delay = np.full(n, delay_ms)
+    for label, affected in zip((1, 2), affected_ops):
         rows = truth == label
         for idx, j in enumerate(affected):
             extra = delay[rows].copy()
@@ -145,10 +171,12 @@ def make_degraded_session(
         if noise:
             noisy = rows & (rng.random(n) < 0.5)
             excl[noisy, 1 + (label - 1)] += 2 * delay_ms  # asynchronous: no latency effect
-    excl_ns = np.round(excl * NS_PER_MS).astype(np.int64)
-    sync_time = np.where(called[:, ~asynchronous], excl_ns[:, ~asynchronous], 0).sum(axis=1)
-    latency = sync_time + np.round(rng.lognormal(np.log(2.0), 0.2, size=n) * NS_PER_MS).astype(np.int64)
 
+
+def _session_frame(rng: np.random.Generator, ops: tuple, calls: np.ndarray, called: np.ndarray, excl_ns: np.ndarray,
+                   latency: np.ndarray, truth: np.ndarray, slow_instance: bool) -> pl.DataFrame:
+    """The trace-table columns of a session (instances and the version attribute drawn from ``rng``)."""
+    n = latency.size
     columns: dict[str, pl.Series] = {
         "trace_id": pl.Series("trace_id", np.arange(n)).cast(pl.Utf8).str.zfill(32),
         "start_ns": pl.Series("start_ns", 1_700_000_000_000_000_000 + np.arange(n, dtype=np.int64) * 50 * NS_PER_MS),
@@ -173,14 +201,7 @@ def make_degraded_session(
     columns[f"instance[{rec}]"] = pl.Series(f"instance[{rec}]", rec_instance)
     columns["attr[version]"] = pl.Series("attr[version]", np.where(rng.random(n) < 0.5, "1.3", "1.4"))
     frame = pl.DataFrame(list(columns.values()))
-    return DegradedSession(
-        frame=frame,
-        truth=truth,
-        operations=tuple(ops),
-        a1_operations=tuple(ops[j] for j in a1_ops),
-        a2_operations=tuple(ops[j] for j in a2_ops),
-        slow_instance="items-3" if slow_instance else None,
-    )
+    return frame
 
 
 def planted_case(random_state: int = 0):
