@@ -130,7 +130,7 @@ def _exact_scores(estimator, table: DaskTraceTable, sample: int, random_state, s
     request) is extended to the table's slowest request, with its last sub-interval."""
     from dask import delayed
 
-    from ..analyses.patterns._model import pattern_quality
+    from ..analyses.patterns import pattern_quality
     from ..analyses.patterns.notes import SampleScored
 
     result = estimator.result_

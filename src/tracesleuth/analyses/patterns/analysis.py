@@ -11,7 +11,7 @@ branch and bound of Krushevskaja & Sandler (``solver="bnb"``).
 dynamic program) and the refinements of :mod:`.refinements` (none with :data:`PAPER_SETTINGS`);
 the results are the records of :mod:`.results` and :mod:`.notes`. The clustering baselines of the
 paper (``"kmeans"``, ``"hierarchical"``, ``"meanshift"``) are their own estimator,
-:class:`~tracesleuth.analyses.patterns.clustering.DegradedClusters`: they give no pattern.
+:class:`~tracesleuth.analyses.patterns.baselines.DegradedClusters`: they give no pattern.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class LatencyDegradationPatterns(Analysis):
         ``"ga"``: the genetic algorithm (Section 3.1, :class:`~.stages.GeneticSearch`). ``"bnb"``:
         branch and bound over single-bin conditions (Krushevskaja & Sandler 2013,
         :class:`~.stages.BranchAndBoundSearch`). The clustering baselines (Section 4.5) are
-        :class:`~tracesleuth.analyses.patterns.clustering.DegradedClusters`.
+        :class:`~tracesleuth.analyses.patterns.baselines.DegradedClusters`.
     interval : str, (int, int), LatencyInterval or None, default=None
         The degraded interval ``I``, e.g. ``"350ms:700ms"`` (half-open, units ns/us/ms/s; an open
         side means the data's min or max) or ``(low_ns, high_ns)``. None: chosen by
@@ -226,11 +226,15 @@ class LatencyDegradationPatterns(Analysis):
     labels_ : ndarray of int64, shape (n_requests,)
         Per table row: the index of the sub-interval whose pattern the request satisfies (the one
         holding its latency when it satisfies several, else the first; a faster one whose cause
-        it carries too with ``compound_labels``), or of its cluster; -1 for none.
+        it carries too with ``compound_labels``); -1 for none. :meth:`predict` gives the same
+        labels for any table.
     interval_ : LatencyInterval or None
     split_points_ : ndarray of int64, shape (k + 1,)
     encodings_ : tuple of AttributeEncoding
         The attributes as searched: thresholds (continuous) or categories.
+    refinements_ : tuple of Refinement
+        The rules beyond the paper these settings applied (:meth:`refinements`; none with
+        :data:`PAPER_SETTINGS`).
 
     Raises
     ------

@@ -243,7 +243,7 @@ class SplitCauses(Refinement):
             return None
         lo, hi = run.lo, run.hi
         members = run.mask(encoded.codes) & encoded.members(run.first, run.last)
-        if members.sum() < 2 * self.min_support:
+        if members.sum() < 2 * self.min_support:  # two groups of min_support each
             return None
         found = _cause_split(lo, hi, members, list(encoded.encodings), encoded.codes, encoded.data,
                              int(self.min_support), own_cause=self.own_cause)
