@@ -137,6 +137,18 @@ def test_compound_labels_minimal():
     assert np.array_equal(labels, plain) and not rules[0].carries and notes == []
 
 
+@pytest.mark.parametrize(("make", "match"), [
+    (lambda: SplitCauses(own_cause=0), "'own_cause' parameter of SplitCauses must be a float in the range"),
+    (lambda: SplitCauses(min_support=0), "'min_support' parameter of SplitCauses"),
+    (lambda: CompoundLabels(max_ratio=-1.0), "'max_ratio' parameter of CompoundLabels"),
+    (lambda: CompoundLabels(min_support=1.5), "'min_support' parameter of CompoundLabels"),
+    (lambda: MergeNeighbours(own_cause="high"), "'own_cause' parameter of MergeNeighbours"),
+])
+def test_refinement_settings_are_checked(make, match):
+    with pytest.raises(ParameterError, match=match):
+        make()
+
+
 def test_paper_settings_apply_no_refinement():
     assert LatencyDegradationPatterns(**PAPER_SETTINGS).refinements() == ()
     assert [r.name for r in LatencyDegradationPatterns().refinements()] == [

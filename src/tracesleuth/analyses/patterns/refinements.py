@@ -61,6 +61,12 @@ def _check(owner: str, name: str, value: float, low: float, high: float | None) 
                              f"Got {value!r} instead.")
 
 
+def _check_support(owner: str, value: int) -> None:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise ParameterError(f"The 'min_support' parameter of {owner} must be an int in the range [1, inf). "
+                             f"Got {value!r} instead.")
+
+
 class Refinement:
     """Base of the refinements: three hooks, each a no-op unless overridden."""
 
@@ -220,9 +226,7 @@ class SplitCauses(Refinement):
 
     def __post_init__(self) -> None:
         _check("SplitCauses", "own_cause", self.own_cause, 0.0, None)
-        if not isinstance(self.min_support, (int, np.integer)) or self.min_support < 1:
-            raise ParameterError(f"The 'min_support' parameter of SplitCauses must be an int in the range [1, inf). "
-                                 f"Got {self.min_support!r} instead.")
+        _check_support("SplitCauses", self.min_support)
 
     def refine(self, runs: list[Run], encoded: Encoded) -> tuple[list[Run], list[Note]]:
         out: list[Run] = []
@@ -299,6 +303,7 @@ class CompoundLabels(Refinement):
         _check("CompoundLabels", "same_size", self.same_size, 0.0, 1.0)
         _check("CompoundLabels", "own_cause", self.own_cause, 0.0, None)
         _check("CompoundLabels", "max_ratio", self.max_ratio, 0.0, None)
+        _check_support("CompoundLabels", self.min_support)
 
     def relabel(self, labels: np.ndarray, runs: Sequence[Run], subs: Sequence[SubIntervalPattern],
                 encoded: Encoded) -> tuple[np.ndarray, tuple[CompoundLabel, ...], list[Note]]:
