@@ -103,6 +103,12 @@ def test_patterns_command_finds_planted_degradations(tmp_path, capsys):
     assert [s["words"] for s in doc2["sub_intervals"]] == [s["words"] for s in doc["sub_intervals"]]
     code3, doc3 = run_json(capsys, "patterns", str(f), "--interval", "9s:10s")
     assert code3 in (0, 2) and (doc3.get("error") or not doc3["found"])
+    assert all({"kind", "words"} <= set(note) for note in doc["notes"])  # notes as records
+    code4, doc4 = run_json(capsys, "patterns", str(f), "--solver", "kmeans", "--seed", "1")  # DegradedClusters
+    assert code4 == 0 and doc4["solver"] == "kmeans" and all(s["pattern"] is None for s in doc4["sub_intervals"])
+    assert main(["patterns", str(f), "--seed", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "note (uncertain_left_out):" in text  # the command renders each note by its kind
 
 
 def test_evaluate_patterns_json(capsys):

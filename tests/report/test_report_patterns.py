@@ -172,7 +172,9 @@ def test_result_alone_groups_by_latency(analysed):
 def test_clustering_solver_and_nothing_found():
     session = simulated_session(200)
     table = build_trace_table(session.spans)
-    est = LatencyDegradationPatterns(solver="kmeans", random_state=0).fit(table)
+    from tracesleuth.analyses.patterns.baselines import DegradedClusters
+
+    est = DegradedClusters(method="kmeans", random_state=0).fit(table)
     page = build_patterns_report(session.spans, table, est, labels=session.label_map()).to_html()
     assert "cluster 0" in page and "Injected degradations" in page
     flat = LatencyDegradationPatterns(interval=(0, 10**12), random_state=0).fit(table)

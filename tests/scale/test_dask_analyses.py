@@ -20,8 +20,8 @@ def test_patterns_on_dask_are_the_in_process_patterns(cluster, synthetic_store):
     assert reference.result_.found and DEGRADED_OPERATION in reference.result_.sub_intervals[0].words
     with dask_trace_table(synthetic_store.path, scheduler=cluster, partition_spans=10_000) as table:
         est = LatencyDegradationPatterns(random_state=3)
-        labels, requests = fit_patterns(est, table)
-    assert est.result_.to_dict() == reference.result_.to_dict()
+        labels, requests, result = fit_patterns(est, table)
+    assert est.result_.to_dict() == reference.result_.to_dict() == result.to_dict()
     assert np.array_equal(labels, reference.labels_) and requests.height == len(labels)
 
 
@@ -29,8 +29,11 @@ def test_sampled_patterns_are_scored_on_every_request(cluster, synthetic_store):
     full = build_trace_table(synthetic_store.read_spans())
     with dask_trace_table(synthetic_store.path, scheduler=cluster, partition_spans=10_000) as table:
         est = LatencyDegradationPatterns(random_state=0)
-        labels, requests = fit_patterns(est, table, sample=2_000, random_state=1)
-    result = est.result_
+        before = dict(est.__dict__)
+        labels, requests, result = fit_patterns(est, table, sample=2_000, random_state=1)
+    assert est.result_ is not result and est.result_.n_requests == 2_000  # the estimator keeps the sample's fit
+    assert {k for k in est.__dict__ if k not in before} == {"labels_", "result_", "interval_", "split_points_",
+                                                            "encodings_", "refinements_"}
     assert result.found and result.n_requests == full.n_requests and len(labels) == full.n_requests
     assert requests["trace_id"].to_list() == full.frame["trace_id"].to_list()  # table order
     latency = full.frame["latency_ns"].to_numpy()
@@ -44,7 +47,10 @@ def test_sampled_patterns_are_scored_on_every_request(cluster, synthetic_store):
                                                inside.sum())
     main = max(result.sub_intervals, key=lambda s: s.n_positives)
     assert main.f_score > 0.9 and DEGRADED_OPERATION in main.words
-    assert any("uniform sample of 2,000" in n and f"{dkw_epsilon(2_000):.4f}" in n for n in result.notes)
+    (note,) = result.notes_of("sample_scored")
+    assert (note.sample, note.n_requests, note.random_state) == (2_000, full.n_requests, 1)
+    assert note.epsilon == dkw_epsilon(2_000) and note.f_all == tuple(s.f_score for s in result.sub_intervals)
+    assert np.array_equal(labels, est.predict(full))  # the workers' labels are the estimator's predict
 
 
 def test_a_part_is_labelled_and_scored_with_the_estimators_rules(tmp_path):
@@ -68,12 +74,13 @@ def test_a_part_is_labelled_and_scored_with_the_estimators_rules(tmp_path):
     result = model.result_
     assert any(rule.carries for rule in result.compound) and result.uncertain_ns is not None
     frame.write_parquet(tmp_path / "part.parquet")
-    counted = _count_part(tmp_path / "part.parquet", result)
+    counted = _count_part(tmp_path / "part.parquet", model, result)
     assert np.array_equal(counted["labels"], model.labels_)
     assert counted["counts"].tolist() == [[s.tp, s.tp + s.fp, s.n_positives] for s in result.sub_intervals]
 
 
 def test_sample_needs_a_dask_table_and_a_pattern_solver(synthetic_store):
+    from tracesleuth.analyses.patterns.baselines import DegradedClusters
     from tracesleuth.errors import ParameterError
 
     table = build_trace_table(synthetic_store.read_spans())
@@ -81,7 +88,7 @@ def test_sample_needs_a_dask_table_and_a_pattern_solver(synthetic_store):
         fit_patterns(LatencyDegradationPatterns(), table, sample=100)
     with dask_trace_table(synthetic_store.path, partition_spans=30_000) as dask_table:
         with pytest.raises(ParameterError, match="kmeans"):
-            fit_patterns(LatencyDegradationPatterns(solver="kmeans"), dask_table, sample=100)
+            fit_patterns(DegradedClusters(method="kmeans"), dask_table, sample=100)
 
 
 def test_localization_with_clusters_on_the_workers_is_the_in_process_one(cluster, trainticket_store):

@@ -57,14 +57,15 @@ def dkw_epsilon(n: int, delta: float = 1 - CONFIDENCE) -> float:
     return math.sqrt(math.log(2 / delta) / (2 * n))
 
 
-def fit_patterns(estimator, table, *, sample: int | None = None, random_state=None) -> tuple[np.ndarray, pl.DataFrame]:
+def fit_patterns(estimator, table, *, sample: int | None = None, random_state=None
+                 ) -> tuple[np.ndarray, pl.DataFrame, Any]:
     """Fit a :class:`~tracesleuth.analyses.patterns.LatencyDegradationPatterns` on a trace table,
     built on Dask or in this process.
 
     Parameters
     ----------
-    estimator : LatencyDegradationPatterns
-        Fitted in place.
+    estimator : LatencyDegradationPatterns or DegradedClusters
+        Fitted in place (on the sample, with ``sample``); nothing else is written to it.
     table : DaskTraceTable or TraceTable
     sample : int, optional
         A Dask-built table: search a uniform sample of this many requests, then score and label
@@ -75,16 +76,20 @@ def fit_patterns(estimator, table, *, sample: int | None = None, random_state=No
 
     Returns
     -------
-    (labels, requests)
-        ``labels``: ndarray of int64, shape (n_requests,), as ``estimator.labels_``, for every
-        request of the table in table order (with ``sample``, ``estimator.labels_`` are the
-        sample's); ``requests``: polars DataFrame of their ``trace_id``, ``span_id`` and
-        ``latency_ns``.
+    (labels, requests, result)
+        ``labels``: ndarray of int64, shape (n_requests,), for every request of the table in
+        table order (``estimator.labels_``; with ``sample``, ``estimator.predict`` of every
+        request on the workers, while ``estimator.labels_`` stay the sample's);
+        ``requests``: polars DataFrame of their ``trace_id``, ``span_id`` and ``latency_ns``;
+        ``result``: the :class:`~tracesleuth.analyses.patterns.DegradationPatternsResult`
+        (``estimator.result_``; with ``sample``, a copy scored on every request with a
+        :class:`~tracesleuth.analyses.patterns.notes.SampleScored` note).
 
     Raises
     ------
     ParameterError
-        ``sample`` < 2, given for a table built in this process, or with a clustering solver.
+        ``sample`` < 2, given for a table built in this process, or with a clustering baseline
+        (no ``predict``).
     """
     if sample is not None and not isinstance(table, DaskTraceTable):
         raise ParameterError("--sample samples a table built on Dask: give --scheduler too")
@@ -93,9 +98,10 @@ def fit_patterns(estimator, table, *, sample: int | None = None, random_state=No
     if sample is None or sample >= table.n_requests:
         collected = table.to_trace_table() if isinstance(table, DaskTraceTable) else table
         estimator.fit(collected)
-        return estimator.labels_, collected.frame.select(S.TRACE_ID, S.SPAN_ID, S.LATENCY_NS)
-    if estimator.solver not in ("ga", "bnb"):
-        raise ParameterError(f"--sample scores patterns on every request; the solver {estimator.solver!r} finds "
+        return estimator.labels_, collected.frame.select(S.TRACE_ID, S.SPAN_ID, S.LATENCY_NS), estimator.result_
+    if not hasattr(estimator, "predict"):
+        method = estimator.get_params().get("method")
+        raise ParameterError(f"--sample scores patterns on every request; the solver {method!r} finds "
                              "clusters, not patterns: use --solver ga or bnb, or leave out --sample")
     sampled = _sample(table, sample, random_state)
     estimator.fit(sampled)
@@ -119,13 +125,13 @@ def _sample(table: DaskTraceTable, n: int, random_state):
 
 
 def _exact_scores(estimator, table: DaskTraceTable, sample: int, random_state, sample_slowest: int):
-    """Score the sample's patterns over every request (on the workers) and label every request.
-
-    A latency interval open at the top (up to the sample's slowest request) is extended to the
-    table's slowest request, with its last sub-interval."""
+    """Score the sample's patterns over every request (on the workers) and label every request
+    (``estimator.predict``). A latency interval open at the top (up to the sample's slowest
+    request) is extended to the table's slowest request, with its last sub-interval."""
     from dask import delayed
 
-    from ..analyses.patterns._model import pattern_quality
+    from ..analyses.patterns import pattern_quality
+    from ..analyses.patterns.notes import SampleScored
 
     result = estimator.result_
     if result.found and result.interval.high_ns == sample_slowest + 1:
@@ -134,11 +140,8 @@ def _exact_scores(estimator, table: DaskTraceTable, sample: int, random_state, s
                          split_points=result.split_points[:-1] + (slowest + 1,),
                          sub_intervals=tuple(replace(s, high_ns=slowest + 1) if s.high_ns == sample_slowest + 1 else s
                                              for s in result.sub_intervals))
-    shares = (f"latency shares of the sample within {dkw_epsilon(sample):.4f} of the table's at {CONFIDENCE:.0%} "
-              "confidence")
-    where = f"found on a uniform sample of {sample:,} of the {table.n_requests:,} requests (seed {random_state})"
     subs = result.sub_intervals
-    counted = table.scheduler.compute([delayed(_count_part)(p, result) for p in table.parts],
+    counted = table.scheduler.compute([delayed(_count_part)(p, estimator, result) for p in table.parts],
                                       "scoring the patterns on every request")
     rescored = []
     for s, (tp, satisfied, positives) in zip(subs, sum(c["counts"] for c in counted).tolist()):
@@ -148,16 +151,15 @@ def _exact_scores(estimator, table: DaskTraceTable, sample: int, random_state, s
         q = pattern_quality(tp, satisfied - tp, positives)
         rescored.append(replace(s, precision=q.precision, recall=q.recall, f_score=q.f_score, tp=q.tp, fp=q.fp,
                                 n_positives=positives, support=q.support))
-    scores = ", ".join(f"#{s.index} {s.f_score:.3f} -> {r.f_score:.3f}" for s, r in zip(subs, rescored)
-                       if s.f_score is not None)
-    note = (f"{where}; precision, recall and F-score counted on every request (F on the sample -> on every "
-            f"request: {scores or 'no pattern'}); {shares}")
-    estimator.result_ = replace(result, sub_intervals=tuple(rescored), n_requests=table.n_requests,
-                                n_positives=sum(c["in_interval"] for c in counted), notes=result.notes + (note,))
+    pairs = [(s.index, s.f_score, r.f_score) for s, r in zip(subs, rescored) if s.f_score is not None]
+    note = SampleScored(sample, table.n_requests, random_state, dkw_epsilon(sample), CONFIDENCE,
+                        tuple(i for i, _, _ in pairs), tuple(a for _, a, _ in pairs), tuple(b for _, _, b in pairs))
+    result = replace(result, sub_intervals=tuple(rescored), n_requests=table.n_requests,
+                     n_positives=sum(c["in_interval"] for c in counted), notes=result.notes + (note,))
     frame = pl.concat([c["requests"] for c in counted])
     labels = np.concatenate([c["labels"] for c in counted])
     order = frame.with_row_index("_row").sort(ORDER)["_row"].to_numpy()
-    return labels[order], frame[order].drop(S.START_NS)
+    return labels[order], frame[order].drop(S.START_NS), result
 
 
 def _take(path, rows: np.ndarray) -> pl.DataFrame:
@@ -166,29 +168,22 @@ def _take(path, rows: np.ndarray) -> pl.DataFrame:
     return pl.read_parquet(path)[rows]
 
 
-def _count_part(path, result) -> dict[str, Any]:
+def _count_part(path, estimator, result) -> dict[str, Any]:
     """Per sub-interval: requests satisfying its pattern inside it, satisfying it (those the
-    scores leave out, ``result.uncertain_ns``, not counted), inside it; and the label of each
-    request (the estimator's rule, with its ``compound`` rules)."""
-    from ..analyses.patterns.analysis import _assign_labels, _compound_labels, _scored
-
+    scores leave out, ``result.scored``, not counted), inside it; and the label of each request
+    (``estimator.predict``)."""
     frame = pl.read_parquet(path)
     latency = frame[S.LATENCY_NS].to_numpy()
     subs = result.sub_intervals
     counts = np.zeros((len(subs), 3), dtype=np.int64)
-    scored = _scored(latency, result.uncertain_ns, result.interval)
-    satisfied = []
+    scored = result.scored(latency)
     for k, s in enumerate(subs):
         inside = (latency >= s.low_ns) & (latency < s.high_ns)
         sat = s.pattern.satisfied_by(frame) if s.pattern is not None else np.zeros(len(latency), dtype=bool)
         counts[k] = (int((sat & inside).sum()), int((sat & scored).sum()), int(inside.sum()))
-        satisfied.append(sat)
     low, high = (subs[0].low_ns, subs[-1].high_ns) if subs else (0, 0)
-    fits = [rule.fit.satisfied_by(frame) for rule in result.compound]
     return {"counts": counts, "in_interval": int(((latency >= low) & (latency < high)).sum()),
-            "labels": _compound_labels(_assign_labels(satisfied, latency, [(s.low_ns, s.high_ns) for s in subs]),
-                                       result.compound, fits),
-            "requests": frame.select(S.TRACE_ID, S.SPAN_ID, S.START_NS, S.LATENCY_NS)}
+            "labels": estimator.predict(frame), "requests": frame.select(S.TRACE_ID, S.SPAN_ID, S.START_NS, S.LATENCY_NS)}
 
 
 @contextmanager

@@ -11,7 +11,8 @@ import pytest
 from tracesleuth.analyses.patterns.analysis import PAPER_SETTINGS
 from tracesleuth.errors import EmptyDataError, ParameterError
 from tracesleuth.analyses.patterns import Condition, LatencyDegradationPatterns, LatencyInterval, Pattern
-from tracesleuth.analyses.patterns.analysis import _assign_labels
+from tracesleuth.analyses.patterns.baselines import DegradedClusters
+from tracesleuth.analyses.patterns.results import assign_labels
 from tracesleuth.analyses.patterns.synthetic import make_degraded_session
 
 MS = 1_000_000
@@ -126,7 +127,8 @@ def test_a_degradation_and_a_normal_slow_mode_in_one_band_are_split(told_apart_b
     assert best_match_f(whole.labels_, truth, 1) < 0.8
     assert best_match_f(split.labels_, truth, 1) >= 0.95 and best_match_f(split.labels_, truth, 2) >= 0.95
     res = split.result_
-    assert any("covered two causes" in note for note in res.notes), res.notes
+    (note,) = res.notes_of("causes_split")  # the groups differ by at least 3/4 of what the cause adds
+    assert note.added_ns >= note.limit_ns > 0 and note.own_cause == 0.75
     words = [s.words for s in res.sub_intervals if s.pattern is not None]
     if told_apart_by == "another operation":
         named = [w for w in words if "svc:a exclusive >=" in w]
@@ -159,7 +161,8 @@ def test_a_request_slow_for_a_degradation_and_a_cache_miss_keeps_the_degradation
     assert "svc:a exclusive >=" in rule.fit.describe() and "svc:b" not in rule.fit.describe()
     moved = (plain.labels_ == rule.slower) & (model.labels_ == rule.faster)
     assert moved.sum() >= 30 and (truth[moved] == 1).all()
-    assert any("compound_labels" in note for note in res.notes)
+    (note,) = res.notes_of("compound_moved")
+    assert (note.slower, note.faster, note.n_requests) == (rule.slower, rule.faster, int(moved.sum()))
     assert json.loads(json.dumps(res.to_dict()))["compound"][0]["fit"]["words"]
 
 
@@ -185,7 +188,10 @@ def test_requests_between_the_normal_spread_and_the_interval_are_not_false_posit
     assert best_match_f(counted.labels_, truth, 1) < 0.8 and best_match_f(model.labels_, truth, 1) >= 0.93
     res = model.result_
     assert counted.result_.uncertain_ns is None and res.uncertain_ns < res.interval.low_ns
-    assert any("uncertain_z" in note for note in res.notes)
+    (note,) = res.notes_of("uncertain_left_out")
+    assert (note.uncertain_ns, note.low_ns, note.uncertain_z) == (res.uncertain_ns, res.interval.low_ns, 0.5)
+    lat = frame["latency_ns"].to_numpy()
+    assert note.n_requests == int(((lat >= res.uncertain_ns) & (lat < res.interval.low_ns)).sum())
 
 
 def test_same_seed_same_patterns(session):
@@ -288,10 +294,10 @@ def test_label_rule():
     lat = np.array([10, 20, 30, 40])
     sat = [np.array([True, True, True, False]), np.array([False, True, True, False])]
     # sub-interval 0 = [0, 15), 1 = [15, 35): request 1 satisfies both and lies in 1
-    labels = _assign_labels(sat, lat, [(0, 15), (15, 35)])
+    labels = assign_labels(sat, lat, [(0, 15), (15, 35)])
     assert labels.tolist() == [0, 1, 1, -1]
     # request 2 satisfies both patterns, its latency is in neither: the first pattern
-    labels = _assign_labels(sat, lat, [(0, 15), (15, 25)])
+    labels = assign_labels(sat, lat, [(0, 15), (15, 25)])
     assert labels.tolist() == [0, 1, 0, -1]
 
 
@@ -303,7 +309,8 @@ def test_get_params_and_repr():
 
 @pytest.mark.parametrize("solver", ["kmeans", "hierarchical", "meanshift"])
 def test_clustering_solvers(session, solver):
-    model = LatencyDegradationPatterns(solver=solver, random_state=0).fit(session.frame)
+    model = DegradedClusters(method=solver, random_state=0).fit(session.frame)
+    assert not hasattr(model, "predict")  # a cluster is not a pattern: nothing to label another table with
     res = model.result_
     assert res.found and res.solver == solver and res.score is None
     assert all(s.pattern is None and s.f_score is None for s in res.sub_intervals)
@@ -396,22 +403,24 @@ def test_requests_without_latency_are_reported(session):
         pl.when(pl.int_range(pl.len()) < 5).then(None).otherwise(pl.col("latency_ns")).alias("latency_ns"))
     model = LatencyDegradationPatterns(random_state=0, **FAST).fit(frame)
     assert model.labels_[:5].tolist() == [-1] * 5
-    assert any("5 request(s) without latency_ns" in note for note in model.result_.notes)
+    (note,) = model.result_.notes_of("missing_latency")
+    assert note.n_requests == 5 and note.column == "latency_ns"
 
 
 def test_k_larger_than_data_allows(session):
     lat = session.frame["latency_ns"].to_numpy()
     top3 = np.sort(lat)[-3]
     with pytest.raises(ParameterError, match="k_range.*3 request"):
-        LatencyDegradationPatterns(solver="kmeans", interval=(int(top3), int(lat.max()) + 1), min_support=1,
-                                   k_range=range(5, 7)).fit(session.frame)
+        DegradedClusters(method="kmeans", interval=(int(top3), int(lat.max()) + 1), min_support=1,
+                         k_range=range(5, 7)).fit(session.frame)
 
 
 def test_budget_exhausted_is_noted():
     # noisy delays: one expansion cannot reach F = 1, so the search is cut short
     s = make_degraded_session(1000, random_state=5, noise=True)
     res = LatencyDegradationPatterns(solver="bnb", max_nodes=1).fit(s.frame).result_
-    assert res.found and any("budget" in note for note in res.notes)
+    (note,) = res.notes_of("budget_exhausted")
+    assert res.found and note.max_nodes == 1 and note.sub_intervals
     assert any(s.exhaustive is False for s in res.sub_intervals)
 
 
@@ -425,7 +434,7 @@ def test_budget_exhausted_is_noted():
         ({"tournament_size": 2.5}, "'tournament_size'"),
         ({"bandwidth_quantile": 0}, "'bandwidth_quantile'"),
         ({"random_state": "seed"}, "'random_state'"),
-        ({"k_range": range(1, 3)}, "'k_range'"),
+        ({"solver": "kmeans"}, "'solver' parameter"),  # the baselines are DegradedClusters
         ({"attributes": "svc:op"}, "'attributes'"),
         ({"interval": "fast:slow"}, "duration"),
         ({"interval": 3}, "'interval' parameter"),
@@ -437,6 +446,13 @@ def test_budget_exhausted_is_noted():
 def test_bad_settings(session, params, match):
     with pytest.raises(ParameterError, match=match):
         LatencyDegradationPatterns(**params).fit(session.frame)
+
+
+def test_bad_cluster_settings(session):
+    with pytest.raises(ParameterError, match="'k_range'"):
+        DegradedClusters(k_range=range(1, 3)).fit(session.frame)
+    with pytest.raises(ParameterError, match="'method'"):
+        DegradedClusters(method="ga").fit(session.frame)
 
 
 def test_bad_tables():

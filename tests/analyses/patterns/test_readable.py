@@ -196,4 +196,7 @@ def test_slow_mode_larger_than_the_fast_one_is_said():
     lat = np.concatenate([rng.lognormal(np.log(100), 0.15, 400), rng.lognormal(np.log(400), 0.15, 600)])
     res = LatencyDegradationPatterns(random_state=0, generations=30).fit(_frame(lat)).result_
     assert res.found and 150e6 < res.interval.low_ns < 300e6
-    assert any("median" in n and "--interval" in n for n in res.notes)
+    (note,) = res.notes_of("interval_below_median")
+    lat_ns = _frame(lat)["latency_ns"].to_numpy()
+    assert note.low_ns == res.interval.low_ns and note.low_ns <= note.median_ns
+    assert note.share == pytest.approx(float((lat_ns >= note.low_ns).mean()))

@@ -4,7 +4,11 @@ Which conditions on operations' exclusive times, instances and request attribute
 requests whose latency falls in a degraded interval:
 
 * :class:`LatencyDegradationPatterns` - the analysis (``fit(table) -> self``, ``result_``,
-  ``labels_``);
+  ``labels_``, ``predict(table)``), a thin sequence of the stages of :mod:`.stages` and the
+  refinements of :mod:`.refinements` (rules beyond the paper, each tested on its own);
+* :class:`DegradedClusters` - the paper's clustering baselines (:mod:`.baselines`);
+* :mod:`.results`, :mod:`.notes` - what a fit gives: frozen results and notes as records
+  (``kind``, numbers, ``describe()``);
 * :class:`Condition`, :class:`Pattern`, :class:`LatencyInterval` - the paper's vocabulary;
 * :mod:`.split_points` - mean-shift split points, the automatic interval (the paper's rule and
   the robust one), ``"350ms:700ms"``;
@@ -28,6 +32,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
                                             "pattern_quality")},
     **{name: f".analysis:{name}" for name in ("ConditionEffect", "DegradationPatternsResult",
                                               "LatencyDegradationPatterns", "PAPER_SETTINGS", "SubIntervalPattern")},
+    "DegradedClusters": ".baselines:DegradedClusters",
     "degraded_interval": ".split_points:degraded_interval", "parse_interval": ".split_points:parse_interval",
 })
 
@@ -35,6 +40,7 @@ __all__ = [
     "Condition",
     "ConditionEffect",
     "DegradationPatternsResult",
+    "DegradedClusters",
     "LatencyDegradationPatterns",
     "LatencyInterval",
     "PAPER_SETTINGS",

@@ -72,8 +72,8 @@ def cluster_degraded(X, *, method: str, random_state=None, k_range=DEFAULT_K_RAN
                      select: Selector = "silhouette", standardize: bool = False) -> np.ndarray:
     """Cluster degraded requests by their RPC exclusive times with a scikit-learn baseline.
 
-    The baselines of Section 4.5 of [1]_, run as in Section 4.3: only the requests whose latency
-    falls in the degradation interval are given, one row each.
+    The baselines of Section 4.5 of the paper (module References), run as in Section 4.3: only
+    the requests whose latency falls in the degradation interval are given, one row each.
 
     Parameters
     ----------
@@ -82,73 +82,54 @@ def cluster_degraded(X, *, method: str, random_state=None, k_range=DEFAULT_K_RAN
         nanoseconds. ``NaN`` means the RPC was not called and is imputed as 0 ns. Infinite values
         are rejected.
     method : {"kmeans", "hierarchical", "meanshift"}
-        ``"kmeans"``: :class:`sklearn.cluster.KMeans` (k-means++, 10 restarts).
-        ``"hierarchical"``: bottom-up :class:`sklearn.cluster.AgglomerativeClustering` with Ward
-        linkage (scikit-learn's default). ``"meanshift"``: :class:`sklearn.cluster.MeanShift`
-        with the bandwidth estimated from the data (quantile 0.3), which chooses the number of
-        clusters itself; ``k_range`` and ``select`` are then unused.
+        :class:`sklearn.cluster.KMeans` (k-means++, 10 restarts), bottom-up
+        :class:`~sklearn.cluster.AgglomerativeClustering` (Ward), or
+        :class:`~sklearn.cluster.MeanShift` (bandwidth quantile 0.3; it chooses the number of
+        clusters itself, ``k_range`` and ``select`` unused).
     random_state : int, numpy.random.Generator, RandomState or None, default=None
-        Seeds K-means' initialisation and the bandwidth estimate of mean shift. Hierarchical
-        clustering is deterministic.
+        Seeds K-means and mean shift's bandwidth estimate (hierarchical is deterministic).
     k_range : iterable of int, default=range(2, 7)
-        Numbers of clusters tried by K-means and hierarchical clustering (the paper's 2..6).
-        Values larger than the data allow (more clusters than distinct rows, or, when selecting by
-        silhouette, than ``n_degraded - 1``) are dropped with a :class:`ClusteringWarning`.
+        Numbers of clusters tried by K-means and hierarchical (the paper's 2..6); more than the
+        data allow (distinct rows; silhouette: ``n_degraded - 1``) dropped with a warning.
     select : "silhouette" or callable, default="silhouette"
-        How the k is chosen. ``"silhouette"``: the highest mean silhouette coefficient (Euclidean,
-        on the features as clustered); ties go to the smaller k. A callable receives the candidate
-        labels (ndarray of shape (n_degraded,)) and returns a float to maximise; the evaluation
-        harness passes one that scores the labels against the injected degradations, which is
-        how the paper "pick[s] the best achieved solution for each set".
+        How the k is chosen: the highest mean silhouette (Euclidean; ties to the smaller k), or
+        the highest float a callable returns for the candidate labels (the evaluation scores them
+        against the injected degradations, as the paper "pick[s] the best achieved solution").
     standardize : bool, default=False
-        Scale each column to zero mean and unit variance before clustering. Off by default: all
-        columns are times in one unit, and a degradation is an absolute deviation (module notes).
+        Scale each column to unit variance first; off: all columns are times in one unit, and a
+        degradation is an absolute deviation (module notes).
 
     Returns
     -------
     labels : ndarray of int64 of shape (n_degraded,)
-        Cluster of each degraded request, numbered ``0 .. n_clusters - 1`` in order of first
-        appearance.
+        Cluster of each degraded request, ``0 .. n_clusters - 1`` in order of first appearance.
 
     Raises
     ------
     ParameterError
-        Unknown ``method`` or ``select``; ``X`` not two-dimensional or not numeric; infinite
-        values; ``k_range`` empty, or containing a value below 2, or no value the data allow.
+        Unknown ``method`` or ``select``; ``X`` not 2-D numeric, or infinite; ``k_range`` empty,
+        below 2, or with no value the data allow.
     EmptyDataError
         ``X`` has no rows.
 
     Warns
     -----
     ClusteringWarning
-        When ``k`` values are dropped because the data have too few distinct rows, and when all
-        rows are identical (a single cluster is returned).
+        ``k`` values dropped (too few distinct rows), or every row identical (one cluster).
 
     See Also
     --------
-    tracesleuth.analyses.patterns.evaluation.evaluate_patterns : runs these baselines on simulated sessions.
-
-    References
-    ----------
-    .. [1] V. Cortellessa and L. Traini, "Detecting Latency Degradation Patterns in Service-based
-       Systems", ICPE 2020, Sections 4.3 and 4.5. https://doi.org/10.1145/3358960.3379126
+    tracesleuth.analyses.patterns.baselines.DegradedClusters : these baselines as an estimator.
 
     Examples
     --------
-    >>> import numpy as np
     >>> rng = np.random.default_rng(0)
-    >>> ms = 1_000_000
-    >>> X = np.vstack([rng.normal([5, 55], 1, (20, 2)), rng.normal([55, 5], 1, (20, 2))]) * ms
+    >>> X = np.vstack([rng.normal([5, 55], 1, (20, 2)), rng.normal([55, 5], 1, (20, 2))]) * 1_000_000
     >>> labels = cluster_degraded(X, method="kmeans", random_state=0)
     >>> np.bincount(labels).tolist()
     [20, 20]
     """
-    if method not in CLUSTERING_METHODS:
-        raise ParameterError(f"The 'method' parameter of cluster_degraded must be one of "
-                             f"{', '.join(map(repr, CLUSTERING_METHODS))}. Got {method!r} instead.")
-    if not (select == "silhouette" or callable(select)):
-        raise ParameterError("The 'select' parameter of cluster_degraded must be 'silhouette' or a "
-                             f"callable taking labels and returning a float. Got {select!r} instead.")
+    _check_choices(method, select)
     Z = _prepare(X, standardize=standardize)
     n = Z.shape[0]
     n_distinct = len(np.unique(Z, axis=0))
@@ -158,28 +139,42 @@ def cluster_degraded(X, *, method: str, random_state=None, k_range=DEFAULT_K_RAN
         return _relabel(_meanshift(Z, random_state))
 
     ks = _check_k_range(k_range)
-    limit = n_distinct if callable(select) else min(n_distinct, n - 1)
-    feasible = [k for k in ks if k <= limit]
     if n_distinct < 2:
         return _one_cluster(n)
-    if not feasible:
-        raise ParameterError(
-            f"The 'k_range' parameter of cluster_degraded allows no k for these data: "
-            f"{n} degraded requests with {n_distinct} distinct rows admit at most k = {limit}"
-            f"{' (silhouette needs k <= n_degraded - 1)' if not callable(select) else ''}. "
-            f"Got {_show(ks)} instead.")
-    if len(feasible) < len(ks):
-        warnings.warn(f"cluster_degraded: k = {_show([k for k in ks if k > limit])} dropped: "
-                      f"{n} degraded requests with {n_distinct} distinct rows admit at most "
-                      f"k = {limit}; trying k = {_show(feasible)}.", ClusteringWarning, stacklevel=2)
-
     best_labels, best_score = None, -np.inf
-    for k in feasible:
+    for k in _feasible(ks, n, n_distinct, callable(select)):
         labels = _relabel(_fit_k(Z, method, k, random_state))
         score = _silhouette(Z, labels) if select == "silhouette" else float(select(labels.copy()))
         if best_labels is None or score > best_score:
             best_labels, best_score = labels, score
     return best_labels
+
+
+def _check_choices(method: str, select) -> None:
+    if method not in CLUSTERING_METHODS:
+        raise ParameterError(f"The 'method' parameter of cluster_degraded must be one of "
+                             f"{', '.join(map(repr, CLUSTERING_METHODS))}. Got {method!r} instead.")
+    if not (select == "silhouette" or callable(select)):
+        raise ParameterError("The 'select' parameter of cluster_degraded must be 'silhouette' or a "
+                             f"callable taking labels and returning a float. Got {select!r} instead.")
+
+
+def _feasible(ks: list[int], n: int, n_distinct: int, by_callable: bool) -> list[int]:
+    """The numbers of clusters the data allow (at most the distinct rows; silhouette: also at
+    most ``n - 1``), the others dropped with a :class:`ClusteringWarning`; none: ParameterError."""
+    limit = n_distinct if by_callable else min(n_distinct, n - 1)
+    feasible = [k for k in ks if k <= limit]
+    if not feasible:
+        raise ParameterError(
+            f"The 'k_range' parameter of cluster_degraded allows no k for these data: "
+            f"{n} degraded requests with {n_distinct} distinct rows admit at most k = {limit}"
+            f"{' (silhouette needs k <= n_degraded - 1)' if not by_callable else ''}. "
+            f"Got {_show(ks)} instead.")
+    if len(feasible) < len(ks):
+        warnings.warn(f"cluster_degraded: k = {_show([k for k in ks if k > limit])} dropped: "
+                      f"{n} degraded requests with {n_distinct} distinct rows admit at most "
+                      f"k = {limit}; trying k = {_show(feasible)}.", ClusteringWarning, stacklevel=3)
+    return feasible
 
 
 def _prepare(X, *, standardize: bool) -> np.ndarray:

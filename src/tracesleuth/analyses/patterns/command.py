@@ -61,7 +61,7 @@ def show(result) -> None:
         out.print(f"left out of the conditions: {', '.join(skipped[:8])}{' ...' if len(skipped) > 8 else ''}",
                   markup=False)
     for note in result.notes:
-        out.print(f"note: {note}", markup=False)
+        out.print(f"note ({note.kind}): {note.describe()}", markup=False)
 
 
 def patterns(paths: PathsArg, endpoint: EndpointOpt = None, interval: IntervalOpt = None, solver: SolverOpt = "ga",
@@ -81,16 +81,21 @@ def patterns(paths: PathsArg, endpoint: EndpointOpt = None, interval: IntervalOp
     import polars as pl
 
     from ...scale.analyses import fit_patterns
-    from .analysis import PAPER_SETTINGS, LatencyDegradationPatterns
+    from .analysis import PAPER_SETTINGS
+    from .evaluation import ESTIMATORS, estimator
 
+    if solver not in ESTIMATORS:
+        from ...errors import ParameterError
+
+        raise ParameterError(f"The '--solver' option must be one of {', '.join(ESTIMATORS)}. Got {solver!r} instead.")
     tt = trace_table(paths, endpoint, format, mapping, open_scheduler(scheduler), collect=False)
     t0 = time.perf_counter()
-    settings = {**(PAPER_SETTINGS if paper else {}), **({} if min_support is None else {"min_support": min_support})}
-    est = LatencyDegradationPatterns(solver=solver, interval=interval, random_state=seed,
-                                     generations=generations, **settings)
-    labels, requests = fit_patterns(est, tt, sample=sample, random_state=seed)
+    settings = {**(PAPER_SETTINGS if paper else {}), **({} if min_support is None else {"min_support": min_support}),
+                "generations": generations}
+    est = estimator(solver, interval=interval, random_state=seed)
+    est.set_params(**{k: v for k, v in settings.items() if k in est.get_params()})
+    labels, requests, res = fit_patterns(est, tt, sample=sample, random_state=seed)
     seconds = time.perf_counter() - t0
-    res = est.result_
     if output is not None:
         write_frame(requests.select("trace_id", "span_id", "latency_ns").with_columns(
             pl.Series("cluster", labels)), output)

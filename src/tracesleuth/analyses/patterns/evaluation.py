@@ -61,7 +61,7 @@ from .clustering import CLUSTERING_METHODS, DEFAULT_K_RANGE, cluster_degraded
 from ...evaluation.eshopper import EShopperSession, simulate_eshopper
 from ...evaluation.metrics import match_clusters
 
-__all__ = ["ESTIMATOR_PARAMS", "PATTERN_SOLVERS", "SOLVERS", "SOLVER_NAMES", "PatternsEvaluation", "evaluate_patterns",
+__all__ = ["ESTIMATORS", "ESTIMATOR_PARAMS", "PATTERN_SOLVERS", "SOLVERS", "SOLVER_NAMES", "PatternsEvaluation", "evaluate_patterns",
            "evaluate_session", "render"]
 
 #: Solvers of the estimator: the genetic algorithm and branch and bound (Section 4.5).
@@ -75,6 +75,12 @@ SOLVER_NAMES = {"ga": "Genetic", "bnb": "Branch and bound", "kmeans": "Kmeans",
 #: (Section 4.4, "our current implementation only consider[s] RPCs execution time"), so the
 #: categorical columns (the instance that served each call) are left out.
 ESTIMATOR_PARAMS = {"categorical": False}
+#: The estimator of each solver: (module, class, the setting that takes the solver's name). The
+#: clustering baselines are :class:`~.baselines.DegradedClusters` (``k_select="silhouette"``: the
+#: estimator as a user runs it; ``"truth"``: the paper's protocol, k chosen against the injected
+#: degradations, which no estimator can do, by :func:`~.clustering.cluster_degraded` directly).
+ESTIMATORS = {**{s: (".analysis", "LatencyDegradationPatterns", "solver") for s in PATTERN_SOLVERS},
+              **{m: (".baselines", "DegradedClusters", "method") for m in CLUSTERING_METHODS}}
 _INTERVALS = ("affected", "auto")
 #: The simulators: the paper's E-Shopper sessions and the harder bookshop sessions.
 SIMULATORS = ("eshopper", "bookshop")
@@ -327,7 +333,9 @@ def evaluate_session(session: EShopperSession, *, solvers: Sequence[str] = SOLVE
         if low is None:
             clusters = np.full(len(truth), -1)
         elif solver in CLUSTERING_METHODS:
-            clusters = _cluster(X, inside, truth, names, solver, k_select, random_state)
+            clusters = (_cluster(X, inside, truth, names, solver, k_select, random_state) if k_select == "truth" else
+                        np.asarray(estimator(solver, interval=(low, high), min_support=1,
+                                             random_state=random_state).fit(table).labels_))
         else:
             clusters = _pattern_clusters(solver, table, (low, high) if interval == "affected" else None, random_state,
                                          params)
@@ -351,10 +359,18 @@ def _cluster(X: np.ndarray, inside: np.ndarray, truth: np.ndarray, names: list, 
         full[inside] = labels
         return match_clusters(truth, full, degradations=names).f_score
 
-    select = truth_score if k_select == "truth" else "silhouette"
     full[inside] = cluster_degraded(X[inside], method=method, random_state=random_state,
-                                    k_range=DEFAULT_K_RANGE, select=select)
+                                    k_range=DEFAULT_K_RANGE, select=truth_score)
     return full
+
+
+def estimator(solver: str, **settings):
+    """The registered estimator of a solver (:data:`ESTIMATORS`), with these settings."""
+    from importlib import import_module
+
+    module, name, key = ESTIMATORS[solver]
+    cls = getattr(import_module(module, __package__), name)
+    return cls(**{key: solver}, **settings)
 
 
 def _estimator_module():
@@ -385,9 +401,8 @@ def _pattern_clusters(solver: str, table, interval: tuple[int, int] | None, rand
     """The estimator's ``labels_`` (per table row: the sub-interval whose pattern it satisfies, -1),
     with the given ``interval`` ``(low_ns, high_ns)`` or its automatic one (None: the same choice
     as :func:`choose_interval`, made by the estimator as a user's would be)."""
-    estimator = _estimator_class()(solver=solver, interval=interval, random_state=random_state,
-                                   **estimator_params)
-    return np.asarray(estimator.fit(table).labels_, dtype=np.int64)
+    fitted = estimator(solver, interval=interval, random_state=random_state, **estimator_params).fit(table)
+    return np.asarray(fitted.labels_, dtype=np.int64)
 
 
 def _check_choice(name: str, value, allowed: tuple) -> None:

@@ -65,6 +65,7 @@ import numpy as np
 from ...errors import ParameterError
 from ...units import format_duration_ns, parse_duration
 from ._model import LatencyInterval
+from .notes import IntervalBelowMedian
 
 __all__ = [
     "IntervalChoice",
@@ -205,6 +206,74 @@ class MeanShiftResult:
         return (lo + hi + 1) // 2
 
 
+def _bin_seeds(x: np.ndarray, h: float, min_bin_fraction: float) -> np.ndarray:
+    """Seeds of the sorted values ``x`` (sklearn.cluster.get_bin_seeds): bins of width ``h`` holding
+    at least ``min_bin_fraction`` of the values (the fullest when none does); every value when
+    each has its own bin."""
+    n = x.size
+    binned = np.round(x / h)  # non-decreasing, as x is sorted: bins are runs
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(binned)) + 1))
+    bins = binned[starts]
+    bin_counts = np.diff(np.concatenate((starts, [n])))
+    keep = bin_counts >= min_bin_fraction * n
+    if keep.all() and bins.size == n:
+        return x.copy()
+    if not keep.any():
+        keep = bin_counts == bin_counts.max()
+    return bins[keep].astype(np.float32).astype(np.float64) * h
+
+
+def _climb(means: np.ndarray, xs: np.ndarray, prefix: np.ndarray, h: float, max_iter: int
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Each seed moved to the mean of the values within ``h`` until it moves less than ``h / 1000``
+    (flat kernel; ``prefix``: cumulative sums of the sorted ``xs``). Returns the final means and
+    how many values each had within ``h``."""
+    stop = 1e-3 * h
+    final = np.empty_like(means)
+    intensity = np.zeros(means.size, dtype=np.int64)
+    active = np.arange(means.size)
+    for _ in range(max_iter + 1):
+        m = means[active]
+        lo = np.searchsorted(xs, m - h, side="left")
+        hi = np.searchsorted(xs, m + h, side="right")
+        count = hi - lo
+        new = (prefix[hi] - prefix[lo]) / np.maximum(count, 1)
+        empty = count == 0
+        new = np.where(empty, m, new)
+        done = empty | (np.abs(new - m) <= stop)
+        final[active] = new
+        intensity[active] = count
+        means[active] = new
+        active = active[~done]
+        if active.size == 0:
+            break
+    return final, intensity
+
+
+def _distinct_centres(final: np.ndarray, intensity: np.ndarray, h: float, xs: np.ndarray) -> np.ndarray:
+    """The centres reached, the most intense first, each dropping the others within ``h`` (as
+    scikit-learn's MeanShift), sorted."""
+    valid = intensity > 0
+    centers, intensity = final[valid], intensity[valid]
+    if centers.size == 0:  # pragma: no cover - every seed has its own bin's values nearby
+        centers, intensity = np.array([np.median(xs)]), np.array([xs.size])
+    # Same centre reached from several seeds: one entry (the dict of scikit-learn).
+    centers, first = np.unique(centers, return_index=True)
+    intensity = intensity[first]
+    order = np.lexsort((-centers, -intensity))  # intensity desc, then centre desc
+    ranked = centers[order]
+    unique = np.ones(ranked.size, dtype=bool)
+    by_value = np.argsort(ranked, kind="stable")
+    sorted_vals = ranked[by_value]
+    for i in range(ranked.size):
+        if unique[i]:
+            a = np.searchsorted(sorted_vals, ranked[i] - h, side="left")
+            b = np.searchsorted(sorted_vals, ranked[i] + h, side="right")
+            unique[by_value[a:b]] = False
+            unique[i] = True
+    return np.sort(ranked[unique])
+
+
 def mean_shift_1d(
     values: np.ndarray,
     *,
@@ -256,58 +325,7 @@ def mean_shift_1d(
     xs = x - origin  # small magnitudes keep the prefix sums exact enough
     prefix = np.concatenate(([0.0], np.cumsum(xs)))
 
-    # Bin seeding (sklearn.cluster.get_bin_seeds).
-    binned = np.round(x / h)  # non-decreasing, as x is sorted: bins are runs
-    starts = np.concatenate(([0], np.flatnonzero(np.diff(binned)) + 1))
-    bins = binned[starts]
-    bin_counts = np.diff(np.concatenate((starts, [n])))
-    keep = bin_counts >= min_bin_fraction * n
-    if keep.all() and bins.size == n:
-        seeds = x.copy()
-    else:
-        if not keep.any():
-            keep = bin_counts == bin_counts.max()
-        seeds = bins[keep].astype(np.float32).astype(np.float64) * h
-    means = seeds - origin
-
-    stop = 1e-3 * h
-    final = np.empty_like(means)
-    intensity = np.zeros(means.size, dtype=np.int64)
-    active = np.arange(means.size)
-    for _ in range(max_iter + 1):
-        m = means[active]
-        lo = np.searchsorted(xs, m - h, side="left")
-        hi = np.searchsorted(xs, m + h, side="right")
-        count = hi - lo
-        new = (prefix[hi] - prefix[lo]) / np.maximum(count, 1)
-        empty = count == 0
-        new = np.where(empty, m, new)
-        done = empty | (np.abs(new - m) <= stop)
-        final[active] = new
-        intensity[active] = count
-        means[active] = new
-        active = active[~done]
-        if active.size == 0:
-            break
-    valid = intensity > 0
-    centers, intensity = final[valid], intensity[valid]
-    if centers.size == 0:  # pragma: no cover - every seed has its own bin's values nearby
-        centers, intensity = np.array([np.median(xs)]), np.array([n])
-    # Same centre reached from several seeds: one entry (the dict of scikit-learn).
-    centers, first = np.unique(centers, return_index=True)
-    intensity = intensity[first]
-    order = np.lexsort((-centers, -intensity))  # intensity desc, then centre desc
-    ranked = centers[order]
-    unique = np.ones(ranked.size, dtype=bool)
-    by_value = np.argsort(ranked, kind="stable")
-    sorted_vals = ranked[by_value]
-    for i in range(ranked.size):
-        if unique[i]:
-            a = np.searchsorted(sorted_vals, ranked[i] - h, side="left")
-            b = np.searchsorted(sorted_vals, ranked[i] + h, side="right")
-            unique[by_value[a:b]] = False
-            unique[i] = True
-    kept = np.sort(ranked[unique])
+    kept = _distinct_centres(*_climb(_bin_seeds(x, h, min_bin_fraction) - origin, xs, prefix, h, max_iter), h, xs)
 
     # Nearest centre: boundaries at the midpoints between adjacent centres.
     cuts = (kept[:-1] + kept[1:]) / 2.0
@@ -403,20 +421,26 @@ class IntervalChoice:
         requests above it (or why nothing was found).
     mode_ns : int
         Centre of the reference mode, ns.
-    notes : tuple of str
-        Worth knowing beside the reason (the start at or below the median latency).
+    notes : tuple of Note
+        Worth knowing beside the reason (:class:`~.notes.IntervalBelowMedian`).
     uncertain_ns : int or None
-        Start of the stretch below the interval, ``exp(m + uncertain_z * sigma)``, whose requests
-        are neither clearly normal (beyond the reference mode's usual spread) nor in the
-        interval: the pattern scores leave them out. None: no such stretch (or not asked for).
+        Start of the stretch below the interval whose requests are neither clearly normal
+        (beyond the reference mode's usual spread) nor in the interval: the pattern scores leave
+        them out (:class:`~.refinements.UncertainBand` sets it). None: no such stretch.
+    log_centre, log_sigma : float or None
+        The reference mode as fitted on a log scale (``m``, ``sigma``): what
+        :class:`~.refinements.UncertainBand` measures its band in. None: no mode fitted (a given
+        interval, the paper's rule).
     """
 
     interval: LatencyInterval | None
     rule: str
     reason: str
     mode_ns: int
-    notes: tuple[str, ...] = ()
+    notes: tuple = ()
     uncertain_ns: int | None = None
+    log_centre: float | None = None
+    log_sigma: float | None = None
 
 
 #: Share of a symmetric mode beyond ``tail_z`` standard deviations, for ``tail_z = 2``.
@@ -426,8 +450,29 @@ def _normal_tail(z: float) -> float:
     return 0.5 * erfc(z / sqrt(2.0))
 
 
+#: The median of a half-normal distribution in standard deviations (``Phi^-1(0.75)``): the
+#: spread of a mode from the median distance of its faster half to its centre.
+HALF_NORMAL_MEDIAN = 0.6745
+#: Fewer values in a mode's faster half give no median to trust: the whole mode's spread is used.
+MIN_HALF = 5
+#: A slow tail (no density gap) is a degradation when it holds at least this many times the
+#: requests the reference mode's fast tail holds as far below its centre (the mode's own chance
+#: tail, measured on its mirror rather than assumed normal): measured on seeds 0-7, one lognormal
+#: mode gives ratios 0.4-1.8, a 30 ms delay of 15% of the requests over a 58 ms mode 3.0-5.5. The
+#: share beyond the cut alone (``min_excess`` x 2.3%) called that delay "a tail of chance" on 4 of
+#: 8 seeds (5.1-5.9% beyond the cut, under 6.9%); either test finds it on all 8, and no one-mode
+#: sample of seeds 0-7.
+MIN_TAIL_RATIO = 2.5
+#: ... and when the difference is significant: ``(slow - mirror) / sqrt(slow + mirror)`` (Poisson
+#: counts) at least this. Not 3: the mode's centre and spread are estimated (mean shift, its faster
+#: half), so one mode's own tails differ by more than chance: up to 3.2 measured on one lognormal
+#: mode (seeds 0-7), 3.1 for 500 requests of one mode and 3 outliers; the delay above gives 7.2-15.
+MIN_TAIL_Z = 4.0
+
+
 def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_share: float = 0.5,
-                       min_excess: float = 3.0, uncertain_z: float | None = None, **mean_shift: float) -> IntervalChoice:
+                       min_excess: float = 3.0, min_tail_ratio: float = MIN_TAIL_RATIO, min_tail_z: float = MIN_TAIL_Z,
+                       **mean_shift: float) -> IntervalChoice:
     """The robust automatic degraded interval (module notes; beyond the paper).
 
     Parameters
@@ -440,11 +485,14 @@ def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_
         A cluster is a candidate reference mode when it holds at least this share of the most
         populous cluster's requests.
     min_excess : float, default=3.0
-        Found only when the requests at or above the start are at least ``min_excess`` times what
-        a symmetric reference mode would leave beyond the tail cut.
-    uncertain_z : float or None, default=None
-        Where the stretch of uncertain requests below the interval starts, in standard deviations
-        of the reference mode above its centre (:attr:`IntervalChoice.uncertain_ns`). None: none.
+        A slow tail is a degradation when the requests at or above the tail cut are at least
+        ``min_excess`` times what a normal mode leaves beyond it (2.3% at ``tail_z=2``); and a
+        density gap above the cut is the start only when the requests between the cut and the
+        gap are no more than ``min_excess`` times what the mode leaves there by chance.
+    min_tail_ratio, min_tail_z : float, default=MIN_TAIL_RATIO (2.5), MIN_TAIL_Z (4.0)
+        ... or when the slow tail holds ``min_tail_ratio`` times the mode's requests as far below
+        its centre (its mirrored tail), a difference of at least ``min_tail_z`` Poisson standard
+        deviations: see :data:`MIN_TAIL_RATIO` for why and what was measured.
     **mean_shift
         ``quantile`` and ``min_bin_fraction`` of :func:`mean_shift_1d`.
 
@@ -465,13 +513,7 @@ def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_
     y = np.log(np.maximum(latency, 1).astype(np.float64))
     clusters = mean_shift_1d(y, **mean_shift)
     counts = clusters.counts
-    ref = int(np.flatnonzero(counts >= min_mode_share * counts.max())[0])
-    m = float(clusters.centers[ref])
-    in_ref = (y >= clusters.minima[ref]) & (y <= clusters.maxima[ref])
-    below = m - y[in_ref & (y < m)]
-    sigma = float(np.median(below)) / 0.6745 if below.size >= 5 else 0.0
-    if sigma <= 0:  # too few faster values: the cluster's own spread
-        sigma = float(np.median(np.abs(y[in_ref] - m))) / 0.6745
+    ref, m, sigma, in_ref = _reference_mode(y, clusters, min_mode_share)
     mode_ns = int(round(np.exp(m)))
     cut = int(np.ceil(np.exp(m + tail_z * sigma))) if sigma > 0 else None
     gap = int(np.ceil(np.exp(clusters.gap_split_points_float()[ref]))) if ref < clusters.n_clusters - 1 else None
@@ -481,47 +523,89 @@ def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_
               f"({int(counts[ref]):,} of {n:,} requests"
               + (f", the fastest with at least {min_mode_share:.0%} of the largest mode's requests" if ref else "")
               + f"; spread from its faster half: x{np.exp(sigma):.2f} per standard deviation)")
-    if gap is not None and cut is not None and cut < gap:
-        # between the cut and the gap: a degraded mode in the tail, or the mode's own tail?
-        n_mode = 2 * int(np.count_nonzero(in_ref & (y < m)))
-        z_gap = (np.log(gap) - m) / sigma
-        chance = n_mode * (expected - _normal_tail(float(z_gap)))
-        between = int(np.count_nonzero((latency >= cut) & (latency < gap)))
-        if between <= min_excess * max(chance, 1.0):
-            cut = None  # no more than the mode's own tail: the gap is the start
-    if gap is not None and (cut is None or gap <= cut):
-        low, rule = gap, "gap"
-        why = f"{spread}; the interval starts at the density gap above it, {format_duration_ns(gap)}"
-    elif cut is not None:
-        low, rule = cut, "tail"
-        why = (f"{spread}; the interval starts at its tail cut, {tail_z:g} standard deviations above it: "
-               f"{format_duration_ns(cut)}"
-               + (f" (below the next density gap, {format_duration_ns(gap)}, which would leave out a degraded "
-                  f"mode in the tail)" if gap is not None else " (no density gap above it: a slow tail, not a mode)"))
-    else:
+    if gap is not None and cut is not None and cut < gap and _own_tail(y, in_ref, m, sigma, cut, gap, tail_z,
+                                                                      min_excess):
+        cut = None  # no more than the mode's own tail between the cut and the gap: the gap is the start
+    if gap is None and cut is None:
         return IntervalChoice(None, "none", f"every request is in one latency mode around {format_duration_ns(mode_ns)} "
                               "with no spread to measure.", mode_ns)
+    low, rule, why = _start(gap, cut, spread, tail_z)
     above = int(np.count_nonzero(latency >= low))
     share = above / n
-    if rule == "tail" and share < min_excess * expected:
-        return IntervalChoice(
-            None, "none",
-            f"{spread}; {above:,} request(s) ({share:.1%}) are slower than its tail cut {format_duration_ns(low)}, "
-            f"no more than {min_excess:g} x the {expected:.1%} a symmetric mode leaves there: a tail of chance, "
-            "not a degradation.", mode_ns)
+    # a slow tail is a degradation when it is heavier than a normal mode's (min_excess) or than the mode's own
+    # mirrored fast tail (min_tail_ratio, min_tail_z): either test, as a degraded mode inside the spread shows in one
+    chance = (_tail_of_chance(y, in_ref, m, low, min_tail_ratio, min_tail_z)
+              if rule == "tail" and share < min_excess * expected else None)
+    if chance is not None:
+        return IntervalChoice(None, "none", f"{spread}; {above:,} request(s) ({share:.1%}) are slower than its tail "
+                              f"cut {format_duration_ns(low)}, no more than {min_excess:g} x the {expected:.1%} a "
+                              f"symmetric mode leaves there, and {chance}: a tail of chance, not a degradation.",
+                              mode_ns)
     if above == 0:
         return IntervalChoice(None, "none", f"{spread}; no request is slower than {format_duration_ns(low)}.", mode_ns)
-    notes = []
     median = float(np.median(latency))
-    if low <= median:
-        notes.append(f"The degraded interval starts at {format_duration_ns(low)}, at or below the median latency "
-                     f"({format_duration_ns(int(median))}): {share:.0%} of the requests are slower than the "
-                     "reference mode's spread. If the slow mode is the normal behaviour, give the interval "
-                     "(--interval A:B).")
+    notes = (IntervalBelowMedian(int(low), int(median), share),) if low <= median else ()
     reason = f"{why}; {above:,} request(s) ({share:.1%}) are at or above it."
-    uncertain = int(np.ceil(np.exp(m + uncertain_z * sigma))) if uncertain_z is not None and sigma > 0 else None
-    return IntervalChoice(LatencyInterval(int(low), int(latency.max()) + 1), rule, reason, mode_ns, tuple(notes),
-                          uncertain if uncertain is not None and uncertain < low else None)
+    return IntervalChoice(LatencyInterval(int(low), int(latency.max()) + 1), rule, reason, mode_ns, notes,
+                          None, m, sigma)
+
+
+def _reference_mode(y: np.ndarray, clusters: "MeanShiftResult", min_mode_share: float
+                    ) -> tuple[int, float, float, np.ndarray]:
+    """The reference mode of log latencies ``y``: the fastest cluster with at least
+    ``min_mode_share`` of the largest's values. Returns its index, centre ``m``, spread ``sigma``
+    (from its faster half, the robust ``median / 0.6745``; its whole spread when the faster half
+    holds fewer than 5 values) and its members."""
+    counts = clusters.counts
+    ref = int(np.flatnonzero(counts >= min_mode_share * counts.max())[0])
+    m = float(clusters.centers[ref])
+    in_ref = (y >= clusters.minima[ref]) & (y <= clusters.maxima[ref])
+    below = m - y[in_ref & (y < m)]
+    sigma = float(np.median(below)) / HALF_NORMAL_MEDIAN if below.size >= MIN_HALF else 0.0
+    if sigma <= 0:  # too few faster values: the cluster's own spread
+        sigma = float(np.median(np.abs(y[in_ref] - m))) / HALF_NORMAL_MEDIAN
+    return ref, m, sigma, in_ref
+
+
+def _start(gap: int | None, cut: int | None, spread: str, tail_z: float) -> tuple[int, str, str]:
+    """The interval's start: the density gap above the reference mode or its tail cut, whichever
+    is lower (one of them given), with the rule's name and why in words."""
+    if gap is not None and (cut is None or gap <= cut):
+        return gap, "gap", f"{spread}; the interval starts at the density gap above it, {format_duration_ns(gap)}"
+    return cut, "tail", (
+        f"{spread}; the interval starts at its tail cut, {tail_z:g} standard deviations above it: "
+        f"{format_duration_ns(cut)}"
+        + (f" (below the next density gap, {format_duration_ns(gap)}, which would leave out a degraded "
+           f"mode in the tail)" if gap is not None else " (no density gap above it: a slow tail, not a mode)"))
+
+
+def _own_tail(y: np.ndarray, in_ref: np.ndarray, m: float, sigma: float, cut: int, gap: int, tail_z: float,
+              min_excess: float) -> bool:
+    """Whether the requests between the tail cut and the density gap above it are the reference
+    mode's own tail (no more than ``min_excess`` times what a normal mode leaves there), not a
+    degraded mode in the tail."""
+    n_mode = 2 * int(np.count_nonzero(in_ref & (y < m)))
+    z_gap = (np.log(gap) - m) / sigma
+    chance = n_mode * (_normal_tail(tail_z) - _normal_tail(float(z_gap)))
+    between = int(np.count_nonzero((y >= np.log(cut)) & (y < np.log(gap))))
+    return between <= min_excess * max(chance, 1.0)
+
+
+def _tail_of_chance(y: np.ndarray, in_ref: np.ndarray, m: float, low: int, min_ratio: float, min_z: float
+                    ) -> str | None:
+    """Why the slow tail from ``low`` is the mode's own (in words, with the numbers), or None: it
+    holds under ``min_ratio`` times the mode's values (``in_ref``) as far below its centre ``m``
+    (its mirrored fast tail; faster modes, other kinds of request, are not its tail), or a
+    difference under ``min_z`` Poisson standard deviations."""
+    above = int(np.count_nonzero(y >= np.log(low)))
+    mirror = int(np.count_nonzero(in_ref & (y <= 2 * m - np.log(low))))
+    significance = (above - mirror) / np.sqrt(above + mirror) if above + mirror else 0.0
+    if above < min_ratio * mirror:
+        return f"against {mirror:,} as far below its centre: under {min_ratio:g} x the mode's own mirrored tail"
+    if significance < min_z:
+        return (f"against {mirror:,} as far below its centre: a difference of {significance:.1f} standard "
+                f"deviations, under {min_z:g}")
+    return None
 
 
 def interval_split_points(

@@ -24,7 +24,8 @@ import polars as pl
 from ...errors import ParameterError
 from ...units import NS_PER_MS
 
-__all__ = ["DegradedSession", "make_degraded_session"]
+__all__ = ["DegradedSession", "RefinementCase", "compound_case", "make_degraded_session", "overlapping_tail_case",
+           "two_causes_case"]
 
 _PAPER_OPERATIONS = (
     "web-service:gethome",
@@ -102,12 +103,7 @@ def make_degraded_session(
     >>> s.frame.height, int((s.truth > 0).sum()) > 0
     (200, True)
     """
-    if int(n_requests) < 1:
-        raise ParameterError(f"The 'n_requests' parameter must be an int >= 1. Got {n_requests!r} instead.")
-    if int(n_operations) < 6:
-        raise ParameterError(f"The 'n_operations' parameter must be an int >= 6. Got {n_operations!r} instead.")
-    if not 0.0 <= fraction <= 0.5:
-        raise ParameterError(f"The 'fraction' parameter must be a float in [0, 0.5]. Got {fraction!r} instead.")
+    _check_session(n_requests, n_operations, fraction)
     n, k = int(n_requests), int(n_operations)
     rng = np.random.default_rng(random_state)
     if k == len(_PAPER_OPERATIONS):
@@ -133,8 +129,39 @@ def make_degraded_session(
     # a cache-like bimodality on two operations, unrelated to the degradations
     for j in (1, 3):
         excl[:, j] += np.where(rng.random(n) < 0.3, 3.0, 0.0)
-    delay = np.full(n, float(delay_ms))
-    for label, affected in ((1, a1_ops), (2, a2_ops)):
+    _inject(rng, excl, truth, (a1_ops, a2_ops), float(delay_ms), noise)
+    excl_ns = np.round(excl * NS_PER_MS).astype(np.int64)
+    sync_time = np.where(called[:, ~asynchronous], excl_ns[:, ~asynchronous], 0).sum(axis=1)
+    latency = sync_time + np.round(rng.lognormal(np.log(2.0), 0.2, size=n) * NS_PER_MS).astype(np.int64)
+
+    frame = _session_frame(rng, ops, calls, called, excl_ns, latency, truth, slow_instance)
+    return DegradedSession(
+        frame=frame,
+        truth=truth,
+        operations=tuple(ops),
+        a1_operations=tuple(ops[j] for j in a1_ops),
+        a2_operations=tuple(ops[j] for j in a2_ops),
+        slow_instance="items-3" if slow_instance else None,
+    )
+
+
+def _check_session(n_requests, n_operations, fraction) -> None:
+    if int(n_requests) < 1:
+        raise ParameterError(f"The 'n_requests' parameter must be an int >= 1. Got {n_requests!r} instead.")
+    if int(n_operations) < 6:
+        raise ParameterError(f"The 'n_operations' parameter must be an int >= 6. Got {n_operations!r} instead.")
+    if not 0.0 <= fraction <= 0.5:
+        raise ParameterError(f"The 'fraction' parameter must be a float in [0, 0.5]. Got {fraction!r} instead.")
+
+
+def _inject(rng: np.random.Generator, excl: np.ndarray, truth: np.ndarray, affected_ops: tuple, delay_ms: float,
+            noise: bool) -> None:
+    """Add the degradations' delays to ``excl`` (ms, in place): ``delay_ms`` on each affected
+    operation of the requests labelled 1 and 2; with ``noise``, x1.2 on the first in half of
+    them and twice the delay on an asynchronous operation in half of them (Section 4.3)."""
+    n = truth.size
+    delay = np.full(n, delay_ms)
+    for label, affected in zip((1, 2), affected_ops):
         rows = truth == label
         for idx, j in enumerate(affected):
             extra = delay[rows].copy()
@@ -144,10 +171,12 @@ def make_degraded_session(
         if noise:
             noisy = rows & (rng.random(n) < 0.5)
             excl[noisy, 1 + (label - 1)] += 2 * delay_ms  # asynchronous: no latency effect
-    excl_ns = np.round(excl * NS_PER_MS).astype(np.int64)
-    sync_time = np.where(called[:, ~asynchronous], excl_ns[:, ~asynchronous], 0).sum(axis=1)
-    latency = sync_time + np.round(rng.lognormal(np.log(2.0), 0.2, size=n) * NS_PER_MS).astype(np.int64)
 
+
+def _session_frame(rng: np.random.Generator, ops: tuple, calls: np.ndarray, called: np.ndarray, excl_ns: np.ndarray,
+                   latency: np.ndarray, truth: np.ndarray, slow_instance: bool) -> pl.DataFrame:
+    """The trace-table columns of a session (instances and the version attribute drawn from ``rng``)."""
+    n = latency.size
     columns: dict[str, pl.Series] = {
         "trace_id": pl.Series("trace_id", np.arange(n)).cast(pl.Utf8).str.zfill(32),
         "start_ns": pl.Series("start_ns", 1_700_000_000_000_000_000 + np.arange(n, dtype=np.int64) * 50 * NS_PER_MS),
@@ -172,14 +201,7 @@ def make_degraded_session(
     columns[f"instance[{rec}]"] = pl.Series(f"instance[{rec}]", rec_instance)
     columns["attr[version]"] = pl.Series("attr[version]", np.where(rng.random(n) < 0.5, "1.3", "1.4"))
     frame = pl.DataFrame(list(columns.values()))
-    return DegradedSession(
-        frame=frame,
-        truth=truth,
-        operations=tuple(ops),
-        a1_operations=tuple(ops[j] for j in a1_ops),
-        a2_operations=tuple(ops[j] for j in a2_ops),
-        slow_instance="items-3" if slow_instance else None,
-    )
+    return frame
 
 
 def planted_case(random_state: int = 0):
@@ -204,3 +226,64 @@ def planted_case(random_state: int = 0):
 
     return PlantedCase(args=(session.frame,), settings={"random_state": random_state, "generations": 100},
                        score=score, floor=0.9)
+
+
+# --------------------------------------------------------------------------------------------
+# The cases each refinement fixes (:mod:`.refinements`), one seeded generator each
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RefinementCase:
+    """A table whose requests are slow for known causes, and the truth (0: normal)."""
+
+    frame: pl.DataFrame
+    truth: np.ndarray
+
+
+def _ops_frame(latency: np.ndarray, **exclusive: np.ndarray) -> pl.DataFrame:
+    return pl.DataFrame({"trace_id": [f"{i:032x}" for i in range(len(latency))], "latency_ns": latency,
+                         **{f"exclusive_ns[svc:{name}]": values for name, values in exclusive.items()}})
+
+
+def _ns(ms: np.ndarray) -> np.ndarray:
+    return np.round(ms * NS_PER_MS).astype(np.int64)
+
+
+def two_causes_case(random_state: int = 0, n: int = 2000) -> RefinementCase:
+    """:class:`~.refinements.SplitCauses`: svc:a and svc:b delayed +30 ms each in 10% of the
+    requests (truth 1); svc:b misses its cache (+60 ms) in 8% of the others (truth 2). Both
+    satisfy ``svc:b >= t`` and their latencies overlap."""
+    rng = np.random.default_rng(random_state)
+    degraded = rng.random(n) < 0.1
+    miss = ~degraded & (rng.random(n) < 0.08)
+    a = _ns(rng.normal(20, 1, n) + 30 * degraded)
+    b = _ns(rng.normal(30, 1, n) + 30 * degraded + 60 * miss)
+    return RefinementCase(_ops_frame(a + b + _ns(rng.normal(2, 0.2, n)), a=a, b=b),
+                          np.where(degraded, 1, np.where(miss, 2, 0)))
+
+
+def compound_case(random_state: int = 0, n: int = 3000) -> RefinementCase:
+    """:class:`~.refinements.CompoundLabels`: svc:a delayed +40 ms in 15% of the requests (truth
+    1); svc:b misses its cache (+110 ms, lognormal) in 8% of all, independently (truth 2 when
+    not degraded). A degraded request that also missed lies in the misses' latency band."""
+    rng = np.random.default_rng(random_state)
+    degraded = rng.random(n) < 0.15
+    miss = rng.random(n) < 0.08
+    a = _ns(rng.normal(20, 1, n) + 40 * degraded)
+    b = _ns(rng.normal(30, 1, n) + rng.lognormal(np.log(110), 0.2, n) * miss)
+    c = _ns(rng.lognormal(np.log(10), 0.3, n))
+    return RefinementCase(_ops_frame(a + b + c, a=a, b=b, c=c), np.where(degraded, 1, np.where(miss, 2, 0)))
+
+
+def overlapping_tail_case(random_state: int = 0, n: int = 3000) -> RefinementCase:
+    """:class:`~.refinements.UncertainBand`: svc:a delayed +30 ms in 15% of the requests (truth
+    1), a band that starts inside the normal tail of a 58 ms lognormal mode; svc:opt, an optional
+    call (60% of the requests), makes a request slower without being a cause."""
+    rng = np.random.default_rng(random_state)
+    degraded = rng.random(n) < 0.15
+    optional = np.where(rng.random(n) < 0.6, np.round(rng.lognormal(np.log(12), 0.3, n) * NS_PER_MS), np.nan)
+    a = _ns(rng.lognormal(np.log(8), 0.5, n) + 30 * degraded)
+    base = _ns(rng.lognormal(np.log(40), 0.15, n))
+    return RefinementCase(_ops_frame(a + base + np.nan_to_num(optional).astype(np.int64), a=a, base=base,
+                                     opt=optional), degraded.astype(np.int64))

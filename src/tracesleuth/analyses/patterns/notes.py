@@ -1,0 +1,236 @@
+"""What a patterns fit has to say beside its patterns, as records.
+
+Each note is a small frozen record: a ``kind`` (a stable identifier tests and programs match on),
+the numbers behind it, and :meth:`~Note.describe` (the sentence the command line and the report
+print). ``str(note)`` is its sentence, so a renderer that prints notes needs nothing else;
+``to_dict()`` gives the kind, the numbers and the sentence (``"words"``), JSON-safe.
+
+A program asks ``[n for n in result.notes if n.kind == "causes_split"]``, never for a substring of
+the prose.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from ...units import format_duration_ns
+
+__all__ = ["BudgetExhausted", "CausesSplit", "CompoundMoved", "IntervalBelowMedian", "KRangeCut", "MissingLatency",
+           "NeighboursMerged", "NoPatternBetterThanChance", "Note", "PredictColumns", "SampleScored",
+           "SplitPointsRemoved", "UncertainLeftOut"]
+
+#: What to try when a latency interval explains nothing (shared by the notes and the reasons).
+SUGGESTION = ("Give the degraded interval (--interval A:B, e.g. the latencies you consider slow) or another "
+              "endpoint (--endpoint).")
+
+
+@dataclass(frozen=True)
+class Note:
+    """Base of every note: ``kind`` names it; subclasses hold its numbers and word them."""
+
+    kind: ClassVar[str] = "note"
+
+    def describe(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe: ``kind``, the record's fields and ``words`` (:meth:`describe`)."""
+        fields = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+        return {"kind": self.kind, **fields, "words": self.describe()}
+
+
+@dataclass(frozen=True)
+class MissingLatency(Note):
+    """Requests without a latency, left out of the analysis (label -1)."""
+
+    kind: ClassVar[str] = "missing_latency"
+    n_requests: int
+    column: str = "latency_ns"
+
+    def describe(self) -> str:
+        return f"{self.n_requests} request(s) without {self.column} were left out (label -1)."
+
+
+@dataclass(frozen=True)
+class IntervalBelowMedian(Note):
+    """The automatic interval starts at or below the median latency: perhaps the slow mode is normal."""
+
+    kind: ClassVar[str] = "interval_below_median"
+    low_ns: int
+    median_ns: int
+    share: float
+
+    def describe(self) -> str:
+        return (f"The degraded interval starts at {format_duration_ns(self.low_ns)}, at or below the median latency "
+                f"({format_duration_ns(self.median_ns)}): {self.share:.0%} of the requests are slower than the "
+                "reference mode's spread. If the slow mode is the normal behaviour, give the interval "
+                "(--interval A:B).")
+
+
+@dataclass(frozen=True)
+class SplitPointsRemoved(Note):
+    """Split points merged away: they left fewer than ``min_support`` requests in a sub-interval."""
+
+    kind: ClassVar[str] = "split_points_removed"
+    n_removed: int
+    min_support: int
+
+    def describe(self) -> str:
+        return (f"{self.n_removed} split point(s) removed: they left fewer than min_support={self.min_support} "
+                "requests in a sub-interval.")
+
+
+@dataclass(frozen=True)
+class UncertainLeftOut(Note):
+    """Requests between the normal spread and the interval, left out of the pattern scores."""
+
+    kind: ClassVar[str] = "uncertain_left_out"
+    n_requests: int
+    uncertain_ns: int
+    low_ns: int
+    uncertain_z: float
+
+    def describe(self) -> str:
+        return (f"{self.n_requests:,} request(s) between {format_duration_ns(self.uncertain_ns)} "
+                f"({self.uncertain_z:g} standard deviation(s) above the reference mode) and the interval's start, "
+                f"{format_duration_ns(self.low_ns)}, are neither clearly normal nor in the interval: the pattern "
+                "scores leave them out (uncertain_z).")
+
+
+@dataclass(frozen=True)
+class NeighboursMerged(Note):
+    """Neighbouring sub-intervals merged: one pattern explains their union as well as the parts'."""
+
+    kind: ClassVar[str] = "neighbours_merged"
+    n_pairs: int
+
+    def describe(self) -> str:
+        return (f"{self.n_pairs} pair(s) of neighbouring sub-intervals were merged: one pattern explains their union "
+                "as well as each part's, and what told the parts apart adds little time (one cause, e.g. a delay "
+                "of varying size or one band cut in halves).")
+
+
+@dataclass(frozen=True)
+class CausesSplit(Note):
+    """A sub-interval's pattern covered two causes and was split on ``condition``."""
+
+    kind: ClassVar[str] = "causes_split"
+    fastest_ns: int
+    slowest_ns: int
+    condition: str
+    added_ns: float
+    limit_ns: float
+    own_cause: float
+
+    def describe(self) -> str:
+        return (f"A pattern covered two causes (its requests of latencies {format_duration_ns(self.fastest_ns)} to "
+                f"{format_duration_ns(self.slowest_ns)}): those with {self.condition} took "
+                f"{format_duration_ns(self.added_ns)} more there (median), at least {self.own_cause:g} x the "
+                f"{format_duration_ns(self.limit_ns / self.own_cause)} its own conditions add, so it is split in two "
+                "(split_causes).")
+
+
+@dataclass(frozen=True)
+class BudgetExhausted(Note):
+    """Branch and bound stopped at its budget for some sub-intervals."""
+
+    kind: ClassVar[str] = "budget_exhausted"
+    sub_intervals: tuple[int, ...]
+    max_nodes: int | None
+    time_budget_s: float | None
+
+    def describe(self) -> str:
+        return (f"branch and bound stopped at its budget (max_nodes={self.max_nodes}, "
+                f"time_budget_s={self.time_budget_s}) for sub-interval(s) {list(self.sub_intervals)}: their "
+                "patterns are the best found, not proven optimal.")
+
+
+@dataclass(frozen=True)
+class NoPatternBetterThanChance(Note):
+    """No sub-interval has a pattern (the slow requests share no condition the others lack)."""
+
+    kind: ClassVar[str] = "no_pattern"
+    min_lift: float | None
+
+    def describe(self) -> str:
+        lift = f" (min_lift={self.min_lift:g})" if self.min_lift is not None else ""
+        return ("No sub-interval has a pattern that explains its requests better than chance" + lift
+                + ": the slow requests share no condition the others lack. " + SUGGESTION)
+
+
+@dataclass(frozen=True)
+class CompoundMoved(Note):
+    """Requests slow for two causes given a faster sub-interval's label (``compound_labels``)."""
+
+    kind: ClassVar[str] = "compound_moved"
+    n_requests: int
+    slower: int
+    faster: int
+    slower_range: str
+    slower_words: str
+    faster_words: str
+
+    def describe(self) -> str:
+        return (f"{self.n_requests} request(s) satisfying the pattern of sub-interval {self.slower} "
+                f"{self.slower_range} ({self.slower_words}) also carry the cause of sub-interval {self.faster} "
+                f"({self.faster_words}), as large as in its own requests: slow for both causes, they are labelled "
+                f"{self.faster} (compound_labels).")
+
+
+@dataclass(frozen=True)
+class KRangeCut(Note):
+    """A clustering's ``k_range`` cut to the numbers of clusters the degraded requests allow."""
+
+    kind: ClassVar[str] = "k_range_cut"
+    given: str
+    used: str
+    n_degraded: int
+
+    def describe(self) -> str:
+        return f"k_range {self.given} cut to {self.used}: only {self.n_degraded} degraded request(s)."
+
+
+@dataclass(frozen=True)
+class PredictColumns(Note):
+    """``predict`` on a table whose columns differ from the fit's."""
+
+    kind: ClassVar[str] = "predict_columns"
+    missing: tuple[str, ...]
+    unknown: tuple[str, ...]
+
+    def describe(self) -> str:
+        parts = []
+        if self.missing:
+            parts.append(f"{len(self.missing)} column(s) the patterns use are missing from the table and count as "
+                         f"0 exclusive time (an instance or attribute: no value): {', '.join(self.missing[:8])}"
+                         + (" ..." if len(self.missing) > 8 else ""))
+        if self.unknown:
+            parts.append(f"{len(self.unknown)} column(s) unknown to the fit are ignored: "
+                         f"{', '.join(self.unknown[:8])}" + (" ..." if len(self.unknown) > 8 else ""))
+        return "; ".join(parts) + "."
+
+
+@dataclass(frozen=True)
+class SampleScored(Note):
+    """Patterns found on a uniform sample, scored on every request (the Dask path)."""
+
+    kind: ClassVar[str] = "sample_scored"
+    sample: int
+    n_requests: int
+    random_state: int | None
+    epsilon: float
+    confidence: float
+    sub_intervals: tuple[int, ...]
+    f_sample: tuple[float, ...]
+    f_all: tuple[float, ...]
+
+    def describe(self) -> str:
+        scores = ", ".join(f"#{i} {a:.3f} -> {b:.3f}" for i, a, b in zip(self.sub_intervals, self.f_sample, self.f_all))
+        return (f"found on a uniform sample of {self.sample:,} of the {self.n_requests:,} requests (seed "
+                f"{self.random_state}); precision, recall and F-score counted on every request (F on the sample -> "
+                f"on every request: {scores or 'no pattern'}); latency shares of the sample within "
+                f"{self.epsilon:.4f} of the table's at {self.confidence:.0%} confidence")
