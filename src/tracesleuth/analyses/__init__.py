@@ -11,6 +11,7 @@ start, ``tracesleuth analyze``, ``tracesleuth evaluate``) imports none of them.
 name       analysis                                       paper
 ========== ============================================== ==============================
 annotate   :class:`.annotate.PerformanceAnnotations`      Rogora et al., HotCloud 2017
+diagnose   :class:`.diagnose.Diagnosis`                   Pettitt 1979; Nezha, FSE 2023
 compare    :class:`.compare.RequestFlowComparison`        Sambasivan et al., NSDI 2011
 localize   :class:`.localize.RootCauseLocalization`       Mi et al., Sci China Inf Sci 2012
 paths      :class:`.paths.CausalPaths`                    Aguilera et al., SOSP 2003
@@ -87,6 +88,9 @@ class AnalysisSpec:
     needs_annotations : bool, default=False
         It checks given performance annotations (its ``annotations`` setting);
         ``tracesleuth analyze`` runs it only when given ``--annotations FILE``.
+    reads_store : bool, default=False
+        ``fit(spans, logs=None)`` reads a store's spans and log records over time, not a trace
+        table: ``tracesleuth analyze`` runs it first, given ``--at TIME`` on a store.
     """
 
     name: str
@@ -99,6 +103,7 @@ class AnalysisSpec:
     planted: str
     needs_baseline: bool = False
     needs_annotations: bool = False
+    reads_store: bool = False
 
     def load(self, part: str) -> Any:
         """The object behind one part (``"estimator"``, ``"section"``, ...), imported now."""
@@ -129,6 +134,18 @@ class PlantedCase:
 
 #: Every analysis, in the order reports and listings show them.
 ANALYSES: tuple[AnalysisSpec, ...] = (
+    AnalysisSpec(
+        name="diagnose",
+        title="Diagnosis: which service, since when, how sure",
+        paper="A. N. Pettitt, A non-parametric approach to the change-point problem, Applied Statistics 1979; "
+              "G. Yu et al., Nezha, FSE 2023 (log templates); D. McFadden, conditional logit, 1974",
+        estimator="tracesleuth.analyses.diagnose:Diagnosis",
+        section="tracesleuth.analyses.diagnose.section:build_sections",
+        command="tracesleuth.analyses.diagnose.command:register",
+        evaluation="tracesleuth.analyses.diagnose.evaluation:evaluate",
+        planted="tracesleuth.analyses.diagnose.synthetic:planted_case",
+        reads_store=True,
+    ),
     AnalysisSpec(
         name="compare",
         title="Request-flow comparison: what changed",

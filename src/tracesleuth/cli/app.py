@@ -719,7 +719,12 @@ def analyze(paths: PathsArg,
     from ..model import build_trace_table
     from ..report import Report, input_section
 
-    specs = [get_analysis(name) for name in only] if only else list(ANALYSES)
+    # The diagnosis reads the store over time: it runs first, given --at (below), not on a table.
+    chosen = [get_analysis(name) for name in only] if only else list(ANALYSES)
+    if at is None and only and any(s.reads_store for s in chosen):
+        raise ParameterError(f"--only {next(s.name for s in chosen if s.reads_store)}: it reads a store over time; "
+                             "give --at TIME")
+    specs = [s for s in chosen if not s.reads_store]
     two_periods = bool(baseline) or at is not None
     needs = {s.name: "it compares two periods; give --baseline PATH" if s.needs_baseline and not two_periods
              else "it checks annotations; give --annotations FILE" for s in specs
@@ -798,11 +803,6 @@ def _register_analyses() -> None:
 
     for spec in ANALYSES:
         spec.load("command")(app, evaluate_app)
-    # The diagnosis reads a store's spans and logs, not one trace table: not (yet) in the registry,
-    # whose protocol (analyze, the common test) fits trace tables.
-    from ..analyses.diagnose.command import register
-
-    register(app, evaluate_app)
 
 
 _register_analyses()

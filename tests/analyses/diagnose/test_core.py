@@ -167,7 +167,7 @@ def test_recorded_onlineboutique_faults(shared_data, tmp_path, monkeypatch):
 
     monkeypatch.setenv("TRACESLEUTH_CACHE", str(tmp_path))
     ev = evaluate(quick=True, data_dir=shared_data / "nezha")
-    assert ev.scores["faults"] == 7 and ev.scores["top1"] >= 6 / 7
+    assert ev.counts["recorded faults"] == 7 and ev.scores["top1"] >= 6 / 7
     assert ev.scores["onset_within_30s"] >= 5 / 7
 
 

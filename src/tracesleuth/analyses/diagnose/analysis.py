@@ -17,13 +17,14 @@ Stages of :meth:`Diagnosis.fit`:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
 from ... import schema as S
-from .._contract import NONE, Analysis, InstanceOf, Interval
+from .._contract import NONE, Analysis, InstanceOf, Interval, Seed
 from .evidence import FAMILIES, Evidence, gather_evidence, shift_p_value
 from .ranking import RankingModel, load_model
 from .telemetry import Period, Telemetry
@@ -166,6 +167,9 @@ class Diagnosis(Analysis):
         The first suspect is named when its confidence reaches it.
     model : str, path or None, default=None
         A ranking model file (:func:`~.ranking.load_model`); None: the shipped one.
+    random_state : int, numpy Generator or None, default=None
+        Accepted for the analyses' common protocol; the diagnosis has no random step (its tests and
+        ranking are deterministic), so equal inputs give equal results whatever it is.
 
     Attributes
     ----------
@@ -197,11 +201,13 @@ class Diagnosis(Analysis):
         "level": [Interval(float, 0, 1, closed="neither")],
         "min_slowdown": [Interval(float, 0, None)],
         "min_confidence": [Interval(float, 0, 1)],
-        "model": [InstanceOf((str, __import__("os").PathLike), "a path"), NONE],
+        "model": [InstanceOf((str, os.PathLike), "a path"), NONE],
+        "random_state": [Seed()],
     }
 
     def __init__(self, *, at=None, time=None, baseline_time=None, lookback_s=900.0, max_problem_s=300.0,
-                 min_baseline_requests=300, level=0.01, min_slowdown=0.1, min_confidence=0.5, model=None):
+                 min_baseline_requests=300, level=0.01, min_slowdown=0.1, min_confidence=0.5, model=None,
+                 random_state=None):
         self.at = at
         self.time = time
         self.baseline_time = baseline_time
@@ -212,6 +218,7 @@ class Diagnosis(Analysis):
         self.min_slowdown = min_slowdown
         self.min_confidence = min_confidence
         self.model = model
+        self.random_state = random_state
 
     def _fit(self, spans, logs=None) -> dict:
         telemetry = Telemetry.from_tables(spans, logs)

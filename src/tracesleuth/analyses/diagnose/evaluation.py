@@ -39,15 +39,19 @@ class DiagnosisEvaluation:
     rows: tuple
     scores: dict
     calibration: tuple = field(default=())
+    counts: dict = field(default_factory=dict)
+    seeded: tuple = field(default=())
 
     def to_frame(self) -> pl.DataFrame:
         return pl.DataFrame(list(self.rows), infer_schema_length=None)
 
     def to_dict(self) -> dict:
-        return {"scores": self.scores, "faults": list(self.rows), "calibration": list(self.calibration)}
+        return {"scores": self.scores, "counts": self.counts, "faults": list(self.rows),
+                "seeded": list(self.seeded), "calibration": list(self.calibration)}
 
     def describe(self) -> str:
-        lines = [f"{k}: {v:.2f}" if isinstance(v, float) else f"{k}: {v}" for k, v in self.scores.items()]
+        lines = [f"{k}: {v}" for k, v in self.counts.items()]
+        lines += [f"{k}: {v:.2f}" for k, v in self.scores.items()]
         lines.append("calibration (confidence decile: cases, mean confidence, accuracy):")
         lines += [f"  {c['decile']}: {c['cases']}, {c['confidence']:.2f}, {c['accuracy']:.2f}" for c in self.calibration]
         return "\n".join(lines)
@@ -101,45 +105,53 @@ def simulated_cases(*, seeds: int, random_state=None):
 
 
 def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=None, fit=None) -> DiagnosisEvaluation:
-    """Diagnose every recorded fault from ``--at`` alone and score the answers.
+    """Diagnose every recorded fault from ``--at`` alone, and seeded incidents, and score the answers.
 
     Parameters
     ----------
     quick : bool, default=False
-        OnlineBoutique only (its day ingests in seconds).
-    random_state : ignored
-        The diagnosis has no random step (kept for the evaluation protocol's signature).
+        OnlineBoutique only (its day ingests in seconds), 2 seeded incidents of each kind (else 8).
+    random_state : int or None
+        Seed of the seeded incidents (the diagnosis itself has no random step).
     data_dir : path, optional
-        The ``nezha`` folder; default ../shared/data/nezha when present.
+        The ``nezha`` folder; default ../shared/data/nezha when present; without it, the seeded
+        incidents alone.
     model : path, optional
         A ranking model file instead of the shipped one.
     fit : path, optional
         Fit the ranking model (:func:`~.ranking.fit_ranking_model`) on every case (the recorded
-        faults and 8 seeded incidents of each kind, healthy periods included) and write it there;
-        the calibration is then also given held out (each case scored by a model fitted without
-        it).
+        faults and the seeded incidents, healthy periods included) and write it there; the
+        calibration is then also given held out (each recorded case scored by a model fitted
+        without it).
 
     Returns
     -------
     DiagnosisEvaluation
-
-    Raises
-    ------
-    EmptyDataError
-        When the data folder holds no fault.
+        ``scores`` are shares in [0, 1] (``counts`` beside them).
     """
-    from ...errors import EmptyDataError, TraceSleuthError
     from ...evaluation.nezha import default_data_dir
-    from .analysis import Diagnosis
 
     data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
-    if data_dir is None:
-        raise EmptyDataError("No Nezha data: give --data DIR (the nezha folder of ../shared/data).")
-    systems = ("onlineboutique",) if quick else None
+    rows, cases = _recorded(data_dir, quick, model) if data_dir is not None else ([], [])
+    simulated_rows, simulated = _simulated(quick, random_state, model)
+    scores = {**(_scores(rows) if rows else {}), **_simulated_scores(simulated_rows)}
+    counts = {"recorded faults": len(rows), **{f"{kind} faults": sum(r["kind"] == kind for r in rows)
+                                               for kind in ("latency", "code with logs", "code without logs")},
+              "named": sum(r["verdict"] == "named" for r in rows), "seeded incidents": len(simulated_rows)}
+    calibration = _calibration(rows)
+    if fit is not None:
+        scores, calibration = _fit_and_hold_out(rows, cases, simulated, fit, scores, calibration)
+    return DiagnosisEvaluation(tuple(rows), scores, calibration, counts, tuple(simulated_rows))
+
+
+def _recorded(data_dir: Path, quick: bool, model) -> tuple[list, list]:
+    """Rows and (features, culprit) cases of the recorded faults."""
+    from ...errors import TraceSleuthError
+    from .analysis import Diagnosis
     from .telemetry import Telemetry
 
     rows, loaded, cases, telemetry = [], {}, [], {}
-    for fault, at_ns, inject_ns in fault_cases(data_dir, systems):
+    for fault, at_ns, inject_ns in fault_cases(data_dir, ("onlineboutique",) if quick else None):
         if fault.system not in loaded:
             store = _day_store(data_dir, fault.system)
             loaded[fault.system] = (store.read_spans(dictionary=False), store.read_logs() if store.log_files() else None)
@@ -163,12 +175,38 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
                    confidence=result.services[0].confidence if names else None,
                    onset_error_s=None if result.onset is None else (result.onset.time_ns - inject_ns) / 1e9)
         rows.append(row)
-    if not rows:
-        raise EmptyDataError(f"{data_dir}: no recorded fault with its windows")
-    scores, calibration = _scores(rows), _calibration(rows)
-    if fit is not None:
-        scores, calibration = _fit_and_hold_out(rows, cases, fit, quick, random_state, model, scores, calibration)
-    return DiagnosisEvaluation(tuple(rows), scores, calibration)
+    return rows, cases
+
+
+def _simulated(quick: bool, random_state, model) -> tuple[list, list]:
+    """Rows and cases of the seeded incidents (:func:`simulated_cases`)."""
+    from ...errors import TraceSleuthError
+    from .analysis import Diagnosis
+
+    rows, cases = [], []
+    for name, spans, at_ns, culprit in simulated_cases(seeds=2 if quick else 8, random_state=random_state):
+        try:
+            fitted = Diagnosis(at=at_ns, model=model).fit(spans)
+        except TraceSleuthError:   # no change found
+            rows.append({"case": name, "culprit": culprit, "first": None, "verdict": "no change"})
+            cases.append((np.zeros((0, len(FAMILIES))), None))
+            continue
+        services = fitted.result_.services
+        rows.append({"case": name, "culprit": culprit, "first": services[0].service if services else None,
+                     "verdict": fitted.result_.verdict})
+        cases.append(_case(fitted, culprit))
+    return rows, cases
+
+
+def _simulated_scores(rows: list) -> dict:
+    faulty = [r for r in rows if r["culprit"] is not None]
+    healthy = [r for r in rows if r["culprit"] is None]
+    scores = {}
+    if faulty:
+        scores["seeded_top1"] = float(np.mean([r["first"] == r["culprit"] for r in faulty]))
+    if healthy:
+        scores["seeded_healthy_not_named"] = float(np.mean([r["verdict"] != "named" for r in healthy]))
+    return scores
 
 
 def _case(fitted, culprit):
@@ -177,35 +215,29 @@ def _case(fitted, culprit):
     return fitted.features_.drop("service").to_numpy(), (names.index(culprit) if culprit in names else None)
 
 
-def _fit_and_hold_out(rows, cases, path, quick, random_state, model, scores, calibration):
-    """Fit the ranking model on the recorded and simulated cases, write it to ``path``; score each
+def _fit_and_hold_out(rows, cases, simulated, path, scores, calibration):
+    """Fit the ranking model on the recorded and seeded cases, write it to ``path``; score each
     recorded case with a model fitted without it (leave one out) for the held-out calibration."""
     import json
 
-    from ...errors import TraceSleuthError
-    from .analysis import Diagnosis
     from .ranking import fit_ranking_model
 
-    simulated = []
-    for name, spans, at_ns, culprit in simulated_cases(seeds=2 if quick else 8, random_state=random_state):
-        try:
-            simulated.append(_case(Diagnosis(at=at_ns, model=model).fit(spans), culprit))
-        except TraceSleuthError:
-            simulated.append((np.zeros((0, len(FAMILIES))), None))   # no change found: nobody, rightly or not
     recorded = [r for r in rows if r["verdict"] != "error"]
     fitted_on = (f"{len(cases)} recorded faults of ../shared/data (inject + 90 s) and {len(simulated)} seeded "
                  "incidents and healthy periods")
     full = fit_ranking_model(cases + simulated, fitted_on=fitted_on)
     Path(path).write_text(json.dumps(full.to_dict(), indent=1) + "\n")
     held_out = []
-    for i, (row, (features, truth)) in enumerate(zip(recorded, cases)):
+    for i, (features, truth) in enumerate(cases):
         others = fit_ranking_model(cases[:i] + cases[i + 1:] + simulated)
         confidence = others.probabilities(features)
         held_out.append({"confidence": float(confidence.max()) if confidence.size else None,
                          "right": bool(confidence.size) and truth is not None and int(np.argmax(confidence)) == truth})
     table = _calibration(held_out)
-    scores = {**scores, "max_held_out_calibration_gap": max((abs(c["confidence"] - c["accuracy"]) for c in table
-                                                               if c["cases"] >= 10), default=None)}
+    gaps = [abs(c["confidence"] - c["accuracy"]) for c in table if c["cases"] >= 10]
+    if gaps:
+        scores = {**scores, "max_held_out_calibration_gap": max(gaps)}
+    del recorded
     return scores, calibration + tuple({**c, "held_out": True} for c in table)
 
 
@@ -233,22 +265,19 @@ def _kind(fault, logs, inject_ns: int) -> str:
 
 def _scores(rows: list) -> dict:
     """Top-1 / top-3 per fault kind and overall, of the diagnosis (``rank``) and of each reference."""
-    scores = {"faults": len(rows)}
+    scores = {}
     for prefix, column in (("", "rank"), ("time_rule_", "time_rule_rank"), ("log_rule_", "log_rule_rank")):
         for kind in ("latency", "code with logs", "code without logs", None):
             mine = [r for r in rows if kind is None or r["kind"] == kind]
             if not mine:
                 continue
             key = prefix + ("" if kind is None else kind.replace(" ", "_") + "_")
-            if kind is not None and not prefix:
-                scores[f"{key}faults"] = len(mine)
             scores[f"{key}top1"] = float(np.mean([r[column] == 1 for r in mine]))
             scores[f"{key}top3"] = float(np.mean([r[column] is not None and r[column] <= 3 for r in mine]))
     scores["onset_found"] = float(np.mean([r["onset_error_s"] is not None for r in rows]))
     scores["onset_within_30s"] = float(np.mean([r["onset_error_s"] is not None
                                                 and abs(r["onset_error_s"]) <= ONSET_TOLERANCE_S for r in rows]))
     named = [r for r in rows if r["verdict"] == "named"]
-    scores["named"] = len(named)
     scores["named_right"] = float(np.mean([r["rank"] == 1 for r in named])) if named else 0.0
     return scores
 

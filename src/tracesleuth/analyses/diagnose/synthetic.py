@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from ... import schema as S
 
-__all__ = ["FAULTS", "SERVICES", "incident_spans"]
+__all__ = ["FAULTS", "SERVICES", "incident_spans", "planted_case"]
 
 FAULTS = ("delay", "network", "exception", "early-return")
 #: Service -> (its own time's median ms, what it calls).
@@ -107,3 +107,26 @@ def _row(trace, span_id, parent, service, operation, kind, start_ns, end_ns) -> 
             "operation": operation, "instance": f"{service}-0", "kind": kind, "start_ns": int(start_ns),
             "end_ns": int(end_ns), "status": "unset", "follows_from": False, "attributes": [], "events": [],
             "links": [], "status_message": None}
+
+
+def planted_case(random_state=0):
+    """The common test's planted case: a 30 ms network delay into ``catalog`` from 400 s of 600 s,
+    the diagnosis told a moment 50 s after the onset; score 1 when ``catalog`` comes first.
+
+    Returns
+    -------
+    PlantedCase
+        ``args`` = (spans as a polars DataFrame,), floor 1.0.
+    """
+    import polars as pl
+
+    from .. import PlantedCase
+
+    spans = incident_spans(fault="network", service="catalog", magnitude=0.5, random_state=random_state)
+    at = int(spans["start_ns"][0].as_py()) + 450 * 10**9
+
+    def score(fitted) -> float:
+        services = fitted.result_.services
+        return float(bool(services) and services[0].service == "catalog")
+    return PlantedCase(args=(pl.from_arrow(spans),), settings={"at": at, "random_state": random_state},
+                       score=score, floor=1.0)
