@@ -27,9 +27,10 @@ def _sub(index, low, high, f, n=100):
 
 
 def _result(subs, **kw):
+    settings = {"min_f": MIN_F_SHOWN, "max_patterns_shown": MAX_PATTERNS_SHOWN, **kw}
+    interval = LatencyInterval(min(s.low_ns for s in subs), max(s.high_ns for s in subs))
     return DegradationPatternsResult(found=True, solver="ga", n_requests=1000, sub_intervals=tuple(subs),
-                                     interval=LatencyInterval(min(s.low_ns for s in subs), max(s.high_ns for s in subs)),
-                                     **{"min_f": MIN_F_SHOWN, "max_patterns_shown": MAX_PATTERNS_SHOWN, **kw}).presented()
+                                     interval=interval, **settings).presented()
 
 
 def test_a_range_below_the_floor_is_unexplained_with_its_best_f():

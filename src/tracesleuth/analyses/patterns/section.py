@@ -427,8 +427,10 @@ def patterns_section(patterns: PatternsInput) -> Section:
              f"patterns share a sub-interval, the {MAX_PATTERNS_SHOWN} best are shown and the rest counted. A pattern "
              f"of F-score below {res.min_f:g} explains too little to be offered as an explanation: it is folded "
              "away, and a sub-interval none of whose patterns reaches it says so."),
-        Table(columns, [row(s) for _, shown, _ in groups for s in shown]),
     )
+    rows = [row(s) for _, shown, _ in groups for s in shown]
+    if rows:  # none when no pattern explains any sub-interval: the unexplained notes say so
+        section.add(Table(columns, rows))
     unexplained = unexplained_ranges(res)
     if unexplained:
         section.add(Bullets([[Strong("No pattern explains it: "), n.describe()] for n in unexplained]))
