@@ -39,6 +39,10 @@ MinSupportOpt = Annotated[Optional[int], typer.Option("--min-support", metavar="
                                                       help="Least requests of a sub-interval (default 15).")]
 
 
+#: Notes of one kind printed at most (the rest counted; --json has them all).
+MAX_NOTES_PER_KIND = 3
+
+
 def show(result) -> None:
     """Print a :class:`DegradationPatternsResult` as a table (the command line's view of it)."""
     if not result.found:
@@ -73,8 +77,14 @@ def show(result) -> None:
     if skipped:
         out.print(f"left out of the conditions: {', '.join(skipped[:8])}{' ...' if len(skipped) > 8 else ''}",
                   markup=False)
-    for note in result.notes:
-        out.print(f"note ({note.kind}): {note.describe()}", markup=False)
+    said: dict[str, int] = {}
+    for note in result.notes:  # at most MAX_NOTES_PER_KIND of a kind (nine split notes bury the answer)
+        said[note.kind] = said.get(note.kind, 0) + 1
+        if said[note.kind] <= MAX_NOTES_PER_KIND:
+            out.print(f"note ({note.kind}): {note.describe()}", markup=False)
+    for kind, n in said.items():
+        if n > MAX_NOTES_PER_KIND:
+            out.print(f"... and {n - MAX_NOTES_PER_KIND} more note(s) of kind {kind} (all in --json)", markup=False)
 
 
 def _words(s) -> str:
