@@ -128,3 +128,35 @@ def test_paper_settings_show_every_pattern():
 def test_floor_settings_are_checked(name, value):
     with pytest.raises(ParameterError, match=name):
         LatencyDegradationPatterns(**{name: value}).fit(_mixed())
+
+
+def _two_ranges():
+    return _result([_sub(0, 100 * MS, 200 * MS, 0.9), _sub(1, 100 * MS, 200 * MS, 0.55),
+                    _sub(2, 100 * MS, 200 * MS, 0.7), _sub(3, 100 * MS, 200 * MS, 0.6),
+                    _sub(4, 200 * MS, 400 * MS, 0.3, n=80), _sub(5, 200 * MS, 400 * MS, 0.2, n=80)])
+
+
+def test_the_command_line_shows_only_what_explains():
+    from tracesleuth.analyses.patterns.command import show
+    from tracesleuth.cli._common import out
+
+    with out.capture() as captured:
+        show(_two_ranges())
+    text = captured.get()
+    assert "no pattern explains it; best F 0.300" in text
+    assert "1 more pattern(s) not shown (1 beyond the best 3" in text
+    assert "2 more pattern(s) not shown (2 below F 0.5" in text
+
+
+def test_the_report_folds_patterns_below_the_floor():
+    from tracesleuth.analyses.patterns.section import PatternsInput, patterns_section, shown_patterns
+    from tracesleuth.report import Details, Table
+
+    res = _two_ranges()
+    groups = shown_patterns(res)
+    assert [[s.index for s in shown] for _, shown, _ in groups] == [[0, 2, 3], []]
+    assert [sorted(s.index for s in hidden) for _, _, hidden in groups] == [[1], [4, 5]]
+    section = patterns_section(PatternsInput(res, np.full(10, -1), "latency"))
+    main = next(p for p in section.parts if isinstance(p, Table))
+    assert len(main.rows) == 3
+    assert sum(len(d.parts[0].rows) for d in section.parts if isinstance(d, Details)) == 3
