@@ -352,7 +352,9 @@ def summary_section(table, patterns: PatternsInput, *, solver_settings: Mapping[
           else []),
         ("requests in the interval", f"{res.n_positives:,} of {res.n_requests:,} "
                                      f"({100 * res.n_positives / max(res.n_requests, 1):.1f}%)"),
-        ("sub-intervals", len(res.sub_intervals)),
+        ("sub-intervals", len({(s.low_ns, s.high_ns) for s in res.sub_intervals})),
+        ("patterns shown (of all found)", f"{sum(len(r.shown) for r in res.shown_by_range())} of "
+                                          f"{len(res.sub_intervals)}"),
         ("score (objective of the partition)", res.score),
     ]
     section.add(KeyValues(items))
