@@ -132,3 +132,25 @@ def test_ingest_of_a_truncated_gzip_keeps_what_it_can_and_exits_1(tmp_path, caps
     assert any("truncated gzip" in r["reason"] for r in doc["reasons"])
     code, doc = run_json(capsys, "ingest", str(f), "-o", str(tmp_path / "s2"), "--allow-partial")
     assert code == 0 and doc["damaged_files"] == [str(f)]
+
+
+def test_patterns_on_a_real_day_are_honest(tmp_path, shared_data, capsys):
+    """Issue 29's target on the TrainTicket day 2023-01-29, ``trips/left``: every pattern shown has
+    F >= 0.5, at most 3 per sub-interval, or the range says no pattern explains it (with its best F);
+    a narrower period around one injected fault (ts-basic-service, 09:03) is explained."""
+    store = tmp_path / "store"
+    assert main(["ingest", str(shared_data / NEZHA), "-o", str(store)]) == 0
+    capsys.readouterr()
+    endpoint = "ts-travel-service:/api/v1/travelservice/trips/left"
+    code, doc = run_json(capsys, "patterns", str(store), "--endpoint", endpoint)
+    assert code == 0 and doc["found"] and doc["min_f"] == 0.5
+    f = {s["index"]: s["f_score"] for s in doc["sub_intervals"]}
+    unexplained = {(n["low_ns"], n["high_ns"]): n for n in doc["notes"] if n["kind"] == "unexplained"}
+    for r in doc["ranges"]:
+        assert len(r["shown"]) <= 3 and all(f[i] >= 0.5 for i in r["shown"])
+        assert r["explained"] or unexplained[(r["low_ns"], r["high_ns"])]["best_f"] == r["best_f"] < 0.5
+    assert doc["n_shown"] == sum(s["shown"] for s in doc["sub_intervals"])
+    code, narrow = run_json(capsys, "patterns", str(store), "--endpoint", endpoint,
+                            "--time", "2023-01-29T09:03/2023-01-29T09:12")
+    assert code == 0 and narrow["n_shown"] >= 1 and not [n for n in narrow["notes"] if n["kind"] == "unexplained"]
+    assert all(s["f_score"] >= 0.5 for s in narrow["sub_intervals"] if s["shown"])

@@ -155,7 +155,7 @@ def _exact_scores(estimator, table: DaskTraceTable, sample: int, random_state, s
     note = SampleScored(sample, table.n_requests, random_state, dkw_epsilon(sample), CONFIDENCE,
                         tuple(i for i, _, _ in pairs), tuple(a for _, a, _ in pairs), tuple(b for _, _, b in pairs))
     result = replace(result, sub_intervals=tuple(rescored), n_requests=table.n_requests,
-                     n_positives=sum(c["in_interval"] for c in counted), notes=result.notes + (note,))
+                     n_positives=sum(c["in_interval"] for c in counted), notes=result.notes + (note,)).presented()
     frame = pl.concat([c["requests"] for c in counted])
     labels = np.concatenate([c["labels"] for c in counted])
     order = frame.with_row_index("_row").sort(ORDER)["_row"].to_numpy()

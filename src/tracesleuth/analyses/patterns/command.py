@@ -11,8 +11,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from ...units import format_duration_ns
+
 from ...cli._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, PathsArg, SchedulerOpt, SeedOpt,
-                            emit_json, open_scheduler, out, progress, trace_table, write_frame)
+                            emit_json, open_scheduler, out, parse_time_range, progress, trace_table, write_frame)
 
 __all__ = ["register", "show"]
 
@@ -28,8 +30,17 @@ IntervalOpt = Annotated[Optional[str], typer.Option(
 PaperOpt = Annotated[bool, typer.Option("--paper", help="The paper's method exactly: its interval rule, every pattern "
                                                          "and sub-interval admissible, no pruning, every operation "
                                                          "offered (the defaults add what is beyond the paper).")]
+TimeOpt = Annotated[Optional[str], typer.Option(
+    "--time", metavar="START/END", show_default=False,
+    help="Only the requests whose trace starts in this period (ISO 8601, UTC unless an offset is given, or Unix "
+         "seconds), e.g. 2023-01-29T08:40/2023-01-29T08:50: a period where one cause dominates, when a whole day's "
+         "slow requests mix causes.")]
 MinSupportOpt = Annotated[Optional[int], typer.Option("--min-support", metavar="INT", show_default=False,
                                                       help="Least requests of a sub-interval (default 15).")]
+
+
+#: Notes of one kind printed at most (the rest counted; --json has them all).
+MAX_NOTES_PER_KIND = 3
 
 
 def show(result) -> None:
@@ -49,24 +60,58 @@ def show(result) -> None:
     def fmt(v):
         return "—" if v is None else f"{v:.3f}"
 
-    for s in result.sub_intervals:
-        words = "\n".join(e.describe() for e in s.effects) if s.effects else s.words
-        if s.context:
-            words += "\nits requests also: " + "; ".join(e.describe() for e in s.context)
-        t.add_row(str(s.index), escape(s.latency_words), escape(words), fmt(s.precision), fmt(s.recall),
-                  fmt(s.f_score), f"{s.support:,}")
+    by_index = {s.index: s for s in result.sub_intervals}
+    for r in result.shown_by_range():
+        for s in (by_index[i] for i in r.shown):
+            t.add_row(str(s.index), escape(s.latency_words), escape(_words(s)), fmt(s.precision), fmt(s.recall),
+                      fmt(s.f_score), f"{s.support:,}")
+        if not r.explained:
+            best = "" if r.best_f is None else f"; best F {r.best_f:.3f}"
+            t.add_row("—", escape(f"[{format_duration_ns(r.low_ns)}, {format_duration_ns(r.high_ns)})"),
+                      escape(f"no pattern explains it{best} (below min_f={result.min_f:g}); its requests mix causes"),
+                      "—", "—", fmt(r.best_f), f"{r.n_requests:,} requests")
+        if r.n_hidden:
+            t.add_row("", "", escape(_hidden_words(r, result)), "", "", "", "")
     out.print(t)
     skipped = [f"{a} ({r.split(':')[0]})" for a, r in result.skipped_attributes]
     if skipped:
         out.print(f"left out of the conditions: {', '.join(skipped[:8])}{' ...' if len(skipped) > 8 else ''}",
                   markup=False)
-    for note in result.notes:
-        out.print(f"note ({note.kind}): {note.describe()}", markup=False)
+    said: dict[str, int] = {}
+    for note in result.notes:  # at most MAX_NOTES_PER_KIND of a kind (nine split notes bury the answer)
+        said[note.kind] = said.get(note.kind, 0) + 1
+        if said[note.kind] <= MAX_NOTES_PER_KIND:
+            out.print(f"note ({note.kind}): {note.describe()}", markup=False)
+    for kind, n in said.items():
+        if n > MAX_NOTES_PER_KIND:
+            out.print(f"... and {n - MAX_NOTES_PER_KIND} more note(s) of kind {kind} (all in --json)", markup=False)
+
+
+def _words(s) -> str:
+    """A shown pattern's conditions with their effect; those that add no time marked as context."""
+    if not s.effects:
+        words = s.words
+    else:
+        words = "\n".join(e.describe() if e.adds_time else f"context, adds no time: {e.describe()}"
+                          for e in s.effects)
+    if s.context:
+        words += "\nits requests also: " + "; ".join(e.describe() for e in s.context)
+    return words
+
+
+def _hidden_words(r, result) -> str:
+    """How many patterns of a range are not shown, and why."""
+    parts = []
+    if r.below_floor:
+        parts.append(f"{len(r.below_floor)} below F {result.min_f:g}")
+    if r.beyond_most:
+        parts.append(f"{len(r.beyond_most)} beyond the best {result.max_patterns_shown}")
+    return f"{r.n_hidden} more pattern(s) not shown ({', '.join(parts)}; all in --json)"
 
 
 def patterns(paths: PathsArg, endpoint: EndpointOpt = None, interval: IntervalOpt = None, solver: SolverOpt = "ga",
              seed: SeedOpt = 0, generations: GenerationsOpt = 400, paper: PaperOpt = False,
-             min_support: MinSupportOpt = None,
+             min_support: MinSupportOpt = None, time_range: TimeOpt = None,
              output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", show_default=False,
                                help="Also write request -> cluster labels (.parquet or .csv).")] = None,
              format: FormatOpt = None, mapping: MappingOpt = None, scheduler: SchedulerOpt = None,
@@ -88,7 +133,8 @@ def patterns(paths: PathsArg, endpoint: EndpointOpt = None, interval: IntervalOp
         from ...errors import ParameterError
 
         raise ParameterError(f"The '--solver' option must be one of {', '.join(ESTIMATORS)}. Got {solver!r} instead.")
-    tt = trace_table(paths, endpoint, format, mapping, open_scheduler(scheduler), collect=False)
+    period = parse_time_range(time_range, "--time") if time_range else None
+    tt = trace_table(paths, endpoint, format, mapping, open_scheduler(scheduler), period=period, collect=False)
     t0 = time.perf_counter()
     settings = {**(PAPER_SETTINGS if paper else {}), **({} if min_support is None else {"min_support": min_support}),
                 "generations": generations}

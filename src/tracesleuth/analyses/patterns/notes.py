@@ -18,7 +18,7 @@ from ...units import format_duration_ns
 
 __all__ = ["BudgetExhausted", "CausesSplit", "CompoundMoved", "IntervalBelowMedian", "KRangeCut", "MissingLatency",
            "NeighboursMerged", "NoPatternBetterThanChance", "Note", "PredictColumns", "SampleScored",
-           "SplitPointsRemoved", "UncertainLeftOut"]
+           "SplitPointsRemoved", "UncertainLeftOut", "Unexplained"]
 
 #: What to try when a latency interval explains nothing (shared by the notes and the reasons).
 SUGGESTION = ("Give the degraded interval (--interval A:B, e.g. the latencies you consider slow) or another "
@@ -234,3 +234,24 @@ class SampleScored(Note):
                 f"{self.random_state}); precision, recall and F-score counted on every request (F on the sample -> "
                 f"on every request: {scores or 'no pattern'}); latency shares of the sample within "
                 f"{self.epsilon:.4f} of the table's at {self.confidence:.0%} confidence")
+
+
+@dataclass(frozen=True)
+class Unexplained(Note):
+    """No pattern explains a sub-interval: its best F-score is below ``min_f``. Its requests are
+    slow for several causes at once (or for one the columns do not show); a pattern of F < 0.5
+    misses more than it explains, so none is offered as the explanation."""
+
+    kind: ClassVar[str] = "unexplained"
+    low_ns: int
+    high_ns: int
+    n_requests: int
+    best_f: float
+    n_patterns: int
+    min_f: float
+
+    def describe(self) -> str:
+        return (f"No pattern explains the {self.n_requests:,} request(s) of [{format_duration_ns(self.low_ns)}, "
+                f"{format_duration_ns(self.high_ns)}): best F {self.best_f:.2f} (of {self.n_patterns} pattern(s), "
+                f"below min_f={self.min_f:g}); its requests mix causes. Look at a narrower period (--time START/END) "
+                "or compare a slow period with a normal one (tracesleuth compare).")

@@ -5,7 +5,7 @@ how labels follow from them (:func:`assign_labels`, :func:`compound_labels`): wh
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -13,10 +13,21 @@ import polars as pl
 
 from ...units import format_duration_ns
 from ._model import Condition, LatencyInterval, Pattern, attribute_words
-from .notes import Note
+from .notes import Note, Unexplained
 
-__all__ = ["CompoundLabel", "ConditionEffect", "DegradationPatternsResult", "SubIntervalPattern", "assign_labels",
-           "compound_labels"]
+__all__ = ["CompoundLabel", "ConditionEffect", "DegradationPatternsResult", "MAX_PATTERNS_SHOWN", "MIN_F_SHOWN",
+           "RangeShown", "SubIntervalPattern", "assign_labels", "compound_labels"]
+
+#: The default floor on a shown pattern's F-score (``min_f`` of ``LatencyDegradationPatterns``).
+#: Below 0.5 a pattern misses more of its sub-interval than it explains (F is the harmonic mean of
+#: precision and recall: F < 0.5 means one of them is below 1/3 at best): on the TrainTicket day
+#: of 2023-01-29 (``trips/left``) ten such patterns, F 0.06-0.25, were shown as explanations of
+#: one sub-interval whose requests mix causes. It is also where ``split_penalty=0.5`` lets a
+#: sub-interval add to the partition.
+MIN_F_SHOWN = 0.5
+#: At most this many patterns of one sub-interval are shown (best F first), the rest counted: a
+#: reader compares three explanations of one latency range; ten bury the one that matters.
+MAX_PATTERNS_SHOWN = 3
 
 # ============================================================================================
 # Results
@@ -48,6 +59,18 @@ class ConditionEffect:
     inside_share: float | None = None
     outside_share: float | None = None
 
+    @property
+    def adds_time(self) -> bool:
+        """Whether the condition can be offered as a cause: a categorical condition (an instance or
+        attribute value), or a continuous one with a lower bound whose operation takes more time in
+        the pattern's requests than in the others (``added_ns > 0``). An upper bound alone
+        (``exclusive < 154.5 ms``: the operation is fast) or a range whose requests are not slower
+        there is context: it describes the requests, it does not make them slow."""
+        c = self.condition
+        if c.kind != "continuous":
+            return True
+        return c.low_ns is not None and self.added_ns is not None and self.added_ns > 0
+
     def describe(self) -> str:
         """The condition and its effect, e.g. ``"... (median 31 ms vs 3.1 ms outside: +28 ms)"``."""
         c = self.condition
@@ -65,7 +88,7 @@ class ConditionEffect:
         """JSON-safe dict: the condition's fields and the effect."""
         return {**self.condition.to_dict(), "inside_ns": self.inside_ns, "outside_ns": self.outside_ns,
                 "added_ns": self.added_ns, "inside_share": self.inside_share, "outside_share": self.outside_share,
-                "words": self.describe()}
+                "cause": self.adds_time, "words": self.describe()}
 
 
 @dataclass(frozen=True)
@@ -181,6 +204,53 @@ class CompoundLabel:
         return {"slower": self.slower, "faster": self.faster, "fit": self.fit.to_dict(), "carries": self.carries}
 
 
+@dataclass(frozen=True)
+class RangeShown:
+    """What is shown of one latency range (sub-interval) of a result: the patterns presented as
+    explanations and how many are not (:meth:`DegradationPatternsResult.shown_by_range`).
+
+    Attributes
+    ----------
+    low_ns, high_ns : int
+        The range ``[low_ns, high_ns)``; several patterns share it when ``split_causes`` split one.
+    shown : tuple of int
+        Indices of the patterns shown, best F first: F at least ``min_f``, at most
+        ``max_patterns_shown`` of them.
+    below_floor : tuple of int
+        Patterns (or "no pattern" entries) with F below ``min_f``: not an explanation.
+    beyond_most : tuple of int
+        Patterns above the floor not shown because ``max_patterns_shown`` better ones are.
+    n_requests : int
+        Requests whose latency is in the range.
+    best_f : float or None
+        The best F-score of the range's patterns (None: clusters, no score).
+    """
+
+    low_ns: int
+    high_ns: int
+    shown: tuple[int, ...]
+    below_floor: tuple[int, ...]
+    beyond_most: tuple[int, ...]
+    n_requests: int
+    best_f: float | None
+
+    @property
+    def explained(self) -> bool:
+        """Whether some pattern explains the range (at least one is shown)."""
+        return bool(self.shown)
+
+    @property
+    def n_hidden(self) -> int:
+        return len(self.below_floor) + len(self.beyond_most)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict, with ``explained`` and ``n_hidden``."""
+        return {"low_ns": self.low_ns, "high_ns": self.high_ns, "shown": list(self.shown),
+                "below_floor": list(self.below_floor), "beyond_most": list(self.beyond_most),
+                "n_requests": self.n_requests, "best_f": self.best_f, "explained": self.explained,
+                "n_hidden": self.n_hidden}
+
+
 _FRAME_SCHEMA = {
     "index": pl.Int64,
     "low_ns": pl.Int64,
@@ -240,6 +310,12 @@ class DegradationPatternsResult:
     compound : tuple of CompoundLabel
         The rules that gave requests slow for two causes a faster sub-interval's label
         (``compound_labels``).
+    min_f : float
+        Patterns with a lower F-score are not presented as explanations (``min_f`` of the
+        estimator; 0: every pattern, the paper). A range whose patterns all fall below it has an
+        :class:`~.notes.Unexplained` note instead (:meth:`shown_by_range`, :meth:`presented`).
+    max_patterns_shown : int or None
+        At most this many patterns of one range are shown, the rest counted (None: all).
     """
 
     found: bool
@@ -258,6 +334,41 @@ class DegradationPatternsResult:
     notes: tuple[Note, ...] = field(default=())
     uncertain_ns: int | None = None
     compound: tuple[CompoundLabel, ...] = ()
+    min_f: float = 0.0
+    max_patterns_shown: int | None = None
+
+    def shown_by_range(self) -> tuple[RangeShown, ...]:
+        """The patterns presented as explanations, per latency range in latency order.
+
+        A pattern is shown when its F-score is at least :attr:`min_f` and no more than
+        :attr:`max_patterns_shown` - 1 better ones of its range are (best F first, then index).
+        Clusters (no score) are always shown, up to the same count. The labels are not affected:
+        a request keeps the label of the pattern it satisfies, shown or not.
+        """
+        groups: dict[tuple[int, int], list[SubIntervalPattern]] = {}
+        for s in self.sub_intervals:
+            groups.setdefault((s.low_ns, s.high_ns), []).append(s)
+        most = len(self.sub_intervals) if self.max_patterns_shown is None else self.max_patterns_shown
+        out = []
+        for (low, high), subs in sorted(groups.items()):
+            subs = sorted(subs, key=lambda s: (-(s.f_score if s.f_score is not None else -1.0), s.index))
+            above = [s for s in subs if s.f_score is None or (s.pattern is not None and s.f_score >= self.min_f)]
+            below = tuple(s.index for s in subs if s not in above)
+            scores = [s.f_score for s in subs if s.f_score is not None]
+            out.append(RangeShown(low, high, tuple(s.index for s in above[:most]), below,
+                                  tuple(s.index for s in above[most:]), max(s.n_positives for s in subs),
+                                  max(scores) if scores else None))
+        return tuple(out)
+
+    def presented(self) -> "DegradationPatternsResult":
+        """This result with one :class:`~.notes.Unexplained` note per range no pattern explains
+        (replacing any such notes: call it again after the scores change, as the Dask path does)."""
+        if not self.found:
+            return self
+        kept = tuple(n for n in self.notes if n.kind != Unexplained.kind)
+        new = tuple(Unexplained(r.low_ns, r.high_ns, r.n_requests, r.best_f or 0.0, len(r.below_floor), self.min_f)
+                    for r in self.shown_by_range() if not r.explained)
+        return replace(self, notes=kept + new)
 
     def to_frame(self) -> pl.DataFrame:
         """One row per sub-interval (empty, same columns, when nothing was found)."""
@@ -283,6 +394,8 @@ class DegradationPatternsResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict of everything (``json.dumps`` works on it as is)."""
+        ranges = self.shown_by_range()
+        shown = {i for r in ranges for i in r.shown}
         out = {
             "found": self.found,
             "reason": self.reason,
@@ -292,7 +405,7 @@ class DegradationPatternsResult:
             "interval_source": self.interval_source,
             "interval_reason": self.interval_reason,
             "split_points": list(self.split_points),
-            "sub_intervals": [s.to_dict() for s in self.sub_intervals],
+            "sub_intervals": [{**s.to_dict(), "shown": s.index in shown} for s in self.sub_intervals],
             "score": self.score,
             "n_positives": self.n_positives,
             "attributes": list(self.attributes),
@@ -300,6 +413,11 @@ class DegradationPatternsResult:
             "notes": [n.to_dict() for n in self.notes],
             "uncertain_ns": self.uncertain_ns,
             "compound": [c.to_dict() for c in self.compound],
+            "min_f": self.min_f,
+            "max_patterns_shown": self.max_patterns_shown,
+            "ranges": [r.to_dict() for r in ranges],
+            "n_shown": len(shown),
+            "n_hidden": sum(r.n_hidden for r in ranges),
         }
         json.dumps(out)  # a failure here is a bug, not bad input
         return out
@@ -323,12 +441,20 @@ class DegradationPatternsResult:
         lines = [f"Latency interval {self.interval.describe()} ({self.n_positives} of {self.n_requests} requests):"]
         if self.interval_reason and self.interval_source == "automatic":
             lines.append(f"  chosen automatically: {self.interval_reason}")
-        for s in self.sub_intervals:
-            score = "" if s.f_score is None else f" (F={s.f_score:.3f}, precision={s.precision:.3f}, recall={s.recall:.3f})"
-            lines.append(f"  {s.latency_words}: {s.words}{score}")
-            lines.extend(f"      {e.describe()}" for e in s.effects if e.added_ns is not None or e.inside_share is not None)
-            if s.context:
-                lines.append("      its requests also: " + "; ".join(e.describe() for e in s.context))
+        by_index = {s.index: s for s in self.sub_intervals}
+        for r in self.shown_by_range():
+            for s in (by_index[i] for i in r.shown):
+                score = "" if s.f_score is None else \
+                    f" (F={s.f_score:.3f}, precision={s.precision:.3f}, recall={s.recall:.3f})"
+                lines.append(f"  {s.latency_words}: {s.words}{score}")
+                lines.extend(f"      {'' if e.adds_time else 'context, adds no time: '}{e.describe()}"
+                             for e in s.effects if e.added_ns is not None or e.inside_share is not None)
+                if s.context:
+                    lines.append("      its requests also: " + "; ".join(e.describe() for e in s.context))
+            if r.n_hidden:
+                lines.append(f"  ... {r.n_hidden} more pattern(s) of this range not shown "
+                             f"({len(r.below_floor)} below F {self.min_f:g}, {len(r.beyond_most)} beyond the best "
+                             f"{self.max_patterns_shown})")
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
 

@@ -37,6 +37,7 @@ from ... import schema as S
 from ...errors import ParameterError
 from ...units import format_duration_ns
 from .analysis import DegradationPatternsResult
+from .results import MAX_PATTERNS_SHOWN as RESULT_MAX_PATTERNS_SHOWN
 from ...report.document import (
     Bullets, Code, Details, Figure, KeyValues, Report, Section, Strong, Swatch, Table, Text, plot_text,
 )
@@ -57,7 +58,7 @@ from .._contract import ReportContext
 __all__ = [
     "ExampleRequest", "PatternsInput", "build_patterns_report", "example_requests", "example_requests_section",
     "ground_truth_section", "latency_distribution_section", "mark_patterns", "pattern_colors", "patterns_section",
-    "resolve_patterns", "shown_patterns", "summary_section",
+    "resolve_patterns", "shown_patterns", "summary_section", "unexplained_ranges",
 ]
 
 #: Colour of requests outside the degraded interval / not affected.
@@ -66,7 +67,7 @@ _TRUTH_COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf
 NOT_AFFECTED = "not affected"
 #: Patterns shown per sub-interval at most, the best first: more side by side is unreadable (a real
 #: day gave ten patterns of one sub-interval); the rest are counted and listed one click away.
-MAX_PATTERNS_SHOWN = 3
+MAX_PATTERNS_SHOWN = RESULT_MAX_PATTERNS_SHOWN
 #: Example requests (Gantt charts) per pattern at most: the first shown, the others one click away.
 MAX_EXAMPLES = 3
 #: Height of one pattern's lane above a latency histogram, px.
@@ -164,23 +165,42 @@ def _with_alpha(color: str, alpha: float) -> str:
 def shown_patterns(result, most: int = MAX_PATTERNS_SHOWN) -> list[tuple[tuple[int, int], list, list]]:
     """The sub-intervals' patterns grouped by latency range: ``((low_ns, high_ns), shown, hidden)``.
 
-    Patterns that share one sub-interval (a pattern split by cause) are ordered by F-score, best
-    first (then by index); at most ``most`` are shown, the rest hidden (counted). Ranges in
-    latency order.
+    As :meth:`~.results.DegradationPatternsResult.shown_by_range`: a pattern below the result's
+    ``min_f`` is not an explanation and is hidden (a range may then show none: no pattern
+    explains it, :func:`unexplained_ranges`); of the others at most ``most`` (and the result's
+    ``max_patterns_shown``), best F first, the rest hidden (counted). Ranges in latency order.
     """
-    groups: dict[tuple[int, int], list] = {}
-    for s in result.sub_intervals:
-        groups.setdefault((s.low_ns, s.high_ns), []).append(s)
+    by_index = {s.index: s for s in result.sub_intervals}
     out = []
-    for key in sorted(groups):
-        subs = sorted(groups[key], key=lambda s: (-(s.f_score if s.f_score is not None else -1.0), s.index))
-        out.append((key, subs[:most], subs[most:]))
+    for r in result.shown_by_range():
+        shown = [by_index[i] for i in r.shown]
+        hidden = shown[most:] + [by_index[i] for i in r.beyond_most + r.below_floor]
+        out.append(((r.low_ns, r.high_ns), shown[:most], hidden))
     return out
+
+
+def unexplained_ranges(result) -> list:
+    """The result's :class:`~.notes.Unexplained` notes (ranges no pattern explains), in latency order."""
+    return sorted(result.notes_of("unexplained"), key=lambda n: n.low_ns)
+
+
+def _range_words(low: int, high: int) -> str:
+    return f"[{format_duration_ns(low)}, {format_duration_ns(high)})"
+
+
+def _cause_words(e) -> str:
+    """A condition and its effect; one that adds no time is marked as context, not a cause."""
+    return e.describe() if e.adds_time else f"context, adds no time: {e.describe()}"
 
 
 def _boundaries(result) -> list[int]:
     """Latencies where two sub-intervals meet (the split points the partition kept), ns."""
     return sorted({s.high_ns for s in result.sub_intervals} & {s.low_ns for s in result.sub_intervals})
+
+
+def _best_f(subs) -> str:
+    scores = [s.f_score for s in subs if s.f_score is not None]
+    return f"{max(scores):.2f}" if scores else "none"
 
 
 def _f_range(subs) -> str:
@@ -209,7 +229,7 @@ def mark_patterns(fig, result, colors: Mapping[int, str] | None = None) -> None:
     iv = result.interval
     ms = 1e6
     groups = shown_patterns(result)
-    placed = _lanes([(low, high, len(shown) + bool(hidden)) for (low, high), shown, hidden in groups])
+    placed = _lanes([(low, high, max(len(shown) + bool(hidden), 1)) for (low, high), shown, hidden in groups])
     n_lanes = max((k + 1 for lanes in placed for k in lanes), default=0)
     layout = fig.layout
     height = layout.height or 420
@@ -229,10 +249,14 @@ def mark_patterns(fig, result, colors: Mapping[int, str] | None = None) -> None:
     for ((low, high), shown, hidden), lanes in zip(groups, placed):
         single = len(shown) == 1 and not hidden
         fill = _with_alpha(colors[shown[0].index], 0.10) if single else "rgba(120,120,120,0.07)"
+        if not shown:  # no pattern explains it: hatched, not shaded as an explanation
+            fill = "rgba(120,120,120,0.04)"
         fig.add_shape(type="rect", xref="x", yref="paper", x0=low / ms, x1=high / ms, y0=0, y1=domain_top,
                       fillcolor=fill, line_width=0, layer="below")
         items = [(f"<b>#{s.index}</b>", colors[s.index]) for s in shown]
-        if hidden:
+        if not shown:
+            items.append(("no pattern explains it", "#8c8c8c"))
+        elif hidden:
             items.append((f"+{len(hidden)} more", "#8c8c8c"))
         for k, (text, color) in zip(lanes, items):
             y0 = domain_top + k * lane
@@ -280,7 +304,8 @@ def _mark_over_time(fig, result, colors: Mapping[int, str]) -> None:
         fig.add_hrect(y0=low / ms, y1=high / ms, fillcolor="rgba(0,0,0,0)", layer="above",
                       line=dict(color=color, width=1.5, dash="dot"))
         top = high / ms if y_range is None else min(high / ms, y_range[1])
-        text = " ".join(f"<b>#{s.index}</b>" for s in shown) + (f" +{len(hidden)} more" if hidden else "")
+        text = (" ".join(f"<b>#{s.index}</b>" for s in shown) + (f" +{len(hidden)} more" if hidden else "")
+                if shown else "no pattern explains it")
         fig.add_annotation(x=0, xref="paper", xanchor="left", y=top, yanchor="top", text=text, showarrow=False,
                            font=dict(size=12, color=color))
 
@@ -327,7 +352,9 @@ def summary_section(table, patterns: PatternsInput, *, solver_settings: Mapping[
           else []),
         ("requests in the interval", f"{res.n_positives:,} of {res.n_requests:,} "
                                      f"({100 * res.n_positives / max(res.n_requests, 1):.1f}%)"),
-        ("sub-intervals", len(res.sub_intervals)),
+        ("sub-intervals", len({(s.low_ns, s.high_ns) for s in res.sub_intervals})),
+        ("patterns shown (of all found)", f"{sum(len(r.shown) for r in res.shown_by_range())} of "
+                                          f"{len(res.sub_intervals)}"),
         ("score (objective of the partition)", res.score),
     ]
     section.add(KeyValues(items))
@@ -337,8 +364,11 @@ def summary_section(table, patterns: PatternsInput, *, solver_settings: Mapping[
         for s in shown:
             score = "" if s.f_score is None else f" (F-score {s.f_score:.3f})"
             lines.append([Swatch(colors[s.index], f"#{s.index} {s.latency_words}: "), s.words, score])
+        if not shown:
+            lines.append([Strong(f"{_range_words(low, high)}: no pattern explains it"),
+                          f"; best F {_best_f(hidden)} (below {res.min_f:g}): its requests mix causes"])
         if hidden:
-            lines.append([f"and {len(hidden)} more pattern(s) of {shown[0].latency_words}{_f_range(hidden)}, "
+            lines.append([f"{len(hidden)} more pattern(s) of {_range_words(low, high)}{_f_range(hidden)}, "
                           "listed under the patterns table"])
     section.add(Bullets(lines))
     if patterns.labels_from == "latency":
@@ -396,14 +426,22 @@ def patterns_section(patterns: PatternsInput) -> Section:
              "exclusive times, instances and request attributes) of highest F-score: precision is the share "
              "of requests satisfying the pattern whose latency lies in the sub-interval, recall the share of "
              "the sub-interval's requests satisfying it, support the requests satisfying it. Where several "
-             f"patterns share a sub-interval, the {MAX_PATTERNS_SHOWN} best are shown and the rest counted."),
-        Table(columns, [row(s) for _, shown, _ in groups for s in shown]),
+             f"patterns share a sub-interval, the {MAX_PATTERNS_SHOWN} best are shown and the rest counted. A pattern "
+             f"of F-score below {res.min_f:g} explains too little to be offered as an explanation: it is folded "
+             "away, and a sub-interval none of whose patterns reaches it says so."),
     )
-    for _, shown, hidden in groups:
+    rows = [row(s) for _, shown, _ in groups for s in shown]
+    if rows:  # none when no pattern explains any sub-interval: the unexplained notes say so
+        section.add(Table(columns, rows))
+    unexplained = unexplained_ranges(res)
+    if unexplained:
+        section.add(Bullets([[Strong("No pattern explains it: "), n.describe()] for n in unexplained]))
+    for (low, high), shown, hidden in groups:
         if hidden:
-            section.add(Details(f"{len(hidden)} more pattern(s) of {shown[0].latency_words}{_f_range(hidden)}",
+            section.add(Details(f"{len(hidden)} more pattern(s) of {_range_words(low, high)}{_f_range(hidden)}"
+                                + ("" if shown else ": none explains it"),
                                 [Table(columns, [row(s) for s in hidden])]))
-    effects = [[_pattern_label(s, colors), "; ".join(e.describe() for e in s.effects),
+    effects = [[_pattern_label(s, colors), "; ".join(_cause_words(e) for e in s.effects),
                 "; ".join(e.describe() for e in s.context) or None]
                for _, shown, _ in groups for s in shown if s.effects]
     if effects:
@@ -419,8 +457,9 @@ def patterns_section(patterns: PatternsInput) -> Section:
     if res.skipped_attributes:
         section.add(Text("Attributes left out of the conditions:", muted=True),
                     Bullets([[Code(a), f": {r}"] for a, r in res.skipped_attributes]))
-    if res.notes:
-        section.add(Bullets([f"Note: {n}" for n in res.notes]))
+    notes = [n for n in res.notes if n.kind != "unexplained"]
+    if notes:
+        section.add(Bullets([f"Note: {n}" for n in notes]))
     return section
 
 
@@ -565,7 +604,7 @@ def example_requests_section(spans, table, patterns: PatternsInput, *, baseline:
 
     for ex in (e for e in drawn if e.label < 0):
         section.add(Text([Strong("Baseline"), " - a typical request below the degraded interval"]), *chart(ex, ()))
-    for _, shown, hidden in groups:
+    for key, shown, hidden in groups:
         for s in shown:
             mine = [e for e in drawn if e.label == s.index]
             if not mine:
@@ -577,7 +616,7 @@ def example_requests_section(spans, table, patterns: PatternsInput, *, baseline:
                 section.add(Details(f"{len(mine) - 1} more example request(s) of #{s.index}",
                                     [part for ex in mine[1:] for part in chart(ex, named)]))
         if hidden:
-            section.add(Text(f"{len(hidden)} more pattern(s) of {shown[0].latency_words}{_f_range(hidden)} not drawn "
+            section.add(Text(f"{len(hidden)} more pattern(s) of {_range_words(*key)}{_f_range(hidden)} not drawn "
                              "(listed under the patterns table).", muted=True))
     return section
 
