@@ -175,6 +175,52 @@ def attribute_values(data: Inputs, attribute: str) -> np.ndarray:
     return column(data, attribute).cast(pl.Float64).to_numpy()
 
 
+#: :func:`split_medians` counts the values in this many equal-width bins before it selects within one.
+MEDIAN_BINS = 4096
+#: Below this many values :func:`split_medians` calls ``np.median`` directly (counting would not pay).
+MEDIAN_DIRECT = 50_000
+
+
+def split_medians(values: np.ndarray, inside: np.ndarray) -> tuple[float | None, float | None]:
+    """``np.median`` of the finite ``values`` inside and outside the mask (None for no value), exactly.
+
+    On many values, one pass counts both groups per equal-width bin (a monotone map of the values,
+    so a bin's rank range is known); each median is then selected among its middle ranks' bins alone
+    and averaged as ``np.median`` does, the same float.
+    """
+    present = np.isfinite(values)
+    if values.size < MEDIAN_DIRECT:
+        med = lambda m: float(np.median(values[m])) if m.any() else None  # noqa: E731
+        return med(inside & present), med(~inside & present)
+    finite = values[present] if not present.all() else values
+    if finite.size == 0:
+        return None, None
+    low, high = float(finite.min()), float(finite.max())
+    scale = (MEDIAN_BINS - 1) / (high - low) if high > low else 0.0
+    bins = np.subtract(values, low)
+    bins *= scale
+    np.floor(bins, out=bins)
+    bins[~present] = MEDIAN_BINS  # the absent values' own bin
+    key = bins.astype(np.int32)
+    key[inside] += MEDIAN_BINS + 1
+    counts = np.bincount(key, minlength=2 * (MEDIAN_BINS + 1)).reshape(2, MEDIAN_BINS + 1)[:, :MEDIAN_BINS]
+    out = []
+    for group, per_bin in ((1, counts[1]), (0, counts[0])):
+        n = int(per_bin.sum())
+        if n == 0:
+            out.append(None)
+            continue
+        ranks = [n // 2 - 1, n // 2] if n % 2 == 0 else [(n - 1) // 2]
+        cum = np.cumsum(per_bin)
+        first, last = np.searchsorted(cum, [ranks[0], ranks[-1]], side="right")
+        before = int(cum[first - 1]) if first > 0 else 0
+        offset = group * (MEDIAN_BINS + 1)
+        chosen = (key >= first + offset) & (key <= last + offset)
+        part = np.partition(values[chosen], [r - before for r in ranks])
+        out.append(float(np.mean(part[[r - before for r in ranks]])))
+    return out[0], out[1]
+
+
 def effect(condition: Condition, data: Inputs, inside: np.ndarray) -> ConditionEffect:
     """The condition's attribute inside vs outside the pattern (``inside``: who satisfies it)."""
     if condition.kind == "categorical":
@@ -182,10 +228,7 @@ def effect(condition: Condition, data: Inputs, inside: np.ndarray) -> ConditionE
         has = values == condition.value
         share = lambda m: float(has[m].mean()) if m.any() else None  # noqa: E731
         return ConditionEffect(condition, inside_share=share(inside), outside_share=share(~inside))
-    values = attribute_values(data, condition.attribute)
-    present = np.isfinite(values)
-    med = lambda m: float(np.median(values[m & present])) if (m & present).any() else None  # noqa: E731
-    a, b = med(inside), med(~inside)
+    a, b = split_medians(attribute_values(data, condition.attribute), inside)
     return ConditionEffect(condition, inside_ns=a, outside_ns=b, added_ns=None if a is None or b is None else a - b)
 
 
