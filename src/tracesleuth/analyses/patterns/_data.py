@@ -192,7 +192,8 @@ def split_medians(values: np.ndarray, inside: np.ndarray) -> tuple[float | None,
     if values.size < MEDIAN_DIRECT:
         med = lambda m: float(np.median(values[m])) if m.any() else None  # noqa: E731
         return med(inside & present), med(~inside & present)
-    finite = values[present] if not present.all() else values
+    whole = present.all()
+    finite = values if whole else values[present]
     if finite.size == 0:
         return None, None
     low, high = float(finite.min()), float(finite.max())
@@ -200,12 +201,14 @@ def split_medians(values: np.ndarray, inside: np.ndarray) -> tuple[float | None,
     bins = np.subtract(values, low)
     bins *= scale
     np.floor(bins, out=bins)
-    bins[~present] = MEDIAN_BINS  # the absent values' own bin
-    key = bins.astype(np.int32)
-    key[inside] += MEDIAN_BINS + 1
-    counts = np.bincount(key, minlength=2 * (MEDIAN_BINS + 1)).reshape(2, MEDIAN_BINS + 1)[:, :MEDIAN_BINS]
+    if not whole:
+        bins[~present] = MEDIAN_BINS  # the absent values' own bin
+    key = bins.astype(np.intp)
+    del bins
+    every = np.bincount(key, minlength=MEDIAN_BINS + 1)
+    mine = np.bincount(key[inside], minlength=MEDIAN_BINS + 1)
     out = []
-    for group, per_bin in ((1, counts[1]), (0, counts[0])):
+    for group, per_bin in ((inside, mine[:MEDIAN_BINS]), (None, (every - mine)[:MEDIAN_BINS])):
         n = int(per_bin.sum())
         if n == 0:
             out.append(None)
@@ -214,8 +217,8 @@ def split_medians(values: np.ndarray, inside: np.ndarray) -> tuple[float | None,
         cum = np.cumsum(per_bin)
         first, last = np.searchsorted(cum, [ranks[0], ranks[-1]], side="right")
         before = int(cum[first - 1]) if first > 0 else 0
-        offset = group * (MEDIAN_BINS + 1)
-        chosen = (key >= first + offset) & (key <= last + offset)
+        chosen = key == first if first == last else (key >= first) & (key <= last)
+        chosen &= inside if group is not None else ~inside
         part = np.partition(values[chosen], [r - before for r in ranks])
         out.append(float(np.mean(part[[r - before for r in ranks]])))
     return out[0], out[1]
