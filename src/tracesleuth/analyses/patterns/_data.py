@@ -127,7 +127,7 @@ def encode(data: Inputs, ms: dict, max_categories: int, excluded: dict[str, str]
             skipped.append((name, "all values missing"))
             continue
         thresholds = attribute_thresholds(values[present], **ms)
-        code = np.searchsorted(thresholds, values, side="right") - 1
+        code = bin_codes(thresholds, values)
         code[~present] = -1
         encodings.append(AttributeEncoding(name, "continuous", int(thresholds.size - 1), thresholds=thresholds,
                                            n_missing=int((~present).sum())))
@@ -153,6 +153,21 @@ def encode(data: Inputs, ms: dict, max_categories: int, excluded: dict[str, str]
         columns.append(code.astype(np.int32))
     codes = np.column_stack(columns) if columns else np.empty((rows.size, 0), dtype=np.int32)
     return encodings, codes, skipped
+
+
+#: :func:`bin_codes` compares the values with each threshold up to this many thresholds (a pass
+#: each, cheaper than a binary search per value), and searches beyond.
+FEW_THRESHOLDS = 8
+
+
+def bin_codes(thresholds: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(thresholds, values, side="right") - 1`` (int64): the bin of each value."""
+    if thresholds.size > FEW_THRESHOLDS:
+        return np.searchsorted(thresholds, values, side="right") - 1
+    code = np.full(values.size, -1, dtype=np.int64)
+    for t in thresholds:
+        code += values >= t
+    return code
 
 
 def pattern_mask(lo: np.ndarray, hi: np.ndarray, codes: np.ndarray) -> np.ndarray:
