@@ -151,7 +151,8 @@ def encode(data: Inputs, ms: dict, max_categories: int, excluded: dict[str, str]
         encodings.append(AttributeEncoding(name, "categorical", int(categories.len()),
                                            categories=tuple(categories.to_list()), n_missing=int((~present).sum())))
         columns.append(code.astype(np.int32))
-    codes = np.column_stack(columns) if columns else np.empty((rows.size, 0), dtype=np.int32)
+    # Column-major (one attribute's codes contiguous): the search, the masks and the context read by column.
+    codes = np.array(columns).T if columns else np.empty((rows.size, 0), dtype=np.int32)
     return encodings, codes, skipped
 
 
