@@ -117,11 +117,15 @@ def encode(data: Inputs, ms: dict, max_categories: int, excluded: dict[str, str]
         if not series.dtype.is_numeric():
             skipped.append((name, f"not numeric ({series.dtype})"))
             continue
-        present = series.is_not_null().to_numpy()
-        if series.dtype.is_float():
+        if series.null_count() == 0 and series.dtype == pl.Int64:  # as is: no null to fill, nothing to cast
+            present = np.ones(series.len(), dtype=bool)
+            values = series.to_numpy()
+        elif series.dtype.is_float():
+            present = series.is_not_null().to_numpy()
             present &= ~series.is_nan().fill_null(False).to_numpy()
             values = series.fill_nan(0).fill_null(0).round().cast(pl.Int64).to_numpy()
         else:
+            present = series.is_not_null().to_numpy()
             values = series.fill_null(0).cast(pl.Int64).to_numpy()
         if not present.any():
             skipped.append((name, "all values missing"))
@@ -147,7 +151,9 @@ def encode(data: Inputs, ms: dict, max_categories: int, excluded: dict[str, str]
         if categories.len() > max_categories:
             skipped.append((name, f"{categories.len()} distinct values > max_categories={max_categories}"))
             continue
-        code = (series.rank("dense").cast(pl.Int64) - 1).fill_null(-1).to_numpy()
+        # The dense rank of each value among the sorted categories, by lookup (a sort of the column costs more).
+        code = series.replace_strict(categories, pl.int_range(0, categories.len(), eager=True, dtype=pl.Int64),
+                                     default=None, return_dtype=pl.Int64).fill_null(-1).to_numpy()
         encodings.append(AttributeEncoding(name, "categorical", int(categories.len()),
                                            categories=tuple(categories.to_list()), n_missing=int((~present).sum())))
         columns.append(code.astype(np.int32))
