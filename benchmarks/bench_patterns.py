@@ -38,6 +38,12 @@ automatic interval, 0.9787 -> 0.9789 affected; the paper's protocol 0.9984 / min
 effects' medians, the left-out columns and split causes take the rest (``analysis.py``,
 ``split_points.py``, ``candidates.py``).
 
+Then the rest of the 10^6-request fit (issue 29 item 7, branch ``patterns-speed2``; same machine,
+load average 6-8, median of 3): 5.45 s wall / 5.13 s CPU -> 3.63 s wall / 3.34 s CPU, identical
+results. The effects' medians are selected within the middle ranks' bins (``_data.split_medians``),
+pass-through columns decided by counting, bin codes column-major and by comparisons, categorical
+codes by lookup instead of a rank over the column.
+
 Usage::
 
     python benchmarks/bench_patterns.py                 # 5 runs of the session, 3 per curve point
@@ -78,10 +84,10 @@ def measure(solver: str, n_requests: int, n_operations: int, seed: int) -> dict:
     from tracesleuth.analyses.patterns import LatencyDegradationPatterns
     from tracesleuth.analyses.patterns.synthetic import make_degraded_session
 
-    from tracesleuth.analyses.patterns import analysis
+    from tracesleuth.analyses.patterns import stages  # the search protocol calls the GA and B&B from here
 
     session = make_degraded_session(n_requests, n_operations=n_operations, random_state=seed)
-    search_s = _time_search(analysis, "genetic_search" if solver == "ga" else "branch_and_bound")
+    search_s = _time_search(stages, "genetic_search" if solver == "ga" else "branch_and_bound")
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     model = LatencyDegradationPatterns(solver=solver, random_state=seed)
     t0, c0 = time.perf_counter(), time.process_time()

@@ -117,17 +117,21 @@ def encode(data: Inputs, ms: dict, max_categories: int, excluded: dict[str, str]
         if not series.dtype.is_numeric():
             skipped.append((name, f"not numeric ({series.dtype})"))
             continue
-        present = series.is_not_null().to_numpy()
-        if series.dtype.is_float():
+        if series.null_count() == 0 and series.dtype == pl.Int64:  # as is: no null to fill, nothing to cast
+            present = np.ones(series.len(), dtype=bool)
+            values = series.to_numpy()
+        elif series.dtype.is_float():
+            present = series.is_not_null().to_numpy()
             present &= ~series.is_nan().fill_null(False).to_numpy()
             values = series.fill_nan(0).fill_null(0).round().cast(pl.Int64).to_numpy()
         else:
+            present = series.is_not_null().to_numpy()
             values = series.fill_null(0).cast(pl.Int64).to_numpy()
         if not present.any():
             skipped.append((name, "all values missing"))
             continue
         thresholds = attribute_thresholds(values[present], **ms)
-        code = np.searchsorted(thresholds, values, side="right") - 1
+        code = bin_codes(thresholds, values)
         code[~present] = -1
         encodings.append(AttributeEncoding(name, "continuous", int(thresholds.size - 1), thresholds=thresholds,
                                            n_missing=int((~present).sum())))
@@ -147,12 +151,30 @@ def encode(data: Inputs, ms: dict, max_categories: int, excluded: dict[str, str]
         if categories.len() > max_categories:
             skipped.append((name, f"{categories.len()} distinct values > max_categories={max_categories}"))
             continue
-        code = (series.rank("dense").cast(pl.Int64) - 1).fill_null(-1).to_numpy()
+        # The dense rank of each value among the sorted categories, by lookup (a sort of the column costs more).
+        code = series.replace_strict(categories, pl.int_range(0, categories.len(), eager=True, dtype=pl.Int64),
+                                     default=None, return_dtype=pl.Int64).fill_null(-1).to_numpy()
         encodings.append(AttributeEncoding(name, "categorical", int(categories.len()),
                                            categories=tuple(categories.to_list()), n_missing=int((~present).sum())))
         columns.append(code.astype(np.int32))
-    codes = np.column_stack(columns) if columns else np.empty((rows.size, 0), dtype=np.int32)
+    # Column-major (one attribute's codes contiguous): the search, the masks and the context read by column.
+    codes = np.array(columns).T if columns else np.empty((rows.size, 0), dtype=np.int32)
     return encodings, codes, skipped
+
+
+#: :func:`bin_codes` compares the values with each threshold up to this many thresholds (a pass
+#: each, cheaper than a binary search per value), and searches beyond.
+FEW_THRESHOLDS = 8
+
+
+def bin_codes(thresholds: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(thresholds, values, side="right") - 1`` (int64): the bin of each value."""
+    if thresholds.size > FEW_THRESHOLDS:
+        return np.searchsorted(thresholds, values, side="right") - 1
+    code = np.full(values.size, -1, dtype=np.int64)
+    for t in thresholds:
+        code += values >= t
+    return code
 
 
 def pattern_mask(lo: np.ndarray, hi: np.ndarray, codes: np.ndarray) -> np.ndarray:
@@ -175,6 +197,55 @@ def attribute_values(data: Inputs, attribute: str) -> np.ndarray:
     return column(data, attribute).cast(pl.Float64).to_numpy()
 
 
+#: :func:`split_medians` counts the values in this many equal-width bins before it selects within one.
+MEDIAN_BINS = 4096
+#: Below this many values :func:`split_medians` calls ``np.median`` directly (counting would not pay).
+MEDIAN_DIRECT = 50_000
+
+
+def split_medians(values: np.ndarray, inside: np.ndarray) -> tuple[float | None, float | None]:
+    """``np.median`` of the finite ``values`` inside and outside the mask (None for no value), exactly.
+
+    On many values, one pass counts both groups per equal-width bin (a monotone map of the values,
+    so a bin's rank range is known); each median is then selected among its middle ranks' bins alone
+    and averaged as ``np.median`` does, the same float.
+    """
+    present = np.isfinite(values)
+    if values.size < MEDIAN_DIRECT:
+        med = lambda m: float(np.median(values[m])) if m.any() else None  # noqa: E731
+        return med(inside & present), med(~inside & present)
+    whole = present.all()
+    finite = values if whole else values[present]
+    if finite.size == 0:
+        return None, None
+    low, high = float(finite.min()), float(finite.max())
+    scale = (MEDIAN_BINS - 1) / (high - low) if high > low else 0.0
+    bins = np.subtract(values, low)
+    bins *= scale
+    np.floor(bins, out=bins)
+    if not whole:
+        bins[~present] = MEDIAN_BINS  # the absent values' own bin
+    key = bins.astype(np.intp)
+    del bins
+    every = np.bincount(key, minlength=MEDIAN_BINS + 1)
+    mine = np.bincount(key[inside], minlength=MEDIAN_BINS + 1)
+    out = []
+    for group, per_bin in ((inside, mine[:MEDIAN_BINS]), (None, (every - mine)[:MEDIAN_BINS])):
+        n = int(per_bin.sum())
+        if n == 0:
+            out.append(None)
+            continue
+        ranks = [n // 2 - 1, n // 2] if n % 2 == 0 else [(n - 1) // 2]
+        cum = np.cumsum(per_bin)
+        first, last = np.searchsorted(cum, [ranks[0], ranks[-1]], side="right")
+        before = int(cum[first - 1]) if first > 0 else 0
+        chosen = key == first if first == last else (key >= first) & (key <= last)
+        chosen &= inside if group is not None else ~inside
+        part = np.partition(values[chosen], [r - before for r in ranks])
+        out.append(float(np.mean(part[[r - before for r in ranks]])))
+    return out[0], out[1]
+
+
 def effect(condition: Condition, data: Inputs, inside: np.ndarray) -> ConditionEffect:
     """The condition's attribute inside vs outside the pattern (``inside``: who satisfies it)."""
     if condition.kind == "categorical":
@@ -182,10 +253,7 @@ def effect(condition: Condition, data: Inputs, inside: np.ndarray) -> ConditionE
         has = values == condition.value
         share = lambda m: float(has[m].mean()) if m.any() else None  # noqa: E731
         return ConditionEffect(condition, inside_share=share(inside), outside_share=share(~inside))
-    values = attribute_values(data, condition.attribute)
-    present = np.isfinite(values)
-    med = lambda m: float(np.median(values[m & present])) if (m & present).any() else None  # noqa: E731
-    a, b = med(inside), med(~inside)
+    a, b = split_medians(attribute_values(data, condition.attribute), inside)
     return ConditionEffect(condition, inside_ns=a, outside_ns=b, added_ns=None if a is None or b is None else a - b)
 
 

@@ -539,7 +539,7 @@ class LatencyDegradationPatterns(Analysis):
         if band is not None:
             data.notes.append(UncertainLeftOut(int((~scored).sum()), int(band), int(interval.low_ns),
                                                float(self.uncertain_z)))
-        evaluator = PatternEvaluator(codes[scored], np.array([e.n_bins for e in encodings]), latency_class[scored],
+        evaluator = PatternEvaluator(codes if band is None else codes[scored], np.array([e.n_bins for e in encodings]), latency_class[scored],
                                      bounds.size + 1)
         return Encoded(data, tuple(encodings), codes, bounds, latency_class, evaluator,
                        prune_tolerance=float(self.prune_tolerance), skipped=tuple(skipped))

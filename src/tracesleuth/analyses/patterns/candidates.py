@@ -60,6 +60,19 @@ def identifier_columns(frame: pl.DataFrame, columns: list[str], rows: np.ndarray
     return out
 
 
+def _median_at_least(values: np.ndarray, share: float) -> bool:
+    """``np.median(values) >= share`` for finite values, by counting: a median is selected only when
+    its two middle values fall on either side of ``share``."""
+    n = values.size
+    at_least = int(np.count_nonzero(values >= share))
+    low_rank, high_rank = (n - 1) // 2, n // 2  # the middle ranks (equal when n is odd)
+    if at_least >= n - low_rank:  # both middle values >= share, so is their mean
+        return True
+    if at_least < n - high_rank:  # both below
+        return False
+    return float(np.median(values)) >= share
+
+
 def pass_through_columns(frame: pl.DataFrame, columns: list[str], rows: np.ndarray, latency: np.ndarray,
                          share: float) -> list[tuple[str, str]]:
     """``exclusive_ns[K]`` columns whose exclusive time is the request latency, with the reason.
@@ -88,8 +101,9 @@ def pass_through_columns(frame: pl.DataFrame, columns: list[str], rows: np.ndarr
         present = np.isfinite(values) & (latency > 0)
         if present.sum() < max(1, rows.size / 2):
             continue
-        ratio = float(np.median(values[present] / latency[present]))
-        if ratio >= share:
+        ratios = values / latency if present.all() else values[present] / latency[present]
+        if _median_at_least(ratios, share):
+            ratio = float(np.median(ratios))
             out.append((name, f"{PASS_THROUGH}: its exclusive time is {ratio:.0%} of the request latency (median), "
                               "so a condition on it restates the latency"))
     return out

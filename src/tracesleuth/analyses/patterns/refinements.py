@@ -26,7 +26,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 
 from ...errors import ParameterError
-from ._data import Inputs, attribute_values, effect, pattern_mask
+from ._data import Inputs, attribute_values, effect, pattern_mask, split_medians
 from ._model import Pattern
 from .notes import CausesSplit, CompoundMoved, NeighboursMerged, Note
 from .results import CompoundLabel, SubIntervalPattern, compound_labels
@@ -434,6 +434,16 @@ def _cause_limit(lo: np.ndarray, hi: np.ndarray, encodings: list, codes: np.ndar
     return own_cause * min(added) if added else None
 
 
+def _outside_median(values: np.ndarray, pattern: np.ndarray) -> float:
+    """``np.nanmedian`` of ``values`` outside the pattern (NaN for no value), as :func:`split_medians`
+    computes it when no value is infinite."""
+    if np.isinf(values).any():
+        outside = values[~pattern]
+        return np.nanmedian(outside) if np.isfinite(outside).any() else np.nan
+    found = split_medians(values, pattern)[1]
+    return np.nan if found is None else found
+
+
 def _cause_split(lo: np.ndarray, hi: np.ndarray, members: np.ndarray, encodings: list, codes: np.ndarray,
                  data: Inputs, least: int, *, own_cause: float = OWN_CAUSE) -> tuple[int, int, float, float] | None:
     """The condition ``op >= t`` on an operation the pattern does not name (or bounds from above
@@ -451,9 +461,9 @@ def _cause_split(lo: np.ndarray, hi: np.ndarray, members: np.ndarray, encodings:
     causes = _cause_attributes(lo, encodings)
     if not causes:
         return None
-    outside = ~pattern_mask(lo, hi, codes)
+    pattern = pattern_mask(lo, hi, codes)
     cause_values = [attribute_values(data, encodings[a].name) for a in causes]
-    base = [np.nanmedian(v[outside]) if np.isfinite(v[outside]).any() else np.nan for v in cause_values]
+    base = [_outside_median(v, pattern) for v in cause_values]
     cause_values = [v[members] for v in cause_values]
     best, best_key = None, None
     n = int(members.sum())

@@ -329,11 +329,11 @@ def mean_shift_1d(
 
     # Nearest centre: boundaries at the midpoints between adjacent centres.
     cuts = (kept[:-1] + kept[1:]) / 2.0
-    label = np.searchsorted(cuts, xs, side="left")
-    counts = np.bincount(label, minlength=kept.size)
+    # xs is sorted: centre j holds a run, from the first value above cut j - 1 to the last at most cut j.
+    bounds = np.concatenate(([0], np.searchsorted(xs, cuts, side="right"), [n]))
+    counts = np.diff(bounds)
     nonempty = counts > 0
-    starts = np.searchsorted(label, np.arange(kept.size), side="left")
-    ends = np.searchsorted(label, np.arange(kept.size), side="right") - 1
+    starts, ends = bounds[:-1], bounds[1:] - 1
     minima = xs[np.clip(starts, 0, n - 1)] + origin
     maxima = xs[np.clip(ends, 0, n - 1)] + origin
     return MeanShiftResult(
