@@ -25,8 +25,8 @@ import polars as pl
 
 from ... import schema as S
 from .._contract import NONE, Analysis, InstanceOf, Interval, Seed
-from .evidence import FAMILIES, Evidence, gather_evidence, shift_p_value
-from .ranking import RankingModel, load_model
+from .evidence import FAMILIES, gather_evidence, shift_p_value
+from .ranking import load_model
 from .telemetry import Period, Telemetry
 from .timeline import Onset, find_timeline
 

@@ -140,7 +140,7 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
               "named": sum(r["verdict"] == "named" for r in rows), "seeded incidents": len(simulated_rows)}
     calibration = _calibration(rows)
     if fit is not None:
-        scores, calibration = _fit_and_hold_out(rows, cases, simulated, fit, scores, calibration)
+        scores, calibration = _fit_and_hold_out(cases, simulated, fit, scores, calibration)
     return DiagnosisEvaluation(tuple(rows), scores, calibration, counts, tuple(simulated_rows))
 
 
@@ -215,14 +215,13 @@ def _case(fitted, culprit):
     return fitted.features_.drop("service").to_numpy(), (names.index(culprit) if culprit in names else None)
 
 
-def _fit_and_hold_out(rows, cases, simulated, path, scores, calibration):
+def _fit_and_hold_out(cases, simulated, path, scores, calibration):
     """Fit the ranking model on the recorded and seeded cases, write it to ``path``; score each
     recorded case with a model fitted without it (leave one out) for the held-out calibration."""
     import json
 
     from .ranking import fit_ranking_model
 
-    recorded = [r for r in rows if r["verdict"] != "error"]
     fitted_on = (f"{len(cases)} recorded faults of ../shared/data (inject + 90 s) and {len(simulated)} seeded "
                  "incidents and healthy periods")
     full = fit_ranking_model(cases + simulated, fitted_on=fitted_on)
@@ -237,7 +236,6 @@ def _fit_and_hold_out(rows, cases, simulated, path, scores, calibration):
     gaps = [abs(c["confidence"] - c["accuracy"]) for c in table if c["cases"] >= 10]
     if gaps:
         scores = {**scores, "max_held_out_calibration_gap": max(gaps)}
-    del recorded
     return scores, calibration + tuple({**c, "held_out": True} for c in table)
 
 

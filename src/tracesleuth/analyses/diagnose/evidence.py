@@ -34,7 +34,7 @@ import polars as pl
 from scipy import stats
 
 from ... import schema as S
-from .telemetry import ERROR_SEVERITY, Telemetry
+from .telemetry import Telemetry
 
 __all__ = ["FAMILIES", "MAX_WEIGHT", "Evidence", "gap_owner", "gather_evidence", "rate_p_values", "shift_p_value",
            "stratified_rate_p_values"]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -228,8 +227,3 @@ def utc_text(time_ns: int) -> str:
 
     moment = datetime.fromtimestamp(time_ns / 1e9, tz=timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def bin_counts(times_ns: np.ndarray, edges_ns: np.ndarray) -> np.ndarray:
-    """Counts of ``times_ns`` in the bins ``[edges[i], edges[i+1])``, shape (len(edges) - 1,)."""
-    return np.histogram(times_ns, bins=edges_ns)[0]
