@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from sklearn.base import clone
 
-from tracesleuth.analyses.diagnose import Diagnosis, gap_owner
+from tracesleuth.analyses.diagnose import Diagnosis
 from tracesleuth.analyses.diagnose.changepoints import latest_change, pettitt
 from tracesleuth.analyses.diagnose.evidence import rate_p_values, shift_p_value
 from tracesleuth.analyses.diagnose.synthetic import incident_spans
@@ -51,14 +51,6 @@ def test_latest_change_rarely_fires_on_noise():
     fired = sum(latest_change(np.random.default_rng(seed).normal(0, 1, 300), level=0.01) is not None
                 for seed in range(40))
     assert fired <= 3  # level 0.01 and a conservative approximation: ~0.4 expected
-
-
-def test_gap_owner_callee_by_default_caller_when_all_its_calls_rose():
-    edges = pl.DataFrame({"service": ["a", "a", "a", "x"], "callee": ["b", "c", "d", "b"],
-                          "p_value": [1e-9, 1e-9, 1e-9, 0.5]})
-    assert gap_owner(edges, 0.01).to_list() == ["a", "a", "a", "b"]
-    single = pl.DataFrame({"service": ["a"], "callee": ["b"], "p_value": [1e-9]})
-    assert gap_owner(single, 0.01).to_list() == ["b"]
 
 
 def test_rate_and_shift_tests():

@@ -6,10 +6,10 @@ ranks the services with one calibrated probability each (issue 28). See :mod:`.a
 """
 
 from .analysis import Diagnosis, DiagnosisResult, Note, Suspect
-from .evidence import FAMILIES, Evidence, gap_owner
+from .evidence import FAMILIES, Evidence
 from .ranking import RankingModel, fit_ranking_model, load_model
 from .telemetry import Period, Telemetry
 from .timeline import Onset
 
 __all__ = ["FAMILIES", "Diagnosis", "DiagnosisResult", "Evidence", "Note", "Onset", "Period", "RankingModel",
-           "Suspect", "Telemetry", "fit_ranking_model", "gap_owner", "load_model"]
+           "Suspect", "Telemetry", "fit_ranking_model", "load_model"]

@@ -9,7 +9,7 @@ family                    test (problem vs baseline)                            
 ========================= ======================================================== ==================
 ``self_time``             Mann-Whitney U, one-sided, of per-request exclusive time  the operation's
                           above ``min_slowdown`` (a shift test, not any shift)      service
-``gap``                   the same, on the gap of the edges a service is called by  :func:`gap_owner`
+``gap``                   the same, on the gap of the edges a service is called by  :func:`~tracesleuth.model.gaps.gap_owner`
 ``error_origin``          error-origin spans per span of the service                the service
 ``error_logs``            error-level log records per span of the service           the service
 ``log_templates``         each template's records per span, both ways (a statement  the service
@@ -34,9 +34,10 @@ import polars as pl
 from scipy import stats
 
 from ... import schema as S
+from ...model.gaps import gap_owner
 from .telemetry import Telemetry
 
-__all__ = ["FAMILIES", "MAX_WEIGHT", "Evidence", "gap_owner", "gather_evidence", "rate_p_values", "shift_p_value",
+__all__ = ["FAMILIES", "MAX_WEIGHT", "Evidence", "gather_evidence", "rate_p_values", "shift_p_value",
            "stratified_rate_p_values"]
 
 #: The evidence families, in the order features and tables list them.
@@ -126,37 +127,6 @@ def rate_p_values(c_p, n_p, c_b, n_b, alternative: str) -> np.ndarray:
     return np.where((total > 0) & (n_p > 0) & (n_b > 0), np.clip(p, 0.0, 1.0), 1.0)
 
 
-def gap_owner(edges: pl.DataFrame, level: float) -> pl.Series:
-    """Whose is a risen gap on an edge ``caller -> callee``: the one rule every analysis uses.
-
-    A network delay or a slow accept queue at a service delays every caller's calls into it; a
-    slow or starved caller delays all the calls it makes. So the gap of an edge that rose is the
-    callee's unless a larger share of the caller's *other* outgoing edges rose than of the callee's
-    other incoming edges (ties go to the callee: the edge leads into it).
-
-    Parameters
-    ----------
-    edges : polars.DataFrame
-        ``service`` (caller), ``callee``, ``p_value`` (of the gap's rise), one row per edge.
-    level : float
-        An edge rose when its ``p_value <= level``.
-
-    Returns
-    -------
-    polars.Series
-        The owner of each edge's gap, shape (len(edges),).
-    """
-    rose = edges.with_columns((pl.col("p_value") <= level).alias("_rose"))
-    out_share = rose.group_by(S.SERVICE).agg(pl.col("_rose").sum().alias("_out_rose"), pl.len().alias("_out_n"))
-    in_share = rose.group_by("callee").agg(pl.col("_rose").sum().alias("_in_rose"), pl.len().alias("_in_n"))
-    joined = rose.join(out_share, on=S.SERVICE, how="left").join(in_share, on="callee", how="left")
-    others = lambda rose_col, n_col: ((pl.col(rose_col) - pl.col("_rose").cast(pl.Int64))  # noqa: E731
-                                      / (pl.col(n_col) - 1).clip(1))
-    caller_share, callee_share = others("_out_rose", "_out_n"), others("_in_rose", "_in_n")
-    return joined.select(pl.when(caller_share > callee_share).then(pl.col(S.SERVICE))
-                         .otherwise(pl.col("callee")).alias("owner")).to_series()
-
-
 def gather_evidence(problem: Telemetry, baseline: Telemetry, *, level: float, min_slowdown: float
                     ) -> list[Evidence]:
     """Every family's evidence per service, strongest first.
@@ -238,9 +208,9 @@ def _gap_items(problem: Telemetry, baseline: Telemetry, min_slowdown: float, lev
                        keys, min_slowdown)
     if not rows:
         return _items([])
-    edges = pl.DataFrame({S.SERVICE: [r["key"][0] for r in rows], "callee": [r["key"][1] for r in rows],
-                          "p_value": [r["p_value"] for r in rows]})
-    owners = gap_owner(edges, level).to_list()
+    edges = pl.DataFrame({"caller": [r["key"][0] for r in rows], "callee": [r["key"][1] for r in rows],
+                          "rose": [r["p_value"] <= level for r in rows]})
+    owners = gap_owner(edges).to_list()
     return _items([{"family": "gap", S.SERVICE: owner, "item": f"{r['key'][0]} -> {r['key'][1]}",
                     "p_value": r["p_value"], "baseline": r["baseline"], "problem": r["problem"]}
                    for r, owner in zip(rows, owners)])

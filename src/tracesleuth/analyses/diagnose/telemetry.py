@@ -5,7 +5,7 @@ A span's **exclusive (self) time** is its duration minus the time its children c
 (children clipped to the parent's interval and summed; concurrent children can overlap, the sum is
 then floored at 0). A span with a child in another service is the caller's side of a call: its
 exclusive time is the **gap** on that edge (network, queueing, serialisation) and is not counted as
-the caller's own time; whose gap it is decides :func:`~.evidence.gap_owner`, the one rule every
+the caller's own time; whose gap it is decides :func:`~tracesleuth.model.gaps.gap_owner`, the one rule every
 analysis uses.
 
 A span **failed** when its status is ``error`` or it has an ``exception`` event; it is the **origin**

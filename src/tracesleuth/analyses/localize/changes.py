@@ -37,11 +37,9 @@ recorded CPU and network faults raised their service's series 13-3,400x.
 
 **Which service.** A self-time rise points to the operation's service. A gap rise has two ends:
 the callee (network into it, its queue: the usual attribution, as in the method matrices) or the
-caller (CPU contention in the caller delays all its outgoing calls). It points to the end whose
-rises are the less likely by chance: with ``q`` the share of (caller service, callee service)
-pairs whose gap rose among those tested, the caller's count of callee services with a risen gap
-out of those it calls is compared with the binomial tail ``P(X >= r | t, q)``, and likewise the
-callee's count of callers; the smaller tail is blamed, the callee on a tie. On OnlineBoutique,
+caller (CPU contention in the caller delays all its outgoing calls). Which, decides the one rule
+every analysis uses (:func:`~tracesleuth.model.gaps.gap_owner`): the callee, unless a larger share
+of the caller's other tested edges rose than of the callee's. On OnlineBoutique,
 CPU contention in the frontend raised its gaps to 6 of its 7 callees (blamed: the frontend) and a
 network delay into the currency service raised the gaps of both its callers (blamed: currency).
 """
@@ -55,6 +53,7 @@ import polars as pl
 from scipy import stats
 
 from ... import schema as S
+from ...model.gaps import gap_owner
 from ...units import format_duration_ns
 
 __all__ = ["EXACT_MAX_CALLS", "SeriesChange", "window_changes"]
@@ -225,26 +224,13 @@ def _best_cut(times: np.ndarray, values: np.ndarray, cuts: np.ndarray, min_calls
 
 
 def _blame(found: list[dict], tested: set) -> list[str]:
-    """The service each rise points to: its own for self time; for a gap, the end whose rises are
-    the less likely by chance (module docstring). ``tested``: (caller, callee) service pairs with
-    a tested gap series."""
+    """The service each rise points to: its own for self time; for a gap, the owner by the one rule
+    (:func:`~tracesleuth.model.gaps.gap_owner`) over every tested gap series' (caller, callee)
+    pair, risen or not."""
     risen = {(f["caller"], f["callee"]) for f in found if f["kind"] == "gap"}
-    q = len(risen) / max(len(tested), 1)
-
-    def count(pairs, end):
-        out: dict = {}
-        for pair in pairs:
-            out[pair[end]] = out.get(pair[end], 0) + 1
-        return out
-
-    t_out, t_in, r_out, r_in = count(tested, 0), count(tested, 1), count(risen, 0), count(risen, 1)
-    out = []
-    for f in found:
-        caller, callee = f["caller"], f["callee"]
-        if f["kind"] != "gap":
-            out.append(callee)
-            continue
-        p_caller = stats.binom.sf(r_out[caller] - 1, t_out[caller], q)
-        p_callee = stats.binom.sf(r_in[callee] - 1, t_in[callee], q)
-        out.append(caller if p_caller < p_callee else callee)
-    return out
+    pairs = sorted(tested | risen)
+    if not pairs:
+        return [f["callee"] for f in found]
+    owners = dict(zip(pairs, gap_owner(pl.DataFrame({"caller": [a for a, _ in pairs], "callee": [b for _, b in pairs],
+                                                     "rose": [pair in risen for pair in pairs]})).to_list()))
+    return [owners[(f["caller"], f["callee"])] if f["kind"] == "gap" else f["callee"] for f in found]
