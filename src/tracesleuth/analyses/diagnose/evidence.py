@@ -208,7 +208,10 @@ def _gap_items(problem: Telemetry, baseline: Telemetry, min_slowdown: float, lev
                        keys, min_slowdown)
     if not rows:
         return _items([])
+    # The relative rise of each edge's median gap per request (0 where the baseline's is 0), and
+    # whether its shift test found it risen.
     edges = pl.DataFrame({"caller": [r["key"][0] for r in rows], "callee": [r["key"][1] for r in rows],
+                          "rise": [r["problem"] / r["baseline"] - 1 if r["baseline"] > 0 else 0.0 for r in rows],
                           "rose": [r["p_value"] <= level for r in rows]})
     owners = gap_owner(edges).to_list()
     return _items([{"family": "gap", S.SERVICE: owner, "item": f"{r['key'][0]} -> {r['key'][1]}",
