@@ -759,6 +759,7 @@ def analyze(paths: PathsArg,
                     subtitle=f"{tt.n_requests:,} requests to {tt.endpoint}; seed {seed}.",
                     footer=f"tracesleuth {__version__} - " + "; ".join(s.paper for s in specs))
     done: dict[str, dict] = {}
+    results: dict = {}
     if diagnosis is not None:
         from ..analyses.diagnose.section import build_sections as diagnosis_sections
 
@@ -782,14 +783,28 @@ def analyze(paths: PathsArg,
         for section in spec.load("section")(est, context):
             report.add(section)
         done[spec.name] = {"seconds": seconds, **est.result_.to_dict()}
+        results[spec.name] = est.result_
         if not json:
             out.print(f"[bold]{escape(spec.title)}[/] ({seconds:.2f} s)")
             out.print(est.result_.describe(), markup=False)
+    agreement = ()
+    if diagnosis is not None:  # the other sections agree with the diagnosis or say why they differ
+        from ..analyses.diagnose.section import agreement as diagnosis_agreement
+        from ..analyses.diagnose.section import agreement_section
+
+        agreement = diagnosis_agreement(diagnosis.result_, results)
+        section = agreement_section(diagnosis.result_, results)
+        if section is not None:
+            report.insert(1, section)
+        if not json:
+            for row in agreement:
+                out.print(row["why"], markup=False)
     report.add(input_section(read, tt))
     path = report.write(output)
     if json:
         emit_json({"report": str(path), "endpoint": tt.endpoint, "requests": tt.n_requests, "analyses": done,
-                   **({"diagnosis": diagnosis.result_.to_dict()} if diagnosis is not None else {}),
+                   **({"diagnosis": diagnosis.result_.to_dict(), "agreement": list(agreement)}
+                      if diagnosis is not None else {}),
                    "skipped": {name: "needs " + why.split("give ")[1].split()[0] for name, why in needs.items()}})
         return
     for name, why in needs.items():

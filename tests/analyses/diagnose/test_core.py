@@ -182,8 +182,27 @@ def test_analyze_at_opens_the_report_with_the_diagnosis(incident_store, tmp_path
                  "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["diagnosis"]["services"][0]["service"] == "db" and "compare" in doc["analyses"]
+    (row,) = doc["agreement"]
+    first = next((s["service"] for s in doc["analyses"]["compare"]["services"]), None)
+    assert row["analysis"] == "compare" and row["first"] == first and row["agrees"] == (first == "db")
     html = report.read_text()
-    assert html.index('id="diagnosis"') < html.index('id="what-changed"')
+    assert html.index('id="diagnosis"') < html.index('id="agreement"') < html.index('id="what-changed"')
+
+
+def test_agreement_says_where_another_analysis_first_service_stands():
+    from types import SimpleNamespace as NS
+
+    from tracesleuth.analyses.diagnose.section import agreement
+
+    diagnosis = NS(services=(NS(service="db", confidence=0.8), NS(service="cart", confidence=0.1)))
+    rows = agreement(diagnosis, {"compare": NS(services=(NS(service="cart"),)), "localize": NS(services=()),
+                                 "paths": NS(patterns=()), "same": NS(services=(NS(service="db"),)),
+                                 "unseen": NS(services=(NS(service="web"),))})
+    by = {r["analysis"]: r for r in rows}
+    assert set(by) == {"compare", "localize", "same", "unseen"}  # no ranking of services: left out
+    assert (by["compare"]["agrees"], by["compare"]["diagnosis_rank"], by["compare"]["diagnosis_confidence"]) == \
+        (False, 2, 0.1)
+    assert by["same"]["agrees"] and by["localize"]["first"] is None and by["unseen"]["diagnosis_rank"] is None
 
 
 def test_stratified_rates_ignore_a_change_of_the_request_mix():

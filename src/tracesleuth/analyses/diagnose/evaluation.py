@@ -7,7 +7,9 @@ data folder in a cache beside the evaluation (``~/.cache/tracesleuth/diagnose`` 
 the first suspect's confidence and the onset's error in seconds against the inject time. The scores:
 top-1 / top-3 per fault kind (latency: ``cpu_*`` and ``network_delay``; code with logs: TrainTicket
 ``return``/``exception`` whose windows have log records; code without logs), the share of onsets
-within 30 s, and the calibration table (confidence deciles against accuracy); beside them the same
+within 30 s, and the calibration table (confidence deciles against accuracy, over the recorded faults
+and the seeded incidents and healthy periods, and ``max_calibration_gap`` over the deciles holding
+:data:`MIN_DECILE_CASES` or more); beside them the same
 top-1 / top-3 of the two reference rules (:mod:`.references`), told the same moment.
 """
 
@@ -30,6 +32,8 @@ LATENCY_FAULTS = ("cpu_contention", "cpu_consumed", "network_delay")
 AT_AFTER_INJECT_S = 90
 #: An onset this close to the inject time counts as found (issue 28's target).
 ONSET_TOLERANCE_S = 30
+#: A calibration decile is judged (issue 28: |confidence - accuracy| <= 0.10) from this many cases.
+MIN_DECILE_CASES = 10
 
 
 @dataclass(frozen=True)
@@ -138,7 +142,11 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
     counts = {"recorded faults": len(rows), **{f"{kind} faults": sum(r["kind"] == kind for r in rows)
                                                for kind in ("latency", "code with logs", "code without logs")},
               "named": sum(r["verdict"] == "named" for r in rows), "seeded incidents": len(simulated_rows)}
-    calibration = _calibration(rows)
+    # Every answered case, recorded and seeded (a healthy period's first suspect is never right).
+    calibration = _calibration(rows + simulated_rows)
+    gaps = [abs(c["confidence"] - c["accuracy"]) for c in calibration if c["cases"] >= MIN_DECILE_CASES]
+    if gaps:
+        scores["max_calibration_gap"] = max(gaps)
     if fit is not None:
         scores, calibration = _fit_and_hold_out(cases, simulated, fit, scores, calibration)
     return DiagnosisEvaluation(tuple(rows), scores, calibration, counts, tuple(simulated_rows))
@@ -188,12 +196,15 @@ def _simulated(quick: bool, random_state, model) -> tuple[list, list]:
         try:
             fitted = Diagnosis(at=at_ns, model=model).fit(spans)
         except TraceSleuthError:   # no change found
-            rows.append({"case": name, "culprit": culprit, "first": None, "verdict": "no change"})
+            rows.append({"case": name, "culprit": culprit, "first": None, "verdict": "no change", "confidence": None,
+                         "right": False})
             cases.append((np.zeros((0, len(FAMILIES))), None))
             continue
         services = fitted.result_.services
-        rows.append({"case": name, "culprit": culprit, "first": services[0].service if services else None,
-                     "verdict": fitted.result_.verdict})
+        first = services[0].service if services else None
+        rows.append({"case": name, "culprit": culprit, "first": first, "verdict": fitted.result_.verdict,
+                     "confidence": services[0].confidence if services else None,
+                     "right": culprit is not None and first == culprit})
         cases.append(_case(fitted, culprit))
     return rows, cases
 
@@ -233,7 +244,7 @@ def _fit_and_hold_out(cases, simulated, path, scores, calibration):
         held_out.append({"confidence": float(confidence.max()) if confidence.size else None,
                          "right": bool(confidence.size) and truth is not None and int(np.argmax(confidence)) == truth})
     table = _calibration(held_out)
-    gaps = [abs(c["confidence"] - c["accuracy"]) for c in table if c["cases"] >= 10]
+    gaps = [abs(c["confidence"] - c["accuracy"]) for c in table if c["cases"] >= MIN_DECILE_CASES]
     if gaps:
         scores = {**scores, "max_held_out_calibration_gap": max(gaps)}
     return scores, calibration + tuple({**c, "held_out": True} for c in table)

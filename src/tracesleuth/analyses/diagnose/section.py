@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...report.document import Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text
 
-__all__ = ["build_sections", "diagnosis_section"]
+__all__ = ["agreement", "agreement_section", "build_sections", "diagnosis_section"]
 
 #: Other suspects listed in the table.
 SUSPECTS_SHOWN = 5
@@ -80,3 +80,61 @@ def _timeline_figure(result, requests):
 def build_sections(fitted, context=None) -> list:
     """The report sections of a fitted :class:`~.analysis.Diagnosis` (one)."""
     return [diagnosis_section(fitted.result_, getattr(fitted, "requests_", None))]
+
+
+def agreement(result, others: dict) -> tuple[dict, ...]:
+    """Whether each other analysis's first service is the diagnosis's, and where it stands in it.
+
+    Parameters
+    ----------
+    result : DiagnosisResult
+    others : dict of str to result
+        Analysis name -> its result; those with a ``services`` ranking (objects with a
+        ``service`` attribute, most suspicious first) are compared, the others left out.
+
+    Returns
+    -------
+    tuple of dict
+        One per compared analysis: ``analysis``, ``first`` (its first service or None),
+        ``agrees`` (bool: the same first service as the diagnosis), ``diagnosis_rank`` (that
+        service's rank in the diagnosis, 1-based, None when the diagnosis has no evidence on it),
+        ``diagnosis_confidence`` and ``why`` (one sentence a report shows).
+    """
+    names = [s.service for s in result.services]
+    mine = names[0] if names else None
+    rows = []
+    for name, other in others.items():
+        ranked = getattr(other, "services", None)
+        if ranked is None:
+            continue
+        first = ranked[0].service if ranked else None
+        rank = names.index(first) + 1 if first in names else None
+        confidence = result.services[rank - 1].confidence if rank else None
+        if first is None:
+            why = f"{name} ranks no service"
+        elif first == mine:
+            why = f"{name} also ranks {first} first"
+        elif rank is None:
+            why = (f"{name} ranks {first} first; the diagnosis found no evidence on it between its baseline and "
+                   "problem period (the other analysis reads one period, or compares other periods)")
+        else:
+            why = (f"{name} ranks {first} first on its own evidence alone; the diagnosis, weighing every kind of "
+                   f"evidence, ranks it {rank} with confidence {confidence:.2f}")
+        rows.append({"analysis": name, "first": first, "agrees": first is not None and first == mine,
+                     "diagnosis_rank": rank, "diagnosis_confidence": confidence, "why": why})
+    return tuple(rows)
+
+
+def agreement_section(result, others: dict) -> Section | None:
+    """A short section after the analyses: do they name the diagnosis's service, and if not, why
+    (:func:`agreement`); None when no other analysis ranks services."""
+    rows = agreement(result, others)
+    if not rows:
+        return None
+    section = Section("Do the analyses agree with the diagnosis?", key="agreement")
+    section.add(Table(["analysis", "first service", "agrees", "in the diagnosis"],
+                      [[r["analysis"], Code(r["first"] or "—"), "yes" if r["agrees"] else "no",
+                        "—" if r["diagnosis_rank"] is None else
+                        f"rank {r['diagnosis_rank']}, confidence {r['diagnosis_confidence']:.2f}"] for r in rows]))
+    section.add(Bullets([r["why"] for r in rows]))
+    return section
