@@ -5,15 +5,20 @@ baseline, found in the store's request series (Build 1 of issue 28).
   down). A gap between consecutive requests is a break when a Poisson arrival process at the
   stretch's rate makes it implausible: ``n exp(-rate * gap) < level`` (Bonferroni over the ``n``
   gaps), so the rule follows the traffic instead of a fixed number of seconds.
-* **Onset.** The latest change, before the moment the user gives, of the requests' series
-  (:data:`SERIES`: log latency, errors, error-level records, spans and log records per request)
-  inside that moment's block, and of each service's series (per request that reaches it, and per
-  span of its own: a service few requests reach has more spans than requests), by
+* **Onset.** The latest change, in the ``lookback_s`` before the moment the user gives, of the
+  requests' series (:data:`SERIES`: log latency, errors, error-level records, spans and log records
+  per request) and of each service's series (per request that reaches it, and per span of its own:
+  a service few requests reach has more spans than requests), by
   :func:`.changepoints.latest_change` (Pettitt's test, Bonferroni over the series and services);
   latency and errors count only when they worsen. The latest change is the onset. (Measured on the
   TrainTicket faults: the per-span series raise the injected service into the top 3 from 5 to 12
-  of 28.)
-* **Problem period.** From the onset, at most ``max_problem_s``, within the block.
+  of 28.) The search runs across breaks in the traffic, the series joined over them: a change often
+  comes with a break (a restart, a redeploy, a load that paused while a fault was switched on), and
+  searching only after the last break found no change at all in the live shop's incidents whose
+  fault came with a pause, and in 10 of the 35 recorded faults (onset found 25 -> 28 of 35, the
+  injected service first 12 -> 14).
+* **Problem period.** From the onset, at most ``max_problem_s``, to the end of the stretch of
+  traffic the user's moment is in.
 * **Baseline.** The most recent stretch before the onset whose own series show no change: the
   block's requests before the onset (after its own latest change, if it has one); then earlier
   blocks, each up to its own onset (an earlier incident's requests are skipped), until
@@ -149,7 +154,8 @@ def find_timeline(telemetry: Telemetry, *, at_ns: int | None, time: tuple | None
             raise EmptyDataError(f"{utc_text(at)} is outside the store, which holds requests from {utc_text(first)} "
                                  f"to {utc_text(last)}.")
         onset = _onset_before(telemetry, starts, at, lookback_s, level)
-        block_end = _block_of(starts, onset.time_ns, level)[1]
+        # To the end of the stretch of traffic the user's moment is in (the onset can precede a break).
+        block_end = _block_of(starts, max(at, onset.time_ns), level)[1]
         problem_range = (onset.time_ns, min(onset.time_ns + int(max_problem_s * 1e9), int(starts[block_end - 1]) + 1))
     problem = _period(starts, problem_range, "from the onset" if onset else "as given")
     if baseline_time is not None:
@@ -166,7 +172,7 @@ def find_timeline(telemetry: Telemetry, *, at_ns: int | None, time: tuple | None
 
 
 def _onset_before(telemetry: Telemetry, starts: np.ndarray, at: int, lookback_s: float, level: float) -> Onset:
-    low = max(_block_start_ns(starts, at, level), at - int(lookback_s * 1e9))
+    low = at - int(lookback_s * 1e9)
     requests = telemetry.requests
     window = requests.filter((pl.col(S.START_NS) >= low) & (pl.col(S.START_NS) <= at))
     found = []
@@ -219,10 +225,6 @@ def _block_of(starts: np.ndarray, time_ns: int, level: float) -> tuple[int, int]
         if a <= max(index, 0) < b:
             return a, b
     return 0, starts.size
-
-
-def _block_start_ns(starts: np.ndarray, time_ns: int, level: float) -> int:
-    return int(starts[_block_of(starts, time_ns, level)[0]])
 
 
 def _period(starts: np.ndarray, period: tuple, why: str) -> Period:
