@@ -410,13 +410,18 @@ def min_precision(n_positives: np.ndarray, n_requests: int, min_lift: float | No
 
 
 def admissible_f_score(tp: np.ndarray, support: np.ndarray, n_positives, least_precision) -> np.ndarray:
-    """F-score (eq. 5) of patterns, 0 where the precision ``tp / support`` is below ``least_precision``."""
-    from ...evaluation.metrics import f_score_from_counts
+    """F-score (eq. 5) of patterns, 0 where the precision ``tp / support`` is below ``least_precision``.
 
-    tp = np.asarray(tp)
-    support = np.asarray(support)
-    f = f_score_from_counts(tp, support - tp, n_positives)
-    precision = np.where(support > 0, tp / np.maximum(support, 1), 0.0)
+    The F-score is :func:`~tracesleuth.evaluation.metrics.f_score_from_counts` of ``(tp, support -
+    tp, n_positives)`` bit for bit, written out because the searches call this once per
+    generation or step on small arrays, where that function's general checks cost more than the
+    arithmetic: counts below 2**53 are exact in float64, so ``tp + fp + n_positives`` is
+    ``support + n_positives``, and where ``tp == 0`` the quotient is 0 already.
+    """
+    tp = np.asarray(tp, dtype=np.float64)
+    support = np.asarray(support, dtype=np.float64)
+    f = 2.0 * tp / np.maximum(support + n_positives, 1.0)
+    precision = tp / np.maximum(support, 1.0)
     return np.where(precision >= np.asarray(least_precision) - 1e-12, f, 0.0)
 
 

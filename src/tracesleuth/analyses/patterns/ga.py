@@ -77,6 +77,10 @@ _MAX_KEY_BITS = 62
 #: Seed of the hash multipliers of genome keys (fixed: a key never depends on ``random_state``).
 _HASH_SEED = 20200420
 
+#: *Modify* outcomes are tabled (one entry per attribute, condition and draw: 2 MiB of int16 at
+#: most) up to this many entries; beyond, a mutation computes them from the code ranges.
+_MODIFY_TABLE = 1 << 20
+
 @dataclass(frozen=True)
 class GASettings:
     """Settings of the genetic algorithm (defaults: Cortellessa & Traini 2020, Section 3.1).
@@ -111,13 +115,6 @@ class GASettings:
     patience: int | None = None
 
 
-def _select(condition: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``np.where(condition, a, b)`` for integer arrays of one dtype, by bit masks: numpy's ``where``
-    on small integers is ten times slower than four bitwise calls."""
-    mask = -condition.astype(a.dtype)
-    return b ^ ((a ^ b) & mask)
-
-
 class _Space:
     """Conditions as ids and the variation operators over rows of ids.
 
@@ -146,6 +143,8 @@ class _Space:
             self.lo_of[j, 1 : lo.size + 1] = lo
             self.hi_of[j, 1 : hi.size + 1] = hi
         self._slots = np.arange(self.m)
+        self._draws = int(nb.max(initial=0)) + 1  # values of a redrawn endpoint: 0 .. n_bins
+        self._modify_table = self._tabled_modify() if self.m * width * 2 * self._draws <= _MODIFY_TABLE else None
 
     def decode(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Code ranges ``lo, hi`` (``-1``: no condition) of rows of ids ``(..., n_attributes)``."""
@@ -177,22 +176,27 @@ class _Space:
         return ids
 
     def coins(self, shape: tuple[int, ...]) -> np.ndarray:
-        """Fair coins of shape ``shape + (n_attributes,)``, one random bit each."""
+        """Fair coins of shape ``shape + (n_attributes,)``, one random bit each: bit ``j % 64`` of
+        raw word ``j // 64`` for attribute ``j`` (unpacked from the words' little-endian bytes)."""
         n_words = max(1, -(-self.m // 64))
-        raw = self.rng.bit_generator.random_raw(shape + (n_words,))
-        slots = self._slots
-        return ((raw[..., slots // 64] >> (slots % 64).astype(np.uint64)) & np.uint64(1)).astype(bool)
+        raw = self.rng.bit_generator.random_raw(shape + (n_words,)).astype("<u8", copy=False)
+        return np.unpackbits(raw.view(np.uint8), axis=-1, count=self.m, bitorder="little").view(bool)
 
     def crossover(self, x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
         """First child of union-and-split, row-wise over ``(..., n_attributes)`` ids.
 
         A condition of one parent only, or shared by both, goes to the child with probability 1/2;
-        of two different conditions on one attribute, the child takes one at random.
+        of two different conditions on one attribute, the child takes one at random (the first
+        parent's on heads).
         """
-        coin = self.coins(x1.shape[:-1])
-        conflict = (x1 != x2) & (np.minimum(x1, x2) > 0)
-        either = np.maximum(x1, x2) * coin  # the one condition when there is no conflict (0: none)
-        return _select(conflict, _select(coin, x1, x2), either)
+        heads = -self.coins(x1.shape[:-1]).view(np.int8).astype(x1.dtype, copy=False)  # all ones or 0
+        child = np.maximum(x1, x2)  # the one condition when there is no conflict (0: none)
+        child &= heads
+        conflict = np.minimum(x1, x2) > 0
+        conflict &= x1 != x2
+        if conflict.any():
+            np.copyto(child, x2 ^ ((x1 ^ x2) & heads), where=conflict)
+        return child
 
     def mutate(self, ids: np.ndarray) -> np.ndarray:
         """Add, remove or modify (uniformly), row-wise over 2-D ``(n, n_attributes)`` ids.
@@ -200,39 +204,57 @@ class _Space:
         *Add* puts a random condition on a random attribute (no effect when it has one); *remove*
         drops a random condition; *modify* redraws one endpoint of a random continuous range (no
         effect when the endpoints coincide) or gives a categorical condition another value. All
-        the random numbers of a call are drawn at once.
+        the random numbers of a call are drawn at once; each row changes in one slot at most (a
+        row without condition has nothing to remove or modify: its slot 0 stays 0).
         """
         n, m = ids.shape
         ids = ids.copy()
         r = self.rng.random((n, m + 6))
         u_kind, u_attr, u_cond, u_value, u_end, u_shift = r[:, m:].T
         kind = (u_kind * 3).astype(np.int64)
-        active = ids > 0
         rows = np.arange(n)
-        slot = np.where(active, r[:, :m], -1.0).argmax(axis=1)  # a random active slot, if any
-        has_any = active[rows, slot]
-        # add
-        new_attr = (u_attr * m).astype(np.int64)
-        add = np.flatnonzero((kind == 0) & ~active[rows, new_attr])
-        j = new_attr[add]
-        ids[add, j] = 1 + (u_cond[add] * self.n_conditions[j]).astype(np.int64)
-        # remove
-        rem = np.flatnonzero((kind == 1) & has_any)
-        ids[rem, slot[rem]] = 0
-        # modify
-        mod = np.flatnonzero((kind == 2) & has_any)
-        j = slot[mod]
-        cur = ids[mod, j].astype(np.int64)
+        slot = np.where(ids > 0, r[:, :m], -1.0).argmax(axis=1)  # a random active slot, if any
+        target = np.where(kind == 0, (u_attr * m).astype(np.int64), slot)
+        cur = ids[rows, target].astype(np.int64)
+        added = np.where(cur > 0, cur, 1 + (u_cond * self.n_conditions[target]).astype(np.int64))
+        nb = self.n_bins[target]
+        value = (u_value * (nb + 1)).astype(np.int64)
+        shift = (u_shift * np.maximum(nb - 1, 1)).astype(np.int64)
+        high_end = u_end < 0.5
+        if self._modify_table is not None:
+            draw = np.where(self.categorical[target], shift, value + high_end * self._draws)
+            modified = self._modify_table[target, cur, draw]
+        else:
+            modified = self._modified(target, cur, value, high_end, shift)
+        ids[rows, target] = np.where(kind == 0, added, np.where(kind == 1, 0, modified))
+        return ids
+
+    def _modified(self, j: np.ndarray, cur: np.ndarray, value: np.ndarray, high_end: np.ndarray,
+                  shift: np.ndarray) -> np.ndarray:
+        """Ids after *modify* of conditions ``cur`` on attributes ``j`` (``cur`` itself when it has no
+        effect, 0 for no condition): the endpoint ``hi`` (``high_end``, else ``lo``) redrawn as
+        ``value`` in ``0 .. n_bins`` and the endpoints reordered; a categorical value moved by
+        ``1 + shift`` (``shift`` in ``0 .. n_bins - 2``) among the values."""
         nb, cat = self.n_bins[j], self.categorical[j]
         lo, hi = self.lo_of[j, cur], self.hi_of[j, cur]
-        value = (u_value[mod] * (nb + 1)).astype(np.int64)
-        other = np.where(u_end[mod] < 0.5, hi, lo)
+        other = np.where(high_end, hi, lo)
         c_lo, c_hi = np.minimum(value, other), np.maximum(value, other)
-        k_lo = (lo + 1 + (u_shift[mod] * np.maximum(nb - 1, 1)).astype(np.int64)) % np.maximum(nb, 1)
+        k_lo = (lo + 1 + shift) % np.maximum(nb, 1)
         new = np.where(cat, k_lo + 1, 1 + c_lo * nb - c_lo * (c_lo - 1) // 2 + (c_hi - c_lo - 1))
-        effective = np.where(cat, nb > 1, c_lo != c_hi)
-        ids[mod[effective], j[effective]] = new[effective]
-        return ids
+        effective = np.where(cat, nb > 1, c_lo != c_hi) & (cur > 0) & (cur <= self.n_conditions[j])
+        return np.where(effective, new, cur)
+
+    def _tabled_modify(self) -> np.ndarray:
+        """:meth:`_modified` of every (attribute, condition, draw), shape ``(n_attributes, width, 2 *
+        draws)``: draw ``value + high_end * draws`` for a continuous attribute, ``shift`` for a
+        categorical one (one table lookup per mutation instead of a dozen array operations)."""
+        width = self.lo_of.shape[1]
+        j, cur, x, high = np.meshgrid(self._slots, np.arange(width), np.arange(self._draws), [False, True],
+                                      indexing="ij")
+        continuous = self._modified(j, cur, x, high, np.zeros_like(x))
+        categorical = self._modified(j, cur, np.zeros_like(x), np.zeros_like(high), x)
+        table = np.where(self.categorical[:, None, None, None], categorical[..., :1], continuous)
+        return np.concatenate([table[..., 0], table[..., 1]], axis=-1).astype(self.dtype)
 
 
 class _Scores:
@@ -437,16 +459,19 @@ def genetic_search(
 def _vary(pop: np.ndarray, space: _Space, s: GASettings, rng: np.random.Generator) -> np.ndarray:
     """DEAP's ``varOr``: each of ``offspring_size`` offspring per population ``(P, mu, n_attributes)``
     comes from crossover of two distinct parents, mutation of one, or reproduction."""
-    n_pop, mu = pop.shape[:2]
+    n_pop, mu, m = pop.shape
     u = rng.random((3, n_pop, s.offspring_size))
     p1 = (u[1] * mu).astype(np.int64)
     p2 = (u[2] * max(mu - 1, 1)).astype(np.int64)
     p2 = p2 + (p2 >= p1) if mu > 1 else p1
-    qq = np.arange(n_pop)[:, None]
-    a, b = pop[qq, p1], pop[qq, p2]
+    base = (np.arange(n_pop) * mu)[:, None]
+    flat = pop.reshape(-1, m)
+    a, b = np.take(flat, p1 + base, axis=0), np.take(flat, p2 + base, axis=0)
     cx_p, mut_p = s.crossover_probability, s.mutation_probability
-    off = _select((u[0] < cx_p)[..., None], space.crossover(a, b), a)
-    mut_q, mut_i = np.nonzero((u[0] >= cx_p) & (u[0] < cx_p + mut_p))
+    off = space.crossover(a, b)
+    not_cx = u[0] >= cx_p
+    np.copyto(off, a, where=not_cx[..., None])
+    mut_q, mut_i = np.nonzero(not_cx & (u[0] < cx_p + mut_p))
     if mut_q.size:
         off[mut_q, mut_i] = space.mutate(a[mut_q, mut_i])
     return off
