@@ -301,14 +301,14 @@ class _Scores:
         keys = flat.astype(self.weights.dtype) @ self.weights
         where = self._lookup(keys, flat)
         missing = np.flatnonzero(where < 0)
-        if missing.size:
+        if missing.size and self.index is not None:  # dense keys: repeats found by the index itself
+            self._add_dense(keys[missing], flat, missing, where)
+        elif missing.size:
             new_keys, first, inverse = np.unique(keys[missing], return_index=True, return_inverse=True)
             rows = self._add(flat[missing[first]])
             where[missing] = rows[inverse]
             fresh = self._lookup(new_keys) < 0  # not a collision with a stored genome
-            if self.index is not None:
-                self.index[new_keys] = rows
-            elif fresh.any():
+            if fresh.any():
                 at = np.searchsorted(self.sorted_keys, new_keys[fresh])
                 self.sorted_keys = np.insert(self.sorted_keys, at, new_keys[fresh])
                 self.sorted_rows = np.insert(self.sorted_rows, at, rows[fresh])
@@ -317,6 +317,18 @@ class _Scores:
                 for i in wrong.tolist():
                     where[i] = self._add(flat[i : i + 1])[0]
         return where.reshape(ids.shape[:-1])
+
+    def _add_dense(self, keys: np.ndarray, flat: np.ndarray, missing: np.ndarray, where: np.ndarray) -> None:
+        """Count the genomes ``flat[missing]`` (keys ``keys``, none cached) once per key and fill their
+        rows into ``where``: each key's last occurrence marks itself in the index (``-2 - i``), so
+        the occurrences that read back their own mark are the distinct genomes (no sort)."""
+        marks = np.arange(keys.size)
+        self.index[keys] = -2 - marks
+        last = -2 - self.index[keys].astype(np.int64)
+        distinct = np.flatnonzero(last == marks)
+        rows = self._add(flat[missing[distinct]])
+        self.index[keys[distinct]] = rows
+        where[missing] = self.index[keys]
 
     def _lookup(self, keys: np.ndarray, flat: np.ndarray | None = None) -> np.ndarray:
         """Rows of ``keys`` (-1: not cached; with ``flat``, hashed keys of another genome too)."""
