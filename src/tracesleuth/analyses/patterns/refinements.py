@@ -519,26 +519,28 @@ def _compound(faster: tuple, slower: tuple, mine: np.ndarray, own: np.ndarray, e
       of :func:`_close_ranges`), and, where the slower pattern does not name it, at least three
       quarters of that time more than in the slower pattern's other requests (:func:`_one_cause`).
     """
-    (lo, hi), (lo_k, _) = faster, slower
+    (lo, hi), (lo_k, hi_k) = faster, slower
     named = set(_cause_attributes(lo_k, encodings))
     causes = _cause_attributes(lo, encodings)
     only = lambda attributes, ranges: pattern_mask(  # noqa: E731  conditions on these attributes only
         np.where(np.isin(np.arange(lo.size), list(attributes)), ranges[0], -1), ranges[1], codes)
-    kept = sorted(set(np.flatnonzero(lo >= 0)) - named)
+    moved = {a for a in named if lo[a] != lo_k[a] or hi[a] != hi_k[a]}  # a condition both share stays
+    kept = sorted(set(np.flatnonzero(lo >= 0)) - moved)
     if not kept:
         return None  # nothing would tell
     fit = only(kept, faster)
     both = mine & fit
     if not both.any():
         return None
-    extra = named - set(causes)
+    extra = moved  # the slower cause: its conditions that the faster pattern lacks or bounds otherwise
+    own_causes = set(causes) - extra
     slow = only(extra, slower)[~elsewhere]
     carrying = only(set(np.flatnonzero(lo >= 0)) - extra, faster)[~elsewhere]
-    lacking = ~only(causes, faster)[~elsewhere]
-    carries = bool(extra and carrying.any() and int((slow & lacking).sum()) >= least
+    lacking = ~only(own_causes, faster)[~elsewhere]
+    carries = bool(extra and own_causes and carrying.any() and int((slow & lacking).sum()) >= least
                    and slow[carrying].mean() <= max_ratio * slow[lacking].mean())
     pattern = pattern_mask(lo, hi, codes)
-    for a in causes if carries else ():
+    for a in sorted(own_causes) if carries else ():
         condition = encodings[a].condition(lo[a], hi[a])
         added = effect(condition, data, pattern).added_ns
         inside, others, usual = (effect(condition, data, m).inside_ns for m in (both, mine & ~both, own & pattern))
