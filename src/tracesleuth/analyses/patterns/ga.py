@@ -454,14 +454,14 @@ def genetic_search(
         # (mu + lambda): tournaments over parents and offspring
         pool = np.concatenate([pop, off], axis=1)
         pool_f = np.concatenate([pop_f, off_f], axis=1)
-        pool_n = np.concatenate([pop_n, off_n], axis=1)
         winners = _tournament(pool_f, s.population_size, s.tournament_size, rng)
-        qq = np.arange(act.size)[:, None]
-        pop, pop_f, pop_n = pool[qq, winners], pool_f[qq, winners], pool_n[qq, winners]
+        winners += (np.arange(act.size) * pool_f.shape[1])[:, None]  # as flat indices
+        pop = np.take(pool.reshape(-1, pool.shape[-1]), winners, axis=0)
+        pop_f = np.take(pool_f, winners)
         if s.patience is not None:  # freeze the populations whose best settled
             keep = stall[act] < s.patience
             if not keep.all():
-                act, pop, pop_f, pop_n = act[keep], pop[keep], pop_f[keep], pop_n[keep]
+                act, pop, pop_f = act[keep], pop[keep], pop_f[keep]
                 if act.size == 0:
                     history[:, gen + 1:] = best.f[:, None]
                     break
@@ -501,11 +501,14 @@ class _HallOfFame:
 
     def update(self, act: np.ndarray, f: np.ndarray, ncond: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """Offer the individuals ``ids`` of the active populations ``act``; returns which improved."""
-        rows = np.arange(act.size)
         top = f.max(axis=1)
+        better = top >= self.f[act]
+        if not better.any():
+            return better
+        rows = np.arange(act.size)
         i = np.where(f == top[:, None], ncond, self.m + 1).argmin(axis=1)  # the first of the fewest conditions
         cn = ncond[rows, i]
-        better = (top > self.f[act]) | ((top == self.f[act]) & (cn < self.n_conditions[act]))
+        better &= (top > self.f[act]) | (cn < self.n_conditions[act])
         g = act[better]
         self.f[g], self.n_conditions[g], self.ids[g] = top[better], cn[better], ids[rows[better], i[better]]
         return better
