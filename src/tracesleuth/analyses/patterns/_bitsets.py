@@ -254,9 +254,11 @@ class PatternEvaluator:
         lo = np.asarray(lo)
         hi = np.asarray(hi)
         n = lo.shape[0]
-        out = np.empty((n, self.n_classes), dtype=np.int64)
         active = lo >= 0
         n_active = active.sum(axis=1)
+        if n and n_active.all() and n * int(n_active.max()) * self.n_words * 8 <= _CHUNK_BYTES:
+            return self._counts_of(lo, hi, active, n_active)  # one chunk, no empty pattern
+        out = np.empty((n, self.n_classes), dtype=np.int64)
         empty = n_active == 0
         out[empty] = self.class_sizes
         todo = np.flatnonzero(~empty)

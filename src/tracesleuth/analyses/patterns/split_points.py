@@ -230,16 +230,18 @@ def _climb(means: np.ndarray, xs: np.ndarray, prefix: np.ndarray, h: float, max_
         hi = np.searchsorted(xs, m + h, side="right")
         count = hi - lo
         new = (prefix[hi] - prefix[lo]) / np.maximum(count, 1)
-        empty = count == 0
-        new = np.where(empty, m, new)
-        done = empty | (np.abs(new - m) <= stop)
-        means[active] = new
-        intensity[active] = count
-        if done.any():
-            active, new = active[~done], new[~done]
+        done = np.abs(new - m) <= stop
+        if not count.all():  # no value within h: the seed stays (a seed has its bin's values nearby)
+            new = np.where(count == 0, m, new)
+            done |= count == 0
+        if done.any():  # the seeds that settled keep their mean and how many values it had within h
+            means[active[done]], intensity[active[done]] = new[done], count[done]
+            keep = ~done
+            active, new, count = active[keep], new[keep], count[keep]
             if active.size == 0:
-                break
+                return means, intensity
         m = new
+    means[active], intensity[active] = m, count  # after max_iter steps, the seeds still moving
     return means, intensity
 
 
