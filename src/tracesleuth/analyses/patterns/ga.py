@@ -333,7 +333,7 @@ class _Scores:
     def _lookup(self, keys: np.ndarray, flat: np.ndarray | None = None) -> np.ndarray:
         """Rows of ``keys`` (-1: not cached; with ``flat``, hashed keys of another genome too)."""
         if self.index is not None:
-            return self.index[keys].astype(np.int64)
+            return self.index[keys]
         if self.sorted_keys.size == 0:
             return np.full(keys.shape, -1, dtype=np.int64)
         pos = np.minimum(np.searchsorted(self.sorted_keys, keys), self.sorted_keys.size - 1)
@@ -483,9 +483,9 @@ def _vary(pop: np.ndarray, space: _Space, s: GASettings, rng: np.random.Generato
     off = space.crossover(a, b)
     not_cx = u[0] >= cx_p
     np.copyto(off, a, where=not_cx[..., None])
-    mut_q, mut_i = np.nonzero(not_cx & (u[0] < cx_p + mut_p))
-    if mut_q.size:
-        off[mut_q, mut_i] = space.mutate(a[mut_q, mut_i])
+    mutated = np.flatnonzero(not_cx & (u[0] < cx_p + mut_p))  # as flat (population, offspring) indices
+    if mutated.size:
+        off.reshape(-1, m)[mutated] = space.mutate(np.take(a.reshape(-1, m), mutated, axis=0))
     return off
 
 
