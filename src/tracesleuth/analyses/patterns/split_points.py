@@ -58,6 +58,7 @@ TPAMI 24(5), 2002. https://doi.org/10.1109/34.1000236
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,6 +84,12 @@ __all__ = [
 
 #: Above this many values the bandwidth is estimated on evenly spaced order statistics.
 BANDWIDTH_SAMPLE = 10_000
+
+#: Up to this many values, mean shift moves each seed on its own in Python floats (bisection in
+#: lists): a few dozen seeds of a thousand values settle in microseconds each, while a step over
+#: all seeds as arrays costs tens of microseconds whatever their number. Beyond, the values'
+#: conversion to lists costs more than the array steps.
+CLIMB_LISTS = 20_000
 
 
 # --------------------------------------------------------------------------------------------
@@ -220,7 +227,10 @@ def _climb(means: np.ndarray, xs: np.ndarray, prefix: np.ndarray, h: float, max_
            ) -> tuple[np.ndarray, np.ndarray]:
     """Each seed moved to the mean of the values within ``h`` until it moves less than ``h / 1000``
     (flat kernel; ``prefix``: cumulative sums of the sorted ``xs``). Returns the final means and
-    how many values each had within ``h``."""
+    how many values each had within ``h``. Seed by seed in Python floats up to :data:`CLIMB_LISTS`
+    values, all seeds at once as arrays beyond: the same float64 operations, the same result."""
+    if xs.size <= CLIMB_LISTS:
+        return _climb_each(means, xs, prefix, h, max_iter)
     stop = 1e-3 * h
     intensity = np.zeros(means.size, dtype=np.int64)
     active = np.arange(means.size)
@@ -243,6 +253,25 @@ def _climb(means: np.ndarray, xs: np.ndarray, prefix: np.ndarray, h: float, max_
         m = new
     means[active], intensity[active] = m, count  # after max_iter steps, the seeds still moving
     return means, intensity
+
+
+def _climb_each(means: np.ndarray, xs: np.ndarray, prefix: np.ndarray, h: float, max_iter: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_climb`, one seed at a time (``bisect`` on lists is ``np.searchsorted``)."""
+    stop = 1e-3 * h
+    values, sums = xs.tolist(), prefix.tolist()
+    out, intensity = means.tolist(), [0] * means.size
+    for s, m in enumerate(out):
+        for _ in range(max_iter + 1):
+            lo, hi = bisect_left(values, m - h), bisect_right(values, m + h)
+            count = hi - lo
+            new = m if count == 0 else (sums[hi] - sums[lo]) / count
+            settled = count == 0 or abs(new - m) <= stop
+            m = new
+            if settled:
+                break
+        out[s], intensity[s] = m, count
+    return np.array(out, dtype=np.float64), np.array(intensity, dtype=np.int64)
 
 
 def _distinct_centres(final: np.ndarray, intensity: np.ndarray, h: float, xs: np.ndarray) -> np.ndarray:
