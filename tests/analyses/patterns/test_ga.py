@@ -188,8 +188,8 @@ def test_tabled_modify_equals_computed_modify():
         rng = np.random.default_rng(seed)
         m = int(rng.integers(1, 12))
         n_bins, categorical = rng.integers(1, 12, m), rng.random(m) < 0.4
-        tabled = ga._Space(n_bins, categorical, np.random.default_rng(seed))
-        computed = ga._Space(n_bins, categorical, np.random.default_rng(seed))
+        tabled = _Space(n_bins, categorical, np.random.default_rng(seed))
+        computed = _Space(n_bins, categorical, np.random.default_rng(seed))
         computed._modify_table = None
         ids = tabled.initial((300,), 2)
         computed.initial((300,), 2)
