@@ -74,6 +74,9 @@ _DENSE_KEYS = 1 << 20
 #: Mixed-radix keys must fit an int64 (a larger space of patterns keys genomes by a checked hash).
 _MAX_KEY_BITS = 62
 
+#: Mixed-radix keys of fewer bits are computed in float64, where they are exact integers.
+_EXACT_FLOAT_BITS = 52
+
 #: Seed of the hash multipliers of genome keys (fixed: a key never depends on ``random_state``).
 _HASH_SEED = 20200420
 
@@ -194,8 +197,10 @@ class _Space:
         child &= heads
         conflict = np.minimum(x1, x2) > 0
         conflict &= x1 != x2
-        if conflict.any():
-            np.copyto(child, x2 ^ ((x1 ^ x2) & heads), where=conflict)
+        at = conflict.ravel().nonzero()[0]  # rare: each parent's own condition on one attribute
+        if at.size:
+            f1, f2, fh = x1.ravel().take(at), x2.ravel().take(at), heads.ravel().take(at)
+            child.ravel()[at] = f2 ^ ((f1 ^ f2) & fh)
         return child
 
     def mutate(self, ids: np.ndarray) -> np.ndarray:
@@ -281,6 +286,8 @@ class _Scores:
             self.weights = self.weights * np.uint64(2) + np.uint64(1)
         else:
             self.weights = np.cumprod(np.concatenate(([1], radix)))[:-1].astype(np.int64)
+        # keys below 2**53 are exact in float64: a float dot product (BLAS) computes them faster
+        self._float_weights = self.weights.astype(np.float64) if log_size < _EXACT_FLOAT_BITS else None
         size = None if self.hashed else int(np.prod(radix))
         self.index = np.full(size, -1, dtype=np.int32) if size is not None and size <= _DENSE_KEYS else None
         self.sorted_keys = np.empty(0, dtype=self.weights.dtype)
@@ -298,7 +305,10 @@ class _Scores:
     def __call__(self, ids: np.ndarray) -> np.ndarray:
         """Cache rows of genomes ``(..., n_attributes)``, shape ``ids.shape[:-1]``."""
         flat = ids.reshape(-1, ids.shape[-1])
-        keys = flat.astype(self.weights.dtype) @ self.weights
+        if self._float_weights is not None:
+            keys = (flat.astype(np.float64) @ self._float_weights).astype(np.int64)
+        else:
+            keys = flat.astype(self.weights.dtype) @ self.weights
         where = self._lookup(keys, flat)
         missing = np.flatnonzero(where < 0)
         if missing.size and self.index is not None:  # dense keys: repeats found by the index itself
@@ -374,20 +384,22 @@ def _tournament(f: np.ndarray, mu: int, size: int, rng: np.random.Generator) -> 
     replacement from each row of ``f`` ``(P, N)``: the best drawn, the first drawn among equals
     (DEAP's ``selTournament``), sampled by its rank (see the module docstring)."""
     n_pop, n = f.shape
-    order = np.argsort(f, axis=1) + (np.arange(n_pop) * n)[:, None]  # ascending, as flat indices
-    sorted_f = f.ravel()[order]
+    base = (np.arange(n_pop) * n)[:, None]
+    order = f.argsort(axis=1)
+    order += base  # ascending, as flat indices
+    order = order.ravel()
+    sorted_f = f.take(order).reshape(n_pop, n)
     change = np.ones((n_pop, n), dtype=bool)
-    change[:, 1:] = sorted_f[:, 1:] != sorted_f[:, :-1]  # each row starts a group of equal fitness
-    change = change.ravel()
-    starts = np.flatnonzero(change)
-    group = np.cumsum(change) - 1
+    np.not_equal(sorted_f[:, 1:], sorted_f[:, :-1], out=change[:, 1:])  # each row starts a group of equal fitness
+    starts = change.ravel().nonzero()[0]
     stops = np.append(starts[1:], change.size)
     u = rng.random((2, n_pop, mu))
-    rank = np.minimum((n * (1.0 - u[0] ** (1.0 / size))).astype(np.int64), n - 1)  # 0: the best
-    g = group[(np.arange(n_pop) * n + (n - 1))[:, None] - rank]
-    lo, hi = starts[g], stops[g]
+    rank = np.power(u[0], 1.0 / size, out=u[0])
+    rank = np.minimum((n * (1.0 - rank)).astype(np.int64), n - 1)  # 0: the best
+    g = starts.searchsorted(base + (n - 1) - rank, side="right") - 1  # the group at the winner's rank
+    lo, hi = starts.take(g), stops.take(g)
     pick = np.minimum(lo + (u[1] * (hi - lo)).astype(np.int64), hi - 1)  # uniform among equals
-    return order.ravel()[pick] - (np.arange(n_pop) * n)[:, None]
+    return order.take(pick) - base
 
 
 def genetic_search(
@@ -481,11 +493,15 @@ def _vary(pop: np.ndarray, space: _Space, s: GASettings, rng: np.random.Generato
     a, b = np.take(flat, p1 + base, axis=0), np.take(flat, p2 + base, axis=0)
     cx_p, mut_p = s.crossover_probability, s.mutation_probability
     off = space.crossover(a, b)
-    not_cx = u[0] >= cx_p
-    np.copyto(off, a, where=not_cx[..., None])
-    mutated = np.flatnonzero(not_cx & (u[0] < cx_p + mut_p))  # as flat (population, offspring) indices
-    if mutated.size:
-        off.reshape(-1, m)[mutated] = space.mutate(np.take(a.reshape(-1, m), mutated, axis=0))
+    rows = (u[0] >= cx_p).ravel().nonzero()[0]  # no crossover, as flat (population, offspring) indices
+    if rows.size:
+        mutated = u[0].ravel().take(rows) < cx_p + mut_p
+        flat_off, flat_a = off.reshape(-1, m), a.reshape(-1, m)
+        kept = rows[~mutated]  # reproduction
+        flat_off[kept] = flat_a.take(kept, axis=0)
+        rows = rows[mutated]
+        if rows.size:
+            flat_off[rows] = space.mutate(flat_a.take(rows, axis=0))
     return off
 
 
