@@ -287,7 +287,8 @@ class _Scores:
         else:
             self.weights = np.cumprod(np.concatenate(([1], radix)))[:-1].astype(np.int64)
         # keys below 2**53 are exact in float64: a float dot product (BLAS) computes them faster
-        self._float_weights = self.weights.astype(np.float64) if log_size < _EXACT_FLOAT_BITS else None
+        exact = not self.hashed and log_size < _EXACT_FLOAT_BITS
+        self._float_weights = self.weights.astype(np.float64) if exact else None
         size = None if self.hashed else int(np.prod(radix))
         self.index = np.full(size, -1, dtype=np.int32) if size is not None and size <= _DENSE_KEYS else None
         self.sorted_keys = np.empty(0, dtype=self.weights.dtype)
