@@ -146,13 +146,14 @@ class _Space:
             self.lo_of[j, 1 : lo.size + 1] = lo
             self.hi_of[j, 1 : hi.size + 1] = hi
         self._slots = np.arange(self.m)
+        self._slot_rows = self._slots * width  # row starts of attribute j in the flattened tables
         self._draws = int(nb.max(initial=0)) + 1  # values of a redrawn endpoint: 0 .. n_bins
         self._modify_table = self._tabled_modify() if self.m * width * 2 * self._draws <= _MODIFY_TABLE else None
 
     def decode(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Code ranges ``lo, hi`` (``-1``: no condition) of rows of ids ``(..., n_attributes)``."""
-        ids = ids.astype(np.int64, copy=False)
-        return self.lo_of[self._slots, ids], self.hi_of[self._slots, ids]
+        at = self._slot_rows + ids  # flat indices into the (attribute, id) tables
+        return self.lo_of.take(at), self.hi_of.take(at)
 
     def encode(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Ids of code ranges ``(..., n_attributes)`` (the inverse of :meth:`decode`)."""
@@ -220,7 +221,8 @@ class _Space:
         rows = np.arange(n)
         slot = np.where(ids > 0, r[:, :m], -1.0).argmax(axis=1)  # a random active slot, if any
         target = np.where(kind == 0, (u_attr * m).astype(np.int64), slot)
-        cur = ids[rows, target].astype(np.int64)
+        at = rows * m + target  # flat indices of the changed slots
+        cur = ids.take(at).astype(np.int64)
         added = np.where(cur > 0, cur, 1 + (u_cond * self.n_conditions[target]).astype(np.int64))
         nb = self.n_bins[target]
         value = (u_value * (nb + 1)).astype(np.int64)
@@ -228,10 +230,11 @@ class _Space:
         high_end = u_end < 0.5
         if self._modify_table is not None:
             draw = np.where(self.categorical[target], shift, value + high_end * self._draws)
-            modified = self._modify_table[target, cur, draw]
+            width, n_draws = self._modify_table.shape[1:]
+            modified = self._modify_table.take((target * width + cur) * n_draws + draw)
         else:
             modified = self._modified(target, cur, value, high_end, shift)
-        ids[rows, target] = np.where(kind == 0, added, np.where(kind == 1, 0, modified))
+        ids.put(at, np.where(kind == 0, added, np.where(kind == 1, 0, modified)))
         return ids
 
     def _modified(self, j: np.ndarray, cur: np.ndarray, value: np.ndarray, high_end: np.ndarray,
@@ -448,8 +451,8 @@ def genetic_search(
 
     def fitness(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """F-scores (each population's own sub-interval) and numbers of conditions of ``ids``."""
-        rows = scores(ids)
-        return scores.f[rows, act[:, None]], scores.n_conditions[rows]
+        rows = scores(ids).astype(np.int64)
+        return scores.f.take(rows * Q + act[:, None]), scores.n_conditions.take(rows)
 
     pop = space.initial((Q, s.population_size), s.initial_conditions)
     pop_f, pop_n = fitness(pop)
