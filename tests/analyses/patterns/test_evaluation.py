@@ -220,11 +220,28 @@ def test_two_causes_in_one_sub_interval_are_split(index):
     assert split["n_clusters"] > whole["n_clusters"]
 
 
+@pytest.mark.parametrize("index", [1, 13, 17, 21])
+def test_slow_for_two_causes_on_one_operation_takes_the_faster_label(index):
+    """Harder-simulator sessions (noised, ``random_state=0``) where requests of a degradation that
+    also hit reviews:TopReviews' slow normal mode landed in a slower sub-interval whose pattern
+    names that operation (alone, or with the degradation's own condition): F 0.93-0.97 when the
+    slower cause had to be on an operation the faster pattern does not name. ``compound_labels``
+    now counts a slow mode of an operation the faster cause delays too, and keeps a condition both
+    patterns share in the fit (measured 0.947-0.990); without it the sessions score lower."""
+    seq = np.random.SeedSequence(0).spawn(index + 1)[index]
+    session = _simulate("bookshop", 1000, True, seq)
+    seed = int(seq.generate_state(1)[0])
+    (moved,) = evaluate_session(session, solvers=("ga",), interval="auto", random_state=seed)
+    (kept,) = evaluate_session(session, solvers=("ga",), interval="auto", random_state=seed,
+                               estimator_params={"compound_labels": False})
+    assert moved["f_score"] >= 0.94 and moved["f_score"] > kept["f_score"], (moved, kept)
+
+
 def test_harder_simulator_automatic_interval_meets_its_target():
-    """Issue target: on 30 noised sessions of the harder simulator (``random_state=0``), the GA
-    with the automatic interval and the default settings reaches a mean F-score of at least 0.97
-    and at least 0.90 in every session."""
+    """Issue 29 target: on 30 noised sessions of the harder simulator (``random_state=0``), the GA
+    with the automatic interval and the default settings reaches a mean F-score of at least 0.98
+    and at least 0.93 in every session (measured: mean 0.9803, min 0.9467)."""
     ev = evaluate_patterns(sessions=30, noised=True, simulator="bookshop", interval="auto", solvers=("ga",),
                            random_state=0)
     f = ev.rows["f_score"].to_numpy()
-    assert f.mean() >= 0.97 and f.min() >= 0.90, ev.rows.select("session", "f_score", "degradations").rows()
+    assert f.mean() >= 0.98 and f.min() >= 0.93, ev.rows.select("session", "f_score", "degradations").rows()

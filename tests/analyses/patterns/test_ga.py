@@ -179,3 +179,24 @@ def test_hash_collisions_are_counted_apart(monkeypatch):
     expected = 2 * counts[:, 1] / (counts.sum(axis=1) + ev.class_sizes[1])
     np.testing.assert_allclose(scores.f[rows, 0], expected)
     np.testing.assert_allclose(scores.f[rows_again, 0], expected[::-1])
+
+
+def test_tabled_modify_equals_computed_modify():
+    """A mutation gives the same ids whether *modify* reads its table or computes the ranges, and
+    every id it gives decodes to a valid condition (continuous and categorical attributes)."""
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        m = int(rng.integers(1, 12))
+        n_bins, categorical = rng.integers(1, 12, m), rng.random(m) < 0.4
+        tabled = _Space(n_bins, categorical, np.random.default_rng(seed))
+        computed = _Space(n_bins, categorical, np.random.default_rng(seed))
+        computed._modify_table = None
+        ids = tabled.initial((300,), 2)
+        computed.initial((300,), 2)
+        for _ in range(20):
+            a, b = tabled.mutate(ids), computed.mutate(ids)
+            assert np.array_equal(a, b)
+            lo, hi = tabled.decode(a)
+            assert (((lo >= 0) & (lo < hi) & (hi <= n_bins)) | ((lo == -1) & (hi == -1))).all()
+            assert np.array_equal(tabled.encode(lo, hi), a)
+            ids = a

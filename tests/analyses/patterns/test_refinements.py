@@ -18,7 +18,7 @@ from tracesleuth.analyses.patterns.results import assign_labels
 from tracesleuth.analyses.patterns.split_points import IntervalChoice
 from tracesleuth.analyses.patterns.stages import BranchAndBoundSearch, Encoded, Run, describe_runs, partition_runs
 from tracesleuth.analyses.patterns.synthetic import (compound_case, make_degraded_session, overlapping_tail_case,
-                                                     two_causes_case)
+                                                     shared_operation_case, two_causes_case)
 from tracesleuth.errors import ParameterError
 
 MS = 1_000_000
@@ -173,6 +173,9 @@ def sweep(case, labels, **settings) -> np.ndarray:
 @pytest.mark.parametrize(("case", "labels", "off", "median_floor", "min_floor", "base"), [
     pytest.param(two_causes_case, (1, 2), {"split_causes": False}, 0.99, 0.95, {}, id="split_causes"),
     pytest.param(compound_case, (1,), {"compound_labels": False}, 0.99, 0.97, {}, id="compound_labels"),
+    # the slower cause (svc:b's cache misses) on an operation the faster cause (svc:a and svc:b +40 ms) delays too
+    pytest.param(shared_operation_case, (1,), {"compound_labels": False}, 0.99, 0.97, {},
+                 id="compound_labels_shared_operation"),
     pytest.param(overlapping_tail_case, (1,), {"uncertain_z": None}, 0.94, 0.93, {}, id="uncertain_band"),
     # delays of 50 ms in half the requests and 60 ms in the others (the paper's noise 1); split_causes off,
     # as it would split the two sizes itself

@@ -160,3 +160,41 @@ def test_parse_interval_round_trip_in_ns(low, width):
 def test_rendered_durations_parse_back_closely(ns):
     text = format_duration_ns(ns).replace(" ", "")
     assert parse_duration(text) == pytest.approx(ns, rel=5e-4)
+
+
+def test_climb_seed_by_seed_equals_all_seeds_at_once(monkeypatch):
+    """Mean shift's two climbs (seed by seed in floats, all seeds as arrays) give the same means and
+    counts, bit for bit, including seeds with no value nearby and climbs cut at ``max_iter``."""
+    from tracesleuth.analyses.patterns import split_points as sp
+
+    rng = np.random.default_rng(0)
+    for case in range(300):
+        n = int(rng.integers(2, 600))
+        xs = np.sort(rng.lognormal(3, 1, n))
+        xs = np.round(xs - xs[0]) if case % 3 == 0 else xs - xs[0]
+        prefix = np.concatenate(([0.0], np.cumsum(xs)))
+        h = float(rng.uniform(0.1, 20))
+        seeds = rng.choice(xs, int(rng.integers(1, 20))) + rng.normal(0, 0.3)
+        if case % 7 == 0:
+            seeds[0] = xs[-1] + 5 * h
+        max_iter = int(rng.integers(0, 50))
+        monkeypatch.setattr(sp, "CLIMB_LISTS", -1)
+        arrays = sp._climb(seeds.copy(), xs, prefix, h, max_iter)
+        monkeypatch.setattr(sp, "CLIMB_LISTS", 10**9)
+        each = sp._climb(seeds.copy(), xs, prefix, h, max_iter)
+        assert np.array_equal(arrays[0], each[0]) and np.array_equal(arrays[1], each[1]), case
+
+
+def test_kth_neighbour_distance_is_the_least_window():
+    """The k-th neighbour distance (itself first) is the least, over the windows of k sorted values
+    holding the value, of its distance to the window's far end (brute force on integer ns)."""
+    from tracesleuth.analyses.patterns.split_points import _kth_neighbour_distance
+
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        n = int(rng.integers(1, 60))
+        x = np.sort(rng.integers(0, int(rng.choice([5, 1000, 10**9])), n)).astype(np.float64)
+        k = int(rng.integers(1, n + 1))
+        brute = [min(max(x[i] - x[l], x[l + k - 1] - x[i]) for l in range(max(0, i - k + 1), min(i, n - k) + 1))
+                 for i in range(n)]
+        assert np.array_equal(_kth_neighbour_distance(x, k), np.array(brute)), (n, k)

@@ -254,9 +254,11 @@ class PatternEvaluator:
         lo = np.asarray(lo)
         hi = np.asarray(hi)
         n = lo.shape[0]
-        out = np.empty((n, self.n_classes), dtype=np.int64)
         active = lo >= 0
         n_active = active.sum(axis=1)
+        if n and n_active.all() and n * int(n_active.max()) * self.n_words * 8 <= _CHUNK_BYTES:
+            return self._counts_of(lo, hi, active, n_active)  # one chunk, no empty pattern
+        out = np.empty((n, self.n_classes), dtype=np.int64)
         empty = n_active == 0
         out[empty] = self.class_sizes
         todo = np.flatnonzero(~empty)
@@ -410,13 +412,18 @@ def min_precision(n_positives: np.ndarray, n_requests: int, min_lift: float | No
 
 
 def admissible_f_score(tp: np.ndarray, support: np.ndarray, n_positives, least_precision) -> np.ndarray:
-    """F-score (eq. 5) of patterns, 0 where the precision ``tp / support`` is below ``least_precision``."""
-    from ...evaluation.metrics import f_score_from_counts
+    """F-score (eq. 5) of patterns, 0 where the precision ``tp / support`` is below ``least_precision``.
 
-    tp = np.asarray(tp)
-    support = np.asarray(support)
-    f = f_score_from_counts(tp, support - tp, n_positives)
-    precision = np.where(support > 0, tp / np.maximum(support, 1), 0.0)
+    The F-score is :func:`~tracesleuth.evaluation.metrics.f_score_from_counts` of ``(tp, support -
+    tp, n_positives)`` bit for bit, written out because the searches call this once per
+    generation or step on small arrays, where that function's general checks cost more than the
+    arithmetic: counts below 2**53 are exact in float64, so ``tp + fp + n_positives`` is
+    ``support + n_positives``, and where ``tp == 0`` the quotient is 0 already.
+    """
+    tp = np.asarray(tp, dtype=np.float64)
+    support = np.asarray(support, dtype=np.float64)
+    f = 2.0 * tp / np.maximum(support + n_positives, 1.0)
+    precision = tp / np.maximum(support, 1.0)
     return np.where(precision >= np.asarray(least_precision) - 1e-12, f, 0.0)
 
 

@@ -31,7 +31,6 @@ from typing import Sequence
 
 import numpy as np
 
-from ...evaluation.metrics import f_score_from_counts
 from ._bitsets import admissible_f_score, PatternEvaluator, SearchResult
 
 __all__ = ["branch_and_bound"]
@@ -95,8 +94,8 @@ def branch_and_bound(
         if not nodes:
             break
         todo: dict[bytes, tuple] = {}
-        for _, (lo, hi, nxt, _support) in nodes:
-            key = lo.tobytes() + hi.tobytes()
+        keys = [lo.tobytes() + hi.tobytes() for _, (lo, hi, _, _) in nodes]
+        for key, (_, (lo, hi, nxt, _support)) in zip(keys, nodes):
             if key not in cache and key not in todo:
                 todo[key] = _children(lo, hi, nxt, feat_attr, feat_bin)
         if todo:
@@ -109,7 +108,7 @@ def branch_and_bound(
                 cache[key] = (cand, c_lo, c_hi, counts[start : start + cand.size])
                 start += cand.size
             n_cached += counts.size
-        _expand_all(nodes, [cache[lo.tobytes() + hi.tobytes()] for _, (lo, hi, _, _) in nodes])
+        _expand_all(nodes, [cache[key] for key in keys])
     return [search.result() for search in searches]
 
 
@@ -121,17 +120,18 @@ def _expand_all(nodes: list, children: list) -> None:
         return
     counts = np.concatenate([c[3] for c in children])
     searches = [search for search, _ in nodes]
-    first = np.repeat([s.first for s in searches], sizes)
-    last = np.repeat([s.last for s in searches], sizes)
-    n_pos = np.repeat([s.n_pos for s in searches], sizes)
-    least = np.repeat([s.least_precision for s in searches], sizes)
+    which = np.repeat(np.arange(len(searches)), sizes)
+    first, last, n_pos = np.array([(s.first, s.last, s.n_pos) for s in searches], dtype=np.int64)[which].T
+    least = np.array([s.least_precision for s in searches])[which]
     cum = np.zeros((counts.shape[0], counts.shape[1] + 1), dtype=np.int64)
     np.cumsum(counts, axis=1, out=cum[:, 1:])
     rows = np.arange(counts.shape[0])
     tp = cum[rows, last + 1] - cum[rows, first + 1]
     sup = cum[:, -1]
     f = admissible_f_score(tp, sup, n_pos, least)
-    bound = f_score_from_counts(tp, 0, n_pos)  # no false positive: the best a sub-pattern can do
+    # no false positive: the best a sub-pattern can do, f_score_from_counts(tp, 0, n_pos) written out (0 where
+    # tp == 0, and tp + n_pos >= 1 elsewhere)
+    bound = 2.0 * tp / np.maximum(tp + n_pos, 1).astype(np.float64)
     start = 0
     for (search, (_, _, _, support)), (cand, c_lo, c_hi, c_counts), size in zip(nodes, children, sizes):
         stop = start + size
@@ -170,22 +170,23 @@ class _Search:
         self.n_evaluated = 0
         self.expanded = 0
         self.stopped = False
-        # heap entries: (-bound, tiebreak, lo, hi, next feature, support)
+        # heap entries: (-bound, tiebreak, lo, hi, next feature, support, every attribute conditioned)
         self.heap: list = []
         self.tiebreak = 0
         if self.n_pos > 0 and n_features > 0:
-            self.heap.append((-1.0, 0, np.full(m, -1, np.int64), np.full(m, -1, np.int64), 0, evaluator.n_requests))
+            self.heap.append((-1.0, 0, np.full(m, -1, np.int64), np.full(m, -1, np.int64), 0, evaluator.n_requests,
+                              m == 0))
 
     def next_node(self, max_nodes: int | None):
         """The next node worth expanding ``(lo, hi, next feature, support)``, or None when done."""
         while self.heap:
             if max_nodes is not None and self.expanded >= max_nodes:
                 return None
-            neg_bound, _, lo, hi, nxt, support = heapq.heappop(self.heap)
+            neg_bound, _, lo, hi, nxt, support, full = heapq.heappop(self.heap)
             if -neg_bound <= self.best_f:
                 continue  # cannot beat the best any more
             self.expanded += 1
-            if nxt >= self.n_features or (lo >= 0).all():
+            if nxt >= self.n_features or full:
                 continue  # no child
             return lo, hi, nxt, support
         return None
@@ -197,16 +198,17 @@ class _Search:
         if cand.size == 0:
             return
         self.n_evaluated += cand.size
-        ncond = int(np.count_nonzero(c_lo[0] >= 0))
+        ncond = int(np.count_nonzero(c_lo[0] >= 0))  # every child: its parent's conditions and one more
         i = int(np.argmax(f))
         if f[i] > self.best_f or (f[i] == self.best_f and f[i] > 0 and ncond < self.best_ncond):
             self.best_f, self.best_ncond = float(f[i]), ncond
             self.best_lo, self.best_hi, self.best_counts = c_lo[i].copy(), c_hi[i].copy(), counts[i].copy()
-        push = (bound > self.best_f) & (sup < support) & (cand + 1 < self.n_features)
-        for r in np.flatnonzero(push):
+        push = np.flatnonzero((bound > self.best_f) & (sup < support) & (cand + 1 < self.n_features))
+        full = ncond == c_lo.shape[1]
+        for neg_bound, r, nxt, n_sat in zip((-bound[push]).tolist(), push.tolist(), (cand[push] + 1).tolist(),
+                                            sup[push].tolist()):
             self.tiebreak += 1
-            entry = (-float(bound[r]), self.tiebreak, c_lo[r], c_hi[r], int(cand[r]) + 1, int(sup[r]))
-            heapq.heappush(self.heap, entry)
+            heapq.heappush(self.heap, (neg_bound, self.tiebreak, c_lo[r], c_hi[r], nxt, n_sat, full))
 
     def result(self) -> SearchResult:
         exhaustive = not self.heap or all(-entry[0] <= self.best_f for entry in self.heap)

@@ -187,7 +187,7 @@ class CompoundLabel:
         rule's ``fit`` for the same ``slower``) are labelled ``faster`` when ``carries``.
     fit : Pattern
         The faster sub-interval's pattern without its conditions on the slower pattern's cause
-        operations (which the slower cause may have moved).
+        operations where the two patterns differ (which the slower cause may have moved).
     carries : bool
         Whether the requests that fit carry the faster pattern's cause on top of the slower one's
         (as large as in its own requests, the two causes independent). False: a rule that only

@@ -276,6 +276,24 @@ def compound_case(random_state: int = 0, n: int = 3000) -> RefinementCase:
     return RefinementCase(_ops_frame(a + b + c, a=a, b=b, c=c), np.where(degraded, 1, np.where(miss, 2, 0)))
 
 
+def shared_operation_case(random_state: int = 0, n: int = 3000) -> RefinementCase:
+    """:class:`~.refinements.CompoundLabels` when the slower cause is on an operation the faster
+    one delays too (the bookshop's type-2 and type-1 delays beside a slow normal mode): svc:a and
+    svc:b delayed +40 ms each in 12% of the requests (truth 1), svc:b alone +40 ms in another 12%
+    (truth 2); svc:b misses its cache (+110 ms, lognormal) in 8% of all, independently (truth 3
+    when not degraded). A request of truth 1 that also missed lies in the misses' band, where a
+    pattern on svc:b alone labels it; svc:a's delay tells it apart."""
+    rng = np.random.default_rng(random_state)
+    u = rng.random(n)
+    both, alone = u < 0.12, (u >= 0.12) & (u < 0.24)
+    miss = rng.random(n) < 0.08
+    a = _ns(rng.normal(20, 1, n) + 40 * both)
+    b = _ns(rng.normal(30, 1, n) + 40 * (both | alone) + rng.lognormal(np.log(110), 0.2, n) * miss)
+    c = _ns(rng.lognormal(np.log(10), 0.3, n))
+    truth = np.where(both, 1, np.where(alone, 2, np.where(miss, 3, 0)))
+    return RefinementCase(_ops_frame(a + b + c, a=a, b=b, c=c), truth)
+
+
 def overlapping_tail_case(random_state: int = 0, n: int = 3000) -> RefinementCase:
     """:class:`~.refinements.UncertainBand`: svc:a delayed +30 ms in 15% of the requests (truth
     1), a band that starts inside the normal tail of a 58 ms lognormal mode; svc:opt, an optional
