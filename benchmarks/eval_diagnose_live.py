@@ -9,6 +9,7 @@ of the injected service, how often a service is named, and the onset's error (s)
 moment the fault was switched on; ``--json`` gives every case.
 
     python benchmarks/eval_diagnose_live.py --quick          # 5 cases: one per fault type
+    python benchmarks/eval_diagnose_live.py --quick --magnitude small
     python benchmarks/eval_diagnose_live.py                  # 5 services x 5 faults x 2 magnitudes
     python benchmarks/eval_diagnose_live.py --json > live.json
 
@@ -83,7 +84,9 @@ def summary(rows: list) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one case per fault type (the large magnitude)")
+    parser.add_argument("--quick", action="store_true", help="one case per fault type (one magnitude)")
+    parser.add_argument("--magnitude", choices=("small", "large"), default="large",
+                        help="with --quick: which of MAGNITUDES' two sizes (default large)")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load per case (half baseline)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
@@ -91,7 +94,8 @@ def main(argv=None) -> int:
     from tracesleuth.demo._protocol import LIVE_SERVICES
 
     services = [s for s in LIVE_SERVICES if s != "web-service"]
-    cases = ([(services[i % len(services)], fault, sizes[1]) for i, (fault, sizes) in enumerate(MAGNITUDES.items())]
+    size = 0 if args.magnitude == "small" else 1
+    cases = ([(services[i % len(services)], fault, sizes[size]) for i, (fault, sizes) in enumerate(MAGNITUDES.items())]
              if args.quick else [(s, f, m) for f, sizes in MAGNITUDES.items() for s in services for m in sizes])
     rows = []
     for i, (service, fault, magnitude) in enumerate(cases):
