@@ -11,7 +11,8 @@ it *makes*, whoever it calls. So each end's *other* edges are the evidence.
 For an edge ``caller -> callee`` whose gap rose (by the analysis's own test) with relative rise
 ``r > 0`` (problem over baseline, less 1), let ``a = min(1, o / r)`` with ``o`` the median relative
 rise of the caller's gaps into its other callees (clipped at 0), and ``b`` the same of the callee's
-gaps from its other callers; an end with no other edge counts ``1/2``, as likely as not. The gap is
+gaps from its other callers; an end with no other edge counts :data:`NO_OTHER_EDGE` (1/2), as
+likely as not. The gap is
 the caller's when ``a > b``, else the callee's (a tie goes to the callee: the edge leads into it,
 and a user looks there first). So
 
@@ -34,7 +35,11 @@ from __future__ import annotations
 
 import polars as pl
 
-__all__ = ["gap_owner"]
+__all__ = ["NO_OTHER_EDGE", "gap_owner"]
+
+#: The support ``a`` or ``b`` of an end with no other edge: as likely as not (module docstring), so
+#: that a lone end neither wins nor loses by itself.
+NO_OTHER_EDGE = 0.5
 
 
 def gap_owner(edges: pl.DataFrame) -> pl.Series:
@@ -68,8 +73,8 @@ def gap_owner(edges: pl.DataFrame) -> pl.Series:
                           on=end).filter(pl.col("_other") != pl.col("_row"))
                 .group_by("_row").agg(pl.col("_rise_other").median().alias(name)))
 
-    def support(name: str) -> pl.Expr:  # min(1, o / r); 1/2 when the end has no other edge
-        return (pl.when(pl.col(name).is_null()).then(0.5)
+    def support(name: str) -> pl.Expr:  # min(1, o / r); NO_OTHER_EDGE when the end has no other edge
+        return (pl.when(pl.col(name).is_null()).then(NO_OTHER_EDGE)
                 .otherwise(pl.min_horizontal(pl.col(name).clip(0.0) / pl.col("rise"), 1.0)))
 
     return (rows.join(others("caller", "_out"), on="_row", how="left").join(others("callee", "_in"), on="_row", how="left")

@@ -203,6 +203,18 @@ def test_one_cause_cut_in_halves_is_one_sub_interval(index):
     assert row["f_score"] >= 0.95, row
 
 
+def _with_and_without(index: int, refinement: str) -> tuple[dict, dict]:
+    """GA scores of harder-simulator session ``index`` (noised, ``random_state=0``, automatic
+    interval) with the default settings and with ``refinement`` switched off."""
+    seq = np.random.SeedSequence(0).spawn(index + 1)[index]
+    session = _simulate("bookshop", 1000, True, seq)
+    seed = int(seq.generate_state(1)[0])
+    (on,) = evaluate_session(session, solvers=("ga",), interval="auto", random_state=seed)
+    (off,) = evaluate_session(session, solvers=("ga",), interval="auto", random_state=seed,
+                              estimator_params={refinement: False})
+    return on, off
+
+
 @pytest.mark.parametrize("index", [4, 8, 14, 25])
 def test_two_causes_in_one_sub_interval_are_split(index):
     """Harder-simulator sessions (noised, ``random_state=0``) where one pattern covered two causes
@@ -210,12 +222,7 @@ def test_two_causes_in_one_sub_interval_are_split(index):
     operation's normal cache misses, or two degradations sharing an operation (F 0.65-0.81 with
     one pattern per sub-interval). ``split_causes`` splits such a pattern on the operation that
     tells the causes apart; without it the session scores as before."""
-    seq = np.random.SeedSequence(0).spawn(index + 1)[index]
-    session = _simulate("bookshop", 1000, True, seq)
-    seed = int(seq.generate_state(1)[0])
-    (split,) = evaluate_session(session, solvers=("ga",), interval="auto", random_state=seed)
-    (whole,) = evaluate_session(session, solvers=("ga",), interval="auto", random_state=seed,
-                                estimator_params={"split_causes": False})
+    split, whole = _with_and_without(index, "split_causes")
     assert split["f_score"] >= 0.94 and whole["f_score"] <= 0.85, (split, whole)
     assert split["n_clusters"] > whole["n_clusters"]
 
@@ -228,12 +235,7 @@ def test_slow_for_two_causes_on_one_operation_takes_the_faster_label(index):
     slower cause had to be on an operation the faster pattern does not name. ``compound_labels``
     now counts a slow mode of an operation the faster cause delays too, and keeps a condition both
     patterns share in the fit (measured 0.947-0.990); without it the sessions score lower."""
-    seq = np.random.SeedSequence(0).spawn(index + 1)[index]
-    session = _simulate("bookshop", 1000, True, seq)
-    seed = int(seq.generate_state(1)[0])
-    (moved,) = evaluate_session(session, solvers=("ga",), interval="auto", random_state=seed)
-    (kept,) = evaluate_session(session, solvers=("ga",), interval="auto", random_state=seed,
-                               estimator_params={"compound_labels": False})
+    moved, kept = _with_and_without(index, "compound_labels")
     assert moved["f_score"] >= 0.94 and moved["f_score"] > kept["f_score"], (moved, kept)
 
 
