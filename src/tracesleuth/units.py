@@ -7,7 +7,10 @@ duration crosses to or from text or another unit:
   in each unit, for readers converting columns and for plots in milliseconds;
 * :func:`parse_duration` - ``"350ms"``, ``"1.5 s"``, ``"200us"`` -> integer nanoseconds;
 * :func:`format_duration_ns` - nanoseconds -> ``"350 ms"``, in the largest unit in which the
-  value is at least 1.
+  value is at least 1;
+* :func:`parse_instant`, :func:`parse_time_range` - a moment, a period as the user writes them
+  (ISO 8601, UTC unless an offset is given; or Unix seconds) -> Unix epoch ns; :func:`utc_text`
+  back to text.
 
 The two round-trip to four significant digits: ``parse_duration(format_duration_ns(ns))``
 equals ``ns`` within 5e-4 relative (spaces aside).
@@ -19,10 +22,12 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import datetime, timezone
 
 from .errors import ParameterError
 
-__all__ = ["NS_PER_MS", "NS_PER_S", "NS_PER_UNIT", "NS_PER_US", "format_duration_ns", "parse_duration"]
+__all__ = ["NS_PER_MS", "NS_PER_S", "NS_PER_UNIT", "NS_PER_US", "format_duration_ns", "parse_duration", "parse_instant",
+           "parse_time_range", "utc_text"]
 
 NS_PER_US = 1_000
 NS_PER_MS = 1_000_000
@@ -113,3 +118,52 @@ def format_duration_ns(ns: float | int) -> str:
         if magnitude >= factor or factor == 1:
             return f"{value / factor:.4g} {unit}"
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def parse_instant(text: str, option: str) -> int:
+    """One moment, ISO 8601 (UTC unless an offset is given) or Unix seconds -> Unix epoch ns.
+
+    Raises
+    ------
+    ParameterError
+        Naming ``option`` and what was given, when it is neither.
+    """
+    part = text.strip()
+    try:
+        return int(float(part) * 1e9)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.fromisoformat(part)
+    except ValueError:
+        raise ParameterError(f"{option} {part!r} is neither an ISO 8601 time "
+                             "(2023-01-29T08:40:00) nor Unix seconds") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1e9)
+
+
+def parse_time_range(text: str, option: str) -> tuple[int, int]:
+    """``"2023-01-29T08:40/2023-01-29T08:42"`` (ISO 8601, UTC unless an offset is given; or Unix
+    seconds) -> ``(start_ns, end_ns)``, half-open.
+
+    Raises
+    ------
+    ParameterError
+        Naming ``option`` and what was given, when it is not ``START/END`` with START < END.
+    """
+    def instant(part: str) -> int:
+        return parse_instant(part, f"{option} {text!r}:")
+
+    start, sep, end = text.partition("/")
+    if not sep:
+        raise ParameterError(f"{option} {text!r}: write START/END, e.g. 2023-01-29T08:40/2023-01-29T08:42")
+    low, high = instant(start), instant(end)
+    if low >= high:
+        raise ParameterError(f"{option} {text!r}: the start must come before the end")
+    return low, high
+
+
+def utc_text(time_ns: int) -> str:
+    """``time_ns`` (Unix epoch ns) as ISO 8601 UTC to the second: ``2023-01-29T08:43:04Z``."""
+    return datetime.fromtimestamp(time_ns // 10**9, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

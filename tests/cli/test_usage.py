@@ -140,3 +140,48 @@ def test_usage_mistakes_as_python_dash_m(tmp_path):
     assert r.returncode == 0 and r.stdout.strip() == f"tracesleuth {__version__}"
     r = subprocess.run([sys.executable, "-m", "tracesleuth"], capture_output=True, text=True, timeout=60)
     assert r.returncode in (0, 2) and "Traceback" not in r.stderr and "Usage" in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["localize", "{f}", "--time", "1000/2000"], "--time"),
+    (["patterns", "{f}", "--time", "1000/2000"], "--time"),
+    (["compare", "{f}", "--baseline-time", "1000/2000", "--problem-time", "0/1"], "--baseline-time"),
+])
+def test_an_empty_period_names_the_period_asked_and_the_one_the_input_covers(tmp_path, capsys, argv, option):
+    """Spans at 100-380 ns after the epoch; a period 1000-2000 s later holds none of them."""
+    f = tmp_path / "spans.csv"
+    f.write_text(SPANS_CSV)
+    assert main([a.format(f=f) for a in argv]) == 2
+    line = one_error_line(capsys)
+    assert f"{option} 1970-01-01T00:16:40Z/1970-01-01T00:33:20Z: no trace of the input starts then" in line
+    assert "it holds spans from 1970-01-01T00:00:00Z to 1970-01-01T00:00:00Z" in line
+
+
+def _command_paths() -> list[str]:
+    import typer
+
+    from tracesleuth.cli.app import app
+
+    paths = []
+
+    def walk(command, path):
+        paths.append(" ".join(path))
+        for name, sub in (getattr(command, "commands", None) or {}).items():
+            walk(sub, [*path, name])
+    walk(typer.main.get_command(app), [])
+    return paths
+
+
+def test_every_commands_help_ends_with_one_to_three_examples(capsys):
+    from tracesleuth.cli._examples import EXAMPLES
+
+    paths = _command_paths()
+    assert sorted(EXAMPLES) == sorted(paths)  # no command without examples, no examples of no command
+    for path in paths:
+        assert main([*path.split(), "--help"]) == 0
+        help_text = capsys.readouterr().out
+        assert "Examples (from the repository's root" in help_text, path
+        assert 1 <= len(EXAMPLES[path]) <= 3
+        for example in EXAMPLES[path]:
+            assert example.startswith(f"tracesleuth {path}".rstrip() + " ") or path == "", example
+            assert example.split()[1] in help_text.split("Examples", 1)[1], path

@@ -14,7 +14,6 @@ import signal
 import sys
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Iterator, Optional
 
@@ -23,6 +22,8 @@ import typer
 from rich.console import Console
 
 from ..errors import ParameterError, TraceSleuthError
+from ..units import parse_instant, parse_time_range, utc_text
+from ._examples import epilog
 
 __all__ = ["BOOLEAN_WORDS", "Command", "CommandInterrupted", "EndpointOpt", "FormatOpt", "Group", "JsonOpt", "MappingOpt", "NezhaDataOpt",
            "PATHS", "PathsArg", "SchedulerOpt", "SeedOpt", "check_paths", "command_scope", "dask_scheduler",
@@ -39,7 +40,15 @@ class CommandInterrupted(BaseException):
         super().__init__(signum)
 
 
-class Command(typer.core.TyperCommand):
+class _WithExamples:
+    """Help that ends with the command's examples (:data:`._examples.EXAMPLES`)."""
+
+    def format_help(self, ctx, formatter) -> None:
+        self.epilog = self.epilog or epilog(_command_path(ctx))
+        super().format_help(ctx, formatter)
+
+
+class Command(_WithExamples, typer.core.TyperCommand):
     """A command whose help reads as a person would write it.
 
     Typer 0.29 writes a required argument ``{paths}...`` in the usage line, the annotation's
@@ -80,7 +89,7 @@ class Command(typer.core.TyperCommand):
         return params
 
 
-class Group(typer.core.TyperGroup):
+class Group(_WithExamples, typer.core.TyperGroup):
     """The command groups: their flags (``--help``, ``--version``) show no ``<bool>``."""
 
     def get_params(self, ctx) -> list:
@@ -88,6 +97,15 @@ class Group(typer.core.TyperGroup):
         for param in params:
             _tidy_help(param)
         return params
+
+
+def _command_path(ctx) -> str:
+    """``"annotate derive"`` for ``tracesleuth annotate derive`` (``""`` for the top level)."""
+    names = []
+    while ctx.parent is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return " ".join(reversed(names))
 
 
 def _tidy_help(param) -> None:
@@ -233,7 +251,7 @@ def open_scheduler(scheduler: str | None):
 
 
 def trace_table(paths: list[Path], endpoint: str | None, fmt: str | None, mapping: str | None, scheduler=None,
-                *, period: tuple[int, int] | None = None, collect: bool = True):
+                *, period: tuple[int, int] | None = None, option: str = "--time", collect: bool = True):
     """The trace table of an input: read and built in this process, or, with a scheduler
     (:func:`dask_scheduler`), built on Dask from a span store and collected (its call view built
     on Dask too, while the scheduler is open).
@@ -242,6 +260,8 @@ def trace_table(paths: list[Path], endpoint: str | None, fmt: str | None, mappin
     ----------
     period : (int, int), optional
         Only the traces that start in ``[low_ns, high_ns)``.
+    option : str, default="--time"
+        The option that gave ``period``, named when no trace starts in it (in this process).
     collect : bool, default=True
         With a scheduler: collect the table (False: the :class:`~tracesleuth.scale.DaskTraceTable`).
 
@@ -254,7 +274,7 @@ def trace_table(paths: list[Path], endpoint: str | None, fmt: str | None, mappin
 
     if scheduler is None:
         spans = read_input(paths, fmt, mapping)
-        return build_trace_table(select_period(spans, *period) if period else spans, endpoint)
+        return build_trace_table(select_period(spans, *period, option) if period else spans, endpoint)
     from ..scale import dask_trace_table
 
     table = scheduler.keep(dask_trace_table(input_store(paths, fmt, mapping), endpoint, scheduler=scheduler,
@@ -276,56 +296,28 @@ def input_store(paths: list[Path], fmt: str | None = None, mapping: str | None =
     return paths[0]
 
 
-def parse_instant(text: str, option: str) -> int:
-    """One moment, ISO 8601 (UTC unless an offset is given) or Unix seconds -> Unix epoch ns.
-
-    Raises
-    ------
-    ParameterError
-        Naming ``option`` and what was given, when it is neither.
-    """
-    part = text.strip()
-    try:
-        return int(float(part) * 1e9)
-    except ValueError:
-        pass
-    try:
-        moment = datetime.fromisoformat(part)
-    except ValueError:
-        raise ParameterError(f"{option} {part!r} is neither an ISO 8601 time "
-                             "(2023-01-29T08:40:00) nor Unix seconds") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return int(moment.timestamp() * 1e9)
-
-
-def parse_time_range(text: str, option: str) -> tuple[int, int]:
-    """``"2023-01-29T08:40/2023-01-29T08:42"`` (ISO 8601, UTC unless an offset is given; or Unix
-    seconds) -> ``(start_ns, end_ns)``, half-open.
-
-    Raises
-    ------
-    ParameterError
-        Naming ``option`` and what was given, when it is not ``START/END`` with START < END.
-    """
-    def instant(part: str) -> int:
-        return parse_instant(part, f"{option} {text!r}:")
-
-    start, sep, end = text.partition("/")
-    if not sep:
-        raise ParameterError(f"{option} {text!r}: write START/END, e.g. 2023-01-29T08:40/2023-01-29T08:42")
-    low, high = instant(start), instant(end)
-    if low >= high:
-        raise ParameterError(f"{option} {text!r}: the start must come before the end")
-    return low, high
-
-
-def select_period(spans, low_ns: int, high_ns: int):
+def select_period(spans, low_ns: int, high_ns: int, option: str | None = None):
     """The spans of the traces that start in ``[low_ns, high_ns)``
-    (:func:`tracesleuth.model.table.traces_starting_between`)."""
+    (:func:`tracesleuth.model.table.traces_starting_between`).
+
+    Raises
+    ------
+    ParameterError
+        When ``option`` (the option that gave the period, e.g. ``"--time"``) is given and no trace
+        starts in the period: naming the period asked and the period the input covers.
+    """
+    import pyarrow.compute as pc
+
     from ..model.table import traces_starting_between
 
-    return traces_starting_between(getattr(spans, "spans", spans), low_ns, high_ns)
+    spans = getattr(spans, "spans", spans)
+    chosen = traces_starting_between(spans, low_ns, high_ns)
+    if option is not None and chosen.num_rows == 0:
+        covered = ("it holds no span" if spans.num_rows == 0 else "it holds spans from "
+                   f"{utc_text(pc.min(spans['start_ns']).as_py())} to {utc_text(pc.max(spans['start_ns']).as_py())}")
+        raise ParameterError(f"{option} {utc_text(low_ns)}/{utc_text(high_ns)}: no trace of the input starts then; "
+                             f"{covered}")
+    return chosen
 
 
 BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0"})

@@ -726,12 +726,14 @@ def analyze(paths: PathsArg,
                              "give --at TIME")
     specs = [s for s in chosen if not s.reads_store]
     two_periods = bool(baseline) or at is not None
-    needs = {s.name: "it compares two periods; give --baseline PATH" if s.needs_baseline and not two_periods
-             else "it checks annotations; give --annotations FILE" for s in specs
+    # What each analysis left out needs: (the option, its value, why), for the message and the JSON.
+    needs = {s.name: ("--baseline", "PATH", "it compares two periods") if s.needs_baseline and not two_periods
+             else ("--annotations", "FILE", "it checks annotations") for s in specs
              if (s.needs_baseline and not two_periods) or (s.needs_annotations and annotations is None)}
     skipped = list(needs)
     if only and skipped:
-        raise ParameterError(f"--only {skipped[0]}: {needs[skipped[0]]}")
+        option, value, why = needs[skipped[0]]
+        raise ParameterError(f"--only {skipped[0]}: {why}; give {option} {value}")
     specs = [s for s in specs if s.name not in skipped]
     settings = _settings(set_ or [], [s.name for s in ANALYSES])
     diagnosis = baseline_spans = None
@@ -805,10 +807,10 @@ def analyze(paths: PathsArg,
         emit_json({"report": str(path), "endpoint": tt.endpoint, "requests": tt.n_requests, "analyses": done,
                    **({"diagnosis": diagnosis.result_.to_dict(), "agreement": list(agreement)}
                       if diagnosis is not None else {}),
-                   "skipped": {name: "needs " + why.split("give ")[1].split()[0] for name, why in needs.items()}})
+                   "skipped": {name: f"needs {option}" for name, (option, _, _) in needs.items()}})
         return
-    for name, why in needs.items():
-        out.print(f"{name}: not run ({why})", markup=False)
+    for name, (option, value, why) in needs.items():
+        out.print(f"{name}: not run ({why}; give {option} {value})", markup=False)
     out.print(f"Report: {path}", markup=False)
 
 

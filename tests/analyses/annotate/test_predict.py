@@ -82,3 +82,13 @@ def test_what_if_on_planted_requests_shifts_the_endpoint_by_the_change():
     owner = est.annotations_.get("files:FileStore.get_owner")
     assert q.predicted["mean_ns"] > p.measured["mean_ns"] + 5e6 - owner.expected()[0] - 3e5
     assert "What if" in p.describe() and p.to_frame().height == 2
+    # A new version's annotation of an operation these traces never call cannot be replayed: left
+    # out and said; the replacements that can be replayed still apply.
+    newer = AnnotationSet(annotations=(*new.annotations,
+                                       ConstantAnnotation("files:FileStore.audit", "time", 1, value=1e6, sd=0.0)))
+    s = est.what_if(replacements(newer), target="files:FileStore.get_owner")
+    assert s.predicted["median_ns"] == pytest.approx(5e6)
+    assert any("never call" in n and "files:FileStore.audit" in n for n in s.notes)
+    only_unseen = AnnotationSet(annotations=newer.annotations[1:])
+    with pytest.raises(ParameterError, match="matches no operation"):
+        est.what_if(replacements(only_unseen))

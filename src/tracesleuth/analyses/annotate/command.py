@@ -41,7 +41,7 @@ def _tables(paths, endpoint, format, mapping, time_range=None):
 
     spans = read_input(paths, format, mapping)
     if time_range:
-        spans = select_period(spans, *parse_time_range(time_range, "--time"))
+        spans = select_period(spans, *parse_time_range(time_range, "--time"), "--time")
     return root_tables(spans, endpoint)
 
 

@@ -433,6 +433,13 @@ def predict(annotations, measurements: pl.DataFrame, changes: Sequence[Change], 
         raise ParameterError("No change given: give at least one, e.g. 'sqlite:*+5ms'.")
     rng = np.random.default_rng(random_state)
     ops = measurements[S.OPERATION_KEY].unique().sort().to_list()
+    # A replacement of an operation the traces never call (a new version's new call) cannot be
+    # replayed on the recorded call graph: left out and said, unless no replacement is left.
+    unseen = [c for c in changes if c.kind == "replace" and not any(c.matches(op) for op in ops)]
+    if unseen and len(unseen) < sum(c.kind == "replace" for c in changes):
+        changes = [c for c in changes if c not in unseen]
+    else:
+        unseen = []
     for change in changes:
         if not any(change.matches(op) for op in ops):
             import difflib
@@ -464,8 +471,11 @@ def predict(annotations, measurements: pl.DataFrame, changes: Sequence[Change], 
     drawn = method == "sample" and any(c.kind == "replace" for c in assigned.values())
     replicates = max(1, math.ceil(n_draws / max(len(trace_ids), 1))) if drawn else 1
     unannotated = sorted(op for op in assigned if annotations is None or annotations.get(op, "time") is None)
-    notes = [f"{op} has no time annotation: its calls keep their rank among its recorded times"
-             for op in unannotated if assigned[op].kind == "replace" and method == "residual"]
+    notes = [f"{len(unseen)} replaced annotation(s) name operations the traces never call, left out (their "
+             f"calls cannot be replayed on the recorded call graph): {', '.join(c.pattern for c in unseen[:5])}"
+             ] if unseen else []
+    notes += [f"{op} has no time annotation: its calls keep their rank among its recorded times"
+              for op in unannotated if assigned[op].kind == "replace" and method == "residual"]
     trace_index = np.repeat(trace_ids, np.diff(traces.bounds))
     samples, trace_of_sample = [], []
     for _ in range(replicates):

@@ -79,7 +79,8 @@ def _periods(sources, fmt, mapping):
     (base, base_period), (prob, prob_period) = sources
     if base_period is not None:
         spans = read_input(base, fmt, mapping)
-        return select_period(spans, *base_period), select_period(spans, *prob_period)
+        return (select_period(spans, *base_period, "--baseline-time"),
+                select_period(spans, *prob_period, "--problem-time"))
     return read_input(base, fmt, mapping), read_input(prob, fmt, mapping)
 
 
@@ -126,8 +127,10 @@ def compare(paths: Annotated[Optional[list[Path]], typer.Argument(
             baseline_table = build_trace_table(base_spans, problem_table.endpoint)
         else:
             (base, base_period), (prob, prob_period) = sources
-            problem_table = trace_table(prob, endpoint, format, mapping, dask, period=prob_period)
-            baseline_table = trace_table(base, problem_table.endpoint, format, mapping, dask, period=base_period)
+            problem_table = trace_table(prob, endpoint, format, mapping, dask, period=prob_period,
+                                        option="--problem-time")
+            baseline_table = trace_table(base, problem_table.endpoint, format, mapping, dask, period=base_period,
+                                         option="--baseline-time")
         t0 = time.perf_counter()
         est = RequestFlowComparison(**settings).fit(problem_table, baseline_table)  # call views built on Dask
     seconds = time.perf_counter() - t0

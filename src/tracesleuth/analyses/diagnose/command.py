@@ -87,10 +87,7 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
              model: Annotated[Optional[Path], typer.Option("--model", metavar="FILE", show_default=False,
                               help="A ranking model (tracesleuth evaluate diagnose --fit FILE).")] = None,
              json: JsonOpt = False) -> None:
-    """Which service, operation and instance, since when, and how sure: one answer from a store.
-
-    Example: tracesleuth diagnose store/ --at 2023-01-29T08:44:30
-    """
+    """Which service, operation and instance, since when, and how sure: one answer from a store."""
     from .analysis import Diagnosis
 
     if at is not None and time is not None:
@@ -126,10 +123,7 @@ def evaluate_diagnose(data: NezhaDataOpt = None,
                                      help="Fit the ranking model on these cases and seeded incidents, write it "
                                           "to FILE, and give the held-out calibration.")] = None,
                       json: JsonOpt = False) -> None:
-    """The diagnosis on every recorded fault of ../shared/data, told only the inject time + 90 s.
-
-    Example: tracesleuth evaluate diagnose --quick --json
-    """
+    """The diagnosis on every recorded fault of ../shared/data, told only the inject time + 90 s."""
     from .evaluation import evaluate
 
     def run(*, quick, random_state, data_dir):

@@ -99,7 +99,7 @@ def localize(paths: PathsArg,
         if dask is None:
             spans = read_input(paths, format, mapping)
             t0 = time.perf_counter()
-            tables, skipped = root_tables(select_period(spans, *period) if period else spans, endpoint)
+            tables, skipped = root_tables(select_period(spans, *period, "--time") if period else spans, endpoint)
             est.fit(tables)
         else:
             from ...scale.analyses import on_workers
