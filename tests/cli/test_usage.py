@@ -185,3 +185,20 @@ def test_every_commands_help_ends_with_one_to_three_examples(capsys):
         for example in EXAMPLES[path]:
             assert example.startswith(f"tracesleuth {path}".rstrip() + " ") or path == "", example
             assert example.split()[1] in help_text.split("Examples", 1)[1], path
+
+
+def test_a_misspelled_endpoint_gets_the_closest_operation_keys(tmp_path, capsys):
+    f = tmp_path / "spans.csv"
+    f.write_text(SPANS_CSV)
+    assert main(["table", str(f), "-e", "web:hmoe"]) == 2
+    assert "did you mean web:home?" in one_error_line(capsys).lower()
+
+
+@pytest.mark.parametrize("argv", [["table", "{f}"], ["paths", "{f}"], ["analyze", "{f}", "-o", "{d}/r.html"],
+                                  ["localize", "{f}"], ["patterns", "{f}"], ["annotate", "derive", "{f}"]])
+def test_every_command_that_analyses_one_period_takes_time(tmp_path, capsys, argv):
+    """--time means one thing everywhere: only the requests whose trace starts in the period."""
+    f = tmp_path / "spans.csv"
+    f.write_text(SPANS_CSV)
+    assert main([a.format(f=f, d=tmp_path) for a in argv] + ["--time", "1000/2000"]) == 2
+    assert "--time 1970-01-01T00:16:40Z/1970-01-01T00:33:20Z: no trace of the input starts then" in one_error_line(capsys)

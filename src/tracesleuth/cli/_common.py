@@ -27,8 +27,8 @@ from ._examples import epilog
 
 __all__ = ["BOOLEAN_WORDS", "Command", "CommandInterrupted", "EndpointOpt", "FormatOpt", "Group", "JsonOpt", "MappingOpt", "NezhaDataOpt",
            "PATHS", "PathsArg", "SchedulerOpt", "SeedOpt", "check_paths", "command_scope", "dask_scheduler",
-           "emit_json", "err", "input_store", "keep_open", "open_scheduler", "out", "parse_time_range", "progress",
-           "read_input", "run_evaluation", "select_period", "trace_table", "write_frame"]
+           "emit_json", "err", "input_store", "keep_open", "open_scheduler", "out", "parse_instant", "parse_time_range", "progress", "read_period",
+           "read_input", "run_evaluation", "select_period", "TimeOpt", "trace_table", "write_frame"]
 
 
 class CommandInterrupted(BaseException):
@@ -134,6 +134,10 @@ EndpointOpt = Annotated[Optional[str], typer.Option("--endpoint", "-e", metavar=
                                                     help="Operation key 'service:operation' (or a unique operation "
                                                     "name) requests enter by; default: the most frequent root "
                                                     "operation.")]
+TimeOpt = Annotated[Optional[str], typer.Option(
+    "--time", metavar="START/END", show_default=False,
+    help="Only the requests whose trace starts in this period (ISO 8601, UTC unless an offset is given, or Unix "
+         "seconds), e.g. 2023-01-29T08:43/2023-01-29T08:46.")]
 SeedOpt = Annotated[int, typer.Option("--seed", metavar="INT", help="Random seed (same seed, same result).")]
 SchedulerOpt = Annotated[Optional[str], typer.Option(
     "--scheduler", metavar="local|threads|ADDRESS", show_default=False,
@@ -192,6 +196,13 @@ def read_input(paths: list[Path], fmt: str | None, mapping: str | None):
             bar.update(task, spans=seen[0])
 
         return read_spans([str(p) for p in paths], format=fmt, mapping=mapping, on_batch=tick)
+
+
+def read_period(paths: list[Path], fmt: str | None, mapping: str | None, time_range: str | None):
+    """:func:`read_input`, then only the traces that start in ``--time`` when it is given
+    (:func:`select_period`: an empty period is an error naming it)."""
+    spans = read_input(paths, fmt, mapping)
+    return select_period(spans, *parse_time_range(time_range, "--time"), "--time") if time_range else spans
 
 
 @contextmanager

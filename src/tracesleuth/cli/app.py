@@ -15,10 +15,9 @@ from rich.table import Table
 from .._signals import signal_name
 from ..errors import NothingStoredError, TraceSleuthError
 from ._common import (BOOLEAN_WORDS, PATHS, Command, CommandInterrupted, EndpointOpt, FormatOpt, Group, JsonOpt,
-                      MappingOpt, PathsArg, SchedulerOpt, SeedOpt, check_paths, command_scope, dask_scheduler,
-                      emit_json, err, input_store, keep_open, open_scheduler, out, parse_instant, progress, read_input,
-                      select_period, trace_table,
-                      write_frame)
+                      MappingOpt, PathsArg, SchedulerOpt, SeedOpt, TimeOpt, check_paths, command_scope, dask_scheduler,
+                      emit_json, err, input_store, keep_open, open_scheduler, out, parse_instant, parse_time_range,
+                      progress, read_input, read_period, select_period, trace_table, write_frame)
 
 
 app = typer.Typer(name="tracesleuth", cls=Group, no_args_is_help=True, add_completion=False,
@@ -202,21 +201,23 @@ def table(paths: PathsArg,
                                                          help="Write the table (.parquet or .csv; with --scheduler, "
                                                          "FILE.parquet is a new directory of one part per "
                                                          "partition).")] = None,
-          endpoint: EndpointOpt = None, format: FormatOpt = None, mapping: MappingOpt = None,
-          scheduler: SchedulerOpt = None, json: JsonOpt = False) -> None:
+          endpoint: EndpointOpt = None, time_range: TimeOpt = None, format: FormatOpt = None,
+          mapping: MappingOpt = None, scheduler: SchedulerOpt = None, json: JsonOpt = False) -> None:
     """The per-request trace table of an endpoint: latency and exclusive time per operation."""
     from ..model.table import ATTRIBUTE_PREFIX, EXCLUSIVE_PREFIX, INSTANCE_PREFIX, build_trace_table
 
     with dask_scheduler(scheduler) as dask:
         if dask is None:
-            tt = build_trace_table(read_input(paths, format, mapping), endpoint)
+            tt = build_trace_table(read_period(paths, format, mapping, time_range), endpoint)
             if output is not None:
                 write_frame(tt.frame, output)
             columns = tt.frame.columns
         else:
             from ..scale import dask_trace_table
 
-            dt = dask.keep(dask_trace_table(input_store(paths, format, mapping), endpoint, scheduler=dask))
+            period = parse_time_range(time_range, "--time") if time_range else None
+            dt = dask.keep(dask_trace_table(input_store(paths, format, mapping), endpoint, scheduler=dask,
+                                            period=period))
             columns = dt.columns
             if output is not None and output.suffix.lower() in (".parquet", ".pq"):
                 dt.to_parquet(output)
@@ -696,6 +697,7 @@ def analyze(paths: PathsArg,
                           help="A moment inside an incident (one span store): the report opens with the diagnosis "
                                "(tracesleuth diagnose), the analyses read its problem period and compare it with "
                                "its baseline unless --baseline is given.")] = None,
+            time_range: TimeOpt = None,
             seed: SeedOpt = 0,
             only: Annotated[Optional[list[str]], typer.Option("--only", metavar="ANALYSIS", show_default=False,
                             help="Run only this analysis (repeatable); default: every registered one.")] = None,
@@ -737,6 +739,9 @@ def analyze(paths: PathsArg,
     specs = [s for s in specs if s.name not in skipped]
     settings = _settings(set_ or [], [s.name for s in ANALYSES])
     diagnosis = baseline_spans = None
+    period = parse_time_range(time_range, "--time") if time_range else None
+    if at is not None and period is not None:
+        raise ParameterError("give --at (a moment inside an incident) or --time (the period to analyse), not both")
     if at is not None:
         if scheduler is not None:
             raise ParameterError("--at diagnoses a store in-process: leave out --scheduler")
@@ -747,11 +752,13 @@ def analyze(paths: PathsArg,
         tt = build_trace_table(spans, endpoint)
     elif dask is None:
         spans = read = read_input(paths, format, mapping)
+        if period is not None:
+            spans = select_period(read, *period, "--time")
         tt = build_trace_table(spans, endpoint)
     else:  # built on Dask; the analyses' parallel loops on its workers; the report's examples read from disk
         from ..scale.analyses import on_workers
 
-        tt = trace_table(paths, endpoint, format, mapping, dask)
+        tt = trace_table(paths, endpoint, format, mapping, dask, period=period)
         read = tt.input
         spans = read.spans
         keep_open(on_workers(dask))

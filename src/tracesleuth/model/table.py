@@ -323,8 +323,12 @@ def resolve_endpoint(endpoint: str | None, operations: dict, endpoints: dict) ->
     if by_name:
         raise ParameterError(f"The endpoint {endpoint!r} is an operation of several services: "
                              f"{', '.join(by_name)}; give one of these keys.")
-    close = sorted(k for k in operations if endpoint.lower() in k.lower())[:10]
-    hint = f" Similar: {', '.join(close)}." if close else f" Root operations: {', '.join(list(endpoints)[:10])}."
+    import difflib
+
+    close = sorted(k for k in operations if endpoint.lower() in k.lower())[:10] or difflib.get_close_matches(
+        endpoint, list(operations), n=3, cutoff=0.6)  # a substring of keys, else a misspelling's closest keys
+    hint = (f" Did you mean {', '.join(close)}?" if close
+            else f" Root operations: {', '.join(list(endpoints)[:10])}.")
     raise ParameterError(f"The endpoint {endpoint!r} matches no operation key 'service:operation'.{hint}")
 
 

@@ -45,7 +45,7 @@ def test_localize_prints_tables_and_takes_one_endpoint(incident, capsys):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--alpha", "2"], "'alpha' parameter"),
+    (["--major-share", "2"], "'alpha' parameter"),
     (["--latency", "wall"], "'latency' parameter"),
     (["--time", "5/1"], "start must come before the end"),
     (["-e", "nowhere:Nothing"], "nowhere:Nothing"),

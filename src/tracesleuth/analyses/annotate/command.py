@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ...cli._common import (Command, FormatOpt, Group, JsonOpt, MappingOpt, PathsArg, SeedOpt, emit_json, out,
-                            parse_time_range, progress, read_input, select_period)
+                            TimeOpt, progress, read_period)
 
 __all__ = ["register"]
 
@@ -22,10 +22,6 @@ MAX_ROWS = 25
 EndpointsOpt = Annotated[Optional[list[str]], typer.Option(
     "--endpoint", "-e", metavar="SERVICE:OPERATION", show_default=False,
     help="Only the requests entering by this operation (repeatable); default: every root endpoint.")]
-TimeOpt = Annotated[Optional[str], typer.Option(
-    "--time", metavar="START/END", show_default=False,
-    help="Only the traces that start in this range (ISO 8601 START/END, UTC; or Unix seconds), e.g. of a span "
-         "store.")]
 WindowOpt = Annotated[int, typer.Option("--window", metavar="INT", help="Calls per assertion (and per window of "
                                         "the derivation's calibration).")]
 PeriodOpt = Annotated[str, typer.Option("--period", metavar="DURATION", help="Windows never straddle a period "
@@ -39,10 +35,7 @@ AnnotationsArg = Annotated[Path, typer.Argument(help="An annotation file (YAML o
 def _tables(paths, endpoint, format, mapping, time_range=None):
     from ...model import root_tables
 
-    spans = read_input(paths, format, mapping)
-    if time_range:
-        spans = select_period(spans, *parse_time_range(time_range, "--time"), "--time")
-    return root_tables(spans, endpoint)
+    return root_tables(read_period(paths, format, mapping, time_range), endpoint)
 
 
 def _period_ns(text: str) -> int | None:
@@ -203,8 +196,8 @@ def predict(annotations: AnnotationsArg, paths: PathsArg,
                               "annotation gives new times: drawn from it, or each call keeping its "
                               "quantile.")] = "sample",
             draws: Annotated[int, typer.Option("--draws", metavar="INT", help="Monte Carlo draws at least.")] = 2000,
-            endpoint: EndpointsOpt = None, seed: SeedOpt = 0, format: FormatOpt = None, mapping: MappingOpt = None,
-            json: JsonOpt = False) -> None:
+            endpoint: EndpointsOpt = None, time_range: TimeOpt = None, seed: SeedOpt = 0, format: FormatOpt = None,
+            mapping: MappingOpt = None, json: JsonOpt = False) -> None:
     """What if some operations were slower, faster or capped? The target's time predicted by
     replaying the recorded requests (the call graph learned from the traces) with the changed
     operations' times (Monte Carlo draws from replaced annotations), against its measured time."""
@@ -230,7 +223,7 @@ def predict(annotations: AnnotationsArg, paths: PathsArg,
     if not changes:
         raise ParameterError("Give a change: --change 'OPERATION+5ms' (or *0.5, <=50ms), or --replace PATTERN=FILE.")
     limit = parse_duration(under) if under is not None else None
-    tables, _ = _tables(paths, endpoint, format, mapping)
+    tables, _ = _tables(paths, endpoint, format, mapping, time_range)
     with progress("replaying") as bar:
         bar.add_task("replay", spans=0)
         res = run_predict(given, measurements_from_tables(tables), changes, target=target, method=method,

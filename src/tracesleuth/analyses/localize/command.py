@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ...cli._common import (Command, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SchedulerOpt, SeedOpt,
                             dask_scheduler, emit_json, input_store, out, parse_time_range, read_input, run_evaluation,
-                            select_period)
+                            select_period, TimeOpt)
 
 __all__ = ["register", "show"]
 
@@ -60,11 +60,9 @@ def localize(paths: PathsArg,
                  "--endpoint", "-e", metavar="SERVICE:OPERATION", show_default=False,
                  help="Operation key (or unique operation name) requests enter by (repeatable); default: every "
                       "root endpoint.")] = None,
-             time_range: Annotated[Optional[str], typer.Option(
-                 "--time", metavar="START/END", show_default=False,
-                 help="Only the traces that start in this range (ISO 8601 START/END, UTC; or Unix seconds).")] = None,
-             alpha: Annotated[float, typer.Option("--alpha", metavar="FLOAT", help="Share of requests the major "
-                              "clusters hold (Algorithm 1).")] = 0.75,
+             time_range: TimeOpt = None,
+             alpha: Annotated[float, typer.Option("--major-share", metavar="FLOAT", help="Share of requests the "
+                              "major clusters hold (the paper's alpha, Algorithm 1).")] = 0.75,
              variance: Annotated[float, typer.Option("--variance", metavar="FLOAT", help="Share of latency "
                                  "variance the principal components keep.")] = 0.95,
              spe_level: Annotated[float, typer.Option("--spe-level", metavar="FLOAT", help="Significance of the "

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ...cli._common import (Command, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SeedOpt, emit_json, err,
-                            out, progress, read_input, run_evaluation)
+                            TimeOpt, out, progress, read_period, run_evaluation)
 from ...errors import ParameterError, TraceFormatError
 
 __all__ = ["read_messages", "register"]
@@ -81,7 +81,8 @@ def paths(paths: PathsArg,
                              "of the edge signals.")] = "1ms",
           max_delay: Annotated[str, typer.Option("--max-delay", metavar="DURATION", help="Convolution: the longest "
                                "delay looked for.")] = "1s",
-          format: FormatOpt = None, mapping: MappingOpt = None, json: JsonOpt = False) -> None:
+          time_range: TimeOpt = None, format: FormatOpt = None, mapping: MappingOpt = None,
+          json: JsonOpt = False) -> None:
     """Black-box causal paths (Aguilera et al., SOSP 2003): the call paths of requests and where their
     time goes, from the messages between services alone (nesting algorithm), or the causal graph
     with its delays (convolution algorithm). Given traces, their trace ids are dropped first, and
@@ -95,13 +96,14 @@ def paths(paths: PathsArg,
                       quantum_ns=parse_duration(quantum), max_delay_ns=parse_duration(max_delay))
     check_settings(est)
     if messages:
-        if endpoint:
-            raise ParameterError("--endpoint selects traces' requests; a message log has no endpoints")
+        if endpoint or time_range:
+            raise ParameterError(f"{'--endpoint' if endpoint else '--time'} selects traces' requests; a message log "
+                                 "has no endpoints or traces")
         data = read_messages(paths)
     else:
         from ...model import root_tables
 
-        data, _ = root_tables(read_input(paths, format, mapping), endpoint)
+        data, _ = root_tables(read_period(paths, format, mapping, time_range), endpoint)
     t0 = time.perf_counter()
     with progress(algorithm) as bar:
         bar.add_task(algorithm, spans=0)

@@ -14,7 +14,8 @@ from rich.table import Table
 from ...units import format_duration_ns
 
 from ...cli._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, PathsArg, SchedulerOpt, SeedOpt,
-                            emit_json, open_scheduler, out, parse_time_range, progress, trace_table, write_frame)
+                            TimeOpt, emit_json, open_scheduler, out, parse_time_range, progress, trace_table,
+                            write_frame)
 
 __all__ = ["register", "show"]
 
@@ -30,11 +31,6 @@ IntervalOpt = Annotated[Optional[str], typer.Option(
 PaperOpt = Annotated[bool, typer.Option("--paper", help="The paper's method exactly: its interval rule, every pattern "
                                                          "and sub-interval admissible, no pruning, every operation "
                                                          "offered (the defaults add what is beyond the paper).")]
-TimeOpt = Annotated[Optional[str], typer.Option(
-    "--time", metavar="START/END", show_default=False,
-    help="Only the requests whose trace starts in this period (ISO 8601, UTC unless an offset is given, or Unix "
-         "seconds), e.g. 2023-01-29T08:40/2023-01-29T08:50: a period where one cause dominates, when a whole day's "
-         "slow requests mix causes.")]
 MinSupportOpt = Annotated[Optional[int], typer.Option("--min-support", metavar="INT", show_default=False,
                                                       help="Least requests of a sub-interval (default 15).")]
 
