@@ -43,6 +43,7 @@ __all__ = [
     "Seed",
     "Strings",
     "check_settings",
+    "sections_from_result",
     "HIGHER_IS_MORE_SUSPICIOUS",
 ]
 
@@ -272,3 +273,28 @@ class AnalysisResult(Protocol):
 
     def describe(self) -> str:
         """A few lines in words, including why the result is not to be trusted when it is not."""
+
+
+def sections_from_result(section_of, title: str):
+    """The registry's ``section`` of an analysis whose report section is built from its result alone.
+
+    Parameters
+    ----------
+    section_of : callable
+        ``section_of(result) -> Section``: the section of a result.
+    title : str
+        The estimator's class name, for the docstring.
+
+    Returns
+    -------
+    callable
+        ``build_sections(fitted, context=None) -> list of Section``: ``fitted`` an estimator (its
+        ``result_`` is read) or a result; ``context`` (a :class:`ReportContext`) is unused, every
+        number coming from the result.
+    """
+    def build_sections(fitted: Any, context: "ReportContext | None" = None) -> list:
+        return [section_of(getattr(fitted, "result_", fitted))]
+
+    build_sections.__doc__ = (f"The report sections of a fitted :class:`{title}` or its result (the registry's "
+                              "``section``; :func:`tracesleuth.analyses._contract.sections_from_result`).")
+    return build_sections

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ...report.document import Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text, plot_text
-from .._contract import ReportContext
+from .._contract import sections_from_result
 from .check import PROCEDURE
 from .model import METRICS, format_instant, format_metric
 
@@ -200,17 +200,4 @@ def annotations_section(result: Any) -> Section:
     return section
 
 
-def build_sections(fitted: Any, context: ReportContext) -> list[Section]:
-    """The report sections of a fitted :class:`PerformanceAnnotations` (the registry's ``section``).
-
-    Parameters
-    ----------
-    fitted : PerformanceAnnotations or AnnotationsResult
-    context : ReportContext
-        Unused beyond the contract: every number comes from the result.
-
-    Returns
-    -------
-    list of Section
-    """
-    return [annotations_section(getattr(fitted, "result_", fitted))]
+build_sections = sections_from_result(annotations_section, "PerformanceAnnotations")

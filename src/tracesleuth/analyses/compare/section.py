@@ -17,7 +17,7 @@ from typing import Any
 from ...report.document import (Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text, plot_text,
                                 shorten)
 from ...units import NS_PER_MS, format_duration_ns
-from .._contract import ReportContext
+from .._contract import sections_from_result
 
 __all__ = ["build_sections", "changed_edges_figure", "flow_graph_figure", "what_changed_section"]
 
@@ -243,19 +243,4 @@ def what_changed_section(result: Any) -> Section:
     return section
 
 
-def build_sections(fitted: Any, context: ReportContext) -> list[Section]:
-    """The report sections of a fitted :class:`RequestFlowComparison` (the registry's ``section``).
-
-    Parameters
-    ----------
-    fitted : RequestFlowComparison or ComparisonResult
-    context : ReportContext
-        Unused beyond the contract: every number comes from the result.
-
-    Returns
-    -------
-    list of Section
-        The "What changed" section.
-    """
-    result = getattr(fitted, "result_", fitted)
-    return [what_changed_section(result)]
+build_sections = sections_from_result(what_changed_section, "RequestFlowComparison")

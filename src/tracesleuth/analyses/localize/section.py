@@ -14,7 +14,7 @@ from typing import Any
 
 from ...report.document import Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text, plot_text
 from ...units import format_duration_ns
-from .._contract import ReportContext
+from .._contract import sections_from_result
 
 __all__ = ["build_sections", "instance_ratio_figure", "localization_section", "suspicious_score_figure"]
 
@@ -167,19 +167,4 @@ def localization_section(result: Any) -> Section:
     return section
 
 
-def build_sections(fitted: Any, context: ReportContext) -> list[Section]:
-    """The report sections of a fitted :class:`RootCauseLocalization` (the registry's ``section``).
-
-    Parameters
-    ----------
-    fitted : RootCauseLocalization or LocalizationResult
-    context : ReportContext
-        Unused beyond the contract: every number comes from the result.
-
-    Returns
-    -------
-    list of Section
-        The "Where it went wrong" section.
-    """
-    result = getattr(fitted, "result_", fitted)
-    return [localization_section(result)]
+build_sections = sections_from_result(localization_section, "RootCauseLocalization")

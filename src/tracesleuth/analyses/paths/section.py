@@ -11,7 +11,7 @@ from typing import Any
 
 from ...report.document import Bullets, Code, KeyValues, Section, Strong, Table, Text
 from ...units import format_duration_ns
-from .._contract import ReportContext
+from .._contract import sections_from_result
 
 __all__ = ["build_sections", "paths_section"]
 
@@ -92,17 +92,4 @@ def _graph_section(section: Section, result: Any) -> Section:
     return section
 
 
-def build_sections(fitted: Any, context: ReportContext) -> list[Section]:
-    """The report sections of a fitted :class:`CausalPaths` (the registry's ``section``).
-
-    Parameters
-    ----------
-    fitted : CausalPaths or PathsResult
-    context : ReportContext
-        Unused beyond the contract: every number comes from the result.
-
-    Returns
-    -------
-    list of Section
-    """
-    return [paths_section(getattr(fitted, "result_", fitted))]
+build_sections = sections_from_result(paths_section, "CausalPaths")
