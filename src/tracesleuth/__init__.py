@@ -7,6 +7,22 @@ one sub-package per analysis (:mod:`tracesleuth.analyses.patterns`, ...), :mod:`
 
 __version__ = "0.1.0"
 
+from ._lazy import lazy_exports  # noqa: E402 - the front door below, imported on first use
+
+#: The front door (:mod:`tracesleuth.api`): the verbs a notebook user reaches for, and the classes
+#: behind them; nothing heavy is imported until one is used.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "read_spans": ".io:read_spans", "read_logs": ".io:read_logs",
+    **{name: f".api:{name}" for name in ("open_store", "trace_table", "patterns", "compare", "localize", "paths",
+                                         "annotate", "diagnose", "write_report")},
+    "LatencyDegradationPatterns": ".analyses.patterns:LatencyDegradationPatterns",
+    "RequestFlowComparison": ".analyses.compare:RequestFlowComparison",
+    "RootCauseLocalization": ".analyses.localize:RootCauseLocalization",
+    "CausalPaths": ".analyses.paths:CausalPaths",
+    "PerformanceAnnotations": ".analyses.annotate:PerformanceAnnotations",
+    "Diagnosis": ".analyses.diagnose:Diagnosis",
+})
+
 
 def use_system_allocator() -> bool:
     """Give Arrow's allocations to the system allocator (``malloc``), for a lower peak memory.

@@ -6,7 +6,7 @@
     table = ts.trace_table(spans, endpoint="ts-travel-service:/api/v1/travelservice/trips/left")
     found = ts.localize(table)                      # a fitted RootCauseLocalization
     print(found.result_.describe())
-    ts.report(found, spans=spans, table=table, output="report.html")
+    ts.write_report(found, spans=spans, table=table, output="report.html")
 
 Each analysis verb builds its estimator with the given settings and fits it: the estimator is
 returned (``.result_``, ``.to_frame()`` through it, ``.predict`` where it labels), so a notebook
@@ -20,7 +20,20 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-__all__ = ["annotate", "compare", "diagnose", "localize", "paths", "patterns", "report", "trace_table"]
+__all__ = ["annotate", "compare", "diagnose", "localize", "open_store", "paths", "patterns", "trace_table", "write_report"]
+
+
+def open_store(path):
+    """An existing span store (``tracesleuth ingest`` wrote it): its ``read_spans``, ``read_logs``, ``scan``.
+
+    Raises
+    ------
+    ParameterError
+        ``path`` is not a span store (it says how to make one).
+    """
+    from .store import open_store as opened
+
+    return opened(path)
 
 
 def trace_table(spans, endpoint: str | None = None, **options):
@@ -126,7 +139,8 @@ def _instant(value, name: str) -> int:
     return int(value) if isinstance(value, (int, float)) else parse_instant(str(value), name)
 
 
-def report(*fitted, spans, table, output="report.html", title: str | None = None, settings: dict | None = None) -> Path:
+def write_report(*fitted, spans, table, output="report.html", title: str | None = None,
+                 settings: dict | None = None) -> Path:
     """One HTML report of fitted analyses, a section per analysis as ``tracesleuth analyze`` writes it.
 
     Parameters

@@ -145,7 +145,7 @@ import pyarrow.parquet as pq
 
 from . import schema as S
 from ._signals import Interrupted, SignalGuard, signal_name
-from .errors import NothingStoredError, TraceFormatError
+from .errors import NothingStoredError, ParameterError, TraceFormatError
 
 MANIFEST = "tracesleuth-store.json"
 #: The writers' lock file (see the module docstring).
@@ -222,6 +222,19 @@ TABLES = {t.kind: t for t in (SPANS, LOGS, REJECTS, LOG_REJECTS)}
 def is_store(path) -> bool:
     """Whether ``path`` is a span store directory."""
     return (Path(path) / MANIFEST).is_file()
+
+
+def open_store(path) -> "SpanStore":
+    """An existing span store, to read (``read_spans``, ``read_logs``, ``scan``).
+
+    Raises
+    ------
+    ParameterError
+        ``path`` is not a span store (the message says how to make one).
+    """
+    if not is_store(path):
+        raise ParameterError(f"{path}: not a span store; make one with: tracesleuth ingest TRACES [LOGS] -o STORE")
+    return SpanStore(path, create=False)
 
 
 #: Rejected records an ingest summary shows as examples at most.

@@ -646,7 +646,7 @@ def _show_incident(result) -> None:
 def _diagnosed_periods(store: Path, at: str):
     """(fitted Diagnosis, problem spans, baseline spans) of ``analyze STORE --at TIME``."""
     from ..analyses.diagnose import Diagnosis
-    from ..analyses.diagnose.command import read_store
+    from ..analyses.diagnose.telemetry import read_store
 
     spans, logs = read_store(store)
     diagnosis = Diagnosis(at=parse_instant(at, "--at")).fit(spans, logs)

@@ -12,65 +12,9 @@ from rich.markup import escape
 from ...cli._common import (Command, JsonOpt, NezhaDataOpt, emit_json, out, parse_instant, parse_time_range,
                             run_evaluation)
 from ...errors import ParameterError
+from .telemetry import read_store, store_range
 
-__all__ = ["register", "read_store"]
-
-
-#: How much of a store's history before the moment ``diagnose`` reads, seconds: the onset search
-#: looks back 15 minutes and the baseline gathers clean traffic before it, skipping earlier
-#: incidents; six hours hold many of them, and the memory stays bounded on a store of weeks.
-HISTORY_S = 6 * 3600
-#: How much after the moment (or the problem period's end) it reads, seconds: the problem period
-#: runs up to 5 minutes from the onset; a minute more keeps the traces that end later.
-AFTER_S = 6 * 60
-
-
-def read_store(path: Path, *, around_ns: tuple | None = None):
-    """The spans and log records (None when there are none) of a span store.
-
-    Parameters
-    ----------
-    path : Path
-    around_ns : (int, int), optional
-        Read only the spans and records from ``HISTORY_S`` before the first to ``AFTER_S`` after
-        the second (Unix epoch ns); default: the whole store.
-
-    Returns
-    -------
-    (polars.DataFrame or pyarrow.Table, pyarrow.Table or None)
-
-    Raises
-    ------
-    ParameterError
-        When ``path`` is not a span store (it says how to make one).
-    """
-    import polars as pl
-
-    from ...store import SpanStore, is_store
-
-    if not is_store(path):
-        raise ParameterError(f"{path}: not a span store; make one with: tracesleuth ingest TRACES [LOGS] -o STORE")
-    store = SpanStore(path, create=False)
-    if around_ns is None:
-        return store.read_spans(dictionary=False), (store.read_logs() if store.log_files() else None)
-    low, high = around_ns[0] - HISTORY_S * 10**9, around_ns[1] + AFTER_S * 10**9
-    spans = store.scan().filter(pl.col("start_ns").is_between(low, high, closed="left")).collect()
-    return spans, (store.read_logs(start_ns=low, end_ns=high) if store.log_files() else None)
-
-
-def _store_range(store: Path) -> tuple[int, int]:
-    """The first and last span start of a store (Unix epoch ns), read from one column."""
-    import polars as pl
-
-    from ...store import SpanStore, is_store
-
-    if not is_store(store):
-        raise ParameterError(f"{store}: not a span store; make one with: tracesleuth ingest TRACES [LOGS] -o STORE")
-    first, last = SpanStore(store, create=False).scan().select(
-        pl.col("start_ns").min().alias("first"), pl.col("start_ns").max().alias("last")).collect().row(0)
-    if first is None:
-        raise ParameterError(f"{store}: the store holds no span")
-    return int(first), int(last)
+__all__ = ["register"]
 
 
 def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span store (tracesleuth ingest).")],
@@ -96,7 +40,7 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
                     time=None if time is None else parse_time_range(time, "--time"),
                     baseline_time=None if baseline_time is None else parse_time_range(baseline_time, "--baseline-time"),
                     min_confidence=min_confidence, model=None if model is None else str(model))
-    first, last = _store_range(store)
+    first, last = store_range(store)
     around = settings["time"] or (settings["at"] if settings["at"] is not None else last,) * 2
     if around[1] < first or around[0] > last:
         from .telemetry import utc_text

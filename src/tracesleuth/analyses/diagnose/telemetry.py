@@ -16,13 +16,15 @@ without an error child").
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
 
 from ... import schema as S
+from ...errors import ParameterError
 
-__all__ = ["ERROR_SEVERITY", "Period", "Telemetry", "utc_text"]
+__all__ = ["AFTER_S", "ERROR_SEVERITY", "HISTORY_S", "Period", "Telemetry", "read_store", "store_range", "utc_text"]
 
 #: OpenTelemetry's severity number of ERROR (17-20 ERROR, 21-24 FATAL): a log record at or above it
 #: is an error-level record (OpenTelemetry Logs Data Model, "Field: SeverityNumber").
@@ -227,3 +229,56 @@ def utc_text(time_ns: int) -> str:
 
     moment = datetime.fromtimestamp(time_ns / 1e9, tz=timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+#: How much of a store's history before the moment ``diagnose`` reads, seconds: the onset search
+#: looks back 15 minutes and the baseline gathers clean traffic before it, skipping earlier
+#: incidents; six hours hold many of them, and the memory stays bounded on a store of weeks.
+HISTORY_S = 6 * 3600
+#: How much after the moment (or the problem period's end) it reads, seconds: the problem period
+#: runs up to 5 minutes from the onset; a minute more keeps the traces that end later.
+AFTER_S = 6 * 60
+
+
+def read_store(path: Path, *, around_ns: tuple | None = None):
+    """The spans and log records (None when there are none) of a span store.
+
+    Parameters
+    ----------
+    path : Path
+    around_ns : (int, int), optional
+        Read only the spans and records from ``HISTORY_S`` before the first to ``AFTER_S`` after
+        the second (Unix epoch ns); default: the whole store.
+
+    Returns
+    -------
+    (polars.DataFrame or pyarrow.Table, pyarrow.Table or None)
+
+    Raises
+    ------
+    ParameterError
+        When ``path`` is not a span store (it says how to make one).
+    """
+    import polars as pl
+
+    from ...store import open_store
+
+    store = open_store(path)
+    if around_ns is None:
+        return store.read_spans(dictionary=False), (store.read_logs() if store.log_files() else None)
+    low, high = around_ns[0] - HISTORY_S * 10**9, around_ns[1] + AFTER_S * 10**9
+    spans = store.scan().filter(pl.col("start_ns").is_between(low, high, closed="left")).collect()
+    return spans, (store.read_logs(start_ns=low, end_ns=high) if store.log_files() else None)
+
+
+def store_range(store: Path) -> tuple[int, int]:
+    """The first and last span start of a store (Unix epoch ns), read from one column."""
+    import polars as pl
+
+    from ...store import open_store
+
+    first, last = open_store(store).scan().select(
+        pl.col("start_ns").min().alias("first"), pl.col("start_ns").max().alias("last")).collect().row(0)
+    if first is None:
+        raise ParameterError(f"{store}: the store holds no span")
+    return int(first), int(last)
