@@ -162,6 +162,8 @@ class _Space:
         self._slots = np.arange(self.m)
         self._slot_rows = self._slots * width  # row starts of attribute j in the flattened tables
         self._draws = int(nb.max(initial=0)) + 1  # values of a redrawn endpoint: 0 .. n_bins
+        self._n_values = nb + 1  # per attribute: values of a redrawn endpoint
+        self._n_shifts = np.maximum(nb - 1, 1)  # and shifts of a categorical value
         self._modify_table = self._tabled_modify() if self.m * width * 2 * self._draws <= _MODIFY_TABLE else None
 
     def decode(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -232,18 +234,16 @@ class _Space:
         r = self.rng.random((n, m + 6))
         u_kind, u_attr, u_cond, u_value, u_end, u_shift = r[:, m:].T
         kind = (u_kind * 3).astype(np.int64)
-        rows = np.arange(n)
         slot = np.where(ids > 0, r[:, :m], -1.0).argmax(axis=1)  # a random active slot, if any
         target = np.where(kind == 0, (u_attr * m).astype(np.int64), slot)
-        at = rows * m + target  # flat indices of the changed slots
+        at = np.arange(0, n * m, m) + target  # flat indices of the changed slots
         cur = ids.take(at).astype(np.int64)
-        added = np.where(cur > 0, cur, 1 + (u_cond * self.n_conditions[target]).astype(np.int64))
-        nb = self.n_bins[target]
-        value = (u_value * (nb + 1)).astype(np.int64)
-        shift = (u_shift * np.maximum(nb - 1, 1)).astype(np.int64)
+        added = np.where(cur > 0, cur, 1 + (u_cond * self.n_conditions.take(target)).astype(np.int64))
+        value = (u_value * self._n_values.take(target)).astype(np.int64)
+        shift = (u_shift * self._n_shifts.take(target)).astype(np.int64)
         high_end = u_end < 0.5
         if self._modify_table is not None:
-            draw = np.where(self.categorical[target], shift, value + high_end * self._draws)
+            draw = np.where(self.categorical.take(target), shift, value + high_end * self._draws)
             width, n_draws = self._modify_table.shape[1:]
             modified = self._modify_table.take((target * width + cur) * n_draws + draw)
         else:
@@ -406,10 +406,11 @@ class _Scores:
         return np.arange(start, stop, dtype=np.int32)
 
 
-def _tournament(f: np.ndarray, mu: int, size: int, rng: np.random.Generator) -> np.ndarray:
-    """Winners (pool indices, shape ``(P, mu)``) of ``mu`` tournaments of ``size`` aspirants drawn with
-    replacement from each row of ``f`` ``(P, N)``: the best drawn, the first drawn among equals
-    (DEAP's ``selTournament``), sampled by its rank (see the module docstring)."""
+def _tournament(f: np.ndarray, mu: int, size: int, rng: np.random.Generator, *, flat: bool = False) -> np.ndarray:
+    """Winners (pool indices, shape ``(P, mu)``; with ``flat``, indices into ``f.ravel()``) of ``mu``
+    tournaments of ``size`` aspirants drawn with replacement from each row of ``f`` ``(P, N)``: the
+    best drawn, the first drawn among equals (DEAP's ``selTournament``), sampled by its rank (see the
+    module docstring)."""
     n_pop, n = f.shape
     base = (np.arange(n_pop) * n)[:, None]
     order = f.argsort(axis=1)
@@ -429,7 +430,8 @@ def _tournament(f: np.ndarray, mu: int, size: int, rng: np.random.Generator) -> 
     g = group.take(base + (n - 1) - rank)  # 1 + the group at the winner's rank
     lo, hi = starts.take(g - 1), starts.take(g)
     pick = np.minimum(lo + (u[1] * (hi - lo)).astype(np.int64), hi - 1)  # uniform among equals
-    return order.take(pick) - base
+    winners = order.take(pick)
+    return winners if flat else winners - base
 
 
 def genetic_search(
@@ -496,8 +498,7 @@ def genetic_search(
         # (mu + lambda): tournaments over parents and offspring
         pool = np.concatenate([pop, off], axis=1)
         pool_f = np.concatenate([pop_f, off_f], axis=1)
-        winners = _tournament(pool_f, s.population_size, s.tournament_size, rng)
-        winners += (np.arange(act.size) * pool_f.shape[1])[:, None]  # as flat indices
+        winners = _tournament(pool_f, s.population_size, s.tournament_size, rng, flat=True)
         pop = np.take(pool.reshape(-1, pool.shape[-1]), winners, axis=0)
         pop_f = np.take(pool_f, winners)
         if s.patience is not None:  # freeze the populations whose best settled
