@@ -52,8 +52,13 @@ def test_bitset_counts_equal_naive(problem):
     ev = PatternEvaluator(codes, n_bins, latency_class, n_classes)
     got = ev.class_counts(lo, hi)
     np.testing.assert_array_equal(got, _naive_counts(codes, latency_class, n_classes, lo, hi))
+    # a pattern's string as the AND of its conditions' strings (the GA's tabled conditions)
+    attribute = np.broadcast_to(np.arange(lo.shape[1]), lo.shape)
+    strings = ev.condition_bits(attribute.ravel(), lo.ravel(), hi.ravel()).reshape(lo.shape + (-1,))
+    np.testing.assert_array_equal(ev.count_bits(np.bitwise_and.reduce(strings, axis=1)), got)
     ev._byte_table = None  # the weight planes (long bit strings) count the same
     np.testing.assert_array_equal(ev.class_counts(lo, hi), got)
+    np.testing.assert_array_equal(ev.count_bits(np.bitwise_and.reduce(strings, axis=1)), got)
     assert ev.n_cells <= codes.shape[0]
     np.testing.assert_array_equal(ev.class_sizes, np.bincount(latency_class, minlength=n_classes))
 

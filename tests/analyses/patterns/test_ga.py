@@ -144,15 +144,19 @@ def test_patience_freezes_settled_populations():
     assert GASettings().patience is None
 
 
-@pytest.mark.parametrize("cache", ["sorted", "hashed"])
+@pytest.mark.parametrize("cache", ["sorted", "hashed", "counted by class_counts"])
 def test_every_fitness_cache_gives_the_same_search(monkeypatch, cache):
-    """Dense index, sorted keys and checked hashes (spaces beyond an int64) only change how repeats are found."""
+    """Dense index, sorted keys and checked hashes (spaces beyond an int64) only change how repeats are
+    found; the conditions' tabled bit strings only how new genomes are counted."""
     from tracesleuth.analyses.patterns import ga
 
     ev, _, _ = planted_problem(6, planted_lo=PLANTED_LO, planted_hi=PLANTED_HI, flip=0.05)
     settings = GASettings(generations=40)
     dense = genetic_search(ev, CATEGORICAL, [(0, 1), (1, 2)], settings=settings, random_state=5)
-    monkeypatch.setattr(ga, "_DENSE_KEYS", 0)
+    if cache == "counted by class_counts":
+        monkeypatch.setattr(ga, "_CONDITION_BITS_BYTES", 0)
+    else:
+        monkeypatch.setattr(ga, "_DENSE_KEYS", 0)
     if cache == "hashed":
         monkeypatch.setattr(ga, "_MAX_KEY_BITS", 0)
     other = genetic_search(ev, CATEGORICAL, [(0, 1), (1, 2)], settings=settings, random_state=5)

@@ -271,6 +271,32 @@ class PatternEvaluator:
             out[rows] = self._counts_of(lo[rows], hi[rows], active[rows], n_active[rows])
         return out
 
+    def condition_bits(self, attribute: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Bit strings of single conditions: the requests satisfying each.
+
+        Parameters
+        ----------
+        attribute, lo, hi : ndarray of int, shape (n,)
+            Condition ``[lo[i], hi[i])`` on attribute ``attribute[i]``; ``lo[i] == -1``: no condition
+            (every bit set, padding included, which weighs nothing).
+
+        Returns
+        -------
+        ndarray of uint64, shape (n, n_words)
+            A pattern's string is the AND of its conditions' strings; :meth:`count_bits` counts it.
+        """
+        attribute, lo, hi = (np.asarray(x, dtype=np.int64) for x in (attribute, lo, hi))
+        active = lo >= 0
+        start = self._offsets[attribute]
+        bits = self._checks[np.where(active, start + lo, 0)] & ~self._checks[np.where(active, start + hi, 0)]
+        bits[~active] = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+        return bits
+
+    def count_bits(self, sat: np.ndarray) -> np.ndarray:
+        """Requests of each latency class among the set bits of bit strings ``sat`` ``(n, n_words)``
+        (weighted popcounts), shape ``(n, n_classes)``."""
+        return self._weighted_popcount(sat)
+
     def _counts_of(self, lo, hi, active, n_active) -> np.ndarray:
         ii, jj = np.nonzero(active)  # row-major: conditions grouped by pattern
         a = self._offsets[jj] + lo[ii, jj]

@@ -42,7 +42,8 @@ their arrays (a call on 1,500 x 11 integers costs tens of microseconds). So:
   patterns is small, a dict otherwise) and each generation only counts the patterns never seen.
   Once a population has converged, almost every offspring is a repeat. In a dense index the
   new genomes of a generation are told apart by the index itself (each key's last occurrence
-  marks its slot), without sorting them.
+  marks its slot), without sorting them. A new genome is counted as the AND of its conditions' bit
+  strings, tabled per (attribute, id) (one reduction, not the general ``class_counts``).
 * *Mutation reads tables.* The outcome of *modify* depends only on the attribute, the current
   condition and two small integer draws, so it is tabled once per search (a row of ids per
   attribute and condition) and a mutation is one lookup; copies (reproduction, a crossover's
@@ -90,6 +91,12 @@ _HASH_SEED = 20200420
 #: entries, built in about 2 ms; a mutation then saves about 30 us a generation. Beyond (building
 #: 41,000 entries took 14 ms: 20 attributes of 12 bins), a mutation computes them from the ranges.
 _MODIFY_TABLE = 1 << 14
+
+#: The fitness cache keeps the bit string of every condition when they take at most this many bytes
+#: (the paper's session: 11 attributes x 4 ids x 6 words); a new genome's string is then one
+#: AND-reduction of its conditions' strings.
+_CONDITION_BITS_BYTES = 1 << 22
+
 
 @dataclass(frozen=True)
 class GASettings:
@@ -155,6 +162,8 @@ class _Space:
         self._slots = np.arange(self.m)
         self._slot_rows = self._slots * width  # row starts of attribute j in the flattened tables
         self._draws = int(nb.max(initial=0)) + 1  # values of a redrawn endpoint: 0 .. n_bins
+        self._n_values = nb + 1  # per attribute: values of a redrawn endpoint
+        self._n_shifts = np.maximum(nb - 1, 1)  # and shifts of a categorical value
         self._modify_table = self._tabled_modify() if self.m * width * 2 * self._draws <= _MODIFY_TABLE else None
 
     def decode(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -225,18 +234,16 @@ class _Space:
         r = self.rng.random((n, m + 6))
         u_kind, u_attr, u_cond, u_value, u_end, u_shift = r[:, m:].T
         kind = (u_kind * 3).astype(np.int64)
-        rows = np.arange(n)
         slot = np.where(ids > 0, r[:, :m], -1.0).argmax(axis=1)  # a random active slot, if any
         target = np.where(kind == 0, (u_attr * m).astype(np.int64), slot)
-        at = rows * m + target  # flat indices of the changed slots
+        at = np.arange(0, n * m, m) + target  # flat indices of the changed slots
         cur = ids.take(at).astype(np.int64)
-        added = np.where(cur > 0, cur, 1 + (u_cond * self.n_conditions[target]).astype(np.int64))
-        nb = self.n_bins[target]
-        value = (u_value * (nb + 1)).astype(np.int64)
-        shift = (u_shift * np.maximum(nb - 1, 1)).astype(np.int64)
+        added = np.where(cur > 0, cur, 1 + (u_cond * self.n_conditions.take(target)).astype(np.int64))
+        value = (u_value * self._n_values.take(target)).astype(np.int64)
+        shift = (u_shift * self._n_shifts.take(target)).astype(np.int64)
         high_end = u_end < 0.5
         if self._modify_table is not None:
-            draw = np.where(self.categorical[target], shift, value + high_end * self._draws)
+            draw = np.where(self.categorical.take(target), shift, value + high_end * self._draws)
             width, n_draws = self._modify_table.shape[1:]
             modified = self._modify_table.take((target * width + cur) * n_draws + draw)
         else:
@@ -312,6 +319,12 @@ class _Scores:
         self.genomes = np.zeros((64 if self.hashed else 0, space.m), dtype=space.dtype)
         self.n_rows = 0
         self.n_evaluated = 0
+        # the bit string of every (attribute, id), so that a genome's string is one AND-reduction
+        width = space.lo_of.shape[1]
+        self.condition_bits = None
+        if space.m * width * evaluator.n_words * 8 <= _CONDITION_BITS_BYTES:
+            self.condition_bits = evaluator.condition_bits(
+                np.repeat(np.arange(space.m), width), space.lo_of.ravel(), space.hi_of.ravel())
 
     def __call__(self, ids: np.ndarray) -> np.ndarray:
         """Cache rows of genomes ``(..., n_attributes)``, shape ``ids.shape[:-1]``."""
@@ -366,8 +379,11 @@ class _Scores:
 
     def _add(self, genomes: np.ndarray) -> np.ndarray:
         """Count and score new genomes; their row numbers."""
-        lo, hi = self.space.decode(genomes)
-        counts = self.evaluator.class_counts(lo, hi)
+        if self.condition_bits is not None:
+            strings = self.condition_bits.take(self.space._slot_rows + genomes, axis=0)
+            counts = self.evaluator.count_bits(np.bitwise_and.reduce(strings, axis=1))
+        else:
+            counts = self.evaluator.class_counts(*self.space.decode(genomes))
         self.n_evaluated += genomes.shape[0]
         tp = counts @ self.positive  # (n, Q)
         support = counts.sum(axis=1)[:, None]
@@ -390,27 +406,32 @@ class _Scores:
         return np.arange(start, stop, dtype=np.int32)
 
 
-def _tournament(f: np.ndarray, mu: int, size: int, rng: np.random.Generator) -> np.ndarray:
-    """Winners (pool indices, shape ``(P, mu)``) of ``mu`` tournaments of ``size`` aspirants drawn with
-    replacement from each row of ``f`` ``(P, N)``: the best drawn, the first drawn among equals
-    (DEAP's ``selTournament``), sampled by its rank (see the module docstring)."""
+def _tournament(f: np.ndarray, mu: int, size: int, rng: np.random.Generator, *, flat: bool = False) -> np.ndarray:
+    """Winners (pool indices, shape ``(P, mu)``; with ``flat``, indices into ``f.ravel()``) of ``mu``
+    tournaments of ``size`` aspirants drawn with replacement from each row of ``f`` ``(P, N)``: the
+    best drawn, the first drawn among equals (DEAP's ``selTournament``), sampled by its rank (see the
+    module docstring)."""
     n_pop, n = f.shape
     base = (np.arange(n_pop) * n)[:, None]
     order = f.argsort(axis=1)
     order += base  # ascending, as flat indices
     order = order.ravel()
-    sorted_f = f.take(order).reshape(n_pop, n)
-    change = np.ones((n_pop, n), dtype=bool)
-    np.not_equal(sorted_f[:, 1:], sorted_f[:, :-1], out=change[:, 1:])  # each row starts a group of equal fitness
-    starts = change.ravel().nonzero()[0]
-    stops = np.append(starts[1:], change.size)
+    sorted_f = f.take(order)
+    new_group = np.empty(n_pop * n, dtype=bool)  # each row starts a group of equal fitness
+    np.not_equal(sorted_f[1:], sorted_f[:-1], out=new_group[1:])
+    new_group[::n] = True
+    starts = np.append(new_group.nonzero()[0], new_group.size)  # and the end of the last group
+    group = new_group.cumsum()  # 1 + the group of each sorted position
     u = rng.random((2, n_pop, mu))
     rank = np.power(u[0], 1.0 / size, out=u[0])
-    rank = np.minimum((n * (1.0 - rank)).astype(np.int64), n - 1)  # 0: the best
-    g = starts.searchsorted(base + (n - 1) - rank, side="right") - 1  # the group at the winner's rank
-    lo, hi = starts.take(g), stops.take(g)
+    np.subtract(1.0, rank, out=rank)
+    rank *= n
+    rank = np.minimum(rank.astype(np.int64), n - 1)  # floor(N (1 - U^(1/k))), 0: the best
+    g = group.take(base + (n - 1) - rank)  # 1 + the group at the winner's rank
+    lo, hi = starts.take(g - 1), starts.take(g)
     pick = np.minimum(lo + (u[1] * (hi - lo)).astype(np.int64), hi - 1)  # uniform among equals
-    return order.take(pick) - base
+    winners = order.take(pick)
+    return winners if flat else winners - base
 
 
 def genetic_search(
@@ -477,8 +498,7 @@ def genetic_search(
         # (mu + lambda): tournaments over parents and offspring
         pool = np.concatenate([pop, off], axis=1)
         pool_f = np.concatenate([pop_f, off_f], axis=1)
-        winners = _tournament(pool_f, s.population_size, s.tournament_size, rng)
-        winners += (np.arange(act.size) * pool_f.shape[1])[:, None]  # as flat indices
+        winners = _tournament(pool_f, s.population_size, s.tournament_size, rng, flat=True)
         pop = np.take(pool.reshape(-1, pool.shape[-1]), winners, axis=0)
         pop_f = np.take(pool_f, winners)
         if s.patience is not None:  # freeze the populations whose best settled
