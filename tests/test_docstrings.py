@@ -18,7 +18,7 @@ WITH_EXAMPLES = {
     "tracesleuth.analyses.patterns._model", "tracesleuth.analyses.patterns.split_points",
     "tracesleuth.analyses.patterns.dp", "tracesleuth.analyses.patterns.synthetic",
     "tracesleuth.analyses.patterns.analysis", "tracesleuth.analyses.patterns.section",
-    "tracesleuth.report.document", "tracesleuth.evaluation.metrics", "tracesleuth.units",
+    "tracesleuth.report.document", "tracesleuth.analyses.metrics", "tracesleuth.units",
 }
 
 

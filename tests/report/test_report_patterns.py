@@ -13,7 +13,7 @@ from report_support import (
 )
 
 from tracesleuth.errors import ParameterError
-from tracesleuth.evaluation.metrics import match_clusters
+from tracesleuth.analyses.metrics import match_clusters
 from tracesleuth.model import build_trace_table
 from tracesleuth.analyses.patterns import LatencyDegradationPatterns
 from tracesleuth.report import Details, Figure

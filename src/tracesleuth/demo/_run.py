@@ -592,7 +592,7 @@ def _analyse(run: _Run, *, report_path, seed, generations, duration_s, noised, i
     from ..analyses.patterns import LatencyDegradationPatterns
     from ..analyses.patterns.evaluation import ESTIMATOR_PARAMS
     from ..analyses.patterns.section import build_patterns_report
-    from ..evaluation.metrics import labels_for, match_clusters
+    from ..analyses.metrics import labels_for, match_clusters
     from ..io import read_spans
     from ..model import build_trace_table
     from ._report import live_run_section

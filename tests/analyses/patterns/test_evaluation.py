@@ -11,7 +11,7 @@ import pytest
 
 from tracesleuth.errors import EmptyDataError, ParameterError
 from tracesleuth.evaluation.eshopper import simulate_eshopper
-from tracesleuth.evaluation.metrics import match_clusters
+from tracesleuth.analyses.metrics import match_clusters
 from tracesleuth.analyses.patterns.evaluation import (
     CLUSTERING_METHODS, SOLVERS, PatternsEvaluation, _simulate, evaluate_patterns, evaluate_session, render,
 )

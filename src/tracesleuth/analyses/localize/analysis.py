@@ -84,7 +84,7 @@ from ...errors import EmptyDataError, ParameterError
 from ...units import format_duration_ns
 from .._contract import Analysis, Interval, Options, Seed
 from .._statistics import proportion_p_values
-from ...report.document import shorten
+from ..._text import shorten
 from .changes import SeriesChange, window_changes
 from .clusters import adjust_clusters, cluster_requests, latency_matrices, per_operation, with_occurrences
 from .instances import InstanceSuspect, dissimilarity_ratios

@@ -6,7 +6,7 @@
 bands, varied costs and fan-out, asynchronous work, several endpoints): for each session, the spans go through the normal path
 (:func:`tracesleuth.model.build_trace_table`), each solver clusters the requests, and its clusters
 are scored against the injected degradations with the metrics of Section 4.3
-(:func:`tracesleuth.evaluation.metrics.match_clusters`).
+(:func:`tracesleuth.analyses.metrics.match_clusters`).
 
 Protocol (Section 4.3 of [1]_)
 ------------------------------
@@ -59,7 +59,7 @@ from ...errors import EmptyDataError, ParameterError
 from ...model import build_trace_table
 from .clustering import CLUSTERING_METHODS, DEFAULT_K_RANGE, cluster_degraded
 from ...evaluation.eshopper import EShopperSession, simulate_eshopper
-from ...evaluation.metrics import match_clusters
+from ..metrics import match_clusters
 
 __all__ = ["ESTIMATORS", "ESTIMATOR_PARAMS", "PATTERN_SOLVERS", "SOLVERS", "SOLVER_NAMES", "PatternsEvaluation", "evaluate_patterns",
            "evaluate_session", "render"]

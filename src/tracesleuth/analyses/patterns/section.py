@@ -12,7 +12,7 @@ the sections of other analyses:
 * :func:`example_requests_section` - a request of each pattern as a Gantt chart, up to two more
   one click away;
 * :func:`ground_truth_section` - injected degradations beside the recovered patterns, scored
-  by :func:`~tracesleuth.evaluation.metrics.match_clusters`;
+  by :func:`~tracesleuth.analyses.metrics.match_clusters`;
 * :func:`~tracesleuth.report.input.input_section` - the input: traces, spans, rejects, repairs.
 
 Nothing here re-runs the analysis: sections are drawn from ``result_`` and ``labels_``.
@@ -643,7 +643,7 @@ def ground_truth_section(table, patterns: PatternsInput, truth: Mapping[str, str
 
     Each degradation is matched with the pattern (cluster of requests) of highest F-score against
     the requests it affects, and the matches are scored as a whole (Section 4.3 of Cortellessa &
-    Traini, :func:`~tracesleuth.evaluation.metrics.match_clusters`).
+    Traini, :func:`~tracesleuth.analyses.metrics.match_clusters`).
 
     Parameters
     ----------
@@ -655,7 +655,7 @@ def ground_truth_section(table, patterns: PatternsInput, truth: Mapping[str, str
     degradations : mapping of str to str, or sequence of Degradation, optional
         Descriptions of the injected degradations.
     """
-    from ...evaluation.metrics import labels_for, match_clusters
+    from ..metrics import labels_for, match_clusters
 
     descriptions = _normalize_degradations(degradations)
     aligned = labels_for(table, truth)
