@@ -264,7 +264,7 @@ def trace_table(paths: list[Path], endpoint: str | None, fmt: str | None, mappin
 
 def input_store(paths: list[Path], fmt: str | None = None, mapping: str | None = None) -> Path:
     """The one span store ``--scheduler`` reads (trace files are ingested first)."""
-    from ..store import is_store
+    from ..io.store import is_store
 
     check_paths(paths)
     if fmt or mapping:

@@ -77,7 +77,7 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace and log files
     (truncated or corrupt: the records after the damage are lost) unless --allow-partial;
     130/143 when interrupted by SIGINT/SIGTERM."""
     try:
-        from ..store import ingest as do_ingest
+        from ..ingest import ingest as do_ingest
 
         check_paths(paths)  # before the store is created: a mistyped path leaves nothing behind
         with progress("ingesting") as bar:
@@ -264,7 +264,7 @@ def collect(store: Annotated[Path, typer.Option("--store", metavar="DIR",
     (POST /api/v2/spans), and log records over OTLP/HTTP (POST /v1/logs), into a span store;
     acknowledged spans and log records survive a crash. Ctrl-C stops."""
     from ..collector import serve
-    from ..store import SpanStore
+    from ..io.store import SpanStore
 
     SpanStore(store)  # create it, or check that it is one
     stats = serve(store, host=host, port=port, token=token,

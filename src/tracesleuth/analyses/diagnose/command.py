@@ -46,7 +46,7 @@ def read_store(path: Path, *, around_ns: tuple | None = None):
     """
     import polars as pl
 
-    from ...store import SpanStore, is_store
+    from ...io.store import SpanStore, is_store
 
     if not is_store(path):
         raise ParameterError(f"{path}: not a span store; make one with: tracesleuth ingest TRACES [LOGS] -o STORE")
@@ -62,7 +62,7 @@ def _store_range(store: Path) -> tuple[int, int]:
     """The first and last span start of a store (Unix epoch ns), read from one column."""
     import polars as pl
 
-    from ...store import SpanStore, is_store
+    from ...io.store import SpanStore, is_store
 
     if not is_store(store):
         raise ParameterError(f"{store}: not a span store; make one with: tracesleuth ingest TRACES [LOGS] -o STORE")

@@ -70,7 +70,8 @@ def _day_store(data_dir: Path, system: str):
     import hashlib
 
     from ...evaluation.nezha import _FOLDERS
-    from ...store import SpanStore, ingest, is_store
+    from ...ingest import ingest
+    from ...io.store import SpanStore, is_store
 
     folder = data_dir / _FOLDERS[system][0]
     target = _cache_dir() / f"{system}-{hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]}"
