@@ -645,7 +645,7 @@ def _show_incident(result) -> None:
 def _diagnosed_periods(store: Path, at: str):
     """(fitted Diagnosis, problem spans, baseline spans) of ``analyze STORE --at TIME``."""
     from ..analyses.diagnose import Diagnosis
-    from ..analyses.diagnose.command import read_store
+    from ..cli.commands.diagnose import read_store
 
     spans, logs = read_store(store)
     diagnosis = Diagnosis(at=parse_instant(at, "--at")).fit(spans, logs)
@@ -761,7 +761,7 @@ def analyze(paths: PathsArg,
     done: dict[str, dict] = {}
     results: dict = {}
     if diagnosis is not None:
-        from ..analyses.diagnose.section import build_sections as diagnosis_sections
+        from ..report.sections.diagnose import build_sections as diagnosis_sections
 
         for section in diagnosis_sections(diagnosis):
             report.add(section)
@@ -789,8 +789,8 @@ def analyze(paths: PathsArg,
             out.print(est.result_.describe(), markup=False)
     agreement = ()
     if diagnosis is not None:  # the other sections agree with the diagnosis or say why they differ
-        from ..analyses.diagnose.section import agreement as diagnosis_agreement
-        from ..analyses.diagnose.section import agreement_section
+        from ..report.sections.diagnose import agreement as diagnosis_agreement
+        from ..report.sections.diagnose import agreement_section
 
         agreement = diagnosis_agreement(diagnosis.result_, results)
         section = agreement_section(diagnosis.result_, results)

@@ -8,8 +8,8 @@
 * :mod:`.nezha` - the recorded faults of ../shared/data/nezha and their trace windows, for the
   analyses' real-data evaluations.
 
-Each analysis registers its own evaluation protocol (simulate with ground truth, then score) in
-:mod:`tracesleuth.analyses`; ``tracesleuth evaluate NAME`` runs it. ``metrics`` is imported on
+Each analysis's evaluation protocol (simulate with ground truth, then score) is a module of
+:mod:`.protocols`, registered in :mod:`tracesleuth.analyses`; ``tracesleuth evaluate NAME`` runs it. ``metrics`` is imported on
 first use (PEP 562): the live demo's service and load-generator processes import :mod:`.eshopper`
 only and must not pay for more at start-up.
 """

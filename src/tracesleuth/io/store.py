@@ -242,7 +242,7 @@ class SpanStore:
     -----
     Any number of writers, in any number of processes, may append to one store at the same
     time, and may create it at the same time: part names are reserved and parts published under
-    the store lock, and the manifest is changed under it (see :mod:`tracesleuth.store`).
+    the store lock, and the manifest is changed under it (see :mod:`tracesleuth.io.store`).
     Readers list parts under a shared lock and see only whole parts and whole ingests.
     """
 

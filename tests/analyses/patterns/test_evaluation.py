@@ -12,7 +12,7 @@ import pytest
 from tracesleuth.errors import EmptyDataError, ParameterError
 from tracesleuth.evaluation.eshopper import simulate_eshopper
 from tracesleuth.analyses.metrics import match_clusters
-from tracesleuth.analyses.patterns.evaluation import (
+from tracesleuth.evaluation.protocols.patterns import (
     CLUSTERING_METHODS, SOLVERS, PatternsEvaluation, _simulate, evaluate_patterns, evaluate_session, render,
 )
 from tracesleuth.model import build_trace_table

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from ...cli._common import (Command, JsonOpt, NezhaDataOpt, emit_json, out, parse_instant, parse_time_range,
+from .._common import (Command, JsonOpt, NezhaDataOpt, emit_json, out, parse_instant, parse_time_range,
                             run_evaluation)
 from ...errors import ParameterError
 
@@ -91,7 +91,7 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
 
     Example: tracesleuth diagnose store/ --at 2023-01-29T08:44:30
     """
-    from .analysis import Diagnosis
+    from ...analyses.diagnose.analysis import Diagnosis
 
     if at is not None and time is not None:
         raise ParameterError("give --at (a moment inside the incident) or --time (the problem period), not both")
@@ -102,7 +102,7 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
     first, last = _store_range(store)
     around = settings["time"] or (settings["at"] if settings["at"] is not None else last,) * 2
     if around[1] < first or around[0] > last:
-        from .telemetry import utc_text
+        from ...analyses.diagnose.telemetry import utc_text
 
         raise ParameterError(f"{utc_text(around[0])} is outside the store, which holds spans from {utc_text(first)} "
                              f"to {utc_text(last)}.")
@@ -130,7 +130,7 @@ def evaluate_diagnose(data: NezhaDataOpt = None,
 
     Example: tracesleuth evaluate diagnose --quick --json
     """
-    from .evaluation import evaluate
+    from ...evaluation.protocols.diagnose import evaluate
 
     def run(*, quick, random_state, data_dir):
         return evaluate(quick=quick, random_state=random_state, data_dir=data_dir,
