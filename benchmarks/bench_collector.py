@@ -285,7 +285,7 @@ def _stored_rows(store: Path, kind: str = "spans") -> int:
     """Rows of the store's ``spans`` or ``logs`` parts."""
     import pyarrow.parquet as pq
 
-    from tracesleuth.store import SpanStore
+    from tracesleuth.io.store import SpanStore
 
     store = SpanStore(store, create=False)
     files = store.span_files() if kind == "spans" else getattr(store, "log_files", list)()

@@ -9,7 +9,7 @@ time is ``fit`` alone, not the simulation or the trace tables):
 * the simulated scenarios' top-1 rate (estimator and anchor rule);
 * the real-data evaluation (../shared/data/nezha): top-1 / top-3 of the injected service per
   fault type, the estimator beside the anchor rule
-  (:func:`tracesleuth.analyses.compare.evaluation.evaluate_real`).
+  (:func:`tracesleuth.evaluation.protocols.compare.evaluate_real`).
 
 Targets (issue 16): 100,000 requests per period in <= 10 s, memory linear in requests; simulated
 top-1 >= 95%; real latency faults top-1 >= 95% and top-3 100%, code faults top-3 >= 70%.
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
 
     import polars as pl
 
-    from tracesleuth.analyses.compare.evaluation import evaluate_real, evaluate_simulated, per_fault_type
+    from tracesleuth.evaluation.protocols.compare import evaluate_real, evaluate_simulated, per_fault_type
 
     report: dict = {"sizes": []}
     for n in (int(s) for s in args.sizes.split(",")):

@@ -45,7 +45,7 @@ def in_process(store: str) -> dict:
     """Child process: read the store and build its table; time and peak memory."""
     import tracesleuth
     from tracesleuth.model import build_trace_table
-    from tracesleuth.store import SpanStore
+    from tracesleuth.io.store import SpanStore
 
     tracesleuth.use_system_allocator()
     t0 = time.perf_counter()

@@ -1,6 +1,6 @@
 """Benchmark: the evaluation of Cortellessa & Traini (ICPE 2020, Section 4) on simulated sessions.
 
-Runs :func:`tracesleuth.analyses.patterns.evaluation.evaluate_patterns` for normal and noised E-Shopper
+Runs :func:`tracesleuth.evaluation.protocols.patterns.evaluate_patterns` for normal and noised E-Shopper
 sessions (30 each by default, 1000 requests per session) with every solver, and prints the
 paper's Table 2 (per-session F-score, precision, recall; noised), the mean ± standard deviation
 per solver (Figures 6-8) and Table 3 (execution time), or all of it as JSON with ``--json``.
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit with status 1 when a GA target is missed")
     args = parser.parse_args(argv)
 
-    from tracesleuth.analyses.patterns.evaluation import evaluate_patterns, render
+    from tracesleuth.evaluation.protocols.patterns import evaluate_patterns, render
 
     solvers = tuple(s.strip() for s in args.solvers.split(",") if s.strip())
     settings = [s.strip() for s in args.settings.split(",") if s.strip()]

@@ -196,7 +196,8 @@ def measure(kind: str, arg: str) -> dict:
     from tracesleuth import use_system_allocator
     from tracesleuth.io import read_spans
     from tracesleuth.model import build_trace_table
-    from tracesleuth.store import SpanStore, ingest
+    from tracesleuth.ingest import ingest
+    from tracesleuth.io.store import SpanStore
 
     use_system_allocator()  # as the tracesleuth command does
     if kind in ("ingest", "read"):
@@ -276,7 +277,7 @@ def main() -> int:
         print(json.dumps(measure(*a.measure)))
         return 0
     from tracesleuth.io import read_spans
-    from tracesleuth.store import SpanStore  # the table build reads its spans from a span store
+    from tracesleuth.io.store import SpanStore  # the table build reads its spans from a span store
 
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)

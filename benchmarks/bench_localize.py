@@ -8,7 +8,7 @@ Prints (median of ``--runs`` runs, each in a fresh process so that its peak RSS 
 * the paper's Table 2 on the simulated scenarios (false-negative and false-positive rates with
   and without cluster adjustment, the estimator's settings beside the paper's);
 * the real-data evaluation (../shared/data/nezha): top-1 / top-3 of the injected service per
-  fault type (:func:`tracesleuth.analyses.localize.evaluation.evaluate_real`).
+  fault type (:func:`tracesleuth.evaluation.protocols.localize.evaluate_real`).
 
 Targets (issue 17): 1,000,000 requests in <= 60 s; simulated FN <= 6% and FP <= 3% after
 adjustment in every scenario; real latency faults top-3 >= 90%.
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
 
     import polars as pl
 
-    from tracesleuth.analyses.localize.evaluation import evaluate_real, evaluate_simulated, per_fault_type, table_2
+    from tracesleuth.evaluation.protocols.localize import evaluate_real, evaluate_simulated, per_fault_type, table_2
 
     report: dict = {"sizes": []}
     for n in (int(s) for s in args.sizes.split(",")):

@@ -52,7 +52,7 @@ def _rss_mib() -> float:
 
 def _child(mode: str, paths: list[str]) -> None:
     """One measurement in this process; prints JSON on stdout."""
-    import tracesleuth.store  # noqa: F401 - imported before timing (read_logs checks for a store)
+    import tracesleuth.io.store  # noqa: F401 - imported before timing (read_logs checks for a store)
     from tracesleuth.io import nezha_log, read_logs  # noqa: F401
     from tracesleuth.io.log_templates import LogTemplateMiner
 

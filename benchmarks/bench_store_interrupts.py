@@ -67,7 +67,7 @@ def check_store(store: Path) -> dict:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from tracesleuth.store import COMMITTED, SpanStore, is_store
+    from tracesleuth.io.store import COMMITTED, SpanStore, is_store
 
     if not is_store(store):
         return {"exists": False, "spans": 0, "logs": 0, "ingests": 0, "problems": []}

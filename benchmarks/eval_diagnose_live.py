@@ -40,7 +40,7 @@ def run_case(service: str, fault: str, magnitude, *, duration_s: float, seed: in
     from tracesleuth.analyses.diagnose import Diagnosis
     from tracesleuth.demo import run_incident
     from tracesleuth.errors import TraceSleuthError
-    from tracesleuth.store import SpanStore
+    from tracesleuth.io.store import SpanStore
 
     size = {"delay_ns": int(magnitude)} if fault in ("slow-handler", "network-delay") else {"share": float(magnitude)}
     result = run_incident(service, fault=fault, duration_s=duration_s, seed=seed, workdir=workdir, **size)

@@ -17,8 +17,8 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(tracesleuth.__path__, "tr
 WITH_EXAMPLES = {
     "tracesleuth.analyses.patterns._model", "tracesleuth.analyses.patterns.split_points",
     "tracesleuth.analyses.patterns.dp", "tracesleuth.analyses.patterns.synthetic",
-    "tracesleuth.analyses.patterns.analysis", "tracesleuth.analyses.patterns.section",
-    "tracesleuth.report.document", "tracesleuth.evaluation.metrics", "tracesleuth.units",
+    "tracesleuth.analyses.patterns.analysis", "tracesleuth.report.sections.patterns",
+    "tracesleuth.report.document", "tracesleuth.analyses.metrics", "tracesleuth.units",
 }
 
 

@@ -53,7 +53,7 @@ def test_write_report_of_fitted_verbs(tmp_path):
 
 def test_diagnose_reads_a_store_around_the_moment(tmp_path, shared_data):
     """The verb on a store's directory and a moment as text: the store's spans and logs around it."""
-    from tracesleuth.store import ingest
+    from tracesleuth.ingest import ingest
 
     day = shared_data / "nezha" / "onlineboutique" / "2022-08-22" / "trace"
     ingest([str(day / f"05_2{m}_trace.csv.gz") for m in (7, 8, 9)], tmp_path / "store")

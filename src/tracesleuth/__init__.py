@@ -1,8 +1,35 @@
 """tracesleuth: why are requests in a distributed system slow? Analyses of distributed traces.
 
-Layout: :mod:`tracesleuth.schema` (the span columns and their units), :mod:`tracesleuth.io`
-(formats in), :mod:`tracesleuth.model` (trace assembly and the per-request trace table),
-one sub-package per analysis (:mod:`tracesleuth.analyses.patterns`, ...), :mod:`tracesleuth.cli`.
+Layers, from the top; a module imports only from its own layer or those below (the contracts in
+pyproject.toml's ``[tool.importlinter]``, checked by ``tests/test_layers.py``), and no two modules
+import each other:
+
+1. ``__main__`` - ``python -m tracesleuth``: runs the command line.
+2. :mod:`tracesleuth.cli` - the command line and each analysis's command
+   (:mod:`tracesleuth.cli.commands`): it uses every layer below.
+3. :mod:`tracesleuth.demo` - the live demo: services, the collector and the load, then evaluation
+   and report; the CLI offers it, so it sits below the CLI.
+4. :mod:`tracesleuth.evaluation` (protocols with ground truth: they fit, score and may write a
+   report) | :mod:`tracesleuth.scale` (the analyses on Dask; the CLI picks it with ``--scheduler``)
+   | :mod:`tracesleuth.api` (the front door below: thin verbs over the layers under it).
+5. :mod:`tracesleuth.report` - HTML reports and each analysis's sections
+   (:mod:`tracesleuth.report.sections`), built from fitted results.
+6. :mod:`tracesleuth.analyses` - the estimators, their results and the metrics they rank by; the
+   registry (:data:`tracesleuth.analyses.ANALYSES`) names the parts above as strings.
+7. :mod:`tracesleuth.model` - trace assembly, the per-request trace table, call views, summaries.
+8. :mod:`tracesleuth.ingest` (reads every format, writes the store) | :mod:`tracesleuth.collector`
+   (the OTLP/Zipkin receiver, writing the store too).
+9. :mod:`tracesleuth.io` (formats in, the span store :mod:`tracesleuth.io.store` among them) |
+   :mod:`tracesleuth.instrument` (measurements of a running Python program).
+10. :mod:`tracesleuth.schema` (the span columns and their units) | :mod:`tracesleuth.units`
+    (durations) | ``_text`` (display text) | ``_signals`` (SIGINT/SIGTERM as exceptions) |
+    ``_lazy`` (lazy exports): imported by all, importing only the errors.
+11. :mod:`tracesleuth.errors` - the error types every layer raises.
+
+The front door: ``import tracesleuth as ts`` gives ``ts.read_spans``, ``ts.read_logs``,
+``ts.open_store``, ``ts.trace_table``, one verb per analysis (``ts.patterns``, ``ts.compare``,
+``ts.localize``, ``ts.paths``, ``ts.annotate``, ``ts.diagnose``), ``ts.write_report`` and the
+estimator classes, each imported on first use (:mod:`tracesleuth.api`).
 """
 
 __version__ = "0.1.0"

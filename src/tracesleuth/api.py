@@ -31,7 +31,7 @@ def open_store(path):
     ParameterError
         ``path`` is not a span store (it says how to make one).
     """
-    from .store import open_store as opened
+    from .io.store import open_store as opened
 
     return opened(path)
 

@@ -43,7 +43,7 @@ class NothingStoredError(TraceSleuthError):
 
     Attributes
     ----------
-    summary : tracesleuth.store.IngestSummary
+    summary : tracesleuth.ingest.IngestSummary
         What was read, rejected and skipped.
     """
 

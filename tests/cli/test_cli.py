@@ -6,7 +6,7 @@ import sys
 
 
 from tracesleuth.cli import main
-from tracesleuth.store import SpanStore, is_store
+from tracesleuth.io.store import SpanStore, is_store
 
 NEZHA = "nezha/trainticket/2023-01-29/trace"
 

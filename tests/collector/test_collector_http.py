@@ -19,7 +19,7 @@ from tracesleuth import schema as S
 from tracesleuth.collector import create_app, serve
 from tracesleuth.errors import ParameterError
 from tracesleuth.io import read_spans
-from tracesleuth.store import SpanStore
+from tracesleuth.io.store import SpanStore
 
 PB = {"Content-Type": "application/x-protobuf"}
 JS = {"Content-Type": "application/json"}

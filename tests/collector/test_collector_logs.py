@@ -25,7 +25,7 @@ from tracesleuth.collector._flush import SegmentPartStore, convert_segment
 from tracesleuth.collector._wal import encode_log_record, encode_record, read_segment
 from tracesleuth.collector._decode import decode
 from tracesleuth.io import LogLimits, read_logs
-from tracesleuth.store import SpanStore, is_store
+from tracesleuth.io.store import SpanStore, is_store
 
 PB = {"Content-Type": "application/x-protobuf"}
 JS = {"Content-Type": "application/json"}

@@ -17,7 +17,7 @@ from receiver_support import Receiver, json_request, json_span, proto_request, w
 
 from tracesleuth import schema as S
 from tracesleuth.collector import PortInUseError, serve
-from tracesleuth.store import SpanStore, is_store
+from tracesleuth.io.store import SpanStore, is_store
 
 PB = {"Content-Type": "application/x-protobuf"}
 

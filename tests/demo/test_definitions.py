@@ -294,7 +294,7 @@ def test_service_processes_do_not_import_the_analysis():
     import sys
 
     code = ("import sys, tracesleuth.demo.service, tracesleuth.demo.loadgen; "
-            "print(sorted(m for m in ('sklearn', 'scipy', 'tracesleuth.analyses.patterns.evaluation', "
+            "print(sorted(m for m in ('sklearn', 'scipy', 'tracesleuth.evaluation.protocols.patterns', "
             "'tracesleuth.analyses.patterns') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout

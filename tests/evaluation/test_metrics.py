@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tracesleuth.errors import ParameterError
-from tracesleuth.evaluation.metrics import f_score, f_score_from_counts, labels_for, match_clusters, precision_recall_f
+from tracesleuth.analyses.metrics import f_score, f_score_from_counts, labels_for, match_clusters, precision_recall_f
 
 # 10 requests: 4 affected by A1, 3 by A2, 3 not affected.
 TRUTH = ["A1", "A1", "A1", "A1", "A2", "A2", "A2", None, None, None]

@@ -153,7 +153,8 @@ def test_only_the_other_kind_raises_with_the_note(tmp_path):
 
 
 def test_a_span_store_reads_its_logs_when_it_keeps_them(tmp_path):
-    from tracesleuth import store
+    from tracesleuth.ingest import ingest
+    from tracesleuth.io import store
 
     if not hasattr(store.SpanStore, "read_logs"):
         pytest.skip("the span store does not keep log records yet (SpanStore.read_logs)")
@@ -161,7 +162,7 @@ def test_a_span_store_reads_its_logs_when_it_keeps_them(tmp_path):
     files = [write("otlp-json", contract_trace(), tmp_path / "in" / "t.json"),
              write_logs("json-lines-logs", contract_logs(), tmp_path / "in" / "l.jsonl")]
     assert all(f.exists() for f in files)
-    store.ingest(tmp_path / "in", tmp_path / "store")
+    ingest(tmp_path / "in", tmp_path / "store")
     result = read_logs(tmp_path / "store")
     assert result.formats == {str(tmp_path / "store"): "store"}
     assert result.n_records == contract_logs().num_rows

@@ -116,7 +116,7 @@ def test_zipkin_production_traces_built_in_partitions(shared_data, name):
 def test_spans_read_from_a_store_dictionary_encoded_give_the_same_table(shared_data, tmp_path, name):
     """A store reads the name columns dictionary-encoded, one dictionary per part (here parts of
     5 spans): the table and the assembled spans are those of the spans as the reader gave them."""
-    from tracesleuth.store import SpanStore
+    from tracesleuth.io.store import SpanStore
 
     pytest.importorskip("tracesleuth.io.zipkin")
     spans = read_spans(shared_data / "zipkin-lens" / name).spans

@@ -31,7 +31,7 @@ import pytest
 from spans import span, table
 from tracesleuth import schema as S
 from tracesleuth.errors import TraceFormatError
-from tracesleuth.store import LOCK, MANIFEST, SpanStore
+from tracesleuth.io.store import LOCK, MANIFEST, SpanStore
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "collector"))
 from receiver_support import Receiver, proto_request  # noqa: E402

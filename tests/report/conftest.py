@@ -16,7 +16,7 @@ from report_support import GENERATIONS, TITLE, Analysed, payload_spans, simulate
 
 from tracesleuth.model import build_trace_table  # noqa: E402
 from tracesleuth.analyses.patterns import LatencyDegradationPatterns  # noqa: E402
-from tracesleuth.analyses.patterns.section import build_patterns_report  # noqa: E402
+from tracesleuth.report.sections.patterns import build_patterns_report  # noqa: E402
 
 
 @pytest.fixture(scope="session")

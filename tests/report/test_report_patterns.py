@@ -13,17 +13,17 @@ from report_support import (
 )
 
 from tracesleuth.errors import ParameterError
-from tracesleuth.evaluation.metrics import match_clusters
+from tracesleuth.analyses.metrics import match_clusters
 from tracesleuth.model import build_trace_table
 from tracesleuth.analyses.patterns import LatencyDegradationPatterns
 from tracesleuth.report import Details, Figure
-from tracesleuth.analyses.patterns.section import build_patterns_report, resolve_patterns
+from tracesleuth.report.sections.patterns import build_patterns_report, resolve_patterns
 from tracesleuth.report.figures import request_gantt_figure, request_spans
-from tracesleuth.analyses.patterns.section import (
+from tracesleuth.report.sections.patterns import (
     MAX_EXAMPLES, MAX_PATTERNS_SHOWN, PatternsInput, example_requests, example_requests_section, pattern_colors,
     patterns_section, shown_patterns,
 )
-from tracesleuth.analyses.patterns.section import latency_distribution_section
+from tracesleuth.report.sections.patterns import latency_distribution_section
 
 SECTIONS = ["Summary", "Latency distribution", "Latency degradation patterns", "Example requests",
             "Injected degradations and recovered patterns", "About the input"]
@@ -230,7 +230,7 @@ def test_reports_are_reproducible(analysed):
 
 
 def test_every_example_gantt_highlights_what_its_pattern_names_on_one_time_scale(analysed):
-    from tracesleuth.analyses.patterns.section import example_requests_section
+    from tracesleuth.report.sections.patterns import example_requests_section
     from tracesleuth.report.figures import operation_keys_named
 
     patterns = resolve_patterns(analysed.estimator, analysed.table)
@@ -359,7 +359,7 @@ def _context():
 
 
 def test_lanes_never_overlap_even_for_overlapping_clusters():
-    from tracesleuth.analyses.patterns.section import _lanes
+    from tracesleuth.report.sections.patterns import _lanes
 
     # two patterns over [0, 10), a cluster over [5, 15) overlapping them, a band over [20, 30)
     assert _lanes([(0, 10, 2), (5, 15, 1), (20, 30, 1)]) == [[0, 1], [2], [0]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracesleuth.store import SpanStore
+from tracesleuth.io.store import SpanStore
 
 NEZHA = "nezha/trainticket/2023-01-29/trace"
 
@@ -22,7 +22,7 @@ def cluster():
 @pytest.fixture(scope="session")
 def trainticket_store(tmp_path_factory, shared_data):
     """The TrainTicket day (328,848 spans) ingested into a store (Hive partitions by hour)."""
-    from tracesleuth.store import ingest
+    from tracesleuth.ingest import ingest
 
     path = tmp_path_factory.mktemp("trainticket") / "store"
     ingest([str(shared_data / NEZHA)], path)

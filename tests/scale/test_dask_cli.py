@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tracesleuth.cli import main
-from tracesleuth.store import SpanStore
+from tracesleuth.io.store import SpanStore
 
 
 def run(capsys, *argv) -> tuple[int, dict | None, str]:
@@ -73,7 +73,7 @@ def test_a_part_of_another_schema_is_named_and_nothing_is_written(tmp_path, caps
 
 def test_a_missing_part_is_named(capsys, tmp_path):
     from tracesleuth.scale.synthetic import write_synthetic_store
-    from tracesleuth.store import ingest
+    from tracesleuth.ingest import ingest
 
     source = write_synthetic_store(tmp_path / "source", 5_000, part_spans=1_000, chunk_traces=100)
     store = tmp_path / "store"  # an ingest records its parts in the manifest

@@ -144,7 +144,7 @@ def events_store(tmp_path_factory):
 
     from tracesleuth import schema as S
     from tracesleuth.scale.synthetic import synthetic_batches
-    from tracesleuth.store import SpanStore
+    from tracesleuth.io.store import SpanStore
 
     spans = pa.Table.from_batches(list(synthetic_batches(1_500, seed=5, hours=1)))
     rng = np.random.default_rng(5)

@@ -15,9 +15,9 @@ import pytest
 from tracesleuth import schema as S
 from tracesleuth.cli import main
 from tracesleuth.errors import TraceFormatError
+from tracesleuth.ingest import IngestInterrupted, file_kinds, ingest
 from tracesleuth.io import read_logs
-from tracesleuth.store import (LOGS, STAGING, TEMPLATES, IngestInterrupted, SpanStore, Transaction, file_kinds,
-                               ingest, is_store)
+from tracesleuth.io.store import LOGS, STAGING, TEMPLATES, SpanStore, Transaction, is_store
 
 NEZHA = "nezha/trainticket/2023-01-29"
 T0_NS = 1_674_981_742_000_000_000  # 2023-01-29T08:42:22Z
@@ -157,7 +157,7 @@ def test_ingests_template_one_after_another(tmp_path):
     first.begin()
     mine = first.templates()
     log_batches = read_logs(str(src / "08_43_log.csv")).logs.to_batches()
-    from tracesleuth.store import _with_templates
+    from tracesleuth.io.store import with_templates as _with_templates
 
     first.append(LOGS, [_with_templates(b, mine) for b in log_batches])
     seen = {}

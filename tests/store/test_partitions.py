@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from spans import span, table
 from tracesleuth import schema as S
-from tracesleuth.store import MANIFEST, MAX_OPEN_PARTITIONS, PARTITION_NS, SpanStore, partition_name
+from tracesleuth.io.store import MANIFEST, MAX_OPEN_PARTITIONS, PARTITION_NS, SpanStore, partition_name
 
 HOUR_MS = 3_600_000
 BASE_MS = 1_675_000_800_000  # 2023-01-29T14:00:00Z

@@ -10,7 +10,8 @@ from tracesleuth import schema as S
 from tracesleuth.errors import NoSpansError, TraceFormatError
 from tracesleuth.io import RejectLog, read_spans, rejects_by_reason
 from tracesleuth.report.input import _reject_summary
-from tracesleuth.store import SpanStore, ingest
+from tracesleuth.ingest import ingest
+from tracesleuth.io.store import SpanStore
 
 CSV = ("trace_id,span_id,parent_span_id,service,operation,start_ns,end_ns\n"
        "a1,01,,web,home,100,200\n"

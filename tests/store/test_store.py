@@ -8,7 +8,7 @@ import pytest
 
 from spans import span, table
 from tracesleuth import schema as S
-from tracesleuth.store import SpanStore
+from tracesleuth.io.store import SpanStore
 
 
 def _spans(n: int) -> pa.Table:
@@ -17,7 +17,7 @@ def _spans(n: int) -> pa.Table:
 
 
 def test_parts_and_row_groups(tmp_path, monkeypatch):
-    import tracesleuth.store as store_module
+    import tracesleuth.io.store as store_module
 
     monkeypatch.setattr(store_module, "ROW_GROUP_SPANS", 10)
     spans = _spans(95)

@@ -20,8 +20,8 @@ import pytest
 from spans import span, table
 from tracesleuth import schema as S
 from tracesleuth.errors import NothingStoredError
-from tracesleuth.store import (COMMITTED, MANIFEST, SPANS, STAGING, IngestInterrupted, SpanStore, Transaction,
-                               ingest, is_store)
+from tracesleuth.ingest import IngestInterrupted, ingest
+from tracesleuth.io.store import COMMITTED, MANIFEST, SPANS, STAGING, SpanStore, Transaction, is_store
 
 HOUR_MS = 3_600_000
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -103,7 +103,7 @@ def test_a_writer_killed_while_staging_leaves_the_store_as_it_was(tmp_path):
     done = _child(tmp_path, f"""
         import os
         from spans import span, table
-        from tracesleuth.store import SPANS, Transaction
+        from tracesleuth.io.store import SPANS, Transaction
         txn = Transaction({str(store.path)!r})
         txn.begin()
         txn.append(SPANS, table(span("a", f"{{i + 1:x}}", None, "svc", "op", i, i + 1) for i in range(20)).to_batches())
@@ -122,7 +122,7 @@ def test_a_commit_cut_after_its_commit_point_is_rolled_forward_by_the_next_reade
     store.append_spans(_spans(10).to_batches())
     done = _child(tmp_path, f"""
         import os
-        import tracesleuth.store as st
+        import tracesleuth.io.store as st
         from spans import span, table
         rename, moved = os.replace, []
 
@@ -155,7 +155,7 @@ def test_a_commit_cut_after_its_commit_point_is_rolled_forward_by_the_next_reade
 
 
 def test_an_error_after_the_commit_point_leaves_the_commit_to_recovery(tmp_path, monkeypatch):
-    import tracesleuth.store as st
+    import tracesleuth.io.store as st
 
     src = _csv(tmp_path / "a.csv", 12)
 
@@ -227,7 +227,7 @@ def test_an_interrupted_ingest_commits_nothing_and_says_so(tmp_path):
 
 
 def test_a_file_being_ingested_is_skipped_by_a_simultaneous_ingest(tmp_path):
-    from tracesleuth.store import file_sha256
+    from tracesleuth.io.store import file_sha256
 
     src = _csv(tmp_path / "a.csv", 12)
     other = Transaction(tmp_path / "s")  # another ingest, staging the same file

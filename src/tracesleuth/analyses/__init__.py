@@ -18,10 +18,13 @@ paths      :class:`.paths.CausalPaths`                    Aguilera et al., SOSP 
 patterns   :class:`.patterns.LatencyDegradationPatterns`  Cortellessa & Traini, ICPE 2020
 ========== ============================================== ==============================
 
-To add one: a sub-package with the estimator, a ``section`` module (report sections built from a
-fitted estimator, never refitting), a ``command`` module (its typer command), an ``evaluation``
-module (simulate with ground truth, then score) and a planted case for the common test
-(``tests/analyses/test_common.py``); then one :class:`AnalysisSpec` below.
+To add one: a sub-package with the estimator and a planted case for the common test
+(``tests/analyses/test_common.py``); its report sections (built from a fitted estimator, never
+refitting) in :mod:`tracesleuth.report.sections`, its typer command in
+:mod:`tracesleuth.cli.commands` and its evaluation protocol (simulate with ground truth, then
+score) in :mod:`tracesleuth.evaluation.protocols`, one module named after it in each, since each
+imports the layer it belongs to; then one :class:`AnalysisSpec` below. The registry names them as
+strings, so it imports none of them (nothing here imports upward).
 """
 
 from __future__ import annotations
@@ -140,9 +143,9 @@ ANALYSES: tuple[AnalysisSpec, ...] = (
         paper="A. N. Pettitt, A non-parametric approach to the change-point problem, Applied Statistics 1979; "
               "G. Yu et al., Nezha, FSE 2023 (log templates); D. McFadden, conditional logit, 1974",
         estimator="tracesleuth.analyses.diagnose:Diagnosis",
-        section="tracesleuth.analyses.diagnose.section:build_sections",
-        command="tracesleuth.analyses.diagnose.command:register",
-        evaluation="tracesleuth.analyses.diagnose.evaluation:evaluate",
+        section="tracesleuth.report.sections.diagnose:build_sections",
+        command="tracesleuth.cli.commands.diagnose:register",
+        evaluation="tracesleuth.evaluation.protocols.diagnose:evaluate",
         planted="tracesleuth.analyses.diagnose.synthetic:planted_case",
         reads_store=True,
     ),
@@ -151,9 +154,9 @@ ANALYSES: tuple[AnalysisSpec, ...] = (
         title="Request-flow comparison: what changed",
         paper="R. R. Sambasivan et al., Diagnosing Performance Changes by Comparing Request Flows, NSDI 2011",
         estimator="tracesleuth.analyses.compare:RequestFlowComparison",
-        section="tracesleuth.analyses.compare.section:build_sections",
-        command="tracesleuth.analyses.compare.command:register",
-        evaluation="tracesleuth.analyses.compare.evaluation:evaluate",
+        section="tracesleuth.report.sections.compare:build_sections",
+        command="tracesleuth.cli.commands.compare:register",
+        evaluation="tracesleuth.evaluation.protocols.compare:evaluate",
         planted="tracesleuth.analyses.compare.synthetic:planted_case",
         needs_baseline=True,
     ),
@@ -163,9 +166,9 @@ ANALYSES: tuple[AnalysisSpec, ...] = (
         paper="V. Cortellessa and L. Traini, Detecting Latency Degradation Patterns in Service-based Systems, "
               "ICPE 2020, doi:10.1145/3358960.3379126",
         estimator="tracesleuth.analyses.patterns:LatencyDegradationPatterns",
-        section="tracesleuth.analyses.patterns.section:build_sections",
-        command="tracesleuth.analyses.patterns.command:register",
-        evaluation="tracesleuth.analyses.patterns.evaluation:evaluate",
+        section="tracesleuth.report.sections.patterns:build_sections",
+        command="tracesleuth.cli.commands.patterns:register",
+        evaluation="tracesleuth.evaluation.protocols.patterns:evaluate",
         planted="tracesleuth.analyses.patterns.synthetic:planted_case",
     ),
     AnalysisSpec(
@@ -175,9 +178,9 @@ ANALYSES: tuple[AnalysisSpec, ...] = (
               "cloud computing systems by analyzing request trace logs, Sci China Inf Sci 2012, "
               "doi:10.1007/s11432-012-4747-8",
         estimator="tracesleuth.analyses.localize:RootCauseLocalization",
-        section="tracesleuth.analyses.localize.section:build_sections",
-        command="tracesleuth.analyses.localize.command:register",
-        evaluation="tracesleuth.analyses.localize.evaluation:evaluate",
+        section="tracesleuth.report.sections.localize:build_sections",
+        command="tracesleuth.cli.commands.localize:register",
+        evaluation="tracesleuth.evaluation.protocols.localize:evaluate",
         planted="tracesleuth.analyses.localize.synthetic:planted_case",
     ),
     AnalysisSpec(
@@ -186,9 +189,9 @@ ANALYSES: tuple[AnalysisSpec, ...] = (
         paper="M. K. Aguilera, J. C. Mogul, J. L. Wiener, P. Reynolds and A. Muthitacharoen, Performance debugging "
               "for distributed systems of black boxes, SOSP 2003, doi:10.1145/945445.945454",
         estimator="tracesleuth.analyses.paths:CausalPaths",
-        section="tracesleuth.analyses.paths.section:build_sections",
-        command="tracesleuth.analyses.paths.command:register",
-        evaluation="tracesleuth.analyses.paths.evaluation:evaluate",
+        section="tracesleuth.report.sections.paths:build_sections",
+        command="tracesleuth.cli.commands.paths:register",
+        evaluation="tracesleuth.evaluation.protocols.paths:evaluate",
         planted="tracesleuth.analyses.paths.synthetic:planted_case",
     ),
     AnalysisSpec(
@@ -197,9 +200,9 @@ ANALYSES: tuple[AnalysisSpec, ...] = (
         paper="J. Rogora, A. Carzaniga, A. Diwan, M. Hauswirth and R. Soulé, Performance annotations for cloud "
               "computing, HotCloud 2017",
         estimator="tracesleuth.analyses.annotate:PerformanceAnnotations",
-        section="tracesleuth.analyses.annotate.section:build_sections",
-        command="tracesleuth.analyses.annotate.command:register",
-        evaluation="tracesleuth.analyses.annotate.evaluation:evaluate",
+        section="tracesleuth.report.sections.annotate:build_sections",
+        command="tracesleuth.cli.commands.annotate:register",
+        evaluation="tracesleuth.evaluation.protocols.annotate:evaluate",
         planted="tracesleuth.analyses.annotate.synthetic:planted_case",
         needs_annotations=True,
     ),

@@ -45,6 +45,7 @@ __all__ = [
     "check_settings",
     "sections_from_result",
     "HIGHER_IS_MORE_SUSPICIOUS",
+    "ServiceSuspect",
 ]
 
 #: The orientation rule of every score an analysis gives (see the module docstring).
@@ -298,3 +299,28 @@ def sections_from_result(section_of, title: str):
     build_sections.__doc__ = (f"The report sections of a fitted :class:`{title}` or its result (the registry's "
                               "``section``; :func:`tracesleuth.analyses._contract.sections_from_result`).")
     return build_sections
+
+
+@dataclass(frozen=True)
+class ServiceSuspect:
+    """A service and why it is suspected: the shape of an analysis's ``services`` (the root-cause
+    localization's and the performance annotations'; the comparison's has the same fields).
+
+    Attributes
+    ----------
+    service : str
+    score : float
+        Higher = more suspicious. In the root-cause localization, with the changes within the
+        window (the default): the largest slowdown attributed to it, x-fold (its module
+        docstring, "Services"); without (the paper): the suspicious score of its most suspicious
+        method (clusters in which it is anomalous).
+    evidence : tuple of str
+        Its changes and anomalous methods, the strongest first.
+    """
+
+    service: str
+    score: float
+    evidence: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"service": self.service, "score": self.score, "evidence": list(self.evidence)}

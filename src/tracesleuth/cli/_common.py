@@ -1,8 +1,8 @@
 """What every command of the ``tracesleuth`` command line shares: the typer app's help rendering,
 the consoles, the options common to commands, JSON output and reading trace input.
 
-Analyses add their commands from their own ``command`` module (see :mod:`tracesleuth.analyses`)
-with these pieces, so the CLI's look and its rules (``--json``, one-line errors) are the same
+Each analysis's command is a module of :mod:`tracesleuth.cli.commands` (registered in
+:mod:`tracesleuth.analyses`), built with these pieces, so the CLI's look and its rules (``--json``, one-line errors) are the same
 everywhere.
 """
 
@@ -295,7 +295,7 @@ def trace_table(paths: list[Path], endpoint: str | None, fmt: str | None, mappin
 
 def input_store(paths: list[Path], fmt: str | None = None, mapping: str | None = None) -> Path:
     """The one span store ``--scheduler`` reads (trace files are ingested first)."""
-    from ..store import is_store
+    from ..io.store import is_store
 
     check_paths(paths)
     if fmt or mapping:

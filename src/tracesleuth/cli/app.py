@@ -76,7 +76,7 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace and log files
     (truncated or corrupt: the records after the damage are lost) unless --allow-partial;
     130/143 when interrupted by SIGINT/SIGTERM."""
     try:
-        from ..store import ingest as do_ingest
+        from ..ingest import ingest as do_ingest
 
         check_paths(paths)  # before the store is created: a mistyped path leaves nothing behind
         with progress("ingesting") as bar:
@@ -265,7 +265,7 @@ def collect(store: Annotated[Path, typer.Option("--store", metavar="DIR",
     (POST /api/v2/spans), and log records over OTLP/HTTP (POST /v1/logs), into a span store;
     acknowledged spans and log records survive a crash. Ctrl-C stops."""
     from ..collector import serve
-    from ..store import SpanStore
+    from ..io.store import SpanStore
 
     SpanStore(store)  # create it, or check that it is one
     stats = serve(store, host=host, port=port, token=token,
@@ -770,7 +770,7 @@ def analyze(paths: PathsArg,
     done: dict[str, dict] = {}
     results: dict = {}
     if diagnosis is not None:
-        from ..analyses.diagnose.section import build_sections as diagnosis_sections
+        from ..report.sections.diagnose import build_sections as diagnosis_sections
 
         for section in diagnosis_sections(diagnosis):
             report.add(section)
@@ -798,8 +798,8 @@ def analyze(paths: PathsArg,
             out.print(est.result_.describe(), markup=False)
     agreement = ()
     if diagnosis is not None:  # the other sections agree with the diagnosis or say why they differ
-        from ..analyses.diagnose.section import agreement as diagnosis_agreement
-        from ..analyses.diagnose.section import agreement_section
+        from ..report.sections.diagnose import agreement as diagnosis_agreement
+        from ..report.sections.diagnose import agreement_section
 
         agreement = diagnosis_agreement(diagnosis.result_, results)
         section = agreement_section(diagnosis.result_, results)

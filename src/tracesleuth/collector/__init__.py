@@ -2,7 +2,7 @@
 
 Applications export spans and log records to it as they would to an OpenTelemetry Collector
 (OTLP/HTTP, protobuf or JSON, optionally gzip), or spans to a Zipkin server (v2 JSON); they land
-in a :class:`~tracesleuth.store.SpanStore` (log records in its logs table), where ``tracesleuth
+in a :class:`~tracesleuth.io.store.SpanStore` (log records in its logs table), where ``tracesleuth
 info``/``table`` and every analysis read them. Endpoints:
 
 =====================  ===========================================================================

@@ -4,7 +4,7 @@ Segment ``seg-N`` becomes ``spans/date=D/hour=H/part-<k>-seg-N.parquet``, one pa
 partition its spans start in (``spans/part-<k>-seg-N.parquet`` in a flat store of version 1), and
 ``rejects/part-<k>-seg-N.parquet`` when it holds reject rows, written by :meth:`SpanStore.append_spans` /
 :meth:`~SpanStore.append_rejects` (a part number reserved under the store lock, a temporary file,
-fsynced, renamed into place; see :mod:`tracesleuth.store`); its log records likewise become
+fsynced, renamed into place; see :mod:`tracesleuth.io.store`); its log records likewise become
 ``logs/date=D/hour=H/part-<k>-seg-N.parquet`` (by the hour of their time), templated by the
 store's log-template miner first (:meth:`SpanStore.template_logs`), and
 ``log_rejects/part-<k>-seg-N.parquet`` (:meth:`SpanStore.append_logs`). The segment
@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import schema as S
-from ..store import LOG_REJECTS, SpanStore, fsync_dir
+from ..io.store import LOG_REJECTS, SpanStore, fsync_dir
 from ._wal import WriteAheadLog, read_segment, segment_seq
 
 log = logging.getLogger("tracesleuth.collector")
@@ -40,7 +40,7 @@ _KINDS = ("spans", "rejects", "logs", LOG_REJECTS.kind)
 
 
 class SegmentPartStore(SpanStore):
-    """A :class:`~tracesleuth.store.SpanStore` whose next part is named after the WAL segment
+    """A :class:`~tracesleuth.io.store.SpanStore` whose next part is named after the WAL segment
     being converted (``part-000007-seg-000000000042.parquet``), so that a converted segment
     can be recognised after a crash. The part number is reserved under the store lock like any
     other writer's (``tracesleuth ingest`` runs writing at the same time take other numbers and

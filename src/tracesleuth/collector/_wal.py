@@ -51,7 +51,7 @@ import pyarrow as pa
 import pyarrow.ipc  # noqa: F401  (pa.ipc)
 
 from .. import schema as S
-from ..store import fsync_dir
+from ..io.store import fsync_dir
 
 log = logging.getLogger("tracesleuth.collector")
 

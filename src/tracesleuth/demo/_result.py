@@ -130,7 +130,7 @@ class DemoResult:
         The matched pattern of each degradation in words, e.g.
         ``"web-service:gethome exclusive >= 55.2 ms"`` (None when none was matched).
     precision, recall, f_score : float
-        Over both degradations (:func:`~tracesleuth.evaluation.metrics.match_clusters`).
+        Over both degradations (:func:`~tracesleuth.analyses.metrics.match_clusters`).
     timings : dict of str to float
         Seconds: ``startup_s``, ``load_s``, ``flush_s``, ``analysis_s``, ``report_s``, ``total_s``.
     seed, rate_per_s, duration_s, noised, interval_rule

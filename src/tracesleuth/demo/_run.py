@@ -181,7 +181,7 @@ def run_demo(*, duration_s: float = DEFAULT_DURATION_S, rate_per_s: float = DEFA
     interval : {"affected", "auto"}, default="affected"
         The degraded latency interval analysed. ``"affected"``: the paper's protocol (Section
         4.3), ``[L_min, L_max]`` of the requests marked A1 or A2 (as
-        :func:`~tracesleuth.analyses.patterns.evaluation.evaluate_patterns` does). ``"auto"``: the tool's
+        :func:`~tracesleuth.evaluation.protocols.patterns.evaluate_patterns` does). ``"auto"``: the tool's
         automatic interval (:func:`~tracesleuth.analyses.patterns.degraded_interval`), as a user without
         ground truth gets it.
     instances : dict of str to int, optional
@@ -590,9 +590,9 @@ def _analyse(run: _Run, *, report_path, seed, generations, duration_s, noised, i
     import polars as pl
 
     from ..analyses.patterns import LatencyDegradationPatterns
-    from ..analyses.patterns.evaluation import ESTIMATOR_PARAMS
-    from ..analyses.patterns.section import build_patterns_report
-    from ..evaluation.metrics import labels_for, match_clusters
+    from ..evaluation.protocols.patterns import ESTIMATOR_PARAMS
+    from ..report.sections.patterns import build_patterns_report
+    from ..analyses.metrics import labels_for, match_clusters
     from ..io import read_spans
     from ..model import build_trace_table
     from ._report import live_run_section

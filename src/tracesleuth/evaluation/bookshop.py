@@ -227,7 +227,7 @@ class BookshopSession:
         ParameterError
             When a trace id is not one of the session's product-page requests.
         """
-        from .metrics import labels_for
+        from ..analyses.metrics import labels_for
 
         return labels_for(list(trace_ids), dict(zip(self.labels["trace_id"].to_list(),
                                                     self.labels["degradation"].to_list())), missing="raise")

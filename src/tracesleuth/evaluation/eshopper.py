@@ -409,14 +409,14 @@ class EShopperSession:
     def labels_for(self, trace_ids) -> np.ndarray:
         """Ground-truth labels aligned with ``trace_ids`` (object array, ``None`` = not affected).
 
-        :func:`tracesleuth.evaluation.metrics.labels_for` with this session's :meth:`label_map`.
+        :func:`tracesleuth.analyses.metrics.labels_for` with this session's :meth:`label_map`.
 
         Raises
         ------
         ParameterError
             When a trace id is not one of the session's.
         """
-        from .metrics import labels_for     # on first use: the demo's processes import this module only
+        from ..analyses.metrics import labels_for     # on first use: the demo's processes import this module only
 
         return labels_for(list(trace_ids), self.label_map(), missing="raise")
 

@@ -6,7 +6,8 @@ to stream) for spans, :func:`read_logs` (or :func:`iter_log_batches`) for log re
 format of each file is told from its content, not its name (:func:`detect_format`, which also
 tells span formats from log formats: :func:`is_log_format`); gzip is decompressed transparently;
 a path may be a file, a directory or a glob pattern, and both also read a span store directory
-(:mod:`tracesleuth.store`). A directory may hold spans and logs together: each reader reads its
+(:mod:`tracesleuth.io.store`, the one format written here too: :mod:`tracesleuth.ingest` fills it
+from the others). A directory may hold spans and logs together: each reader reads its
 own files and notes the others' with one warning (:data:`LOG_FILE_NOTE`, :data:`SPAN_FILE_NOTE`),
 never as rejects. Span formats (:data:`FORMATS`):
 
@@ -377,7 +378,7 @@ def read_spans(paths, *, format: str | None = None, mapping: TabularMapping | st
     ----------
     paths : str, path or list of them
         Files, directories (read recursively) or glob patterns, as for :func:`iter_span_batches`;
-        or a single span store directory (:func:`tracesleuth.store.is_store`), whose spans and
+        or a single span store directory (:func:`tracesleuth.io.store.is_store`), whose spans and
         recorded rejects are read as they are (``format`` and ``mapping`` do not apply).
     format : str, optional
         Force one of :data:`FORMATS` instead of telling each file's format from its content.
@@ -406,7 +407,7 @@ def read_spans(paths, *, format: str | None = None, mapping: TabularMapping | st
     See Also
     --------
     iter_span_batches : the same spans, streamed batch by batch.
-    tracesleuth.store.ingest : read trace files into a span store.
+    tracesleuth.ingest.ingest : read trace files into a span store.
 
     Examples
     --------
@@ -441,7 +442,7 @@ def _store_of(paths):
     TraceFormatError
         When a span store is given with other paths.
     """
-    from ..store import is_store  # imported here: the store imports this package
+    from .store import is_store  # imported on first use, like the store's other parts
 
     listed = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     stores = [p for p in listed if is_store(p)]
@@ -470,7 +471,7 @@ def _read_store(path, on_batch) -> SpanReadResult:
     """The spans and recorded rejects of the span store at ``path``."""
     import pyarrow.compute as pc
 
-    from ..store import SpanStore
+    from .store import SpanStore
 
     store = SpanStore(path, create=False)
     spans, rejects = store.read_spans(on_batch=on_batch), store.read_rejects()
@@ -569,7 +570,7 @@ def read_logs(paths, *, format: str | None = None, limits: LogLimits | None = No
     ----------
     paths : str, path or list of them
         Files, directories (read recursively) or glob patterns, as for :func:`iter_log_batches`;
-        or a single span store directory (:func:`tracesleuth.store.is_store`), whose log records
+        or a single span store directory (:func:`tracesleuth.io.store.is_store`), whose log records
         and recorded rejects are read as stored (``SpanStore.read_logs``).
     format : str, optional
         Force one of :data:`LOG_FORMATS`.
@@ -624,7 +625,7 @@ def _read_store_logs(path, on_batch) -> LogReadResult:
     :data:`~tracesleuth.schema.REJECT_SCHEMA`, ``spans`` counting records)."""
     import pyarrow.compute as pc
 
-    from ..store import SpanStore
+    from .store import SpanStore
 
     store = SpanStore(path, create=False)
     read = getattr(store, "read_logs", None)

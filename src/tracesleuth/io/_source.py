@@ -362,7 +362,7 @@ def _otlp_proto_signal(head: bytes) -> str:
     and opens with one of those or a later field (protobuf writes fields in number order). A head
     with no record (an empty request) is read as spans, as before logs were read.
     """
-    from .otlp_proto import _WireError, _fields
+    from ._protowire import _WireError, _fields
 
     # the file exporter's stream: the first request, after its 4-byte length
     body = head if head[:1] == b"\x0a" else head[4:4 + int.from_bytes(head[:4], "big")]

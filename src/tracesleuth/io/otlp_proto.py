@@ -4,7 +4,8 @@ collector file exporter's stream of length-prefixed requests.
 Reference: ``opentelemetry/proto/collector/trace/v1/trace_service.proto`` and
 ``opentelemetry/proto/trace/v1/trace.proto`` (https://github.com/open-telemetry/opentelemetry-proto);
 the collector's file exporter (``exporter/fileexporter``, ``format: proto``) writes each message
-after its length as a 4-byte big-endian unsigned integer. Protobuf wire format:
+after its length as a 4-byte big-endian unsigned integer. Protobuf wire format (read in
+:mod:`._protowire`):
 https://protobuf.dev/programming-guides/encoding/.
 """
 
@@ -20,6 +21,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 from ._builder import SpanBatchBuilder
 from ._jsondoc import NESTED_TOO_DEEP
 from ._otlp import ResourceContext, kind_of, proto_any_value, status_of
+from ._protowire import _LEN, _WireError, _fields, _read_varint
 from ._source import chain
 
 __all__ = ["read_otlp_proto"]
@@ -28,7 +30,6 @@ __all__ = ["read_otlp_proto"]
 _RESOURCE_SPANS = ExportTraceServiceRequest.DESCRIPTOR.fields_by_name["resource_spans"].number
 _SCOPE_SPANS = ResourceSpans.DESCRIPTOR.fields_by_name["scope_spans"].number
 _SPANS = 2
-_LEN = 2  # wire type of length-delimited fields
 
 
 #: Nesting (messages within messages) at which protobuf's decoder (upb) stops: its default
@@ -46,10 +47,6 @@ def decode_error_reason(error: Exception, message: str) -> str:
         return (f"{NESTED_TOO_DEEP}: messages nested beyond protobuf's decoding limit of {PROTOBUF_MAX_DEPTH}; "
                 f"record rejected unread")
     return f"not a valid {message} message: {text}"
-
-
-class _WireError(ValueError):
-    """The protobuf framing is broken (truncated, or an impossible tag)."""
 
 
 def read_otlp_proto(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.RecordBatch]:
@@ -101,70 +98,6 @@ def read_otlp_proto(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.
 
 
 # -- framing ----------------------------------------------------------------------------------
-def _read_varint(stream: BinaryIO) -> tuple[int | None, int]:
-    """A varint from ``stream``: ``(value, bytes read)``; ``(None, 0)`` at a clean end of file."""
-    value = shift = n = 0
-    while True:
-        byte = stream.read(1)
-        if not byte:
-            if n == 0:
-                return None, 0
-            raise _WireError("truncated varint")
-        n += 1
-        value |= (byte[0] & 0x7F) << shift
-        if byte[0] < 0x80:
-            return value, n
-        shift += 7
-        if shift > 63:
-            raise _WireError("varint longer than 10 bytes")
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise _WireError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 63:
-            raise _WireError("varint longer than 10 bytes")
-
-
-def _fields(buf: bytes, *, partial: bool = False) -> Iterator[tuple[int, int, bytes | None]]:
-    """``(field number, wire type, payload)`` of each field of a serialized message (payload
-    only for length-delimited fields). With ``partial``, a cut-off last field is yielded as far
-    as it goes instead of raising."""
-    pos, n = 0, len(buf)
-    while pos < n:
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise _WireError("field number 0")
-        if wire == 0:
-            _, pos = _varint(buf, pos)
-            yield number, wire, None
-            continue
-        if wire == _LEN:
-            length, pos = _varint(buf, pos)
-            end = pos + length
-            if end > n and not partial:
-                raise _WireError("length-delimited field runs past the end")
-            yield number, wire, buf[pos:end]
-            pos = end
-            continue
-        size = {1: 8, 5: 4}.get(wire)
-        if size is None:
-            raise _WireError(f"unsupported wire type {wire}")
-        pos += size
-        yield number, wire, None
-    if pos > n and not partial:
-        raise _WireError("fixed-size field runs past the end")
-
-
 def _count_spans(resource_spans: bytes) -> int:
     """Spans identifiable in the bytes of a (possibly corrupt or partial) ``ResourceSpans``."""
     n = 0

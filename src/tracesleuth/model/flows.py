@@ -57,7 +57,7 @@ from .. import schema as S
 from ._calls import synchronous_children
 from ._codes import SpanCodes, dictionary_codes, encode_spans, narrow_spans, take_rows
 from .assembly import Tree, assemble_codes, attributes_of
-from .table import _covered_by_children, exclusive_times, requests_of, trace_partitions
+from ._requests import _covered_by_children, exclusive_times, requests_of, trace_partitions
 
 #: Columns of the call view, in order.
 CALL_COLUMNS = (S.TRACE_ID, S.REQUEST, S.SPAN_ID, S.PARENT_SPAN_ID, S.OPERATION_KEY, S.SERVICE, S.OPERATION,
@@ -181,7 +181,7 @@ def server_calls(codes: SpanCodes, tree: Tree, request: np.ndarray) -> tuple[np.
     ----------
     codes, tree : SpanCodes, Tree
     request : ndarray of int64, shape (n_spans,)
-        Request of each span (:func:`~.table.requests_of`); spans outside every request (-1)
+        Request of each span (:func:`~._requests.requests_of`); spans outside every request (-1)
         are not looked at.
 
     Returns

@@ -172,8 +172,8 @@ def summarize_logs(paths, spans=None, *, format: str | None = None) -> LogSummar
     ----------
     paths : str, path or list of them
         One span store (its log table, rejects and templates:
-        :meth:`~tracesleuth.store.SpanStore.log_summary`), or files, directories and globs whose
-        log files (:func:`~tracesleuth.store.file_kinds`) are read.
+        :meth:`~tracesleuth.io.store.SpanStore.log_summary`), or files, directories and globs whose
+        log files (:func:`~tracesleuth.ingest.file_kinds`) are read.
     spans : pyarrow.Table, optional
         The spans of the files (needed to count the joined records of files).
     format : str, optional
@@ -184,7 +184,8 @@ def summarize_logs(paths, spans=None, *, format: str | None = None) -> LogSummar
     LogSummary
     """
     from ..io import RejectLog, expand_paths, iter_log_batches
-    from ..store import SpanStore, count_joined, file_kinds, is_store
+    from ..ingest import file_kinds
+    from ..io.store import SpanStore, count_joined, is_store
 
     listed = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if len(listed) == 1 and is_store(listed[0]):

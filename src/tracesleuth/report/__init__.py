@@ -5,7 +5,7 @@
   :class:`Bullets`, :class:`Figure`), any of which escape every string they hold; any object
   with ``title``, ``anchor`` and ``render(context)`` (:class:`SectionLike`) is a section too;
 * :func:`input_section` - what was read, rejected and repaired, common to every analysis; each
-  analysis builds its own sections from its result (``tracesleuth.analyses.<name>.section``);
+  analysis builds its own sections from its result (:mod:`tracesleuth.report.sections`);
 * :mod:`tracesleuth.report.figures` - the plotly figures, built from results.
 
 See :mod:`tracesleuth.report.document` for how escaping is guaranteed.

@@ -39,6 +39,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
+from .._text import shorten
+
 __all__ = [
     "Bullets", "Code", "Details", "Figure", "KeyValues", "Part", "RenderContext", "Report", "Section", "SectionLike",
     "Strong", "Swatch", "Table", "Text", "escape", "plot_text", "plotly_js", "script_json", "shorten",
@@ -68,11 +70,6 @@ def plot_text(value: Any) -> str:
     entities after it has split the tags, so an escaped string is shown exactly as it was.
     """
     return html.escape(str(value), quote=False)
-
-
-def shorten(text: str, limit: int = 90) -> str:
-    """``text`` cut to at most ``limit`` characters, ending in "…" when cut (long call structures)."""
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 _SCRIPT_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from .. import schema as S
 from ..errors import TraceFormatError
-from ..store import PARTITION_NS, SpanStore, is_store, partition_hour
+from ..io.store import PARTITION_NS, SpanStore, is_store, partition_hour
 
 __all__ = ["PERIOD_MARGIN_HOURS", "StoreParts", "store_parts"]
 

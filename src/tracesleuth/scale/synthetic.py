@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from .. import schema as S
 from ..model._codes import mix64
-from ..store import PART_SPANS, SpanStore
+from ..io.store import PART_SPANS, SpanStore
 
 __all__ = ["DEGRADED_OPERATION", "SyntheticStore", "synthetic_batches", "write_synthetic_store"]
 
@@ -83,7 +83,7 @@ def write_synthetic_store(path, n_spans: int, *, seed: int = 0, hours: int = 3, 
     Parameters
     ----------
     path : str or Path
-        The store (made; as :class:`~tracesleuth.store.SpanStore`).
+        The store (made; as :class:`~tracesleuth.io.store.SpanStore`).
     n_spans : int
         Spans wanted (whole traces: a few more or less).
     seed : int, default=0

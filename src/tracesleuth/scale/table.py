@@ -53,7 +53,7 @@ from ..model._codes import SOURCE_ROW, encode_spans, narrow_spans, take_rows
 from ..model.table import (EXCLUSIVE_PREFIX, INSTANCE_PREFIX, MAX_CATEGORIES, PARTITION_SPANS, TraceTable,
                            column_key, merge_endpoints, partition_requests, resolve_endpoint, root_endpoints,
                            traces_starting_between, with_table_columns)
-from ..store import SPAN_PARQUET_OPTIONS
+from ..io.store import SPAN_PARQUET_OPTIONS
 from .cluster import Scheduler
 from .spans import StoreParts, read_part, store_parts
 
@@ -238,7 +238,7 @@ class StoreSpans:
         """The input of ``table``, built from the span store ``store``."""
         import pyarrow.dataset as ds
 
-        from ..store import SpanStore
+        from ..io.store import SpanStore
 
         store = SpanStore(store, create=False)
         rejected = sum(e.get("spans_rejected", 0) for e in store.manifest().get("ingests", []))

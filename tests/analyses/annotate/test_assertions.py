@@ -283,7 +283,7 @@ def test_a_feature_missing_in_the_new_traces_is_named():
 
 
 def test_recorded_onlineboutique_normal_minutes_pass_and_latency_faults_point_to_their_service(shared_data):
-    from tracesleuth.analyses.annotate.evaluation import evaluate_real, recorded_scores
+    from tracesleuth.evaluation.protocols.annotate import evaluate_real, recorded_scores
 
     normal, real = evaluate_real(shared_data / "nezha", systems=("onlineboutique",), splits=2, random_state=0)
     scores = recorded_scores(normal, real)

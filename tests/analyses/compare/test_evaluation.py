@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tracesleuth.analyses.compare.evaluation import (CompareEvaluation, evaluate, evaluate_real, evaluate_simulated,
+from tracesleuth.evaluation.protocols.compare import (CompareEvaluation, evaluate, evaluate_real, evaluate_simulated,
                                                      list_faults, per_fault_type)
 
 
@@ -92,7 +92,7 @@ def test_adjacent_baseline_protocol(shared_data):
 def test_real_data_comparison_is_bit_for_bit_reproducible(shared_data):
     """Polars sums floats in an order that may change between runs; the analysis must not."""
     from tracesleuth.analyses.compare.endpoints import compare_endpoints
-    from tracesleuth.analyses.compare.evaluation import _spans
+    from tracesleuth.evaluation.protocols.compare import _spans
 
     fault = list_faults(shared_data / "nezha", systems=("trainticket",))[0]
     problem, baseline = _spans(fault.problem_files), _spans(fault.baseline_files)

@@ -12,7 +12,7 @@ from tracesleuth.analyses.compare import RequestFlowComparison
 from tracesleuth.analyses.compare.analysis import ComparisonResult
 from tracesleuth.analyses.compare.endpoints import merge_services
 from tracesleuth.analyses.compare.pooled import ServiceTime, _attributed, pooled_changes
-from tracesleuth.analyses.compare.section import flow_graph_figure
+from tracesleuth.report.sections.compare import flow_graph_figure
 from tracesleuth.analyses.compare.services import ServiceSuspect, rank_services
 from tracesleuth.analyses.compare.synthetic import simulate_scenario
 from tracesleuth.errors import ParameterError

@@ -155,7 +155,7 @@ def test_cli_not_a_store(tmp_path, capsys):
 @pytest.mark.slow
 def test_recorded_onlineboutique_faults(shared_data, tmp_path, monkeypatch):
     """OnlineBoutique's 7 recorded faults, told only inject + 90 s: measured 7 of 7 first; floor 6."""
-    from tracesleuth.analyses.diagnose.evaluation import evaluate
+    from tracesleuth.evaluation.protocols.diagnose import evaluate
 
     monkeypatch.setenv("TRACESLEUTH_CACHE", str(tmp_path))
     ev = evaluate(quick=True, data_dir=shared_data / "nezha")
@@ -164,7 +164,7 @@ def test_recorded_onlineboutique_faults(shared_data, tmp_path, monkeypatch):
 
 
 def test_report_section_opens_with_the_answer():
-    from tracesleuth.analyses.diagnose.section import build_sections
+    from tracesleuth.report.sections.diagnose import build_sections
     from tracesleuth.report import Report
 
     spans = incident_spans(fault="network", service="catalog", random_state=6)
@@ -192,7 +192,7 @@ def test_analyze_at_opens_the_report_with_the_diagnosis(incident_store, tmp_path
 def test_agreement_says_where_another_analysis_first_service_stands():
     from types import SimpleNamespace as NS
 
-    from tracesleuth.analyses.diagnose.section import agreement
+    from tracesleuth.report.sections.diagnose import agreement
 
     diagnosis = NS(services=(NS(service="db", confidence=0.8), NS(service="cart", confidence=0.1)))
     rows = agreement(diagnosis, {"compare": NS(services=(NS(service="cart"),)), "localize": NS(services=()),

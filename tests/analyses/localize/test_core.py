@@ -140,7 +140,7 @@ def test_tiny_and_constant_inputs_say_nothing_anomalous():
 
 
 def test_report_section_shows_the_answer_and_says_when_there_is_none(planted):
-    from tracesleuth.analyses.localize.section import localization_section
+    from tracesleuth.report.sections.localize import localization_section
     from tracesleuth.report.document import Report
 
     res = RootCauseLocalization(random_state=0).fit(planted).result_

@@ -74,7 +74,7 @@ def test_a_quantum_too_fine_for_the_log_is_refused():
 
 
 def test_200_ms_added_on_one_node_shows_in_both_algorithms():
-    from tracesleuth.analyses.paths.evaluation import _added_delay
+    from tracesleuth.evaluation.protocols.paths import _added_delay
 
     row = _added_delay(100, 0).row(0, named=True)
     assert abs(row["nesting_after_ms"] - row["nesting_before_ms"] - 200) < 2

@@ -11,8 +11,8 @@ import pytest
 
 from tracesleuth.errors import EmptyDataError, ParameterError
 from tracesleuth.evaluation.eshopper import simulate_eshopper
-from tracesleuth.evaluation.metrics import match_clusters
-from tracesleuth.analyses.patterns.evaluation import (
+from tracesleuth.analyses.metrics import match_clusters
+from tracesleuth.evaluation.protocols.patterns import (
     CLUSTERING_METHODS, SOLVERS, PatternsEvaluation, _simulate, evaluate_patterns, evaluate_session, render,
 )
 from tracesleuth.model import build_trace_table

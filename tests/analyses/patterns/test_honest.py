@@ -137,7 +137,7 @@ def _two_ranges():
 
 
 def test_the_command_line_shows_only_what_explains():
-    from tracesleuth.analyses.patterns.command import show
+    from tracesleuth.cli.commands.patterns import show
     from tracesleuth.cli._common import out
 
     with out.capture() as captured:
@@ -149,7 +149,7 @@ def test_the_command_line_shows_only_what_explains():
 
 
 def test_the_report_folds_patterns_below_the_floor():
-    from tracesleuth.analyses.patterns.section import PatternsInput, patterns_section, shown_patterns
+    from tracesleuth.report.sections.patterns import PatternsInput, patterns_section, shown_patterns
     from tracesleuth.report import Details, Table
 
     res = _two_ranges()

@@ -18,8 +18,10 @@ fails.
 Modules: :mod:`.model` (the annotations), :mod:`.fileformat`, :mod:`.measurements` (calls and
 their features from trace tables), :mod:`.derive`, :mod:`.calibration`, :mod:`.check`,
 :mod:`.services`, :mod:`.predict`,
-:mod:`.analysis` (estimator and result), :mod:`.section`, :mod:`.command`, :mod:`.evaluation`
-(the paper's Section 5 on :mod:`.workload`, a SQLite file-hosting service), :mod:`.synthetic`.
+:mod:`.analysis` (estimator and result), :mod:`.workload` (a SQLite file-hosting service, for
+the paper's Section 5), :mod:`.synthetic`. Its report section, command and evaluation live in
+their layers: :mod:`tracesleuth.report.sections.annotate`, :mod:`tracesleuth.cli.commands.annotate`,
+:mod:`tracesleuth.evaluation.protocols.annotate` (the paper's Section 5 on :mod:`.workload`).
 """
 
 from ..._lazy import lazy_exports

@@ -49,7 +49,7 @@ taking their new times; every other call keeps its recorded time and the time be
    calls under it are reported beside the measured ones, with 90 % bootstrap intervals
    (requests resampled, ``random_state``).
 
-Validated against a real run where the change was made in :mod:`.evaluation` (the SQLite
+Validated against a real run where the change was made in :mod:`tracesleuth.evaluation.protocols.annotate` (the SQLite
 workload with and without a delay on its database calls).
 """
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import polars as pl
 
 from ... import schema as S
-from ..localize.analysis import ServiceSuspect  # the shape every analysis's ``services`` has
+from .._contract import ServiceSuspect  # the shape every analysis's ``services`` has
 
 __all__ = ["CALLER_SHARE", "ServiceSuspect", "call_graph", "rank_services"]
 

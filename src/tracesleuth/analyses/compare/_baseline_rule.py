@@ -10,7 +10,7 @@ and ``S``'s score is the larger of the two relative rises ``(problem - baseline)
 1 ms)``, the 1 ms keeping a service absent from the baseline (mean 0) or one of microseconds
 from a division by almost nothing. Services are ranked by score, highest first. The request-flow
 comparison must rank the injected service first more often than this does
-(:mod:`.evaluation` prints both side by side).
+(:mod:`tracesleuth.evaluation.protocols.compare` prints both side by side).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import polars as pl
 
 from ... import schema as S
 from ...errors import EmptyDataError, ParameterError
-from ...report.document import shorten
+from ..._text import shorten
 from ...units import format_duration_ns
 from .._contract import Analysis, Interval, Options, Seed
 from .._statistics import proportion_p_values

@@ -261,7 +261,7 @@ def read_store(path: Path, *, around_ns: tuple | None = None):
     """
     import polars as pl
 
-    from ...store import open_store
+    from ...io.store import open_store
 
     store = open_store(path)
     if around_ns is None:
@@ -275,7 +275,7 @@ def store_range(store: Path) -> tuple[int, int]:
     """The first and last span start of a store (Unix epoch ns), read from one column."""
     import polars as pl
 
-    from ...store import open_store
+    from ...io.store import open_store
 
     first, last = open_store(store).scan().select(
         pl.col("start_ns").min().alias("first"), pl.col("start_ns").max().alias("last")).collect().row(0)

@@ -26,7 +26,7 @@ slowing a fifth or a third of the requests does not become "normal"; a request a
 when its Hotelling T**2 inside the normal subspace is extreme; log latencies; a least effect size
 for a method to count as anomalous; a cluster tested only when it has more anomalous requests than
 its thresholds' false alarms; the changes within the window and the ranking of services by
-slowdown (below). The evaluation (:mod:`.evaluation`) reports both methods side by side.
+slowdown (below). The evaluation (:mod:`tracesleuth.evaluation.protocols.localize`) reports both methods side by side.
 
 **Method, latency and service.** A method is an operation key ``service:operation``. Its latency
 is the span's exclusive (self) time by default (``latency="exclusive"``): with nested calls, a
@@ -82,9 +82,9 @@ from scipy.stats import binomtest, mannwhitneyu
 from ... import schema as S
 from ...errors import EmptyDataError, ParameterError
 from ...units import format_duration_ns
-from .._contract import Analysis, Interval, Options, Seed
+from .._contract import Analysis, Interval, Options, Seed, ServiceSuspect
 from .._statistics import proportion_p_values
-from ...report.document import shorten
+from ..._text import shorten
 from .changes import SeriesChange, window_changes
 from .clusters import adjust_clusters, cluster_requests, latency_matrices, per_operation, with_occurrences
 from .instances import InstanceSuspect, dissimilarity_ratios
@@ -148,29 +148,6 @@ class MethodSuspect:
                 "tested": self.tested, "effect": self.effect, "p_value": self.p_value,
                 "normal_median_ns": self.normal_median_ns, "anomalous_median_ns": self.anomalous_median_ns,
                 "anomalous": self.anomalous}
-
-
-@dataclass(frozen=True)
-class ServiceSuspect:
-    """A service and why it is suspected (the same shape as the comparison's).
-
-    Attributes
-    ----------
-    service : str
-    score : float
-        Higher = more suspicious. With the changes within the window (the default): the largest
-        slowdown attributed to it, x-fold (module docstring, "Services"). Without (the paper):
-        the suspicious score of its most suspicious method (clusters in which it is anomalous).
-    evidence : tuple of str
-        Its changes and anomalous methods, the strongest first.
-    """
-
-    service: str
-    score: float
-    evidence: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict:
-        return {"service": self.service, "score": self.score, "evidence": list(self.evidence)}
 
 
 @dataclass(frozen=True)

@@ -19,14 +19,14 @@ requests whose latency falls in a degraded interval:
   program; :mod:`._bitsets` - the bit-string fitness evaluation.
 
 ``f_score`` (the pattern quality ``Q(P, I)`` from counts), ``format_duration_ns`` and
-``parse_duration`` are re-exported from their homes, :mod:`tracesleuth.evaluation.metrics`
+``parse_duration`` are re-exported from their homes, :mod:`tracesleuth.analyses.metrics`
 (as ``f_score_from_counts``) and :mod:`tracesleuth.units`.
 """
 
 from ..._lazy import lazy_exports
 
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "f_score": "...evaluation.metrics:f_score_from_counts",  # the name this package gave it first
+    "f_score": "..metrics:f_score_from_counts",  # the name this package gave it first
     "format_duration_ns": "...units:format_duration_ns", "parse_duration": "...units:parse_duration",
     **{name: f"._model:{name}" for name in ("Condition", "LatencyInterval", "Pattern", "PatternQuality",
                                             "pattern_quality")},

@@ -440,7 +440,7 @@ def min_precision(n_positives: np.ndarray, n_requests: int, min_lift: float | No
 def admissible_f_score(tp: np.ndarray, support: np.ndarray, n_positives, least_precision) -> np.ndarray:
     """F-score (eq. 5) of patterns, 0 where the precision ``tp / support`` is below ``least_precision``.
 
-    The F-score is :func:`~tracesleuth.evaluation.metrics.f_score_from_counts` of ``(tp, support -
+    The F-score is :func:`~tracesleuth.analyses.metrics.f_score_from_counts` of ``(tp, support -
     tp, n_positives)`` bit for bit, written out because the searches call this once per
     generation or step on small arrays, where that function's general checks cost more than the
     arithmetic: counts below 2**53 are exact in float64, so ``tp + fp + n_positives`` is

@@ -31,7 +31,7 @@ import numpy as np
 
 from ...errors import ParameterError
 from ...schema import ATTRIBUTE_PREFIX, EXCLUSIVE_PREFIX, INSTANCE_PREFIX
-from ...evaluation.metrics import precision_recall_f
+from ..metrics import precision_recall_f
 from ...units import format_duration_ns
 
 __all__ = [
@@ -391,8 +391,8 @@ class PatternQuality:
 def pattern_quality(tp: int, fp: int, n_positives: int) -> PatternQuality:
     """Precision, recall and F-score from the counts (eqs. 4-5), checked.
 
-    The scores are :func:`~tracesleuth.evaluation.metrics.precision_recall_f`'s (the pattern
-    searches rank candidates by :func:`~tracesleuth.evaluation.metrics.f_score_from_counts`).
+    The scores are :func:`~tracesleuth.analyses.metrics.precision_recall_f`'s (the pattern
+    searches rank candidates by :func:`~tracesleuth.analyses.metrics.f_score_from_counts`).
 
     Parameters
     ----------

@@ -208,7 +208,7 @@ def planted_case(random_state: int = 0):
     """The common test's planted case: a session with A1 and A2 (:func:`make_degraded_session`).
 
     The score is the F-score of the best-matching sub-interval per degradation, as in
-    Section 4.3 of the paper (:func:`tracesleuth.evaluation.metrics.match_clusters`); the floor,
+    Section 4.3 of the paper (:func:`tracesleuth.analyses.metrics.match_clusters`); the floor,
     0.9, is what the GA reaches on every seed tried (1.0 on most).
 
     Returns
@@ -216,7 +216,7 @@ def planted_case(random_state: int = 0):
     PlantedCase
     """
     from .. import PlantedCase
-    from ...evaluation.metrics import match_clusters
+    from ..metrics import match_clusters
 
     session = make_degraded_session(1000, random_state=random_state)
     truth = np.array([None, "A1", "A2"], dtype=object)[session.truth]

@@ -13,9 +13,8 @@ from rich.table import Table
 
 from ...units import format_duration_ns
 
-from ...cli._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, PathsArg, SchedulerOpt, SeedOpt,
-                            TimeOpt, emit_json, open_scheduler, out, parse_time_range, progress, trace_table,
-                            write_frame)
+from .._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, PathsArg, SchedulerOpt, SeedOpt,
+                       TimeOpt, emit_json, open_scheduler, out, parse_time_range, progress, trace_table, write_frame)
 
 __all__ = ["register", "show"]
 
@@ -122,8 +121,8 @@ def patterns(paths: PathsArg, endpoint: EndpointOpt = None, interval: IntervalOp
     import polars as pl
 
     from ...scale.analyses import fit_patterns
-    from .analysis import PAPER_SETTINGS
-    from .evaluation import ESTIMATORS, estimator
+    from ...analyses.patterns.analysis import PAPER_SETTINGS
+    from ...evaluation.protocols.patterns import ESTIMATORS, estimator
 
     if solver not in ESTIMATORS:
         from ...errors import ParameterError
@@ -173,8 +172,8 @@ def evaluate_patterns(
     """Latency degradation patterns, Cortellessa & Traini Section 4: simulated sessions with injected
     degradations A1/A2 (the paper's E-Shopper, or the harder bookshop); F-score, precision, recall and
     time per solver (Tables 2 and 3)."""
-    from .analysis import PAPER_SETTINGS
-    from .evaluation import SIMULATORS, evaluate_patterns as run_eval, render
+    from ...analyses.patterns.analysis import PAPER_SETTINGS
+    from ...evaluation.protocols.patterns import SIMULATORS, evaluate_patterns as run_eval, render
 
     from ...errors import ParameterError
 

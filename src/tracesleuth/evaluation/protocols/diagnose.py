@@ -10,7 +10,7 @@ top-1 / top-3 per fault kind (latency: ``cpu_*`` and ``network_delay``; code wit
 within 30 s, and the calibration table (confidence deciles against accuracy, over the recorded faults
 and the seeded incidents and healthy periods, and ``max_calibration_gap`` over the deciles holding
 :data:`MIN_DECILE_CASES` or more); beside them the same
-top-1 / top-3 of the two reference rules (:mod:`.references`), told the same moment.
+top-1 / top-3 of the two reference rules (:mod:`tracesleuth.analyses.diagnose.references`), told the same moment.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .evidence import FAMILIES
+from ...analyses.diagnose.evidence import FAMILIES
 
 __all__ = ["DiagnosisEvaluation", "evaluate", "fault_cases"]
 
@@ -69,8 +69,9 @@ def _day_store(data_dir: Path, system: str):
     """The store of one system's day (built once; a build interrupted leaves no store behind)."""
     import hashlib
 
-    from ...evaluation.nezha import _FOLDERS
-    from ...store import SpanStore, ingest, is_store
+    from ..nezha import _FOLDERS
+    from ...ingest import ingest
+    from ...io.store import SpanStore, is_store
 
     folder = data_dir / _FOLDERS[system][0]
     target = _cache_dir() / f"{system}-{hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]}"
@@ -83,7 +84,7 @@ def _day_store(data_dir: Path, system: str):
 
 def fault_cases(data_dir, systems=None):
     """``(fault, at_ns)`` of every recorded fault whose windows exist."""
-    from ...evaluation.nezha import SYSTEMS, list_faults
+    from ..nezha import SYSTEMS, list_faults
 
     for fault in list_faults(data_dir, systems or SYSTEMS):
         inject = datetime.strptime(fault.inject_time, "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
@@ -92,9 +93,9 @@ def fault_cases(data_dir, systems=None):
 
 
 def simulated_cases(*, seeds: int, random_state=None):
-    """``(name, spans, at_ns, culprit or None)`` of the seeded incidents (:mod:`.synthetic`): every
+    """``(name, spans, at_ns, culprit or None)`` of the seeded incidents (:mod:`tracesleuth.analyses.diagnose.synthetic`): every
     fault kind in a middle and a leaf service, and healthy periods, ``seeds`` of each."""
-    from .synthetic import incident_spans
+    from ...analyses.diagnose.synthetic import incident_spans
 
     rng = np.random.default_rng(random_state)
     kinds = [("delay", "db"), ("delay", "cart"), ("network", "cart"), ("network", "catalog"), ("exception", "db"),
@@ -123,7 +124,7 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
     model : path, optional
         A ranking model file instead of the shipped one.
     fit : path, optional
-        Fit the ranking model (:func:`~.ranking.fit_ranking_model`) on every case (the recorded
+        Fit the ranking model (:func:`~tracesleuth.analyses.diagnose.ranking.fit_ranking_model`) on every case (the recorded
         faults and the seeded incidents, healthy periods included) and write it there; the
         calibration is then also given held out (each recorded case scored by a model fitted
         without it).
@@ -133,7 +134,7 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
     DiagnosisEvaluation
         ``scores`` are shares in [0, 1] (``counts`` beside them).
     """
-    from ...evaluation.nezha import default_data_dir
+    from ..nezha import default_data_dir
 
     data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
     rows, cases = _recorded(data_dir, quick, model) if data_dir is not None else ([], [])
@@ -155,8 +156,8 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
 def _recorded(data_dir: Path, quick: bool, model) -> tuple[list, list]:
     """Rows and (features, culprit) cases of the recorded faults."""
     from ...errors import TraceSleuthError
-    from .analysis import Diagnosis
-    from .telemetry import Telemetry
+    from ...analyses.diagnose.analysis import Diagnosis
+    from ...analyses.diagnose.telemetry import Telemetry
 
     rows, loaded, cases, telemetry = [], {}, [], {}
     for fault, at_ns, inject_ns in fault_cases(data_dir, ("onlineboutique",) if quick else None):
@@ -189,7 +190,7 @@ def _recorded(data_dir: Path, quick: bool, model) -> tuple[list, list]:
 def _simulated(quick: bool, random_state, model) -> tuple[list, list]:
     """Rows and cases of the seeded incidents (:func:`simulated_cases`)."""
     from ...errors import TraceSleuthError
-    from .analysis import Diagnosis
+    from ...analyses.diagnose.analysis import Diagnosis
 
     rows, cases = [], []
     for name, spans, at_ns, culprit in simulated_cases(seeds=2 if quick else 8, random_state=random_state):
@@ -231,7 +232,7 @@ def _fit_and_hold_out(cases, simulated, path, scores, calibration):
     recorded case with a model fitted without it (leave one out) for the held-out calibration."""
     import json
 
-    from .ranking import fit_ranking_model
+    from ...analyses.diagnose.ranking import fit_ranking_model
 
     fitted_on = (f"{len(cases)} recorded faults of ../shared/data (inject + 90 s) and {len(simulated)} seeded "
                  "incidents and healthy periods")
@@ -251,8 +252,8 @@ def _fit_and_hold_out(cases, simulated, path, scores, calibration):
 
 
 def _reference_ranks(telemetry, at_ns: int, culprit: str) -> dict:
-    """The rank of the culprit by each reference rule (:mod:`.references`), None when unranked."""
-    from .references import log_rule, reference_periods, time_rule
+    """The rank of the culprit by each reference rule (:mod:`tracesleuth.analyses.diagnose.references`), None when unranked."""
+    from ...analyses.diagnose.references import log_rule, reference_periods, time_rule
 
     problem, baseline = (telemetry.during(p) for p in reference_periods(at_ns))
     out = {}

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...report.document import Bullets, Code, KeyValues, Section, Strong, Table, Text
+from ..document import Bullets, Code, KeyValues, Section, Strong, Table, Text
 from ...units import format_duration_ns
-from .._contract import sections_from_result
+from ...analyses._contract import sections_from_result
 
 __all__ = ["build_sections", "paths_section"]
 

@@ -4,12 +4,12 @@
 
 Simulated scenarios (:func:`evaluate_simulated`)
 -------------------------------------------------
-Every kind of :data:`~.synthetic.SCENARIOS` under several seeds (each its own injected service,
-:func:`~.synthetic.simulate_scenario`); the estimator
+Every kind of :data:`~tracesleuth.analyses.compare.synthetic.SCENARIOS` under several seeds (each its own injected service,
+:func:`~tracesleuth.analyses.compare.synthetic.simulate_scenario`); the estimator
 (:class:`~tracesleuth.analyses.compare.RequestFlowComparison`, default settings but the seed)
-and the anchor rule (:func:`~._baseline_rule.rank_services_by_rise`) rank the services; a hit is
-the change named first (:func:`~.synthetic.top_service_hit`, whose ``workload-mix`` rule is
-:data:`~.synthetic.WORKLOAD_MIX_RULE`).
+and the anchor rule (:func:`~tracesleuth.analyses.compare._baseline_rule.rank_services_by_rise`) rank the services; a hit is
+the change named first (:func:`~tracesleuth.analyses.compare.synthetic.top_service_hit`, whose ``workload-mix`` rule is
+:data:`~tracesleuth.analyses.compare.synthetic.WORKLOAD_MIX_RULE`).
 
 Real faults (:func:`evaluate_real`, ../shared/data/nezha)
 ----------------------------------------------------------
@@ -22,11 +22,11 @@ Real faults (:func:`evaluate_real`, ../shared/data/nezha)
   none: the inject-minute file of the fault under test (the 60 s ending at the inject minute,
   so wholly before ``inject_time``, and after any earlier fault's windows).
 * **Endpoints**: every endpoint with requests in both periods, as a user would compare them
-  without knowing the fault (:func:`~.endpoints.compare_endpoints`): the root operation and
+  without knowing the fault (:func:`~tracesleuth.analyses.compare.endpoints.compare_endpoints`): the root operation and
   every *inner endpoint* (the operation of a server span in another service than the root's,
   called directly by the root's service: the API a gateway such as TrainTicket's ``/*``
   forwards to; OnlineBoutique's frontend's gRPC calls).
-* **A fault's ranking** merges its endpoints' (:func:`~.endpoints.merge_rankings`): a service's
+* **A fault's ranking** merges its endpoints' (:func:`~tracesleuth.analyses.compare.endpoints.merge_rankings`): a service's
   score is the sum of its scores over the endpoints (the estimator's ``services``; the anchor's
   rises), ranked highest first; an endpoint whose comparison fails (too few requests...) adds
   nothing.
@@ -51,10 +51,10 @@ import numpy as np
 import polars as pl
 
 from ...errors import ParameterError, TraceSleuthError
-from ...evaluation.protocol import describe_tables, json_rows
-from ...evaluation.nezha import SYSTEMS, RealFault, adjacent_baseline, default_data_dir, list_faults
-from ...evaluation.nezha import read_windows as _spans
-from .synthetic import SCENARIOS, simulate_scenario, top_service_hit
+from ..protocol import describe_tables, json_rows
+from ..nezha import SYSTEMS, RealFault, adjacent_baseline, default_data_dir, list_faults
+from ..nezha import read_windows as _spans
+from ...analyses.compare.synthetic import SCENARIOS, simulate_scenario, top_service_hit
 
 __all__ = ["CompareEvaluation", "RealFault", "default_data_dir", "evaluate", "evaluate_real", "evaluate_simulated",
            "list_faults", "per_fault_type"]
@@ -94,12 +94,12 @@ def evaluate_simulated(*, seeds: int = 5, n_requests: int = 2000, random_state=0
         ``estimator_hit`` (null when the estimator failed), ``anchor_top``,
         ``anchor_hit``, ``fit_s`` (estimator fit, s) and ``note``.
     """
-    from ._baseline_rule import rank_services_by_rise
+    from ...analyses.compare._baseline_rule import rank_services_by_rise
 
     if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1:
         raise ParameterError(f"The 'seeds' parameter of evaluate_simulated must be an int in the range [1, inf). "
                              f"Got {seeds!r} instead.")
-    from .analysis import RequestFlowComparison as est_cls
+    from ...analyses.compare.analysis import RequestFlowComparison as est_cls
     rows = []
     children = np.random.SeedSequence(random_state).spawn(int(seeds))
     for kind in kinds:
@@ -152,11 +152,11 @@ def _evidence(found, service: str) -> str:
 
 def evaluate_fault(fault: RealFault, *, estimator_params: dict | None = None) -> dict:
     """Compare one fault's problem period with its baseline on every endpoint
-    (:func:`~.endpoints.compare_endpoints`, which knows nothing of the fault) and rank the
+    (:func:`~tracesleuth.analyses.compare.endpoints.compare_endpoints`, which knows nothing of the fault) and rank the
     injected service; the row of :func:`evaluate_real` (ranks are 1-based, null when absent).
     The anchor rule runs on the same endpoints and is merged the same way."""
-    from ._baseline_rule import rank_services_by_rise
-    from .endpoints import _compare_tables, _tables_of, endpoints_of, merge_rankings
+    from ...analyses.compare._baseline_rule import rank_services_by_rise
+    from ...analyses.compare.endpoints import _compare_tables, _tables_of, endpoints_of, merge_rankings
 
     problem_spans, baseline_spans = _spans(fault.problem_files), _spans(fault.baseline_files)
     tables = _tables_of(problem_spans, baseline_spans, endpoints_of(problem_spans, baseline_spans))

@@ -1,7 +1,7 @@
 """The "Where it went wrong" report section of a root-cause localization, built from its result.
 
 Mi et al., Sci China Inf Sci 2012: the services ranked most suspicious first with their evidence;
-the series whose time rose within the window (beyond the paper, :mod:`.changes`); the anomalous methods with their suspicious scores (the paper's Figure 8 as bars); per major
+the series whose time rose within the window (beyond the paper, :mod:`tracesleuth.analyses.localize.changes`); the anomalous methods with their suspicious scores (the paper's Figure 8 as bars); per major
 cluster, the normal/anomalous split by the squared prediction error against the Q-statistic; and
 for the top methods, the Jensen-Shannon dissimilarity ratio of each instance (Figure 9). Nothing
 here refits: every number comes from the fitted estimator's ``result_``.
@@ -12,9 +12,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from ...report.document import Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text, plot_text
+from ..document import Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text, plot_text
 from ...units import format_duration_ns
-from .._contract import sections_from_result
+from ...analyses._contract import sections_from_result
 
 __all__ = ["build_sections", "instance_ratio_figure", "localization_section", "suspicious_score_figure"]
 

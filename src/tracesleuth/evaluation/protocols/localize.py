@@ -4,13 +4,13 @@
 
 Simulated scenarios (:func:`evaluate_simulated`)
 -------------------------------------------------
-The four scenarios of the paper's Section 6.1.2 (:data:`~.synthetic.SCENARIOS`, simulated by
-:func:`~.synthetic.simulate_scenario` on replicated services with ground-truth methods and
+The four scenarios of the paper's Section 6.1.2 (:data:`~tracesleuth.analyses.localize.synthetic.SCENARIOS`, simulated by
+:func:`~tracesleuth.analyses.localize.synthetic.simulate_scenario` on replicated services with ground-truth methods and
 instances), each under several seeds, analysed with and without cluster adjustment, with the
 estimator's default settings and with the paper's (:data:`PAPER_SETTINGS`). Per scenario, the columns of the paper's Table 2: the share of major clusters among all
 clusters, of principal methods among all methods, of the requests the major clusters hold
 (after merging) among all requests, and the false-negative and false-positive rates of
-equations (6)-(7) (:func:`~.synthetic.error_rates`), averaged over the seeds.
+equations (6)-(7) (:func:`~tracesleuth.analyses.localize.synthetic.error_rates`), averaged over the seeds.
 
 Real faults (:func:`evaluate_real`, ../shared/data/nezha)
 ----------------------------------------------------------
@@ -32,8 +32,8 @@ import numpy as np
 import polars as pl
 
 from ...errors import ParameterError, TraceSleuthError
-from ...evaluation.protocol import describe_tables, json_rows
-from ...evaluation.nezha import SYSTEMS, RealFault, default_data_dir, list_faults, read_windows
+from ..protocol import describe_tables, json_rows
+from ..nezha import SYSTEMS, RealFault, default_data_dir, list_faults, read_windows
 
 __all__ = ["LocalizeEvaluation", "PAPER_SETTINGS", "evaluate", "evaluate_real", "evaluate_simulated", "table_2"]
 
@@ -70,7 +70,7 @@ def evaluate_simulated(*, seeds: int = 3, n_requests: int = 3000, random_state=0
     random_state : int or None, default=0
         Scenario ``(kind, i)`` is drawn from child ``i`` of ``SeedSequence(random_state)``.
     scenarios : sequence of str, optional
-        Default: all of :data:`~.synthetic.SCENARIOS`.
+        Default: all of :data:`~tracesleuth.analyses.localize.synthetic.SCENARIOS`.
     settings : dict of str to dict, optional
         Named estimator settings to compare; default ``{"default": {}, "paper": PAPER_SETTINGS}``.
 
@@ -88,8 +88,8 @@ def evaluate_simulated(*, seeds: int = 3, n_requests: int = 3000, random_state=0
     ParameterError
         ``seeds`` is not a positive int.
     """
-    from .analysis import RootCauseLocalization
-    from .synthetic import SCENARIOS, error_rates, simulate_scenario
+    from ...analyses.localize.analysis import RootCauseLocalization
+    from ...analyses.localize.synthetic import SCENARIOS, error_rates, simulate_scenario
 
     if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1:
         raise ParameterError(f"The 'seeds' parameter of evaluate_simulated must be an int in the range [1, inf). "
@@ -157,7 +157,7 @@ def table_2(simulated: pl.DataFrame) -> pl.DataFrame:
 def evaluate_fault(fault: RealFault, *, estimator_params: dict | None = None) -> dict:
     """Localize one recorded fault from its windows alone; the row of :func:`evaluate_real`."""
     from ...model import root_tables
-    from .analysis import RootCauseLocalization
+    from ...analyses.localize.analysis import RootCauseLocalization
 
     spans = read_windows((fault.inject_file,) + tuple(fault.problem_files))
     row = {"system": fault.system, "inject_time": fault.inject_time, "fault_type": fault.fault_type,

@@ -7,7 +7,7 @@ problem period and the baseline marked, and the decisions (periods, caveats). No
 
 from __future__ import annotations
 
-from ...report.document import Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text
+from ..document import Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text
 
 __all__ = ["agreement", "agreement_section", "build_sections", "diagnosis_section"]
 
@@ -16,7 +16,7 @@ SUSPECTS_SHOWN = 5
 
 
 def diagnosis_section(result, requests=None) -> Section:
-    """The diagnosis section of a :class:`~.analysis.DiagnosisResult`.
+    """The diagnosis section of a :class:`~tracesleuth.analyses.diagnose.analysis.DiagnosisResult`.
 
     Parameters
     ----------
@@ -65,7 +65,7 @@ def _headline(result) -> str:
 
 
 def _timeline_figure(result, requests):
-    from ...report.figures import latency_over_time_figure
+    from ..figures import latency_over_time_figure
 
     events = []
     if result.onset is not None:
@@ -78,7 +78,7 @@ def _timeline_figure(result, requests):
 
 
 def build_sections(fitted, context=None) -> list:
-    """The report sections of a fitted :class:`~.analysis.Diagnosis` (one)."""
+    """The report sections of a fitted :class:`~tracesleuth.analyses.diagnose.analysis.Diagnosis` (one)."""
     return [diagnosis_section(fitted.result_, getattr(fitted, "requests_", None))]
 
 

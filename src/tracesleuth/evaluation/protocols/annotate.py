@@ -7,7 +7,7 @@ artificial network latency between the virtual machine hosting the database serv
 of the cluster, varying the delay from 0 to 10 milliseconds. The case of 0ms serves as a
 robustness check." Figure 2: the CDF of the share of passed assertions.
 
-Here, on the SQLite file-hosting workload of :mod:`.workload` (real database, real files, every
+Here, on the SQLite file-hosting workload of :mod:`tracesleuth.analyses.annotate.workload` (real database, real files, every
 method measured by :mod:`tracesleuth.instrument`; time, since memory annotations do not survive
 from one run to the next: the full run measures and reports that with one clean pair):
 
@@ -58,8 +58,8 @@ import polars as pl
 
 from ... import schema as S
 from ...errors import TraceSleuthError
-from ...evaluation.nezha import SYSTEMS, default_data_dir, list_faults, read_windows
-from ...evaluation.protocol import describe_tables, json_rows
+from ..nezha import SYSTEMS, default_data_dir, list_faults, read_windows
+from ..protocol import describe_tables, json_rows
 
 __all__ = ["AnnotateEvaluation", "evaluate", "evaluate_real", "evaluation_report"]
 
@@ -241,9 +241,9 @@ class AnnotateEvaluation:
 
 def _section5(directory: Path, *, n_requests: int, delays, whatif_delays, random_state, memory: bool,
               clean_runs: int = 1, zero_runs: int = 1):
-    from .analysis import PerformanceAnnotations
-    from .predict import parse_change, predict, replacements
-    from .workload import DB_OPERATIONS, ENDPOINT, run_workload
+    from ...analyses.annotate.analysis import PerformanceAnnotations
+    from ...analyses.annotate.predict import parse_change, predict, replacements
+    from ...analyses.annotate.workload import DB_OPERATIONS, ENDPOINT, run_workload
 
     # A first run in a process allocates what later ones find made (caches, interned strings): its
     # memory and time are not the steady state's, so one is run and thrown away first.
@@ -347,7 +347,7 @@ def evaluate_real(data_dir, *, systems=SYSTEMS, splits: int = SPLITS, random_sta
         One row per split and fault window (columns in :class:`AnnotateEvaluation`).
     """
     from ...model import root_tables
-    from .analysis import PerformanceAnnotations
+    from ...analyses.annotate.analysis import PerformanceAnnotations
 
     settings = dict(settings or {})
     tables: dict = {}
@@ -428,7 +428,7 @@ def recorded_scores(normal: pl.DataFrame, real: pl.DataFrame) -> dict:
 def _recorded_summary(data_dir: Path, random_state) -> dict:
     """What derivation finds on TrainTicket's fault-free minute (durations only, no attribute)."""
     from ...model import root_tables
-    from .analysis import PerformanceAnnotations
+    from ...analyses.annotate.analysis import PerformanceAnnotations
 
     path = data_dir / "trainticket" / "2023-01-29" / "fault_free" / "08_50_trace.csv.gz"
     if not path.is_file():
@@ -530,7 +530,7 @@ def evaluation_report(ev: AnnotateEvaluation):
     tracesleuth.report.Report
     """
     from ...report.document import Figure, Report, Section, Table, Text
-    from .section import pass_share_cdf_figure
+    from ...report.sections.annotate import pass_share_cdf_figure
 
     def table(frame: pl.DataFrame, caption: str) -> Table:
         return Table(list(frame.columns), [list(r) for r in frame.rows()], caption=caption)

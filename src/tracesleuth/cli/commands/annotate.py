@@ -11,8 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ...cli._common import (Command, FormatOpt, Group, JsonOpt, MappingOpt, PathsArg, SeedOpt, emit_json, out,
-                            TimeOpt, progress, read_period)
+from .._common import (Command, FormatOpt, Group, JsonOpt, MappingOpt, PathsArg, SeedOpt, TimeOpt, emit_json, out,
+                       progress, read_period)
 
 __all__ = ["register"]
 
@@ -82,9 +82,9 @@ def derive(paths: PathsArg,
     (clustered, chosen by BIC) or a constant, with how much its windows of calls vary from period to
     period (derive from several minutes: a store's --time range), in words and in a file that
     'annotate check' and 'annotate predict' read."""
-    from .._contract import check_settings
-    from .analysis import PerformanceAnnotations
-    from .fileformat import save_annotations
+    from ...analyses._contract import check_settings
+    from ...analyses.annotate.analysis import PerformanceAnnotations
+    from ...analyses.annotate.fileformat import save_annotations
 
     est = PerformanceAnnotations(metrics=tuple(metric or ("time", "memory")), features=feature,
                                  min_correlation=min_correlation, max_relative_error=max_relative_error,
@@ -130,10 +130,10 @@ def check(annotations: AnnotationsArg, paths: PathsArg,
     one-sided test of its mean normal score against the variation the annotation was derived with,
     all assertions adjusted together (Benjamini-Hochberg); the share passed, which annotations fail
     and since when, and the services they point to (a client span's failure names the service it calls)."""
-    from .._contract import check_settings
-    from .analysis import PerformanceAnnotations
-    from .fileformat import load_annotations
-    from .model import format_instant, format_metric
+    from ...analyses._contract import check_settings
+    from ...analyses.annotate.analysis import PerformanceAnnotations
+    from ...analyses.annotate.fileformat import load_annotations
+    from ...analyses.annotate.model import format_instant, format_metric
 
     est = PerformanceAnnotations(window=window, alpha=alpha, alternative="two-sided" if two_sided else "greater",
                                  min_calls=min_calls, period_ns=_period_ns(period))
@@ -203,11 +203,11 @@ def predict(annotations: AnnotationsArg, paths: PathsArg,
     operations' times (Monte Carlo draws from replaced annotations), against its measured time."""
     from ...errors import ParameterError
     from ...units import parse_duration
-    from .fileformat import load_annotations
-    from .measurements import measurements_from_tables
-    from .predict import parse_change
-    from .predict import predict as run_predict
-    from .predict import replacements
+    from ...analyses.annotate.fileformat import load_annotations
+    from ...analyses.annotate.measurements import measurements_from_tables
+    from ...analyses.annotate.predict import parse_change
+    from ...analyses.annotate.predict import predict as run_predict
+    from ...analyses.annotate.predict import replacements
 
     changes = [parse_change(c) for c in change or ()]
     given = load_annotations(annotations)
@@ -251,7 +251,7 @@ def evaluate_annotate(
     prediction of the request latency against the delayed runs; on recorded TrainTicket and
     OnlineBoutique traffic, annotations of six normal minutes checked on six others (false alarms) and
     on the minutes of latency faults (pass rate, the injected service's rank in 'services')."""
-    from .evaluation import evaluate, evaluation_report
+    from ...evaluation.protocols.annotate import evaluate, evaluation_report
 
     with progress("evaluating") as bar:
         bar.add_task("eval", spans=0)

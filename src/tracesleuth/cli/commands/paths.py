@@ -11,8 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ...cli._common import (Command, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SeedOpt, emit_json, err,
-                            TimeOpt, out, progress, read_period, run_evaluation)
+from .._common import (Command, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SeedOpt, TimeOpt, emit_json,
+                       err, out, progress, read_period, run_evaluation)
 from ...errors import ParameterError, TraceFormatError
 
 __all__ = ["read_messages", "register"]
@@ -20,8 +20,8 @@ __all__ = ["read_messages", "register"]
 
 def read_messages(paths: list[Path]):
     """A message log from CSV or JSON Lines files with the columns of
-    :data:`~.messages.MESSAGE_SCHEMA` (``kind`` and ``call_id`` may be empty for free-form
-    messages), or from Envoy access logs (:mod:`.envoy`, told from their first line).
+    :data:`~tracesleuth.analyses.paths.messages.MESSAGE_SCHEMA` (``kind`` and ``call_id`` may be empty for free-form
+    messages), or from Envoy access logs (:mod:`tracesleuth.analyses.paths.envoy`, told from their first line).
 
     Raises
     ------
@@ -30,11 +30,11 @@ def read_messages(paths: list[Path]):
     """
     import polars as pl
 
-    from .messages import MESSAGE_SCHEMA
+    from ...analyses.paths.messages import MESSAGE_SCHEMA
 
     schema = {"timestamp_ns": pl.Int64, "sender": pl.String, "receiver": pl.String, "kind": pl.String,
               "call_id": pl.String}
-    from .envoy import looks_like_envoy, read_envoy_log
+    from ...analyses.paths.envoy import looks_like_envoy, read_envoy_log
 
     frames = []
     for path in paths:
@@ -87,8 +87,8 @@ def paths(paths: PathsArg,
     time goes, from the messages between services alone (nesting algorithm), or the causal graph
     with its delays (convolution algorithm). Given traces, their trace ids are dropped first, and
     how much of the truth was recovered is printed."""
-    from .._contract import check_settings
-    from .analysis import CausalPaths
+    from ...analyses._contract import check_settings
+    from ...analyses.paths.analysis import CausalPaths
 
     from ...units import parse_duration
 
@@ -118,7 +118,7 @@ def paths(paths: PathsArg,
         for c in ("node", "latency (median)", "latency (p95)", "call delay (median)"):
             t.add_column(c, justify="left" if c == "node" else "right")
         from ...units import format_duration_ns as ns
-        from .analysis import _preorder
+        from ...analyses.paths.analysis import _preorder
 
         p = res.patterns[0]
         for name, n in zip(_preorder(p.tree), p.nodes):
@@ -132,7 +132,7 @@ def evaluate_paths(
         data: NezhaDataOpt = None, seed: SeedOpt = 0, json: JsonOpt = False) -> None:
     """Black-box causal paths: recovery of the true paths against parallelism (simulated requests)
     and on TrainTicket traces made black-box, per entry."""
-    from .evaluation import evaluate
+    from ...evaluation.protocols.paths import evaluate
 
     run_evaluation(evaluate, quick=quick, seed=seed, data=data, json=json)
 

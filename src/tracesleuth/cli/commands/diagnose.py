@@ -9,10 +9,10 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from ...cli._common import (Command, JsonOpt, NezhaDataOpt, emit_json, out, parse_instant, parse_time_range,
+from .._common import (Command, JsonOpt, NezhaDataOpt, emit_json, out, parse_instant, parse_time_range,
                             run_evaluation)
 from ...errors import ParameterError
-from .telemetry import read_store, store_range
+from ...analyses.diagnose.telemetry import read_store, store_range
 
 __all__ = ["register"]
 
@@ -32,7 +32,7 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
                               help="A ranking model (tracesleuth evaluate diagnose --fit FILE).")] = None,
              json: JsonOpt = False) -> None:
     """Which service, operation and instance, since when, and how sure: one answer from a store."""
-    from .analysis import Diagnosis
+    from ...analyses.diagnose.analysis import Diagnosis
 
     if at is not None and time is not None:
         raise ParameterError("give --at (a moment inside the incident) or --time (the problem period), not both")
@@ -43,7 +43,7 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
     first, last = store_range(store)
     around = settings["time"] or (settings["at"] if settings["at"] is not None else last,) * 2
     if around[1] < first or around[0] > last:
-        from .telemetry import utc_text
+        from ...analyses.diagnose.telemetry import utc_text
 
         raise ParameterError(f"{utc_text(around[0])} is outside the store, which holds spans from {utc_text(first)} "
                              f"to {utc_text(last)}.")
@@ -68,7 +68,7 @@ def evaluate_diagnose(data: NezhaDataOpt = None,
                                           "to FILE, and give the held-out calibration.")] = None,
                       json: JsonOpt = False) -> None:
     """The diagnosis on every recorded fault of ../shared/data, told only the inject time + 90 s."""
-    from .evaluation import evaluate
+    from ...evaluation.protocols.diagnose import evaluate
 
     def run(*, quick, random_state, data_dir):
         return evaluate(quick=quick, random_state=random_state, data_dir=data_dir,

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ...cli._common import (Command, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SchedulerOpt, SeedOpt,
+from .._common import (Command, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SchedulerOpt, SeedOpt,
                             dask_scheduler, emit_json, input_store, out, parse_time_range, read_input, run_evaluation,
                             select_period, TimeOpt)
 
@@ -82,10 +82,10 @@ def localize(paths: PathsArg,
     """Root-cause localization (Mi et al., Sci China Inf Sci 2012) from one period's traces, no
     baseline: the anomalous methods (PCA split of each call sequence's requests, Mann-Whitney tests),
     the services they point to, the instances where they misbehave (Jensen-Shannon), and since when."""
-    from .._contract import check_settings
+    from ...analyses._contract import check_settings
     from ...model import root_tables
-    from .analysis import RootCauseLocalization
-    from .evaluation import PAPER_SETTINGS
+    from ...analyses.localize.analysis import RootCauseLocalization
+    from ...evaluation.protocols.localize import PAPER_SETTINGS
 
     settings = {"alpha": alpha, "variance": variance, "spe_level": spe_level, "test_level": test_level,
                 "adjust_clusters": not no_adjust, "latency": latency, "top_k": top_k, "random_state": seed,
@@ -126,7 +126,7 @@ def evaluate_localize(
     """Root-cause localization: the paper's four simulated scenarios (false-negative and
     false-positive rates with and without cluster adjustment, as its Table 2) and the recorded faults
     (top-1 / top-3 of the injected service per fault type, from each fault's windows alone)."""
-    from .evaluation import evaluate
+    from ...evaluation.protocols.localize import evaluate
 
     run_evaluation(evaluate, quick=quick, seed=seed, data=data, json=json)
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...report.document import (Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text, plot_text,
+from ..document import (Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text, plot_text,
                                 shorten)
 from ...units import NS_PER_MS, format_duration_ns
-from .._contract import sections_from_result
+from ...analyses._contract import sections_from_result
 
 __all__ = ["build_sections", "changed_edges_figure", "flow_graph_figure", "what_changed_section"]
 
@@ -71,7 +71,7 @@ def changed_edges_figure(mutation: Any):
 
 
 def _graph_traces(graph: Any, changed_color: str, slower_edges: set, slower_ops: set):
-    """Plotly traces of one :class:`~.mutations.FlowGraph`, drawn as an indented call tree (depth
+    """Plotly traces of one :class:`~tracesleuth.analyses.compare.mutations.FlowGraph`, drawn as an indented call tree (depth
     across, preorder down: every node on its own row, so that large requests stay legible), the
     number of nodes drawn and their largest depth."""
     import plotly.graph_objects as go
@@ -113,8 +113,8 @@ def flow_graph_figure(mutation: Any):
     across, preorder down). On the mutation's side the subtrees its precursor lacks are drawn in
     orange-red and the divergence node enlarged with a dark outline; on the precursor's side the
     subtrees the mutation lacks are blue; on either side the edges and operations whose time
-    rose significantly inside the mutation (:attr:`~.mutations.Mutation.edges`,
-    :attr:`~.mutations.Mutation.operations`) are amber. A response-time mutation has one graph.
+    rose significantly inside the mutation (:attr:`~tracesleuth.analyses.compare.mutations.Mutation.edges`,
+    :attr:`~tracesleuth.analyses.compare.mutations.Mutation.operations`) are amber. A response-time mutation has one graph.
     At most :data:`MAX_GRAPH_NODES` nodes per graph are drawn.
 
     Parameters

@@ -12,7 +12,7 @@ the sections of other analyses:
 * :func:`example_requests_section` - a request of each pattern as a Gantt chart, up to two more
   one click away;
 * :func:`ground_truth_section` - injected degradations beside the recovered patterns, scored
-  by :func:`~tracesleuth.evaluation.metrics.match_clusters`;
+  by :func:`~tracesleuth.analyses.metrics.match_clusters`;
 * :func:`~tracesleuth.report.input.input_section` - the input: traces, spans, rejects, repairs.
 
 Nothing here re-runs the analysis: sections are drawn from ``result_`` and ``labels_``.
@@ -36,12 +36,12 @@ import polars as pl
 from ... import schema as S
 from ...errors import ParameterError
 from ...units import format_duration_ns
-from .analysis import DegradationPatternsResult
-from .results import MAX_PATTERNS_SHOWN as RESULT_MAX_PATTERNS_SHOWN
-from ...report.document import (
+from ...analyses.patterns.analysis import DegradationPatternsResult
+from ...analyses.patterns.results import MAX_PATTERNS_SHOWN as RESULT_MAX_PATTERNS_SHOWN
+from ..document import (
     Bullets, Code, Details, Figure, KeyValues, Report, Section, Strong, Swatch, Table, Text, plot_text,
 )
-from ...report.figures import (
+from ..figures import (
     SERVICE_COLORS,
     SUB_INTERVAL_COLORS,
     gantt_x_range_ms,
@@ -52,8 +52,8 @@ from ...report.figures import (
     request_gantt_figure,
     request_spans,
 )
-from ...report.input import input_section
-from .._contract import ReportContext
+from ..input import input_section
+from ...analyses._contract import ReportContext
 
 __all__ = [
     "ExampleRequest", "PatternsInput", "build_patterns_report", "example_requests", "example_requests_section",
@@ -165,7 +165,7 @@ def _with_alpha(color: str, alpha: float) -> str:
 def shown_patterns(result, most: int = MAX_PATTERNS_SHOWN) -> list[tuple[tuple[int, int], list, list]]:
     """The sub-intervals' patterns grouped by latency range: ``((low_ns, high_ns), shown, hidden)``.
 
-    As :meth:`~.results.DegradationPatternsResult.shown_by_range`: a pattern below the result's
+    As :meth:`~tracesleuth.analyses.patterns.results.DegradationPatternsResult.shown_by_range`: a pattern below the result's
     ``min_f`` is not an explanation and is hidden (a range may then show none: no pattern
     explains it, :func:`unexplained_ranges`); of the others at most ``most`` (and the result's
     ``max_patterns_shown``), best F first, the rest hidden (counted). Ranges in latency order.
@@ -180,7 +180,7 @@ def shown_patterns(result, most: int = MAX_PATTERNS_SHOWN) -> list[tuple[tuple[i
 
 
 def unexplained_ranges(result) -> list:
-    """The result's :class:`~.notes.Unexplained` notes (ranges no pattern explains), in latency order."""
+    """The result's :class:`~tracesleuth.analyses.patterns.notes.Unexplained` notes (ranges no pattern explains), in latency order."""
     return sorted(result.notes_of("unexplained"), key=lambda n: n.low_ns)
 
 
@@ -643,7 +643,7 @@ def ground_truth_section(table, patterns: PatternsInput, truth: Mapping[str, str
 
     Each degradation is matched with the pattern (cluster of requests) of highest F-score against
     the requests it affects, and the matches are scored as a whole (Section 4.3 of Cortellessa &
-    Traini, :func:`~tracesleuth.evaluation.metrics.match_clusters`).
+    Traini, :func:`~tracesleuth.analyses.metrics.match_clusters`).
 
     Parameters
     ----------
@@ -655,7 +655,7 @@ def ground_truth_section(table, patterns: PatternsInput, truth: Mapping[str, str
     degradations : mapping of str to str, or sequence of Degradation, optional
         Descriptions of the injected degradations.
     """
-    from ...evaluation.metrics import labels_for, match_clusters
+    from ...analyses.metrics import labels_for, match_clusters
 
     descriptions = _normalize_degradations(degradations)
     aligned = labels_for(table, truth)

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ...cli._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, SchedulerOpt, SeedOpt,
+from .._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, SchedulerOpt, SeedOpt,
                             dask_scheduler, emit_json, out, parse_time_range, read_input, run_evaluation,
                             select_period, trace_table)
 from ...errors import ParameterError
@@ -107,7 +107,7 @@ def compare(paths: Annotated[Optional[list[Path]], typer.Argument(
     baseline period and a problem period, ranked by contribution to the slowdown, and which service
     it points to."""
     from ...model import build_trace_table
-    from .analysis import RequestFlowComparison
+    from ...analyses.compare.analysis import RequestFlowComparison
 
     sources = _sources(paths, baseline, problem, baseline_time, problem_time)
     settings = {"alpha": alpha, "min_requests": min_requests, "random_state": seed}
@@ -144,7 +144,7 @@ def compare(paths: Annotated[Optional[list[Path]], typer.Argument(
 
 
 def _compare_all(problem_spans, baseline_spans, settings: dict, json: bool) -> None:
-    from .endpoints import compare_endpoints
+    from ...analyses.compare.endpoints import compare_endpoints
 
     t0 = time.perf_counter()
     found = compare_endpoints(problem_spans, baseline_spans, **settings)
@@ -173,7 +173,7 @@ def evaluate_compare(
     """Request-flow comparison: simulated scenarios with a known change (is the injected service ranked
     first?) and recorded faults (TrainTicket, OnlineBoutique: top-1 / top-3 of the injected service
     per fault type, beside the anchor rule)."""
-    from .evaluation import evaluate
+    from ...evaluation.protocols.compare import evaluate
 
     run_evaluation(evaluate, quick=quick, seed=seed, data=data, json=json)
 

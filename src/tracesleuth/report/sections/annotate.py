@@ -15,10 +15,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...report.document import Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text, plot_text
-from .._contract import sections_from_result
-from .check import PROCEDURE
-from .model import METRICS, format_instant, format_metric
+from ..document import Bullets, Code, Figure, KeyValues, Section, Strong, Table, Text, plot_text
+from ...analyses._contract import sections_from_result
+from ...analyses.annotate.check import PROCEDURE
+from ...analyses.annotate.model import METRICS, format_instant, format_metric
 
 __all__ = ["annotation_figure", "annotations_section", "build_sections", "pass_share_cdf_figure"]
 

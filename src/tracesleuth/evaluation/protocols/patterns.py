@@ -6,7 +6,7 @@
 bands, varied costs and fan-out, asynchronous work, several endpoints): for each session, the spans go through the normal path
 (:func:`tracesleuth.model.build_trace_table`), each solver clusters the requests, and its clusters
 are scored against the injected degradations with the metrics of Section 4.3
-(:func:`tracesleuth.evaluation.metrics.match_clusters`).
+(:func:`tracesleuth.analyses.metrics.match_clusters`).
 
 Protocol (Section 4.3 of [1]_)
 ------------------------------
@@ -57,9 +57,9 @@ import polars as pl
 
 from ...errors import EmptyDataError, ParameterError
 from ...model import build_trace_table
-from .clustering import CLUSTERING_METHODS, DEFAULT_K_RANGE, cluster_degraded
-from ...evaluation.eshopper import EShopperSession, simulate_eshopper
-from ...evaluation.metrics import match_clusters
+from ...analyses.patterns.clustering import CLUSTERING_METHODS, DEFAULT_K_RANGE, cluster_degraded
+from ..eshopper import EShopperSession, simulate_eshopper
+from ...analyses.metrics import match_clusters
 
 __all__ = ["ESTIMATORS", "ESTIMATOR_PARAMS", "PATTERN_SOLVERS", "SOLVERS", "SOLVER_NAMES", "PatternsEvaluation", "evaluate_patterns",
            "evaluate_session", "render"]
@@ -76,11 +76,13 @@ SOLVER_NAMES = {"ga": "Genetic", "bnb": "Branch and bound", "kmeans": "Kmeans",
 #: categorical columns (the instance that served each call) are left out.
 ESTIMATOR_PARAMS = {"categorical": False}
 #: The estimator of each solver: (module, class, the setting that takes the solver's name). The
-#: clustering baselines are :class:`~.baselines.DegradedClusters` (``k_select="silhouette"``: the
-#: estimator as a user runs it; ``"truth"``: the paper's protocol, k chosen against the injected
-#: degradations, which no estimator can do, by :func:`~.clustering.cluster_degraded` directly).
-ESTIMATORS = {**{s: (".analysis", "LatencyDegradationPatterns", "solver") for s in PATTERN_SOLVERS},
-              **{m: (".baselines", "DegradedClusters", "method") for m in CLUSTERING_METHODS}}
+#: clustering baselines are :class:`~tracesleuth.analyses.patterns.baselines.DegradedClusters`
+#: (``k_select="silhouette"``: the estimator as a user runs it; ``"truth"``: the paper's protocol,
+#: k chosen against the injected degradations, which no estimator can do, by
+#: :func:`~tracesleuth.analyses.patterns.clustering.cluster_degraded` directly).
+_PATTERNS = "tracesleuth.analyses.patterns"
+ESTIMATORS = {**{s: (f"{_PATTERNS}.analysis", "LatencyDegradationPatterns", "solver") for s in PATTERN_SOLVERS},
+              **{m: (f"{_PATTERNS}.baselines", "DegradedClusters", "method") for m in CLUSTERING_METHODS}}
 _INTERVALS = ("affected", "auto")
 #: The simulators: the paper's E-Shopper sessions and the harder bookshop sessions.
 SIMULATORS = ("eshopper", "bookshop")
@@ -256,7 +258,7 @@ def evaluate_patterns(*, sessions: int = 30, noised: bool = False, solvers: Sequ
 def _simulate(simulator: str, n_requests: int, noised: bool, seq: np.random.SeedSequence):
     if simulator == "eshopper":
         return simulate_eshopper(n_requests=n_requests, noised=noised, random_state=seq)
-    from ...evaluation.bookshop import ENDPOINT_SHARES, simulate_bookshop
+    from ..bookshop import ENDPOINT_SHARES, simulate_bookshop
 
     return simulate_bookshop(n_requests=round(n_requests / ENDPOINT_SHARES[0]), noised=noised, random_state=seq)
 
@@ -369,13 +371,13 @@ def estimator(solver: str, **settings):
     from importlib import import_module
 
     module, name, key = ESTIMATORS[solver]
-    cls = getattr(import_module(module, __package__), name)
+    cls = getattr(import_module(module), name)
     return cls(**{key: solver}, **settings)
 
 
 def _estimator_module():
     try:
-        from . import analysis
+        from ...analyses.patterns import analysis
     except ImportError as exc:
         raise ParameterError(f"The pattern solvers {', '.join(PATTERN_SOLVERS)} need "
                              f"tracesleuth.analyses.patterns.analysis.LatencyDegradationPatterns, which cannot be "

@@ -4,13 +4,13 @@ simulated requests, and recovery on real TrainTicket traces made black-box.
 :func:`evaluate` is the protocol registered for ``paths`` (``tracesleuth evaluate paths``).
 
 * **Parallelism** (the slides' "accuracy vs parallelism"): the simulator's requests
-  (:func:`~.synthetic.spaced_requests`) start every ``gap`` seconds, from no overlap (1 s, equal
+  (:func:`~tracesleuth.analyses.paths.synthetic.spaced_requests`) start every ``gap`` seconds, from no overlap (1 s, equal
   gaps) to many requests in flight (Poisson arrivals, mean gap 50 ms to 2 ms); per gap, the nesting algorithm's request-weighted recovery
-  rate of the true path patterns (:func:`~.analysis.recovery_rate`), and the convolution
+  rate of the true path patterns (:func:`~tracesleuth.analyses.paths.analysis.recovery_rate`), and the convolution
   algorithm's recall and precision of the true (incoming call, outgoing call) pairs
   (:data:`CONVOLUTION` settings).
 * **Real data** (../shared/data/nezha/trainticket): every one-minute window read together, trace
-  ids dropped (:func:`~.messages.messages_from_tables`), at the recorded concurrency; the
+  ids dropped (:func:`~tracesleuth.analyses.paths.messages.messages_from_tables`), at the recorded concurrency; the
   recovery rate overall and per entry (the root's first call: the API behind TrainTicket's
   gateway) for the busiest entries.
 
@@ -19,7 +19,7 @@ simulated requests, and recovery on real TrainTicket traces made black-box.
   its return after its call by the convolution, without and with the delay: both must rise by
   200 ms.
 
-* **MakeTrace** (:func:`~.maketrace.make_trace`, the slides' accuracy against message loss and
+* **MakeTrace** (:func:`~tracesleuth.analyses.paths.maketrace.make_trace`, the slides' accuracy against message loss and
   delay variation): logs of the default tracelets at a 20 ms mean gap, with 0-10% of the
   messages dropped, and with the waits' variation (standard deviation over mean) from 0.1 to 1;
   both algorithms scored as above.
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from ...evaluation.protocol import describe_tables, json_rows
+from ..protocol import describe_tables, json_rows
 
 __all__ = ["PathsEvaluation", "evaluate", "recovery_by_entry"]
 
@@ -64,8 +64,8 @@ ADDED_MS, DELAYED_NODE = 200, "meta"
 
 def _added_delay(n_requests: int, random_state) -> pl.DataFrame:
     """The delayed node's latency (nesting) and return delay (convolution), without and with the delay."""
-    from .analysis import CausalPaths
-    from .synthetic import spaced_requests
+    from ...analyses.paths.analysis import CausalPaths
+    from ...analyses.paths.synthetic import spaced_requests
 
     row = {"node": DELAYED_NODE, "added_ms": ADDED_MS}
     for when, delayed in (("before", None), ("after", DELAYED_NODE)):
@@ -84,9 +84,9 @@ def _added_delay(n_requests: int, random_state) -> pl.DataFrame:
 
 def _maketrace(duration_s: float, random_state) -> pl.DataFrame:
     """Both algorithms on MakeTrace logs, against the drop rate and the delay variation."""
-    from .analysis import CausalPaths, recovery_rate
-    from .convolution import call_pair_scores
-    from .maketrace import make_trace
+    from ...analyses.paths.analysis import CausalPaths, recovery_rate
+    from ...analyses.paths.convolution import call_pair_scores
+    from ...analyses.paths.maketrace import make_trace
 
     rows = []
     for knob, values in (("drop_rate", (0.0, 0.01, 0.05, 0.1)), ("delay_cv", (0.1, 0.3, 0.5, 1.0))):
@@ -196,10 +196,10 @@ def evaluate(*, quick: bool = False, random_state=0, data_dir=None) -> PathsEval
     """
     import time
 
-    from ...evaluation.nezha import default_data_dir
-    from .analysis import CausalPaths, recovery_rate
-    from .messages import messages_from_tables
-    from .synthetic import spaced_requests
+    from ..nezha import default_data_dir
+    from ...analyses.paths.analysis import CausalPaths, recovery_rate
+    from ...analyses.paths.messages import messages_from_tables
+    from ...analyses.paths.synthetic import spaced_requests
 
     rows = []
     n = 500 if quick else 5000
