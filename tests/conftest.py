@@ -17,6 +17,25 @@ sys.path.insert(0, str(Path(__file__).parent / "golden"))
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
+#: Markers a test gets from a fixture it uses, directly or through another fixture (the markers
+#: are described in pyproject.toml): reading ../shared/data is ``real_data``; a headless browser
+#: is ``browser``, and slow by definition, as the live demo's processes are (``live`` is set by
+#: the demo's modules, ``dask`` by the scale-out modules, ``slow`` on each test measured slow).
+FIXTURE_MARKERS = {"shared_data": ("real_data",), "chromium": ("browser", "slow")}
+#: Markers that make a test slow whatever it measured.
+SLOW_BY_DEFINITION = ("live", "browser")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for fixture, markers in FIXTURE_MARKERS.items():
+            if fixture in used:
+                for name in markers:
+                    item.add_marker(name)
+        if any(item.get_closest_marker(m) for m in SLOW_BY_DEFINITION) and not item.get_closest_marker("slow"):
+            item.add_marker("slow")
+
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:

@@ -171,12 +171,19 @@ def test_damaged_files_never_crash(workdir, fmt, table, seed, n_bad, kind):
 @pytest.mark.parametrize("fmt", ["otlp-json", "otlp-proto", "jaeger-json", "zipkin-json"])
 @SETTINGS
 @given(data=st.binary(min_size=1, max_size=300))
-def test_random_bytes_never_crash(workdir, fmt, data):
+def test_random_bytes_are_rejected_and_counted(workdir, fmt, data):
+    """Garbage never crashes a reader, gives no span, and is reported: the reject log names the
+    file and why it was refused, and its span counts add up (no span was in it to lose)."""
     assume(data.strip())
     path = workdir / f"garbage-{fmt}"
     path.write_bytes(data)
     n_read, log = read_forced(path, fmt)
-    assert n_read == 0
+    assert n_read == 0 and sum(log.spans_read.values()) == 0
+    assert log.rows, f"{data!r} was read as {fmt} without a word"
+    assert all(r[0] == str(path) and r[3] for r in log.rows), log.rows       # the file and the reason
+    if fmt in SPAN_KEY:  # whatever span the garbage seemed to hold is counted as lost
+        assert log.spans_rejected == (count_spans(data) if fmt.startswith("otlp") else
+                                      count_keys(data, (SPAN_KEY[fmt],)))
 
 
 # -- the OTLP JSON reader's two paths -----------------------------------------------------------
