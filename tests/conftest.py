@@ -15,7 +15,40 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "golden"))
 
+from tiers import SLOW  # noqa: E402
+
+TESTS = Path(__file__).resolve().parent
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+#: Markers a test gets from a fixture it uses, directly or through another fixture (the markers
+#: are described in pyproject.toml): reading ../shared/data is ``real_data``; a headless browser
+#: is ``browser``, slow by definition as the live demo and Dask are (``live`` is set by
+#: the demo's modules, ``dask`` by the scale-out modules, ``slow`` by the measured list in tiers.py).
+FIXTURE_MARKERS = {"shared_data": ("real_data",), "chromium": ("browser", "slow")}
+#: Markers that make a test slow whatever it measured: processes to start (the live demo's, a
+#: browser, a Dask LocalCluster's workers: 5-15 s before the first check).
+SLOW_BY_DEFINITION = ("live", "browser", "dask")
+
+
+def pytest_collection_modifyitems(config, items):
+    modules = {}
+    for item in items:
+        module = item.path.resolve().relative_to(TESTS).as_posix()
+        if module in SLOW:
+            modules[module] = item.module
+            if getattr(item, "originalname", item.name) in SLOW[module]:
+                item.add_marker("slow")
+        used = set(getattr(item, "fixturenames", ()))
+        for fixture, markers in FIXTURE_MARKERS.items():
+            if fixture in used:
+                for name in markers:
+                    item.add_marker(name)
+        if any(item.get_closest_marker(m) for m in SLOW_BY_DEFINITION) and not item.get_closest_marker("slow"):
+            item.add_marker("slow")
+    stale = [f"{module}::{name}" for module, mod in modules.items() for name in SLOW[module] if not hasattr(mod, name)]
+    if stale:
+        raise pytest.UsageError(f"tests/tiers.py lists tests that do not exist (renamed?): {', '.join(sorted(stale))}")
 
 
 @pytest.fixture(scope="session")

@@ -51,6 +51,7 @@ def test_write_report_of_fitted_verbs(tmp_path):
         ts.write_report(object(), spans=None, table=table, output=tmp_path / "x.html")
 
 
+@pytest.mark.slow  # an ingest of three recorded minutes, then the diagnosis: ~10 s
 def test_diagnose_reads_a_store_around_the_moment(tmp_path, shared_data):
     """The verb on a store's directory and a moment as text: the store's spans and logs around it."""
     from tracesleuth.ingest import ingest

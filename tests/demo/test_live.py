@@ -49,18 +49,16 @@ def _never_silently_wrong(result) -> None:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    """One live run at the default rate; a second one (next seed) only when the first was not
-    recovered. A VM's host can take the CPU for seconds (requests then queue for as long as a
-    degradation adds): the demo must then say so (outcome "broken", the cause named)."""
-    for attempt in range(2):
-        workdir = tmp_path_factory.mktemp("live") / "run"
-        phases = []
-        result = run_demo(duration_s=DURATION_S, rate_per_s=RATE_PER_S, seed=SEED + attempt, workdir=workdir,
-                          on_progress=lambda p: phases.append(p.phase))
-        _never_silently_wrong(result)
-        if result.outcome().status == "recovered":
-            break
-        print(f"live run {attempt + 1}: {result.outcome().message}")
+    """One live run at the default rate, on one seed, never repeated. A VM's host can take the CPU
+    for seconds (requests then queue for as long as a degradation adds): the demo must then say so
+    itself (outcome "broken", the measured cause named) and the tests needing a result skip with
+    that cause. A run that kept up with its load and missed what was injected is a failure: another
+    seed would only hide it."""
+    workdir = tmp_path_factory.mktemp("live") / "run"
+    phases = []
+    result = run_demo(duration_s=DURATION_S, rate_per_s=RATE_PER_S, seed=SEED, workdir=workdir,
+                      on_progress=lambda p: phases.append(p.phase))
+    _never_silently_wrong(result)
     return result, phases
 
 
@@ -234,21 +232,19 @@ def _start_cli_demo(workdir: Path) -> subprocess.Popen:
     return proc
 
 
-def test_ctrl_c_stops_every_process_within_seconds(tmp_path):
+def test_ctrl_c_stops_every_process(tmp_path):
     workdir = tmp_path / "run"
     proc = _start_cli_demo(workdir)
-    t = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)                          # what a terminal's Ctrl-C does
     try:
-        proc.wait(timeout=15)
+        proc.wait(timeout=60)                                   # (a bound on a hang, not a timing)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     _, errs = proc.communicate(timeout=10)
     assert "demo interrupted (SIGINT): every process of the run was stopped" in errs.decode()
     assert proc.returncode == 128 + signal.SIGINT
-    assert wait_until_gone(str(workdir), 5) == []
-    assert time.monotonic() - t < 10
+    assert wait_until_gone(str(workdir), 15) == []
 
 
 def test_sigkill_of_the_demo_leaves_no_process(tmp_path):
@@ -262,17 +258,18 @@ def test_sigkill_of_the_demo_leaves_no_process(tmp_path):
 
 def test_a_crashed_service_stops_the_run_and_every_process(tmp_path):
     workdir = tmp_path / "run"
-    killed = []
+    killed, seen = [], []
 
     def crash_cart_service(p):
+        seen.append(p)
         if p.phase == "load" and p.requests_sent >= 20 and not killed:
             [(pid, _)] = [x for x in processes_mentioning(str(workdir)) if "--service cart-service" in x[1]]
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
 
-    t = time.monotonic()
     with pytest.raises(DemoError, match="cart-service-0"):
         run_demo(duration_s=60, rate_per_s=RATE_PER_S, seed=1, workdir=workdir, on_progress=crash_cart_service)
-    assert killed and time.monotonic() - t < 60
+    # The run stopped during its load, before the load was done: it did not play out its 60 s.
+    assert killed and seen[-1].phase == "load" and seen[-1].requests_sent < seen[-1].requests_planned, seen[-1]
     assert processes_mentioning(str(workdir)) == []
     assert zombie_children() == []

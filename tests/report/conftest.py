@@ -1,6 +1,6 @@
 """Fixtures of the report tests: a small simulated E-Shopper session whose spans carry script
-payloads, its analysis and its report; and a headless Chromium (Debian's package, installed
-with apt-get when missing)."""
+payloads, its analysis and its report; and a headless Chromium (installed by .ci/run, never by a
+test: without one the browser tests skip, saying so)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from browser_support import ensure_chromium  # noqa: E402
+from browser_support import find_chromium  # noqa: E402
 from report_support import GENERATIONS, TITLE, Analysed, payload_spans, simulated_session  # noqa: E402
 
 from tracesleuth.model import build_trace_table  # noqa: E402
@@ -38,8 +38,8 @@ def report_html(analysed) -> str:
 
 @pytest.fixture(scope="session")
 def chromium() -> Path:
-    """Debian's Chromium; installed with apt-get when missing; the tests skip if that fails."""
-    path, how = ensure_chromium()
+    """An installed Chromium; the tests using it skip, with the reason, when there is none."""
+    path, how = find_chromium()
     if path is None:
-        pytest.skip(f"no headless browser: {how}")
+        pytest.skip(how)
     return path

@@ -14,6 +14,8 @@ from tracesleuth.scale.analyses import dkw_epsilon, fit_patterns, on_workers
 from tracesleuth.scale.synthetic import DEGRADED_OPERATION
 from tracesleuth.scale.table import shuffle_by_trace
 
+pytestmark = pytest.mark.dask  # a LocalCluster of worker processes (tests/scale/conftest.py)
+
 
 def test_patterns_on_dask_are_the_in_process_patterns(cluster, synthetic_store):
     reference = LatencyDegradationPatterns(random_state=3).fit(build_trace_table(synthetic_store.read_spans()))

@@ -15,6 +15,8 @@ import pytest
 from tracesleuth.cli import main
 from tracesleuth.io.store import SpanStore
 
+pytestmark = pytest.mark.dask  # a LocalCluster of worker processes (tests/scale/conftest.py)
+
 
 def run(capsys, *argv) -> tuple[int, dict | None, str]:
     code = main(list(argv))

@@ -18,6 +18,8 @@ from tracesleuth.model.attributes import (attribute_summary, choose_columns, ent
 from tracesleuth.scale import dask_trace_table
 from tracesleuth.scale.table import shuffle_by_trace
 
+pytestmark = pytest.mark.dask  # a LocalCluster of worker processes (tests/scale/conftest.py)
+
 ENDPOINT = "ts-travel-service:/api/v1/travelservice/trips/left"
 
 

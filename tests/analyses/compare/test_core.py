@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import glob
 import json
-import os
 
 import numpy as np
 import polars as pl
@@ -170,15 +168,17 @@ def test_speedups_rank_after_slowdowns():
     assert any("faster" in n for n in r.notes)
 
 
-DATA = "/work/shared/data/nezha/trainticket/2023-01-29"
+#: The recorded TrainTicket day, under ../shared/data (the ``shared_data`` fixture).
+TRAINTICKET_DAY = "nezha/trainticket/2023-01-29"
 
 
-@pytest.mark.skipif(not os.path.isdir(DATA), reason="no TrainTicket data")
-def test_trainticket_fault_window_smoke():
+def test_trainticket_fault_window_smoke(shared_data):
     from tracesleuth.io import read_spans
 
-    base_files = sorted(glob.glob(f"{DATA}/fault_free/*"))
-    prob_files = sorted(glob.glob(f"{DATA}/trace/*"))
+    day = shared_data / TRAINTICKET_DAY
+    base_files = sorted((day / "fault_free").iterdir())
+    prob_files = sorted((day / "trace").iterdir())
+    assert base_files and prob_files, day
     base = build_trace_table(read_spans(base_files[:1]))
     prob = build_trace_table(read_spans(prob_files[:1]), endpoint=base.endpoint)
     r = RequestFlowComparison(random_state=0).fit(prob, base).result_

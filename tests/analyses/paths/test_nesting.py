@@ -3,8 +3,6 @@ and without overlap, on bad messages and on real TrainTicket traces made black-b
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 import pyarrow as pa
 import pytest
@@ -86,14 +84,15 @@ def test_settings_and_input_are_checked():
         recovery_rate({}, {})
 
 
-TT = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "nezha" / "trainticket" / "2023-01-29" / "trace"
+#: The recorded TrainTicket day's traces, under ../shared/data (the ``shared_data`` fixture).
+TRAINTICKET_TRACES = "nezha/trainticket/2023-01-29/trace"
 
 
-@pytest.mark.skipif(not TT.is_dir(), reason="needs ../shared/data")
-def test_real_trainticket_paths_are_recovered_without_trace_ids():
+def test_real_trainticket_paths_are_recovered_without_trace_ids(shared_data):
     from tracesleuth.io import read_spans
 
-    spans = read_spans([str(TT / f"08_{m}_trace.csv.gz") for m in (43, 44, 45, 52, 53, 54, 58, 59)])
+    traces = shared_data / TRAINTICKET_TRACES
+    spans = read_spans([str(traces / f"08_{m}_trace.csv.gz") for m in (43, 44, 45, 52, 53, 54, 58, 59)])
     messages, truth = messages_from_tables([build_trace_table(spans)])
     res = CausalPaths().fit(messages).result_
     assert sum(truth.values()) == 444
