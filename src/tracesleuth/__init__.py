@@ -34,11 +34,11 @@ estimator classes, each imported on first use (:mod:`tracesleuth.api`).
 
 __version__ = "0.1.0"
 
-from ._lazy import lazy_exports  # noqa: E402 - the front door below, imported on first use
+from ._lazy import lazy_exports as _lazy_exports  # noqa: E402 - the front door below, imported on first use
 
 #: The front door (:mod:`tracesleuth.api`): the verbs a notebook user reaches for, and the classes
 #: behind them; nothing heavy is imported until one is used.
-__getattr__, __dir__ = lazy_exports(__name__, {
+__getattr__, __dir__ = _lazy_exports(__name__, {
     "read_spans": ".io:read_spans", "read_logs": ".io:read_logs",
     **{name: f".api:{name}" for name in ("open_store", "trace_table", "patterns", "compare", "localize", "paths",
                                          "annotate", "diagnose", "write_report")},
