@@ -202,3 +202,23 @@ def test_every_command_that_analyses_one_period_takes_time(tmp_path, capsys, arg
     f.write_text(SPANS_CSV)
     assert main([a.format(f=f, d=tmp_path) for a in argv] + ["--time", "1000/2000"]) == 2
     assert "--time 1970-01-01T00:16:40Z/1970-01-01T00:33:20Z: no trace of the input starts then" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("step", ["make_context", "invoke"])
+def test_a_signal_while_the_command_line_is_parsed_is_one_line_and_128_plus_signal(step):
+    """Typer turns an interrupt while it parses the command line or picks the command into a silent
+    exit 130, SIGTERM's too: here it is 143 and one line, as inside a command."""
+    code = f"""
+import os, signal, sys, time, typer.core
+original = typer.core.TyperGroup.{step}
+def interrupted(self, *args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
+    return original(self, *args, **kwargs)
+typer.core.TyperGroup.{step} = interrupted
+from tracesleuth.cli import main
+sys.exit(main(["info", "x"]))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 143
+    assert done.stderr == "interrupted by SIGTERM while starting: nothing done\n"

@@ -33,11 +33,32 @@ __all__ = ["BOOLEAN_WORDS", "Command", "CommandInterrupted", "EndpointOpt", "For
 
 class CommandInterrupted(BaseException):
     """A command stopped by SIGINT or SIGTERM, on its way to :func:`tracesleuth.cli.app.run`
-    (which says so in one line and exits ``128 + signum``)."""
+    (which says so in one line and exits ``128 + signum``); ``starting``: before the command ran."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, *, starting: bool = False):
         self.signum = signum
+        self.starting = starting
         super().__init__(signum)
+
+
+class _CarriesInterrupts:
+    """Typer turns a KeyboardInterrupt into a silent exit 130 (SIGTERM's too, which
+    :func:`tracesleuth.cli.main` raises as one): carried past it instead, as
+    :class:`CommandInterrupted`, for :func:`tracesleuth.cli.app.run` to report. A group's (the
+    command line's parsing, choosing the command) is one before any command ran."""
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt as e:
+            raise CommandInterrupted(getattr(e, "signum", signal.SIGINT), starting=True) from e
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as e:
+            raise CommandInterrupted(getattr(e, "signum", signal.SIGINT),
+                                     starting=isinstance(self, typer.core.TyperGroup)) from e
 
 
 class _WithExamples:
@@ -48,7 +69,7 @@ class _WithExamples:
         super().format_help(ctx, formatter)
 
 
-class Command(_WithExamples, typer.core.TyperCommand):
+class Command(_CarriesInterrupts, _WithExamples, typer.core.TyperCommand):
     """A command whose help reads as a person would write it.
 
     Typer 0.29 writes a required argument ``{paths}...`` in the usage line, the annotation's
@@ -62,14 +83,6 @@ class Command(_WithExamples, typer.core.TyperCommand):
         super().__init__(*args, **kwargs)
         if self.help:  # a docstring's line breaks are not the help's: keep only paragraph breaks
             self.help = re.sub(r"(?<!\n)\n(?!\n)", " ", inspect.cleandoc(self.help))
-
-    def invoke(self, ctx):
-        # Typer turns a KeyboardInterrupt into a silent exit 130 (SIGTERM's too, which
-        # tracesleuth.cli.main raises as one): carried past it instead, for run() to report.
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt as e:
-            raise CommandInterrupted(getattr(e, "signum", signal.SIGINT)) from e
 
     def collect_usage_pieces(self, ctx) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
@@ -89,7 +102,7 @@ class Command(_WithExamples, typer.core.TyperCommand):
         return params
 
 
-class Group(_WithExamples, typer.core.TyperGroup):
+class Group(_CarriesInterrupts, _WithExamples, typer.core.TyperGroup):
     """The command groups: their flags (``--help``, ``--version``) show no ``<bool>``."""
 
     def get_params(self, ctx) -> list:

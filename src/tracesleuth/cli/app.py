@@ -316,8 +316,9 @@ def run(argv: list[str] | None = None) -> int:
         return _fail(_input_message(e, argv), type(e).__name__, argv)
     except typer.Exit as e:
         return e.exit_code
-    except CommandInterrupted as e:  # SIGINT or SIGTERM (see Command.invoke)
-        err.print(f"interrupted by {signal_name(e.signum)}", markup=False)
+    except CommandInterrupted as e:  # SIGINT or SIGTERM (see _common._CarriesInterrupts)
+        err.print(f"interrupted by {signal_name(e.signum)}" + (" while starting: nothing done" if e.starting else ""),
+                  markup=False)
         return 128 + e.signum
     except typer.Abort:
         err.print("aborted", markup=False)
