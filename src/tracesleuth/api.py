@@ -11,8 +11,8 @@
 Each analysis verb builds its estimator with the given settings and fits it: the estimator is
 returned (``.result_``, ``.to_frame()`` through it, ``.predict`` where it labels), so a notebook
 can go on from it exactly as from the class (:mod:`tracesleuth.analyses`). Times (``at``, a
-period's ends) are Unix epoch ns, ISO 8601 text (UTC unless an offset is given) or a
-``datetime``.
+period's ends) are Unix epoch ns (int), ISO 8601 text (UTC unless an offset is given), Unix
+seconds as text, or a ``datetime`` (naive: UTC).
 """
 
 from __future__ import annotations
@@ -120,13 +120,14 @@ def diagnose(source, logs=None, *, at=None, time=None, baseline_time=None, **set
         ``source`` is a directory that is not a span store; a time that cannot be read.
     """
     from .analyses.diagnose import Diagnosis
-    from .analyses.diagnose.telemetry import read_store
+    from .analyses.diagnose.telemetry import read_store, store_range
 
     at_ns = None if at is None else _instant(at, "at")
     time_ns = None if time is None else tuple(_instant(t, "time") for t in time)
     base_ns = None if baseline_time is None else tuple(_instant(t, "baseline_time") for t in baseline_time)
     if isinstance(source, (str, Path)):
-        around = time_ns or ((at_ns,) * 2 if at_ns is not None else None)
+        # as the CLI reads a store: around the period or the moment, else its last request
+        around = time_ns or (at_ns if at_ns is not None else store_range(Path(source))[1],) * 2
         source, logs = read_store(Path(source), around_ns=around)
     return Diagnosis(at=at_ns, time=time_ns, baseline_time=base_ns, **settings).fit(source, logs)
 
@@ -136,7 +137,7 @@ def _instant(value, name: str) -> int:
 
     if isinstance(value, datetime):
         return parse_instant(value.isoformat(), name)
-    return int(value) if isinstance(value, (int, float)) else parse_instant(str(value), name)
+    return int(value) if isinstance(value, int) else parse_instant(str(value), name)
 
 
 def write_report(*fitted, spans, table, output="report.html", title: str | None = None,
