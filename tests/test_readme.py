@@ -93,9 +93,7 @@ def test_every_quick_start_and_help_example_runs_as_written(workdir):
     for command in dict.fromkeys([*COMMANDS, *helps]):
         if _elsewhere(command) is not None:
             continue
-        script = "; ".join([*VARIABLES, f'export PATH={shlex.quote(str(bindir))}:"$PATH"',
-                            command.replace("python ", f"{shlex.quote(sys.executable)} ", 1)
-                            if command.startswith("python ") else command])
+        script = "; ".join([*VARIABLES, f'export PATH={shlex.quote(str(bindir))}:"$PATH"', command])
         done = subprocess.run(["bash", "-c", script], cwd=workdir, capture_output=True, text=True, timeout=600)
         ran += 1
         allowed = (0, 1) if any(flag in command for flag in EXIT_ONE_ALLOWED) else (0,)

@@ -25,7 +25,7 @@ from ..errors import ParameterError, TraceSleuthError
 from ..units import parse_instant, parse_time_range, utc_text
 from ._examples import epilog
 
-__all__ = ["BOOLEAN_WORDS", "Command", "CommandInterrupted", "EndpointOpt", "FormatOpt", "Group", "JsonOpt", "MappingOpt", "NezhaDataOpt",
+__all__ = ["BOOLEAN_WORDS", "Command", "CommandInterrupted", "EndpointOpt", "EndpointsOpt", "FormatOpt", "Group", "JsonOpt", "MappingOpt", "NezhaDataOpt",
            "PATHS", "PathsArg", "SchedulerOpt", "SeedOpt", "check_paths", "command_scope", "dask_scheduler",
            "emit_json", "err", "input_store", "keep_open", "open_scheduler", "out", "parse_instant", "parse_time_range", "progress", "read_period",
            "read_input", "run_evaluation", "select_period", "TimeOpt", "trace_table", "write_frame"]
@@ -147,6 +147,9 @@ EndpointOpt = Annotated[Optional[str], typer.Option("--endpoint", "-e", metavar=
                                                     help="Operation key 'service:operation' (or a unique operation "
                                                     "name) requests enter by; default: the most frequent root "
                                                     "operation.")]
+EndpointsOpt = Annotated[Optional[list[str]], typer.Option(
+    "--endpoint", "-e", metavar="SERVICE:OPERATION", show_default=False,
+    help="Only the requests entering by this operation (repeatable); default: every root endpoint.")]
 TimeOpt = Annotated[Optional[str], typer.Option(
     "--time", metavar="START/END", show_default=False,
     help="Only the requests whose trace starts in this period (ISO 8601, UTC unless an offset is given, or Unix "

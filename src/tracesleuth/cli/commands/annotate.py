@@ -11,17 +11,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .._common import (Command, FormatOpt, Group, JsonOpt, MappingOpt, PathsArg, SeedOpt, TimeOpt, emit_json, out,
-                       progress, read_period)
+from .._common import (Command, EndpointsOpt, FormatOpt, Group, JsonOpt, MappingOpt, PathsArg, SeedOpt, TimeOpt,
+                       emit_json, out, progress, read_period)
 
 __all__ = ["register"]
 
 #: Rows of each table printed.
 MAX_ROWS = 25
 
-EndpointsOpt = Annotated[Optional[list[str]], typer.Option(
-    "--endpoint", "-e", metavar="SERVICE:OPERATION", show_default=False,
-    help="Only the requests entering by this operation (repeatable); default: every root endpoint.")]
 WindowOpt = Annotated[int, typer.Option("--window", metavar="INT", help="Calls per assertion (and per window of "
                                         "the derivation's calibration).")]
 PeriodOpt = Annotated[str, typer.Option("--period", metavar="DURATION", help="Windows never straddle a period "

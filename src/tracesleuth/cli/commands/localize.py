@@ -4,15 +4,15 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .._common import (Command, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SchedulerOpt, SeedOpt,
-                            dask_scheduler, emit_json, input_store, out, parse_time_range, read_input, run_evaluation,
-                            select_period, TimeOpt)
+from .._common import (Command, EndpointsOpt, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SchedulerOpt,
+                       SeedOpt, TimeOpt, dask_scheduler, emit_json, input_store, out, parse_time_range, read_input,
+                       run_evaluation, select_period)
 
 __all__ = ["register", "show"]
 
@@ -56,10 +56,7 @@ def show(result) -> None:
 
 
 def localize(paths: PathsArg,
-             endpoint: Annotated[Optional[list[str]], typer.Option(
-                 "--endpoint", "-e", metavar="SERVICE:OPERATION", show_default=False,
-                 help="Operation key (or unique operation name) requests enter by (repeatable); default: every "
-                      "root endpoint.")] = None,
+             endpoint: EndpointsOpt = None,
              time_range: TimeOpt = None,
              alpha: Annotated[float, typer.Option("--major-share", metavar="FLOAT", help="Share of requests the "
                               "major clusters hold (the paper's alpha, Algorithm 1).")] = 0.75,
