@@ -101,7 +101,11 @@ def test_result_answers_every_question_and_is_json():
     assert top["service"] == "cart" and 0 <= top["confidence"] <= 1 and top["instances"] == ["cart-0"]
     assert "cart handler" in top["operations"] and top["evidence"][0]["family"] == "self_time"
     assert {n["kind"] for n in doc["notes"]} >= {"onset", "problem", "baseline", "verdict"}
-    assert any(n["kind"] == "caveat" and "none recorded" in n["text"] for n in doc["notes"])  # no logs
+    assert [n for n in doc["notes"] if n["kind"] == "no_logs"]  # no logs
+    (verdict,) = [n for n in doc["notes"] if n["kind"] == "verdict"]
+    assert (verdict["verdict"], verdict["service"]) == (doc["verdict"], "cart") and verdict["text"] == verdict["words"]
+    (problem,) = [n for n in doc["notes"] if n["kind"] == "problem"]
+    assert (problem["start_ns"], problem["n_requests"]) == (doc["problem"]["start_ns"], doc["problem"]["requests"])
     assert result.to_frame()["service"][0] == "cart" and result.describe().startswith("cart")
     twin = clone(est)
     assert twin.get_params() == est.get_params() and not hasattr(twin, "result_")

@@ -25,31 +25,17 @@ import polars as pl
 
 from ... import schema as S
 from .._contract import NONE, Analysis, InstanceOf, Interval, Seed
+from .._notes import WithNotes
 from .evidence import FAMILIES, gather_evidence, shift_p_value
+from .notes import BaselinePeriod, NoLogRecords, OnsetFound, ProblemPeriod, Verdict
 from .ranking import load_model
 from .telemetry import Period, Telemetry
 from .timeline import Onset, find_timeline
 
-__all__ = ["Diagnosis", "DiagnosisResult", "Note", "Suspect"]
+__all__ = ["Diagnosis", "DiagnosisResult", "Suspect"]
 
 #: Fewest requests in the problem period for a diagnosis to name anyone.
 MIN_PROBLEM_REQUESTS = 20
-
-
-@dataclass(frozen=True)
-class Note:
-    """One decision of the diagnosis: ``kind`` (``"onset"``, ``"baseline"``, ``"caveat"``,
-    ``"verdict"``), the ``text`` a user reads and its ``values``."""
-
-    kind: str
-    text: str
-    values: tuple = ()
-
-    def describe(self) -> str:
-        return self.text
-
-    def to_dict(self) -> dict:
-        return {"kind": self.kind, "text": self.text, "values": dict(self.values)}
 
 
 @dataclass(frozen=True)
@@ -82,7 +68,7 @@ class Suspect:
 
 
 @dataclass(frozen=True)
-class DiagnosisResult:
+class DiagnosisResult(WithNotes):
     """What a :class:`Diagnosis` found.
 
     Attributes
@@ -96,6 +82,7 @@ class DiagnosisResult:
         None when the problem period was given.
     problem, baseline : Period
     notes : tuple of Note
+        The decisions (:mod:`.notes`): the onset, the periods, the caveats and the verdict's reason.
     """
 
     verdict: str
@@ -136,8 +123,8 @@ class DiagnosisResult:
             names = ", ".join(f"{s.service} ({s.confidence:.2f})" for s in self.services[:3])
             lines.append(f"Uncertain: nobody is named with confidence; the most suspicious are {names}.")
         else:
-            lines.append("Too thin to name anyone: " + next((n.text for n in self.notes if n.kind == "verdict"), ""))
-        lines += [n.text for n in self.notes if n.kind != "verdict"]
+            lines.append("Too thin to name anyone: " + next((str(n) for n in self.notes if n.kind == "verdict"), ""))
+        lines += [str(n) for n in self.notes if n.kind != "verdict"]
         return "\n".join(lines)
 
 
@@ -232,26 +219,25 @@ class Diagnosis(Analysis):
         confidence = model.probabilities(features.drop(S.SERVICE).to_numpy())
         suspects = _suspects(features[S.SERVICE].to_list(), confidence, evidence, problem, baseline,
                              self.level, self.min_slowdown)
-        notes = _notes(timeline, problem, telemetry.has_logs)
-        verdict, why = self._verdict(suspects, problem)
-        result = DiagnosisResult(verdict, suspects, float(1 - confidence.sum()), timeline.onset, timeline.problem,
-                                 timeline.baseline, notes + (Note("verdict", why),))
+        notes = _notes(timeline, telemetry.has_logs)
+        why = self._verdict(suspects, problem)
+        result = DiagnosisResult(why.verdict, suspects, float(1 - confidence.sum()), timeline.onset,
+                                 timeline.problem, timeline.baseline, notes + (why,))
         around = telemetry.requests.filter((pl.col(S.START_NS) >= timeline.baseline.start_ns)
                                            & (pl.col(S.START_NS) < timeline.problem.end_ns))
         return {"result_": result, "evidence_": tuple(evidence), "features_": features, "model_": model,
                 "requests_": around.select(S.START_NS, "latency_ns")}
 
-    def _verdict(self, suspects: tuple, problem: Telemetry) -> tuple[str, str]:
-        if problem.n_requests < MIN_PROBLEM_REQUESTS:
-            return "too thin", (f"the problem period holds {problem.n_requests} requests, fewer than "
-                                f"{MIN_PROBLEM_REQUESTS}")
-        if not suspects:
-            return "too thin", "no service shows a change between the baseline and the problem period"
-        top = suspects[0]
-        if top.confidence >= self.min_confidence:
-            return "named", f"{top.service} has confidence {top.confidence:.2f} (>= {self.min_confidence:g})"
-        return "uncertain", (f"the most suspicious, {top.service}, has confidence {top.confidence:.2f} "
-                             f"(< {self.min_confidence:g})")
+    def _verdict(self, suspects: tuple, problem: Telemetry) -> Verdict:
+        """The verdict and its reason (:class:`~.notes.Verdict`)."""
+        top = suspects[0] if suspects else None
+        if problem.n_requests < MIN_PROBLEM_REQUESTS or top is None:
+            verdict = "too thin"
+        else:
+            verdict = "named" if top.confidence >= self.min_confidence else "uncertain"
+        return Verdict(verdict, problem.n_requests, MIN_PROBLEM_REQUESTS,
+                       None if top is None else top.service, None if top is None else top.confidence,
+                       self.min_confidence)
 
 
 def feature_frame(evidence) -> pl.DataFrame:
@@ -296,17 +282,16 @@ def _instances(service: str, problem: Telemetry, baseline: Telemetry, level: flo
     return standing_out or tuple(sorted(name for _, _, name in found))
 
 
-def _notes(timeline, problem: Telemetry, has_logs: bool) -> tuple:
+def _notes(timeline, has_logs: bool) -> tuple:
+    """The onset, the periods and the caveats (:mod:`.notes`), in that order."""
     notes = []
     if timeline.onset is not None:
         o = timeline.onset
-        notes.append(Note("onset", f"Onset {o.to_dict()['time']}: the {o.series} changed (Pettitt p = "
-                                   f"{o.p_value:.2g}).", (("series", o.series), ("p_value", o.p_value))))
-    p, b = timeline.problem.to_dict(), timeline.baseline.to_dict()
-    notes.append(Note("problem", f"Problem period {p['start']} to {p['end']}: {p['requests']} requests "
-                                 f"({timeline.problem.why}).", (("requests", p["requests"]),)))
-    notes.append(Note("baseline", f"Baseline {b['start']} to {b['end']}: {b['why']}.", (("requests", b["requests"]),)))
-    notes += [Note("caveat", f"Caveat: {c}.") for c in timeline.caveats]
+        notes.append(OnsetFound(o.time_ns, o.series, o.p_value))
+    p, b = timeline.problem, timeline.baseline
+    notes.append(ProblemPeriod(p.start_ns, p.end_ns, p.n_requests, p.why))
+    notes.append(BaselinePeriod(b.start_ns, b.end_ns, b.n_requests, b.why))
+    notes += timeline.caveats
     if not has_logs:
-        notes.append(Note("caveat", "Log evidence: none recorded (the store holds no log records)."))
+        notes.append(NoLogRecords())
     return tuple(notes)

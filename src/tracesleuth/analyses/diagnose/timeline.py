@@ -35,6 +35,7 @@ import polars as pl
 from ... import schema as S
 from ...errors import EmptyDataError
 from .changepoints import latest_change
+from .notes import SmallBaseline
 from .telemetry import Period, Telemetry, utc_text
 
 __all__ = ["Onset", "Timeline", "blocks", "find_timeline"]
@@ -77,7 +78,8 @@ class Onset:
 @dataclass(frozen=True)
 class Timeline:
     """The periods a diagnosis compares: ``onset`` (None when the user gave ``time``),
-    ``problem`` and ``baseline`` (:class:`~.telemetry.Period`), and ``caveats`` (str)."""
+    ``problem`` and ``baseline`` (:class:`~.telemetry.Period`), and ``caveats`` (notes,
+    :class:`~.notes.SmallBaseline`)."""
 
     onset: Onset | None
     problem: Period
@@ -144,7 +146,7 @@ def find_timeline(telemetry: Telemetry, *, at_ns: int | None, time: tuple | None
     requests = telemetry.requests
     starts = requests[S.START_NS].to_numpy()
     first, last = int(starts[0]), int(starts[-1])
-    caveats: list[str] = []
+    caveats: list[SmallBaseline] = []
     onset = None
     if time is not None:
         problem_range = time
@@ -166,8 +168,7 @@ def find_timeline(telemetry: Telemetry, *, at_ns: int | None, time: tuple | None
         raise EmptyDataError(f"No request before {utc_text(problem_range[0])} to compare the problem period with; "
                              "give --baseline-time START/END.")
     if baseline.n_requests < min_baseline_requests:
-        caveats.append(f"the baseline holds {baseline.n_requests} requests, fewer than the "
-                       f"{min_baseline_requests} wanted: the best available")
+        caveats.append(SmallBaseline(baseline.n_requests, min_baseline_requests))
     return Timeline(onset, problem, baseline, tuple(caveats))
 
 

@@ -1,9 +1,10 @@
 """What a patterns fit has to say beside its patterns, as records.
 
-Each note is a small frozen record: a ``kind`` (a stable identifier tests and programs match on),
-the numbers behind it, and :meth:`~Note.describe` (the sentence the command line and the report
-print). ``str(note)`` is its sentence, so a renderer that prints notes needs nothing else;
-``to_dict()`` gives the kind, the numbers and the sentence (``"words"``), JSON-safe.
+Each note is a small frozen record on the analyses' one base, :class:`~tracesleuth.analyses._notes.Note`
+(re-exported here): a ``kind`` (a stable identifier tests and programs match on), the numbers
+behind it, and :meth:`~Note.describe` (the sentence the command line and the report print).
+``str(note)`` is its sentence, so a renderer that prints notes needs nothing else; ``to_dict()``
+gives the kind, the numbers and the sentence (``"words"``), JSON-safe.
 
 A program asks ``[n for n in result.notes if n.kind == "causes_split"]``, never for a substring of
 the prose.
@@ -11,10 +12,11 @@ the prose.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import ClassVar
 
 from ...units import format_duration_ns
+from .._notes import Note
 
 __all__ = ["BudgetExhausted", "CausesSplit", "CompoundMoved", "IntervalBelowMedian", "KRangeCut", "MissingLatency",
            "NeighboursMerged", "NoPatternBetterThanChance", "Note", "PredictColumns", "SampleScored",
@@ -23,24 +25,6 @@ __all__ = ["BudgetExhausted", "CausesSplit", "CompoundMoved", "IntervalBelowMedi
 #: What to try when a latency interval explains nothing (shared by the notes and the reasons).
 SUGGESTION = ("Give the degraded interval (--interval A:B, e.g. the latencies you consider slow) or another "
               "endpoint (--endpoint).")
-
-
-@dataclass(frozen=True)
-class Note:
-    """Base of every note: ``kind`` names it; subclasses hold its numbers and word them."""
-
-    kind: ClassVar[str] = "note"
-
-    def describe(self) -> str:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def __str__(self) -> str:
-        return self.describe()
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe: ``kind``, the record's fields and ``words`` (:meth:`describe`)."""
-        fields = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
-        return {"kind": self.kind, **fields, "words": self.describe()}
 
 
 @dataclass(frozen=True)

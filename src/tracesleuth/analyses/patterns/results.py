@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from ...units import format_duration_ns
+from .._notes import WithNotes
 from ._model import Condition, LatencyInterval, Pattern, attribute_words
 from .notes import Note, Unexplained
 
@@ -269,7 +270,7 @@ _FRAME_SCHEMA = {
 
 
 @dataclass(frozen=True)
-class DegradationPatternsResult:
+class DegradationPatternsResult(WithNotes):
     """What :class:`LatencyDegradationPatterns` found.
 
     Attributes
@@ -429,10 +430,6 @@ class DegradationPatternsResult:
         if self.uncertain_ns is None or self.interval is None:
             return np.ones(latency.size, dtype=bool)
         return ~((latency >= self.uncertain_ns) & (latency < self.interval.low_ns))
-
-    def notes_of(self, kind: str) -> tuple[Note, ...]:
-        """The notes of one ``kind`` (e.g. ``"causes_split"``)."""
-        return tuple(n for n in self.notes if n.kind == kind)
 
     def describe(self) -> str:
         """A few lines in words."""

@@ -50,7 +50,7 @@ def diagnosis_section(result, requests=None) -> Section:
         section.add(Bullets([e.describe() for e in result.services[0].evidence[:6]]))
     if requests is not None and requests.height:
         section.add(_timeline_figure(result, requests))
-    section.add(Bullets([n.text for n in result.notes if n.kind != "verdict"]))
+    section.add(Bullets([str(n) for n in result.notes if n.kind != "verdict"]))
     return section
 
 
@@ -61,7 +61,7 @@ def _headline(result) -> str:
     if result.verdict == "uncertain":
         return "Nobody can be named with confidence: " + ", ".join(
             f"{s.service} ({s.confidence:.2f})" for s in result.services[:3])
-    return "Too thin to name anyone: " + next((n.text for n in result.notes if n.kind == "verdict"), "")
+    return "Too thin to name anyone: " + next((str(n) for n in result.notes if n.kind == "verdict"), "")
 
 
 def _timeline_figure(result, requests):

@@ -1,0 +1,180 @@
+"""The diagnosis's decisions, as records (the analyses' one :class:`~tracesleuth.analyses._notes.Note` base).
+
+Each note has a stable ``kind``, the numbers behind the decision and the sentence the command line
+and the report print (:meth:`~tracesleuth.analyses._notes.Note.describe`). Their ``to_dict()`` also
+keeps ``text`` (the sentence, as ``words``): the key the diagnosis's JSON gave before its notes were
+records.
+
+========================= ============================================================
+kind                      decision
+========================= ============================================================
+``onset``                 :class:`OnsetFound` - when the problem began, and in which series
+``problem``               :class:`ProblemPeriod` - the period diagnosed
+``baseline``              :class:`BaselinePeriod` - the period it is compared with
+``small_baseline``        :class:`SmallBaseline` - a baseline short of requests (a caveat)
+``no_logs``               :class:`NoLogRecords` - no log evidence (a caveat)
+``verdict``               :class:`Verdict` - why someone is named, nobody is sure, or it is too thin
+========================= ============================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .._notes import Note
+from .telemetry import utc_text
+
+__all__ = ["BaselinePeriod", "DiagnosisNote", "NoLogRecords", "OnsetFound", "ProblemPeriod", "SmallBaseline",
+           "Verdict"]
+
+
+@dataclass(frozen=True)
+class DiagnosisNote(Note):
+    """Base of the diagnosis's notes: :meth:`to_dict` adds ``text`` (the sentence) beside ``words``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe: ``kind``, the fields, ``words`` and ``text`` (both the sentence)."""
+        out = super().to_dict()
+        out["text"] = out["words"]
+        return out
+
+
+@dataclass(frozen=True)
+class OnsetFound(DiagnosisNote):
+    """The onset: the latest change for the worse of a request series before the moment given
+    (Pettitt's test, :mod:`.changepoints`).
+
+    Attributes
+    ----------
+    time_ns : int
+        Unix epoch ns.
+    series : str
+        The series that changed (e.g. ``"latency"``).
+    p_value : float
+    """
+
+    kind: ClassVar[str] = "onset"
+    time_ns: int
+    series: str
+    p_value: float
+
+    def describe(self) -> str:
+        return f"Onset {utc_text(self.time_ns)}: the {self.series} changed (Pettitt p = {self.p_value:.2g})."
+
+
+@dataclass(frozen=True)
+class ProblemPeriod(DiagnosisNote):
+    """The problem period diagnosed and how it was chosen (``why``: from the onset, or as given).
+
+    Attributes
+    ----------
+    start_ns, end_ns : int
+        Unix epoch ns.
+    n_requests : int
+    why : str
+    """
+
+    kind: ClassVar[str] = "problem"
+    start_ns: int
+    end_ns: int
+    n_requests: int
+    why: str
+
+    def describe(self) -> str:
+        return (f"Problem period {utc_text(self.start_ns)} to {utc_text(self.end_ns)}: {self.n_requests} requests "
+                f"({self.why}).")
+
+
+@dataclass(frozen=True)
+class BaselinePeriod(DiagnosisNote):
+    """The baseline the problem period is compared with and how it was chosen (``why``).
+
+    Attributes
+    ----------
+    start_ns, end_ns : int
+        Unix epoch ns.
+    n_requests : int
+    why : str
+    """
+
+    kind: ClassVar[str] = "baseline"
+    start_ns: int
+    end_ns: int
+    n_requests: int
+    why: str
+
+    def describe(self) -> str:
+        return f"Baseline {utc_text(self.start_ns)} to {utc_text(self.end_ns)}: {self.why}."
+
+
+@dataclass(frozen=True)
+class SmallBaseline(DiagnosisNote):
+    """A caveat: the baseline search found fewer requests than ``min_baseline_requests`` and kept
+    the best available.
+
+    Attributes
+    ----------
+    n_requests : int
+        Requests in the baseline.
+    wanted : int
+        ``min_baseline_requests``.
+    """
+
+    kind: ClassVar[str] = "small_baseline"
+    n_requests: int
+    wanted: int
+
+    def describe(self) -> str:
+        return (f"Caveat: the baseline holds {self.n_requests} requests, fewer than the {self.wanted} wanted: the "
+                "best available.")
+
+
+@dataclass(frozen=True)
+class NoLogRecords(DiagnosisNote):
+    """A caveat: the store holds no log records, so no log-template evidence was weighed."""
+
+    kind: ClassVar[str] = "no_logs"
+
+    def describe(self) -> str:
+        return "Log evidence: none recorded (the store holds no log records)."
+
+
+@dataclass(frozen=True)
+class Verdict(DiagnosisNote):
+    """Why the verdict is what it is.
+
+    ``"too thin"``: the problem period holds fewer than ``min_requests`` requests, or (``service``
+    None) no service shows a change; ``"named"``: the first suspect's ``confidence`` reaches
+    ``min_confidence``; ``"uncertain"``: it does not.
+
+    Attributes
+    ----------
+    verdict : {"named", "uncertain", "too thin"}
+    n_requests : int
+        Requests in the problem period.
+    min_requests : int
+    service : str or None
+        The first suspect.
+    confidence : float or None
+        Its confidence.
+    min_confidence : float
+    """
+
+    kind: ClassVar[str] = "verdict"
+    verdict: str
+    n_requests: int
+    min_requests: int
+    service: str | None = None
+    confidence: float | None = None
+    min_confidence: float = 0.5
+
+    def describe(self) -> str:
+        if self.n_requests < self.min_requests:
+            return f"the problem period holds {self.n_requests} requests, fewer than {self.min_requests}"
+        if self.service is None:
+            return "no service shows a change between the baseline and the problem period"
+        if self.verdict == "named":
+            return f"{self.service} has confidence {self.confidence:.2f} (>= {self.min_confidence:g})"
+        return (f"the most suspicious, {self.service}, has confidence {self.confidence:.2f} "
+                f"(< {self.min_confidence:g})")
