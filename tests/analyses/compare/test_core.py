@@ -155,7 +155,7 @@ def test_no_category_in_common_is_reported():
     prob = _flows(0, 100, seed=2, prefix="b")
     r = RequestFlowComparison().fit(prob, base).result_
     assert r.significant
-    assert any("no category in common" in n for n in r.notes)
+    assert [n.kind for n in r.notes_of("no_common_category")] == ["no_common_category"]
     assert r.mutations[0].kind == "structural" and r.mutations[0].divergence_service == "orders"
 
 
@@ -165,7 +165,8 @@ def test_speedups_rank_after_slowdowns():
     r = RequestFlowComparison().fit(prob, base).result_
     assert r.significant and all(m.contribution_ns < 0 for m in r.mutations)
     assert r.services == ()  # a speed-up of response time is no suspicion
-    assert any("faster" in n for n in r.notes)
+    (note,) = r.notes_of("nothing_slower")
+    assert note.n_mutations == len(r.mutations) > 0
 
 
 #: The recorded TrainTicket day, under ../shared/data (the ``shared_data`` fixture).
@@ -188,3 +189,14 @@ def test_trainticket_fault_window_smoke(shared_data):
         assert (r.mutations or r.pooled) and all(0 < s.score <= 1 for s in r.services)
         ranks = [m.rank for m in r.mutations]
         assert ranks == sorted(ranks)
+
+
+def test_untested_categories_are_a_note_with_their_numbers():
+    base = _flows(100, 0, seed=1, prefix="a")
+    prob = _flows(100, 0, seed=2, prefix="b", slow_ms=20, n_slow=100)
+    r = RequestFlowComparison(min_requests=500).fit(prob, base).result_
+    (note,) = r.notes_of("categories_untested")
+    assert (note.n_categories, note.min_requests) == (1, 500)
+    doc = json.loads(json.dumps(r.to_dict()))["notes"]
+    assert [n["kind"] for n in doc] == [n.kind for n in r.notes]
+    assert doc[0]["words"] == str(r.notes[0]) and "not tested for a response-time change" in doc[0]["words"]

@@ -19,14 +19,16 @@ import polars as pl
 
 from ... import schema as S
 from ...errors import EmptyDataError, ParameterError
-from ..._text import shorten
 from ...units import format_duration_ns
 from .._contract import Analysis, Interval, Options, Seed
+from .._notes import Note, WithNotes
 from .._statistics import proportion_p_values
 from .categories import category_stats, divergence_sides, edit_distance, key_pattern, parse_signature
 from .mutations import (FlowGraph, Mutation, Precursor, adjust_p_values, localize,
                         low_level_differences, response_time_contribution,
                         structural_contribution)
+from .notes import (BelowTopK, CategoriesUntested, NoCommonCategory, NoSpans, NothingSlower, PooledOnly,
+                    PrecursorsRelaxed, WorkloadMix)
 from .pooled import CallDrop, Pooled, PooledChange, ServiceTime, pooled_changes
 from .services import ServiceSuspect, error_origins, rank_services
 
@@ -44,7 +46,7 @@ _FRAME_SCHEMA = {
 
 
 @dataclass(frozen=True)
-class ComparisonResult:
+class ComparisonResult(WithNotes):
     """What :class:`RequestFlowComparison` found.
 
     Attributes
@@ -62,9 +64,9 @@ class ComparisonResult:
     mutations : tuple of Mutation
         Slow-downs by contribution, highest first, then the others (speed-ups, and structural
         mutations that made requests faster) by absolute contribution.
-    notes : tuple of str
-        Anything worth knowing (tests skipped for want of requests, heuristics relaxed, a
-        workload-mix change...).
+    notes : tuple of Note
+        The decisions worth knowing, as records (:mod:`.notes`: tests skipped for want of
+        requests, heuristics relaxed, a workload-mix change...).
     pooled : tuple of PooledChange
         Operations' self times and edges' gaps that rose significantly, pooled over all
         categories (:mod:`.pooled`), most added time first.
@@ -84,7 +86,7 @@ class ComparisonResult:
     n_problem: int
     services: tuple[ServiceSuspect, ...] = ()
     mutations: tuple[Mutation, ...] = ()
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
     pooled: tuple[PooledChange, ...] = ()
     service_times: tuple[ServiceTime, ...] = ()
     call_drops: tuple[CallDrop, ...] = ()
@@ -111,7 +113,7 @@ class ComparisonResult:
             "n_baseline": self.n_baseline, "n_problem": self.n_problem,
             "services": [s.to_dict() for s in self.services],
             "mutations": [m.to_dict() for m in self.mutations],
-            "notes": list(self.notes),
+            "notes": [n.to_dict() for n in self.notes],
             "pooled": [c.to_dict() for c in self.pooled],
             "service_times": [t.to_dict() for t in self.service_times],
             "call_drops": [d.to_dict() for d in self.call_drops],
@@ -165,7 +167,7 @@ def _calls(table, notes: list, name: str) -> pl.DataFrame | None:
     try:
         return table.calls()
     except ParameterError:
-        notes.append(f"The {name} table holds no spans: no edge, operation or error evidence.")
+        notes.append(NoSpans(name))
         return None
 
 
@@ -304,7 +306,7 @@ class RequestFlowComparison(Analysis):
         endpoint = problem.endpoint
         fb, fp = baseline.frame, problem.frame
         nb, np_ = fb.height, fp.height
-        notes: list[str] = []
+        notes: list[Note] = []
         cats = category_stats(fb, fp)
         pattern = key_pattern(set(baseline.operations) | set(problem.operations) | {endpoint})
         structures = {s: parse_signature(s, pattern) for s in cats[S.SIGNATURE].to_list()}
@@ -313,16 +315,14 @@ class RequestFlowComparison(Analysis):
             pl.Series("n_nodes", [len(structures[s].nodes) for s in cats[S.SIGNATURE]], dtype=pl.Int64))
         common = cats.filter((pl.col("baseline_count") > 0) & (pl.col("problem_count") > 0))
         if common.height == 0:
-            notes.append("The periods have no category in common: no response-time test; structural "
-                         "mutations only.")
+            notes.append(NoCommonCategory())
 
         # --- response-time mutations (Section 3.2) ---------------------------------------------
         testable = common.filter((pl.col("baseline_count") >= self.min_requests)
                                  & (pl.col("problem_count") >= self.min_requests))[S.SIGNATURE].to_list()
         skipped = common.height - len(testable)
         if skipped:
-            notes.append(f"{skipped} categories in both periods have fewer than {self.min_requests} requests in one "
-                         f"of them: not tested for a response-time change.")
+            notes.append(CategoriesUntested(skipped, self.min_requests))
         rt_p = self._rt_tests(fb, fp, testable)
         # --- structural mutations (Section 3.3) ------------------------------------------------
         share_p = adjust_p_values(proportion_p_values(cats["problem_count"].to_numpy(), np_,
@@ -364,12 +364,10 @@ class RequestFlowComparison(Analysis):
                                       n_problem=np_, notes=tuple(notes))
             return {"result_": result, "categories_": cats, "endpoint_": endpoint}
         if not entries:
-            notes.append("No category-level mutation: the services are ranked by the edges and operations "
-                         "whose time rose, pooled over categories.")
+            notes.append(PooledOnly(len(pooled), len(found.call_drops)))
         mix = [e for e in entries if e.get("workload_mix")]
         if mix:
-            notes.append(f"workload mix changed: {len(mix)} structural mutation(s) are categories already common "
-                         "in the baseline that grew without getting slower; they count for no service.")
+            notes.append(WorkloadMix(len(mix)))
 
         entries.sort(key=lambda e: (e["contribution"] <= 0, -abs(e["contribution"]), e["kind"], e["row"][S.SIGNATURE]))
         # --- where the time went, low-level differences (top_k only) --------------------------
@@ -419,8 +417,7 @@ class RequestFlowComparison(Analysis):
                 graph=graph, precursor_graph=precursor_graph,
                 workload_mix=bool(e.get("workload_mix", False))))
         if len(mutations) > self.top_k:
-            notes.append(f"{len(mutations) - self.top_k} mutations below rank {self.top_k} are not explained "
-                         f"and do not count for the services.")
+            notes.append(BelowTopK(len(mutations) - self.top_k, self.top_k))
         services = rank_services(mutations[:self.top_k], endpoint=endpoint,
                                  errors_baseline=None if cb is None else error_origins(cb),
                                  errors_problem=None if cp is None else error_origins(cp),
@@ -428,7 +425,7 @@ class RequestFlowComparison(Analysis):
                                  service_times=found.service_times, call_drops=found.call_drops,
                                  min_rise=self.min_rise)
         if mutations and not pooled and not any(m.contribution_ns > 0 and not m.workload_mix for m in mutations):
-            notes.append("Every mutation made requests faster or is a workload-mix change: nothing got slower.")
+            notes.append(NothingSlower(len(mutations)))
         result = ComparisonResult(significant=True, reason=None, endpoint=endpoint, n_baseline=nb, n_problem=np_,
                                   services=services, mutations=tuple(mutations), notes=tuple(notes),
                                   pooled=pooled, service_times=found.service_times,
@@ -460,8 +457,7 @@ class RequestFlowComparison(Analysis):
         enough = [p for p in same_root if p["baseline_count"] * scale - p["problem_count"] >= added]  # heuristic 2
         if not enough and same_root:
             enough = same_root
-            notes.append(f"No precursor lost as many requests as the mutation {shorten(sig)} gained (heuristic 2): "
-                         "the same-root precursors are kept.")
+            notes.append(PrecursorsRelaxed(sig, float(added), len(same_root)))
         tokens = mine.tokens()
         ranked = sorted(((edit_distance(tokens, structures[p[S.SIGNATURE]].tokens()), p[S.SIGNATURE], p)
                          for p in enough), key=lambda t: (t[0], t[1]))[:self.max_precursors]   # heuristic 3
