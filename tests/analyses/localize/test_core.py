@@ -63,7 +63,8 @@ def test_dissimilarity_ratios_single_out_the_odd_instance():
     assert not any(f.stands_out for f in found[1:])
     assert sum(f.dissimilarity_ratio for f in found) == pytest.approx(1.0)
     two, note = dissimilarity_ratios("s:m", frame.filter(pl.col("instance").is_in(["a", "d"])), n_bins=10, factor=1.5)
-    assert "two instances" in note and not any(f.stands_out for f in two)
+    assert (note.kind, note.reason, note.n_instances) == ("instances_alike", "two_instances", 2)
+    assert not any(f.stands_out for f in two)
 
 
 def _spans(n: int, slow_from: int, seed: int = 0, n_instances: int = 4) -> pa.Table:
@@ -137,6 +138,11 @@ def test_tiny_and_constant_inputs_say_nothing_anomalous():
     tiny = build_trace_table(_spans(6, slow_from=3))
     res = RootCauseLocalization().fit(tiny).result_
     assert not res.anomalous_methods and "Nothing could be analysed" in res.describe()
+    (split,) = res.notes_of("no_cluster_split")  # why, as a record: which cluster, and its reason
+    assert split.cluster == res.clusters[0].cluster and split.reason == res.clusters[0].note
+    (small,) = res.notes_of("clusters_too_small")
+    assert (small.n_small, small.n_clusters, small.median_requests) == (1, 1, 6)
+    assert [n["kind"] for n in res.to_dict()["notes"]] == ["no_cluster_split", "clusters_too_small"]
 
 
 def test_report_section_shows_the_answer_and_says_when_there_is_none(planted):

@@ -83,11 +83,14 @@ from ... import schema as S
 from ...errors import EmptyDataError, ParameterError
 from ...units import format_duration_ns
 from .._contract import Analysis, Interval, Options, Seed, ServiceSuspect
+from .._notes import Note, WithNotes
 from .._statistics import proportion_p_values
 from ..._text import shorten
 from .changes import SeriesChange, window_changes
 from .clusters import adjust_clusters, cluster_requests, latency_matrices, per_operation, with_occurrences
 from .instances import InstanceSuspect, dissimilarity_ratios
+from .notes import (ClustersSkipped, ClustersTooSmall, FasterWhenAnomalous, InstancesUnknown, MinorClustersLeftOut,
+                    NoClusterSplit, OneClusterOnly, WeakChange)
 from .spe import spe_split
 
 __all__ = ["ClusterSummary", "LocalizationResult", "MethodSuspect", "RootCauseLocalization", "ServiceSuspect"]
@@ -202,7 +205,7 @@ class ClusterSummary:
 
 
 @dataclass(frozen=True)
-class LocalizationResult:
+class LocalizationResult(WithNotes):
     """What :class:`RootCauseLocalization` found.
 
     Attributes
@@ -236,8 +239,9 @@ class LocalizationResult:
         Series tested for a change.
     level : float
         The significance level the fit used (``test_level``).
-    notes : tuple of str
-        Why a part of the input was not analysed, why instances could not be told apart...
+    notes : tuple of Note
+        Why a part of the input was not analysed, why instances could not be told apart... as
+        records (:mod:`.notes`).
     """
 
     endpoints: tuple[str, ...]
@@ -254,7 +258,7 @@ class LocalizationResult:
     changes: tuple[SeriesChange, ...] = ()
     n_series: int = 0
     level: float = 0.05
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[Note, ...] = field(default=())
 
     @property
     def anomalous_methods(self) -> tuple[MethodSuspect, ...]:
@@ -262,24 +266,23 @@ class LocalizationResult:
         return tuple(m for m in self.methods if m.anomalous)
 
     @property
-    def caveats(self) -> tuple[str, ...]:
-        """Why the top answer may mislead (weak evidence, an inverted split), in words."""
+    def caveats(self) -> tuple[Note, ...]:
+        """Why the top answer may mislead (weak evidence, an inverted split), as records
+        (:mod:`.notes`: ``weak_change``, ``one_cluster_only``, ``faster_when_anomalous``)."""
         found = self.anomalous_methods
         out = []
         top_change = self._top_change()
         if top_change is not None:
             if not top_change.significant(self.level):
-                out.append(f"Weak evidence: the rise of {top_change.key} ({top_change.calls_before + top_change.calls_after:,}"
-                           f" calls) is significant only on its own (p = {top_change.p_value:.2g}), not for the "
-                           f"{self.n_series:,} series of the window (p = {top_change.p_family:.2g}): its size "
-                           "ranks it first. A longer window gives it more calls.")
+                out.append(WeakChange(top_change.key, top_change.calls_before + top_change.calls_after,
+                                      top_change.p_value, top_change.p_family, self.n_series))
             return tuple(out)
-        if found and found[0].score == 1 and sum(1 for c in self.clusters if c.n_components) > 1:
-            out.append("Weak evidence: the top method is anomalous in one cluster only.")
+        n_split = sum(1 for c in self.clusters if c.n_components)
+        if found and found[0].score == 1 and n_split > 1:
+            out.append(OneClusterOnly(found[0].operation_key, n_split))
         if found and found[0].anomalous_median_ns < found[0].normal_median_ns:
-            out.append(f"{found[0].operation_key} is faster in the anomalous requests than in the normal ones: the "
-                       "change probably affects most requests of this period (the 'normal' ones). To see it as a "
-                       "slowdown, compare with a period before it (tracesleuth compare).")
+            out.append(FasterWhenAnomalous(found[0].operation_key, found[0].anomalous_median_ns,
+                                           found[0].normal_median_ns))
         return tuple(out)
 
     def _top_change(self) -> SeriesChange | None:
@@ -306,7 +309,7 @@ class LocalizationResult:
             "instances": [i.to_dict() for i in self.instances],
             "changes": [c.to_dict() for c in self.changes], "n_series": self.n_series,
             "clusters": [c.to_dict() for c in self.clusters],
-            "notes": list(self.notes), "caveats": list(self.caveats),
+            "notes": [n.to_dict() for n in self.notes], "caveats": [c.to_dict() for c in self.caveats],
         }
         json.dumps(out)  # a failure here is a bug, not bad input
         return out
@@ -526,7 +529,7 @@ class RootCauseLocalization(Analysis):
     def _fit(self, tables) -> dict[str, Any]:
         tables = _tables(tables)
         latency = LATENCIES[self.latency]
-        notes: list[str] = []
+        notes: list[Note] = []
         calls_parts, raw_parts, clusters, offset = [], [], [], 0
         for t in tables:
             raw = t.calls().select(S.REQUEST, S.SPAN_ID, S.PARENT_SPAN_ID, S.OPERATION_KEY, S.SERVICE, S.INSTANCE,
@@ -544,10 +547,8 @@ class RootCauseLocalization(Analysis):
         starts = np.concatenate([t.frame[S.START_NS].to_numpy() for t in tables])
         not_merged = [c for c in clusters if not c.major and c.merged_into is None]
         if not_merged:
-            why = ("cluster adjustment is off" if not self.adjust_clusters else
-                   "no major cluster's methods are all in theirs")
-            notes.append(f"{sum(c.size for c in not_merged):,} requests in {len(not_merged):,} minor clusters are "
-                         f"not analysed: {why}.")
+            notes.append(MinorClustersLeftOut(sum(c.size for c in not_merged), len(not_merged),
+                                              bool(self.adjust_clusters)))
 
         summaries, tests, anomalous_requests = [], [], []
         n_analysed = 0
@@ -581,17 +582,13 @@ class RootCauseLocalization(Analysis):
             onset = top_change[0].onset_ns
         skipped = [s for s in summaries if s.note]
         if skipped and not n_analysed:
-            notes.append(f"No major cluster could be split: {skipped[0].note}.")
+            notes.append(NoClusterSplit(skipped[0].cluster, skipped[0].note))
         elif skipped:
-            notes.append(f"{len(skipped)} of {len(summaries)} major clusters were not split or tested "
-                         f"(the clusters table says why).")
+            notes.append(ClustersSkipped(len(skipped), len(summaries)))
         small = [s for s in summaries if s.n_split_methods is None or s.n_split_methods < s.n_methods]
         if summaries and 2 * len(small) > len(summaries):
-            notes.append(f"{len(small)} of {len(summaries)} major clusters have too few requests for their methods "
-                         f"(median {int(np.median([s.n_requests for s in small])):,} requests for "
-                         f"{int(np.median([s.n_methods for s in small])):,} methods): they were split on their most "
-                         "variable methods only, or not at all, and a slow method among the others goes unseen. "
-                         "A longer window gives each call sequence more requests.")
+            notes.append(ClustersTooSmall(len(small), len(summaries), int(np.median([s.n_requests for s in small])),
+                                          int(np.median([s.n_methods for s in small]))))
         result = LocalizationResult(
             endpoints=tuple(t.endpoint for t in tables), n_requests=offset, n_clusters=len(clusters),
             n_analysed=n_analysed, n_anomalous=sum(s.n_anomalous for s in summaries), methods=tuple(methods),
@@ -665,12 +662,11 @@ class RootCauseLocalization(Analysis):
             known = frame.filter(pl.col("instance_of").is_not_null()).select(
                 pl.col("instance_of").alias("instance"), pl.col(latency).cast(pl.Float64).alias("latency"))
             if known.height < frame.height:
-                notes.append(f"{frame.height - known.height:,} of {frame.height:,} calls of {key} in anomalous "
-                             "requests have no instance: left out of its instance comparison.")
-            found, why = dissimilarity_ratios(key, known, n_bins=self.n_bins, factor=self.instance_factor)
+                notes.append(InstancesUnknown(key, frame.height - known.height, frame.height))
+            found, alike = dissimilarity_ratios(key, known, n_bins=self.n_bins, factor=self.instance_factor)
             out += found
-            if why and key == keys[0]:
-                notes.append(f"Instances of {key} cannot be told apart: {why}.")
+            if alike is not None and key == keys[0]:
+                notes.append(alike)
         return out
 
 

@@ -27,6 +27,8 @@ import numpy as np
 import polars as pl
 from scipy.spatial.distance import jensenshannon
 
+from .notes import InstancesAlike
+
 __all__ = ["InstanceSuspect", "dissimilarity_ratios"]
 
 
@@ -64,7 +66,7 @@ class InstanceSuspect:
 
 
 def dissimilarity_ratios(operation_key: str, latencies: pl.DataFrame, *, n_bins: int, factor: float
-                         ) -> tuple[list[InstanceSuspect], str | None]:
+                         ) -> tuple[list[InstanceSuspect], InstancesAlike | None]:
     """Algorithm 2 for one method.
 
     Parameters
@@ -80,15 +82,16 @@ def dissimilarity_ratios(operation_key: str, latencies: pl.DataFrame, *, n_bins:
 
     Returns
     -------
-    (list of InstanceSuspect, str or None)
+    (list of InstanceSuspect, InstancesAlike or None)
         The instances, highest ratio first (ties: by name); and why none can stand out, when
-        so (one instance, two instances, identical histograms).
+        so (a :class:`~.notes.InstancesAlike` note: one instance, two instances, identical
+        histograms).
     """
     groups = latencies.group_by("instance").agg(pl.col("latency")).sort("instance")
     names = groups["instance"].to_list()
     samples = [np.asarray(v, dtype=np.float64) for v in groups["latency"].to_list()]
     if not names:
-        return [], "no call of it in the anomalous requests has a known instance"
+        return [], InstancesAlike(operation_key, "no_known_instance", 0)
     low = min(float(s.min()) for s in samples)
     high = max(float(s.max()) for s in samples)
     if high <= low:
@@ -102,13 +105,8 @@ def dissimilarity_ratios(operation_key: str, latencies: pl.DataFrame, *, n_bins:
     sums = dissim.sum(axis=1)
     total = sums.sum()
     ratios = sums / total if total > 0 else np.full(n, 1.0 / n)
-    note = None
-    if n == 1:
-        note = "it ran on one instance only"
-    elif n == 2:
-        note = "it ran on two instances: their dissimilarity ratios are equal by symmetry"
-    elif total == 0:
-        note = "its latency histograms are the same on every instance"
+    reason = "one_instance" if n == 1 else "two_instances" if n == 2 else "same_histograms" if total == 0 else None
+    note = None if reason is None else InstancesAlike(operation_key, reason, n)
     median = float(np.median(ratios))
     out = [InstanceSuspect(operation_key=operation_key, instance=name, dissimilarity_ratio=float(r),
                            stands_out=bool(note is None and r >= factor * median),

@@ -108,7 +108,7 @@ def localization_section(result: Any) -> Section:
     if not result.services:
         section.add(Text([Strong(result.describe().splitlines()[1])]))
     for caveat in result.caveats:
-        section.add(Text([Strong(caveat)]))
+        section.add(Text([Strong(str(caveat))]))
     if result.notes:
         section.add(Bullets([f"Note: {n}" for n in result.notes]))
     if result.services:
