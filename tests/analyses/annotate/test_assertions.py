@@ -240,8 +240,10 @@ def test_annotations_of_another_deployment_and_short_windows_are_counted_and_nam
     few = _shop(n_periods=1).slice(0, 12)  # three requests: windows of three calls
     res = PerformanceAnnotations(annotations=foreign, min_calls=5).fit(root_tables(few)[0]).result_
     assert res.n_unknown == 2
-    assert any("2 of" in n and "elsewhere:" in n for n in res.notes)
-    assert res.n_short >= 4 and any("fewer than 5 calls" in n for n in res.notes)
+    (unknown,) = res.notes_of("unknown_operations")
+    assert len(unknown.operations) == 2 and all(o.startswith("elsewhere:") for o in unknown.operations)
+    (short,) = res.notes_of("short_windows")
+    assert res.n_short >= 4 and (short.n_windows, short.min_calls) == (res.n_short, 5)
     assert "have no call here" in res.describe()
 
 
@@ -279,7 +281,7 @@ def test_a_feature_missing_in_the_new_traces_is_named():
     res = PerformanceAnnotations(annotations=est.annotations_).fit(root_tables(bare)[0]).result_
     correlated = [c for c in res.checks if c.kind == "correlated"]
     assert correlated and all(not c.checked and "feature" in c.note for c in correlated)
-    assert any("depth(path) is in none of its calls" in n for n in res.notes)
+    assert ("depth(path)" in {n.feature for n in res.notes_of("feature_absent")})
 
 
 def test_recorded_onlineboutique_normal_minutes_pass_and_latency_faults_point_to_their_service(shared_data):

@@ -136,11 +136,14 @@ def test_derivation_finds_each_kind():
 
 def test_bad_measurements_are_named_and_left_out():
     d = derive_annotation("f:one", "time", np.array([5.0]), {})
-    assert d.annotation is None and d.reason == "1 measurement; at least 10 are needed"
+    assert d.annotation is None and (d.reason.kind, d.reason.n_measurements, d.reason.min_samples) == (
+        "too_few_measurements", 1, 10)
+    assert str(d.reason) == "1 measurement; at least 10 are needed"
     y = np.r_[np.full(20, 1e6) + np.arange(20) * 1e5, [np.nan, -5.0, np.inf]]
     d = derive_annotation("f:bad", "time", y, {})
     assert d.annotation is not None and d.annotation.n_samples == 20
-    assert any("f:bad time: 3 of 23 measurements are NaN, infinite or negative" in n for n in d.notes)
+    assert [(n.kind, n.operation, n.metric, n.n_bad, n.n_measurements) for n in d.notes] == [
+        ("bad_measurements", "f:bad", "time", 3, 23)]
 
 
 def test_features_constant_or_missing_in_some_calls_are_not_candidates():
@@ -151,9 +154,11 @@ def test_features_constant_or_missing_in_some_calls_are_not_candidates():
     patchy[:30] = np.nan
     d = derive_annotation("f:op", "time", y, {"size(a)": patchy, "const": np.ones(200)})
     assert d.annotation.kind == "clustered" or d.annotation.feature != "size(a)"
-    assert any("f:op time: feature size(a) is missing in 30 of 200 calls" in n for n in d.notes)
+    (missing,) = [n for n in d.notes if n.kind == "feature_missing"]
+    assert (missing.operation, missing.feature, missing.n_missing, missing.n_calls) == ("f:op", "size(a)", 30, 200)
     assert "const" not in d.correlations
-    assert any("f:op time: feature const has the same value in every call (1)" in n for n in d.notes)
+    (constant,) = [n for n in d.notes if n.kind == "feature_constant"]
+    assert (constant.feature, constant.value) == ("const", 1.0)
     d = derive_annotation("f:op", "time", y, {"size(a)": patchy}, feature_coverage=0.8)
     assert d.annotation.kind == "correlated" and d.annotation.n_samples == 170
 

@@ -88,7 +88,8 @@ def test_what_if_on_planted_requests_shifts_the_endpoint_by_the_change():
                                        ConstantAnnotation("files:FileStore.audit", "time", 1, value=1e6, sd=0.0)))
     s = est.what_if(replacements(newer), target="files:FileStore.get_owner")
     assert s.predicted["median_ns"] == pytest.approx(5e6)
-    assert any("never call" in n and "files:FileStore.audit" in n for n in s.notes)
+    (unseen,) = s.notes_of("unseen_operations")
+    assert unseen.patterns == ("files:FileStore.audit",)
     only_unseen = AnnotationSet(annotations=newer.annotations[1:])
     with pytest.raises(ParameterError, match="matches no operation"):
         est.what_if(replacements(only_unseen))

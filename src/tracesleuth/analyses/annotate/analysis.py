@@ -22,11 +22,13 @@ import polars as pl
 from ... import schema as S
 from ...errors import EmptyDataError, ParameterError
 from .._contract import NONE, Analysis, InstanceOf, Interval, Options, Seed, Strings
+from .._notes import Note, WithNotes
 from .check import ALTERNATIVES, MIN_WINDOW, PERIOD_NS, PROCEDURE, failing, summarize, window_tests
 from .derive import CLUSTERINGS, DEFAULTS, derive_annotations
 from .fileformat import AnnotationSet, load_annotations
 from .measurements import feature_column, feature_columns, feature_of_column, measurements_from_tables, operation_groups
 from .model import METRICS, format_instant, format_metric
+from .notes import FeatureAbsent, NothingChecked, ShortWindows, UnknownOperations, WindowMismatch
 
 __all__ = ["AnnotationsResult", "PerformanceAnnotations"]
 
@@ -35,7 +37,7 @@ PLOT_POINTS = 400
 
 
 @dataclass(frozen=True)
-class AnnotationsResult:
+class AnnotationsResult(WithNotes):
     """What :class:`PerformanceAnnotations` derived or checked.
 
     Attributes
@@ -43,11 +45,12 @@ class AnnotationsResult:
     mode : {"derive", "check"}
     annotations : AnnotationSet
         Derived (``derive``) or given (``check``).
-    skipped : tuple of (str, str, str)
+    skipped : tuple of (str, str, TooFewMeasurements)
         ``(operation, metric, reason)`` of every operation and metric with calls but no
-        annotation (``derive``).
-    notes : tuple of str
-        Measurements left out and why; features not used and why.
+        annotation (``derive``); the reason a record (:class:`~.notes.TooFewMeasurements`).
+    notes : tuple of Note
+        Measurements left out and why; features not used and why; what a check could not test
+        (records, :mod:`.notes`).
     n_calls, n_operations : int
         Calls (spans) and operations measured.
     features : tuple of str
@@ -168,8 +171,10 @@ class AnnotationsResult:
         """Everything but the plot points, JSON-safe. Checking: ``pass_rate`` and one entry per
         annotation with ``operation`` and ``passed`` (it holds on the run)."""
         doc = {"mode": self.mode, "calls": self.n_calls, "operations": self.n_operations,
-               "features": list(self.features), "kinds": self.kind_counts(), "notes": list(self.notes),
-               "skipped": [{"operation": o, "metric": m, "reason": r} for o, m, r in self.skipped]}
+               "features": list(self.features), "kinds": self.kind_counts(),
+               "notes": [n.to_dict() for n in self.notes],
+               "skipped": [{"operation": o, "metric": m, "reason": str(r), "n_measurements": r.n_measurements,
+                            "min_samples": r.min_samples} for o, m, r in self.skipped]}
         if self.mode == "check":
             shares, cumulative = self.pass_share_cdf()
             doc.update({"pass_rate": self.pass_rate, "assertions": self.n_assertions,
@@ -233,12 +238,11 @@ class AnnotationsResult:
             lines += ["  " + a.text() for a in shown]
             if len(self.annotations) > len(shown):
                 lines.append(f"  ... and {len(self.annotations) - len(shown)} more")
-        reasons: dict[str, int] = {}
+        needed: dict[int, int] = {}  # min_samples -> skipped operation metrics
         for _, _, reason in self.skipped:
-            key = reason.split(";")[-1].strip()
-            reasons[key] = reasons.get(key, 0) + 1
-        for reason, count in reasons.items():
-            lines.append(f"Not annotated: {count} operation metric(s): {reason}.")
+            needed[reason.min_samples] = needed.get(reason.min_samples, 0) + 1
+        for min_samples, count in needed.items():
+            lines.append(f"Not annotated: {count} operation metric(s): at least {min_samples} are needed.")
         if self.notes:
             lines.append(f"{len(self.notes)} note(s), e.g.: {self.notes[0]}")
         return "\n".join(lines)
@@ -464,12 +468,11 @@ class PerformanceAnnotations(Analysis):
 
         rows_of = dict(groups)
         calls_service = _calls_service(frame, rows_of)
-        notes = []
+        notes: list[Note] = []
         window = self.window
         derived_window = given.settings.get("window") if isinstance(given.settings, dict) else None
         if isinstance(derived_window, int) and derived_window != window:
-            notes.append(f"the annotations were calibrated on windows of {derived_window} calls and are checked on "
-                         f"windows of {window}: between-window variation is that of their windows")
+            notes.append(WindowMismatch(derived_window, window))
         tests = []
         for a in given:
             rows = rows_of.get(a.operation)
@@ -481,21 +484,18 @@ class PerformanceAnnotations(Analysis):
         unknown = sorted({a.operation for a in given if a.operation not in rows_of})
         if unknown:
             known = len({a.operation for a in given}) - len(unknown)
-            notes.append(f"{len(unknown)} of {len(unknown) + known} annotated operations have no call here (annotations "
-                         f"of another deployment, or traces of other endpoints?): {', '.join(unknown[:5])}"
-                         + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""))
+            notes.append(UnknownOperations(tuple(unknown), len(unknown) + known))
         missing = sorted({(c.operation, a.feature) for a, c in zip(given, checks)
                           if a.uses_feature and c.n_measurements == 0 and a.operation in rows_of})
         for operation, feature in missing[:5]:
-            notes.append(f"{operation}: feature {feature} is in none of its calls here; its annotation is not checked")
+            notes.append(FeatureAbsent(operation, feature))
         short = sum(c.n_short for c in checks)
         if short:
             ops = sum(1 for c in checks if c.n_short)
-            notes.append(f"{short:,} window(s) of {ops} annotation(s) had fewer than {self.min_calls} calls: not tested")
+            notes.append(ShortWindows(short, ops, self.min_calls))
         if not any(c.checked for c in checks):
             missing_ops = [c.operation for c in checks if c.n_measurements == 0][:3]
-            notes.append("none of the annotated operations has enough calls here"
-                         + (f" (e.g. {', '.join(missing_ops)})" if missing_ops else ""))
+            notes.append(NothingChecked(tuple(missing_ops)))
         order = sorted(range(len(checks)), key=lambda i: (not checks[i].checked, bool(checks[i].holds),
                                                           -checks[i].score, checks[i].operation, checks[i].metric))
         checks = [checks[i] for i in order]

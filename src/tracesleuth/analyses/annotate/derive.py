@@ -86,6 +86,8 @@ import numpy as np
 
 from .calibration import MIN_OWN_WINDOWS
 from .model import Annotation, Cluster, ClusteredAnnotation, ConstantAnnotation, CorrelatedAnnotation
+from .notes import (BadMeasurements, CalibrationPooled, CalibrationUnknown, FeatureConstant, FeatureMissing,
+                    MemoryPartlyRecorded, NoPolynomialFit, TooFewMeasurements)
 
 __all__ = ["CLUSTERINGS", "DEFAULTS", "Derivation", "cluster_values", "derive_annotation", "derive_annotations",
            "mixture_clusters"]
@@ -124,16 +126,17 @@ class Derivation:
     ----------
     annotation : Annotation or None
         None when none could be derived (``reason`` says why).
-    reason : str
-        Why there is no annotation ("" when there is one).
-    notes : list of str
-        What was left out on the way (bad measurements, features absent from some calls...).
+    reason : TooFewMeasurements or None
+        Why there is no annotation (None when there is one; ``str(reason)`` in words).
+    notes : list of Note
+        What was left out on the way (bad measurements, features absent from some calls...), as
+        records (:mod:`.notes`).
     correlations : dict of str to float
         Pearson correlation of each candidate feature with the metric.
     """
 
     annotation: Annotation | None = None
-    reason: str = ""
+    reason: TooFewMeasurements | None = None
     notes: list = field(default_factory=list)
     correlations: dict = field(default_factory=dict)
 
@@ -320,14 +323,12 @@ max_clusters, feature_coverage, outlier_fence, elbow_lookahead, clustering, min_
     good = np.isfinite(y) & (y >= 0)
     n_bad = int(len(y) - good.sum())
     if n_bad:
-        out.notes.append(f"{operation} {metric}: {n_bad:,} of {len(y):,} measurements are NaN, infinite or negative; "
-                         "left out")
+        out.notes.append(BadMeasurements(operation, metric, n_bad, len(y)))
         y = y[good]
         features = {name: x[good] for name, x in features.items()}
     n = len(y)
     if n < min_samples:
-        out.reason = (f"{n} {'measurement' if n == 1 else 'measurements'}"
-                      f"{' left' if n_bad else ''}; at least {min_samples} are needed")
+        out.reason = TooFewMeasurements(operation, metric, n, min_samples, bool(n_bad))
         return out
     mean = float(y.mean())
     sd = float(y.std(ddof=1))
@@ -347,20 +348,19 @@ max_clusters, feature_coverage, outlier_fence, elbow_lookahead, clustering, min_
         if k == 0:
             continue
         if k < feature_coverage * n:
-            out.notes.append(f"{operation} {metric}: feature {name} is missing in {n - k:,} of {n:,} calls; not a "
-                             "candidate")
+            out.notes.append(FeatureMissing(operation, metric, name, n - k, n))
             continue
         present &= body
         xs = x[present]
         if len(xs) < 2 or xs.min() == xs.max():
-            out.notes.append(f"{operation} {metric}: feature {name} has the same value in every call "
-                             f"({xs[0] if len(xs) else x[np.isfinite(x)][0]:g}); not a candidate")
+            out.notes.append(FeatureConstant(operation, metric, name,
+                                             float(xs[0] if len(xs) else x[np.isfinite(x)][0])))
             continue
         r = _pearson(xs, y[present])
         out.correlations[name] = r
         if abs(r) > abs(best_r) or (abs(r) == abs(best_r) and best is not None and name < best):
             best, best_r = name, r
-    tried = ""
+    tried = None
     if best is not None and abs(best_r) >= min_correlation:
         x = features[best]
         present = np.isfinite(x) & body
@@ -384,10 +384,9 @@ max_clusters, feature_coverage, outlier_fence, elbow_lookahead, clustering, min_
                     correlation=best_r, relative_error=error, feature_range=(float(xs.min()), float(xs.max())),
                     n_outliers=int(n - body.sum()))
                 return out
-        tried = (f"{operation} {metric}: feature {best} correlates (r = {best_r:.2f}) but no polynomial of degree "
-                 f"<= {max_degree} fits within a relative error of {max_relative_error:g} (best {best_error:.2f}); "
-                 "clustered")
-    if tried:
+        tried = NoPolynomialFit(operation, metric, best, float(best_r), int(max_degree), float(max_relative_error),
+                                float(best_error))
+    if tried is not None:
         out.notes.append(tried)
     if clustering == "bic":
         clusters, _ = mixture_clusters(y, max_clusters=max_clusters, min_cluster_calls=min_cluster_calls,
@@ -426,9 +425,10 @@ def derive_annotations(frame, groups, *, metrics=("time", "memory"), feature_col
     -------
     annotations : list of Annotation
         Each with its calibration.
-    skipped : list of (str, str, str)
+    skipped : list of (str, str, TooFewMeasurements)
         ``(operation, metric, reason)`` of those with calls but no annotation.
-    notes : list of str
+    notes : list of Note
+        Records (:mod:`.notes`).
     """
     from dataclasses import replace
 
@@ -456,8 +456,7 @@ def derive_annotations(frame, groups, *, metrics=("time", "memory"), feature_col
                     if not kept.any():
                         continue  # not measured here: nothing to say
                     if not kept.all():
-                        notes.append(f"{operation} memory: not recorded in {int((~kept).sum()):,} of {len(y):,} "
-                                     "calls; derived from the others")
+                        notes.append(MemoryPartlyRecorded(operation, int((~kept).sum()), len(y)))
                         y, candidates = y[kept], {k: v[kept] for k, v in own.items()}
                 d = derive_annotation(operation, metric, y, candidates, **{**DEFAULTS, **settings},
                                       random_state=seed)
@@ -473,8 +472,6 @@ def derive_annotations(frame, groups, *, metrics=("time", "memory"), feature_col
     calibrations, pool = finish_calibrations(means)
     if any(c.pooled for c in calibrations.values()):
         few = sum(c.pooled for c in calibrations.values())
-        notes.append(f"{few} annotation(s) had fewer than {MIN_OWN_WINDOWS} windows of calls to estimate how much "
-                     "they vary between windows: they take the median of the others" if pool is not None else
-                     f"no annotation had {MIN_OWN_WINDOWS} windows of calls: how much they vary between windows is "
-                     "unknown and taken as 0; derive from several periods (minutes) of traffic")
+        notes.append(CalibrationPooled(few, MIN_OWN_WINDOWS) if pool is not None else
+                     CalibrationUnknown(few, MIN_OWN_WINDOWS))
     return [replace(a, calibration=calibrations.get(a.key)) for a in annotations], skipped, notes

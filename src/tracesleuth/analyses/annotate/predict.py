@@ -68,7 +68,9 @@ from ... import schema as S
 from ...errors import ParameterError
 from ...units import format_duration_ns, parse_duration
 from .measurements import feature_column
+from .._notes import WithNotes
 from .model import Annotation, Cluster, ClusteredAnnotation, ConstantAnnotation, CorrelatedAnnotation
+from .notes import NoTimeAnnotation, UnseenOperations
 
 __all__ = ["Change", "Prediction", "changed_annotation", "parse_change", "predict", "replacements"]
 
@@ -193,7 +195,7 @@ def changed_annotation(change: Change, annotation: Annotation) -> Annotation:
 
 
 @dataclass(frozen=True)
-class Prediction:
+class Prediction(WithNotes):
     """A what-if prediction of one operation's time (:func:`predict`).
 
     Attributes
@@ -218,7 +220,8 @@ class Prediction:
         The predicted times (for plots; not in ``to_dict``).
     measured_ns : ndarray of shape (m,)
         The recorded times.
-    notes : tuple of str
+    notes : tuple of Note
+        Changes left out or replayed by rank (records, :mod:`.notes`).
     """
 
     target: str
@@ -244,7 +247,8 @@ class Prediction:
                 "predicted": dict(self.predicted), "median_interval_ns": list(self.median_interval_ns),
                 "p95_interval_ns": list(self.p95_interval_ns), "threshold_ns": self.threshold_ns,
                 "share_under_measured": self.share_under_measured,
-                "share_under_predicted": self.share_under_predicted, "notes": list(self.notes)}
+                "share_under_predicted": self.share_under_predicted,
+                "notes": [n.to_dict() for n in self.notes]}
 
     def to_frame(self) -> pl.DataFrame:
         """Two rows, ``measured`` and ``predicted``: median, 95th percentile and mean (ns)."""
@@ -471,11 +475,8 @@ def predict(annotations, measurements: pl.DataFrame, changes: Sequence[Change], 
     drawn = method == "sample" and any(c.kind == "replace" for c in assigned.values())
     replicates = max(1, math.ceil(n_draws / max(len(trace_ids), 1))) if drawn else 1
     unannotated = sorted(op for op in assigned if annotations is None or annotations.get(op, "time") is None)
-    notes = [f"{len(unseen)} replaced annotation(s) name operations the traces never call, left out (their "
-             f"calls cannot be replayed on the recorded call graph): {', '.join(c.pattern for c in unseen[:5])}"
-             ] if unseen else []
-    notes += [f"{op} has no time annotation: its calls keep their rank among its recorded times"
-              for op in unannotated if assigned[op].kind == "replace" and method == "residual"]
+    notes = [UnseenOperations(tuple(c.pattern for c in unseen))] if unseen else []
+    notes += [NoTimeAnnotation(op) for op in unannotated if assigned[op].kind == "replace" and method == "residual"]
     trace_index = np.repeat(trace_ids, np.diff(traces.bounds))
     samples, trace_of_sample = [], []
     for _ in range(replicates):
