@@ -68,7 +68,9 @@ def test_bad_messages_are_counted_and_the_rest_analysed():
     assert res.pattern_counts() == {"B(C; D)": 2}
     assert res.counts == {"returns_without_call": 1, "duplicate_calls": 1, "never_answered": 1,
                           "under_unanswered": 0, "out_of_order": 1, "free_form": 1}
-    assert "never answered 1" in res.describe()
+    (left,) = res.notes_of("messages_left_out")  # the same counts, as a note the CLI and report print
+    assert {k: v for k, v in left.to_dict().items() if k not in ("kind", "words")} == res.counts
+    assert str(left) in res.describe() and not res.notes_of("no_causal_path")
 
 
 def test_settings_and_input_are_checked():
@@ -97,3 +99,11 @@ def test_real_trainticket_paths_are_recovered_without_trace_ids(shared_data):
     res = CausalPaths().fit(messages).result_
     assert sum(truth.values()) == 444
     assert recovery_rate(truth, res.pattern_counts()) >= 0.85  # 0.914 measured
+
+
+def test_no_causal_path_is_a_note():
+    rows = [(0, "A", "B", "call", "c1"), (10 * MS, "B", "A", "call", "c2")]  # calls never answered
+    res = CausalPaths().fit(log(rows)).result_
+    assert not res.patterns
+    (none,) = res.notes_of("no_causal_path")
+    assert none.n_call_pairs == res.n_call_pairs == 0 and str(none) in res.describe()

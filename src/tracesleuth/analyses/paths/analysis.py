@@ -21,9 +21,11 @@ import pyarrow as pa
 from ...errors import EmptyDataError, ParameterError
 from ...units import format_duration_ns
 from .._contract import Analysis, Interval, Options, Seed
+from .._notes import Note, WithNotes
 from .convolution import call_pair_scores, causal_graph
 from .messages import MESSAGE_SCHEMA, messages_from_tables, path_key
 from .nesting import find_call_pairs, find_call_paths, find_nested_pairs, score_nestings
+from .notes import MessagesLeftOut, NoCausalEdge, NoCausalPath
 
 __all__ = ["CausalPaths", "PathPattern", "PathsResult", "recovery_rate"]
 
@@ -56,7 +58,7 @@ class PathPattern:
 
 
 @dataclass(frozen=True)
-class PathsResult:
+class PathsResult(WithNotes):
     """What :class:`CausalPaths` found.
 
     Attributes
@@ -82,6 +84,8 @@ class PathsResult:
     graph_recall, graph_precision : float or None
         Convolution on traces: the share of the true (incoming call, outgoing call) pairs found
         in ``graph``, and of the graph's pairs between call edges that are true; in [0, 1].
+    notes : tuple of Note
+        What was left out, and why nothing was found when so (records, :mod:`.notes`).
     """
 
     algorithm: str
@@ -95,6 +99,7 @@ class PathsResult:
     graph: tuple = ()
     graph_recall: float | None = None
     graph_precision: float | None = None
+    notes: tuple[Note, ...] = ()
 
     @property
     def n_paths(self) -> int:
@@ -127,7 +132,8 @@ class PathsResult:
                "n_paths": self.n_paths, "top_n": self.top_n, "counts": dict(self.counts),
                "recovery": self.recovery, "n_true_paths": self.n_true_paths,
                "patterns": [p.to_dict() for p in self.patterns], "graph": [e.to_dict() for e in self.graph],
-               "graph_recall": self.graph_recall, "graph_precision": self.graph_precision}
+               "graph_recall": self.graph_recall, "graph_precision": self.graph_precision,
+               "notes": [n.to_dict() for n in self.notes]}
         json.dumps(out)
         return out
 
@@ -143,12 +149,7 @@ class PathsResult:
         if self.recovery is not None:
             lines.append(f"Against the traces' true paths: {self.recovery:.1%} of {self.n_true_paths:,} requests "
                          "recovered.")
-        lost = {k: v for k, v in self.counts.items() if v}
-        if lost:
-            lines.append("Left out: " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in lost.items()) + ".")
-        if not self.patterns:
-            lines.append("No causal path: no answered call without a candidate parent. Check that the log has "
-                         "CALL and RETURN messages with call ids.")
+        lines += [str(n) for n in self.notes]
         return "\n".join(lines)
 
 
@@ -160,9 +161,7 @@ class PathsResult:
         if self.graph_recall is not None:
             lines.append(f"Against the traces' true calls: {self.graph_recall:.1%} of the caller/callee call pairs "
                          f"found, {self.graph_precision:.1%} of those found true.")
-        if not self.graph:
-            lines.append("No causal edge: no cross-correlation spike. Try a finer quantum_ns, a longer "
-                         "max_delay_ns or a longer log.")
+        lines += [str(n) for n in self.notes]
         return "\n".join(lines)
 
 
@@ -316,8 +315,11 @@ class CausalPaths(Analysis):
             patterns.append(PathPattern(key=key, tree=members[0][0], count=len(members), nodes=nodes))
         patterns.sort(key=lambda p: (-p.count, p.key))
         n_pairs = sum(1 for t in pairs.t_return if t is not None)
+        counts = pairs.counts.to_dict()
+        notes = ([MessagesLeftOut(**counts)] if any(counts.values()) else []) + \
+            ([] if patterns else [NoCausalPath(n_pairs)])
         result = PathsResult(algorithm=self.algorithm, n_messages=frame.height, n_call_pairs=n_pairs,
-                             patterns=tuple(patterns), top_n=self.top_n, counts=pairs.counts.to_dict(),
+                             patterns=tuple(patterns), top_n=self.top_n, counts=counts, notes=tuple(notes),
                              recovery=None if truth is None else recovery_rate(truth, Counter(
                                  {p.key: p.count for p in patterns})),
                              n_true_paths=None if truth is None else sum(truth.values()))
@@ -332,7 +334,8 @@ class CausalPaths(Analysis):
         return PathsResult(algorithm=self.algorithm, n_messages=frame.height,
                            n_call_pairs=int((kinds == "return").sum()), patterns=(), top_n=self.top_n, counts={},
                            n_true_paths=None if truth is None else sum(truth.values()), graph=tuple(graph),
-                           graph_recall=recall, graph_precision=precision)
+                           graph_recall=recall, graph_precision=precision,
+                           notes=() if graph else (NoCausalEdge(frame.height, self.quantum_ns, self.max_delay_ns),))
 
 
 def _preorder(tree: dict) -> list[str]:

@@ -52,9 +52,8 @@ def paths_section(result: Any) -> Section:
     if result.recovery is not None:
         facts.append(("requests whose true path was recovered", f"{result.recovery:.1%} of {result.n_true_paths:,}"))
     section.add(KeyValues(facts))
-    if not result.patterns:
-        section.add(Text([Strong("No causal path: no answered call without a candidate parent. Check that the log "
-                                 "has CALL and RETURN messages with call ids.")]))
+    for note in result.notes_of("no_causal_path"):
+        section.add(Text([Strong(str(note))]))
     lost = {k: v for k, v in result.counts.items() if v}
     if lost:
         section.add(Bullets([f"Left out: {k.replace('_', ' ')}: {v:,}" for k, v in lost.items()]))
@@ -80,8 +79,7 @@ def _graph_section(section: Section, result: Any) -> Section:
         facts.append(("true call pairs found", f"{result.graph_recall:.1%}"))
     section.add(KeyValues(facts))
     if not result.graph:
-        section.add(Text([Strong("No causal edge: no cross-correlation spike. Try a finer quantum, a longer maximum "
-                                 "delay or a longer log.")]))
+        section.add(Text([Strong(str(n)) for n in result.notes_of("no_causal_edge")]))
         return section
     section.add(Table(["cause", "effect", "delay", "other delays", "height (sd)", "delay from the path's start"],
                       [[Code(" -> ".join(e.cause)), Code(" -> ".join(e.effect)), format_duration_ns(e.delay_ns),
