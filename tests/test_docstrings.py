@@ -19,6 +19,7 @@ WITH_EXAMPLES = {
     "tracesleuth.analyses.patterns.dp", "tracesleuth.analyses.patterns.synthetic",
     "tracesleuth.analyses.patterns.analysis", "tracesleuth.report.sections.patterns",
     "tracesleuth.report.document", "tracesleuth.analyses.metrics", "tracesleuth.units",
+    "tracesleuth.analyses._notes",
 }
 
 

@@ -1,7 +1,8 @@
 """The same API checks on every registered analysis (as scikit-learn's ``test_common.py``).
 
 Each analysis of :data:`tracesleuth.analyses.ANALYSES` must: clone, leave its settings untouched
-by ``fit``, give the same result for the same seed, give a JSON-safe ``to_dict``, keep its previous
+by ``fit``, give the same result for the same seed, give a JSON-safe ``to_dict``, keep its notes as
+records (kind, numbers, words), keep its previous
 fit whole when a refit fails, refuse bad settings with a ParameterError naming the setting, reach
 its quality floor on its planted case, build its report sections without refitting, answer
 ``tracesleuth NAME --help`` and run its evaluation protocol.
@@ -89,6 +90,27 @@ def test_result_follows_the_protocol(fitted):
     assert isinstance(res.describe(), str) and res.describe()
     with pytest.raises(AttributeError):  # frozen
         res.__setattr__(next(iter(res.__dataclass_fields__)), None)
+
+
+def test_notes_are_records_with_a_kind_and_words(fitted):
+    import importlib
+
+    from tracesleuth.analyses._notes import Note
+
+    spec, case, est = fitted
+    res = est.result_
+    assert isinstance(res.notes, tuple) and all(isinstance(n, Note) for n in res.notes)
+    doc = json.loads(json.dumps(res.to_dict()))["notes"]
+    assert [d["kind"] for d in doc] == [n.kind for n in res.notes]
+    assert all({"kind", "words"} <= set(d) and d["words"] == str(n) == n.describe() for n, d in zip(res.notes, doc))
+    assert all(res.notes_of(n.kind) and all(m.kind == n.kind for m in res.notes_of(n.kind)) for n in res.notes)
+    # Every note the analysis can emit: its own kind, a docstring saying which decision it records.
+    package = ".".join(type(est).__module__.split(".")[:3])  # tracesleuth.analyses.<family>
+    module = importlib.import_module(f"{package}.notes")
+    kinds = [c.kind for c in vars(module).values()
+             if isinstance(c, type) and issubclass(c, Note) and c.__module__ == module.__name__ and "kind" in vars(c)]
+    assert kinds and len(set(kinds)) == len(kinds) and "note" not in kinds
+    assert all(c.__doc__ for c in vars(module).values() if isinstance(c, type) and issubclass(c, Note))
 
 
 def test_quality_floor_on_planted_data(fitted):

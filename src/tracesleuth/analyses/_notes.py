@@ -41,6 +41,25 @@ class Note:
     A subclass is a frozen dataclass that sets ``kind`` (a ``ClassVar``, unique within its
     analysis), declares the numbers behind the decision as fields and words them in
     :meth:`describe`. Its docstring says which decision it records.
+
+    Examples
+    --------
+    >>> from dataclasses import dataclass
+    >>> from typing import ClassVar
+    >>> @dataclass(frozen=True)
+    ... class TooFew(Note):  # requests left out: fewer than ``minimum`` in their category
+    ...     kind: ClassVar[str] = "too_few"
+    ...     n_requests: int
+    ...     minimum: int
+    ...     def describe(self) -> str:
+    ...         return f"{self.n_requests} requests, fewer than {self.minimum}: left out."
+    >>> note = TooFew(3, minimum=10)
+    >>> str(note)
+    '3 requests, fewer than 10: left out.'
+    >>> note.to_dict()
+    {'kind': 'too_few', 'n_requests': 3, 'minimum': 10, 'words': '3 requests, fewer than 10: left out.'}
+    >>> notes_of([note], "too_few") == (note,)
+    True
     """
 
     kind: ClassVar[str] = "note"
