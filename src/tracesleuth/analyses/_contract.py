@@ -10,7 +10,9 @@ An analysis is
   leaves the previous fitted state whole;
 * a **result** (:class:`AnalysisResult`): a frozen object with ``to_frame()`` (a polars
   DataFrame), ``to_dict()`` (JSON-safe: ``json.dumps`` works on it as is) and ``describe()``
-  (a few lines in words, saying when the result is not to be trusted and why);
+  (a few lines in words, saying when the result is not to be trusted and why); its decisions are
+  ``notes``, a tuple of records on one base (:class:`~._notes.Note`: a ``kind``, the numbers,
+  the sentence ``describe()`` prints), never prose alone;
 * a report section, a CLI command and an evaluation protocol, registered with the estimator in
   :mod:`tracesleuth.analyses` (one :class:`~tracesleuth.analyses.AnalysisSpec` each).
 
