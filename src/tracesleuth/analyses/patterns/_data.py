@@ -13,7 +13,7 @@ import polars as pl
 from ...errors import EmptyDataError, ParameterError
 from ._bitsets import AttributeEncoding
 from ._model import ATTR_PREFIX, CONTINUOUS_PREFIX, INSTANCE_PREFIX, Condition
-from .notes import MissingLatency, Note
+from .notes import AllMissing, AttributeLeftOut, MissingLatency, Note, NotNumeric, TooManyCategories
 from .results import ConditionEffect
 from .split_points import attribute_thresholds
 
@@ -98,15 +98,16 @@ def read_table(table: Any, *, attributes: Sequence[str] | None, categorical: boo
     return Inputs(frame, rows, latency.astype(np.int64), continuous, categ, notes)
 
 
-def encode(data: Inputs, ms: dict, max_categories: int, excluded: dict[str, str] | None = None):
-    """Bin codes of every usable attribute over the analysed rows (``excluded``: left out, with the reason)."""
+def encode(data: Inputs, ms: dict, max_categories: int, excluded: dict[str, AttributeLeftOut] | None = None):
+    """Bin codes of every usable attribute over the analysed rows (``excluded``: left out, with the
+    reason); the attributes skipped come back as ``(name, AttributeLeftOut)``."""
     frame = data.frame
     rows = data.rows
     full = rows.size == frame.height
     encodings: list[AttributeEncoding] = []
     columns: list[np.ndarray] = []
     excluded = excluded or {}
-    skipped: list[tuple[str, str]] = [(name, excluded[name]) for name in data.continuous + data.categorical
+    skipped: list[tuple[str, AttributeLeftOut]] = [(name, excluded[name]) for name in data.continuous + data.categorical
                                       if name in excluded]
     for name in data.continuous:
         if name in excluded:
@@ -115,7 +116,7 @@ def encode(data: Inputs, ms: dict, max_categories: int, excluded: dict[str, str]
         if not full:
             series = series.gather(rows)
         if not series.dtype.is_numeric():
-            skipped.append((name, f"not numeric ({series.dtype})"))
+            skipped.append((name, NotNumeric(str(series.dtype))))
             continue
         if series.null_count() == 0 and series.dtype == pl.Int64:  # as is: no null to fill, nothing to cast
             present = np.ones(series.len(), dtype=bool)
@@ -128,7 +129,7 @@ def encode(data: Inputs, ms: dict, max_categories: int, excluded: dict[str, str]
             present = series.is_not_null().to_numpy()
             values = series.fill_null(0).cast(pl.Int64).to_numpy()
         if not present.any():
-            skipped.append((name, "all values missing"))
+            skipped.append((name, AllMissing()))
             continue
         thresholds = attribute_thresholds(values[present], **ms)
         code = bin_codes(thresholds, values)
@@ -145,11 +146,11 @@ def encode(data: Inputs, ms: dict, max_categories: int, excluded: dict[str, str]
         series = series.cast(pl.Utf8)
         present = series.is_not_null().to_numpy()
         if not present.any():
-            skipped.append((name, "all values missing"))
+            skipped.append((name, AllMissing()))
             continue
         categories = series.drop_nulls().unique().sort()
         if categories.len() > max_categories:
-            skipped.append((name, f"{categories.len()} distinct values > max_categories={max_categories}"))
+            skipped.append((name, TooManyCategories(categories.len(), max_categories)))
             continue
         # The dense rank of each value among the sorted categories, by lookup (a sort of the column costs more).
         code = series.replace_strict(categories, pl.int_range(0, categories.len(), eager=True, dtype=pl.Int64),

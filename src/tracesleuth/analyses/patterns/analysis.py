@@ -27,9 +27,10 @@ from .._contract import NONE, Analysis, InstanceOf, Interval, Options, Seed, Str
 from ._bitsets import PatternEvaluator
 from ._data import LATENCY_COLUMN, Inputs, encode, read_table
 from ._model import ATTR_PREFIX, CONTINUOUS_PREFIX, INSTANCE_PREFIX, LatencyInterval
-from .candidates import ASYNCHRONOUS, asynchronous_operations, identifier_columns, operation_of, pass_through_columns
+from .candidates import asynchronous_operations, identifier_columns, operation_of, pass_through_columns
 from .ga import GASettings
-from .notes import BudgetExhausted, NoPatternBetterThanChance, Note, PredictColumns, UncertainLeftOut
+from .notes import (AsynchronousLeftOut, AttributeLeftOut, BudgetExhausted, NoPatternBetterThanChance, Note,
+                    PredictColumns, UncertainLeftOut)
 from .refinements import CompoundLabels, MergeNeighbours, Refinement, SplitCauses, UncertainBand
 from .results import (MAX_PATTERNS_SHOWN, MIN_F_SHOWN, CompoundLabel, ConditionEffect, DegradationPatternsResult,
                       SubIntervalPattern, assign_labels, compound_labels)
@@ -544,7 +545,7 @@ class LatencyDegradationPatterns(Analysis):
         return Encoded(data, tuple(encodings), codes, bounds, latency_class, evaluator,
                        prune_tolerance=float(self.prune_tolerance), skipped=tuple(skipped))
 
-    def _excluded_columns(self, table: Any, data: Inputs) -> dict[str, str]:
+    def _excluded_columns(self, table: Any, data: Inputs) -> dict[str, AttributeLeftOut]:
         """Columns left out of the conditions (identifiers, pass-through, asynchronous) and why."""
         excluded = dict(identifier_columns(data.frame, data.categorical, data.rows))
         if self.pass_through_share is not None:
@@ -555,8 +556,7 @@ class LatencyDegradationPatterns(Analysis):
             for name in data.continuous + data.categorical:
                 key = operation_of(name)
                 if key in asynchronous:
-                    excluded[name] = (f"{ASYNCHRONOUS}: none of its {asynchronous[key]:,} calls is waited for by the "
-                                      "request (producer/consumer or FOLLOWS_FROM), so it cannot delay it")
+                    excluded[name] = AsynchronousLeftOut(asynchronous[key])
         return excluded
 
     def _search_notes(self, subs: Sequence[SubIntervalPattern]) -> list[Note]:

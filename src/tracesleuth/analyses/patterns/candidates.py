@@ -32,18 +32,16 @@ import polars as pl
 from ... import schema as S
 from ...errors import ParameterError
 from ...model._calls import synchronous_children
-from ...model.attributes import IDENTIFIER, is_identifier
+from ...model.attributes import is_identifier
 from ._model import ATTR_PREFIX, CONTINUOUS_PREFIX, INSTANCE_PREFIX
+from .notes import IdentifierLeftOut, PassThroughLeftOut
 
-__all__ = ["ASYNCHRONOUS", "PASS_THROUGH", "asynchronous_operations", "identifier_columns", "pass_through_columns"]
-
-PASS_THROUGH = "pass-through"
-ASYNCHRONOUS = "asynchronous"
-#: Deepest call chain followed from the entry span (a cycle of bad parent ids stops here).
+__all__ = ["asynchronous_operations", "identifier_columns", "pass_through_columns"]
 
 
-def identifier_columns(frame: pl.DataFrame, columns: list[str], rows: np.ndarray) -> list[tuple[str, str]]:
-    """``attr[KEY]`` columns that are identifiers, with the reason, among ``columns``."""
+def identifier_columns(frame: pl.DataFrame, columns: list[str], rows: np.ndarray
+                       ) -> list[tuple[str, IdentifierLeftOut]]:
+    """``attr[KEY]`` columns that are identifiers, with the reason (a record), among ``columns``."""
     out = []
     for name in columns:
         if not name.startswith(ATTR_PREFIX):
@@ -54,9 +52,9 @@ def identifier_columns(frame: pl.DataFrame, columns: list[str], rows: np.ndarray
         series = series.cast(pl.Utf8).drop_nulls()
         key = name[len(ATTR_PREFIX):-1]
         if is_identifier(key, series):
-            out.append((name, IDENTIFIER))
+            out.append((name, IdentifierLeftOut()))
         elif series.len() >= 20 and series.n_unique() > series.len() / 2:
-            out.append((name, f"{IDENTIFIER}: {series.n_unique():,} distinct values in {series.len():,} requests"))
+            out.append((name, IdentifierLeftOut(series.n_unique(), series.len())))
     return out
 
 
@@ -74,8 +72,8 @@ def _median_at_least(values: np.ndarray, share: float) -> bool:
 
 
 def pass_through_columns(frame: pl.DataFrame, columns: list[str], rows: np.ndarray, latency: np.ndarray,
-                         share: float) -> list[tuple[str, str]]:
-    """``exclusive_ns[K]`` columns whose exclusive time is the request latency, with the reason.
+                         share: float) -> list[tuple[str, PassThroughLeftOut]]:
+    """``exclusive_ns[K]`` columns whose exclusive time is the request latency, with the reason (a record).
 
     Parameters
     ----------
@@ -103,9 +101,7 @@ def pass_through_columns(frame: pl.DataFrame, columns: list[str], rows: np.ndarr
             continue
         ratios = values / latency if present.all() else values[present] / latency[present]
         if _median_at_least(ratios, share):
-            ratio = float(np.median(ratios))
-            out.append((name, f"{PASS_THROUGH}: its exclusive time is {ratio:.0%} of the request latency (median), "
-                              "so a condition on it restates the latency"))
+            out.append((name, PassThroughLeftOut(float(np.median(ratios)))))
     return out
 
 

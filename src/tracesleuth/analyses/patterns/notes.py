@@ -6,8 +6,9 @@ behind it, and :meth:`~Note.describe` (the sentence the command line and the rep
 ``str(note)`` is its sentence, so a renderer that prints notes needs nothing else; ``to_dict()``
 gives the kind, the numbers and the sentence (``"words"``), JSON-safe.
 
-A program asks ``[n for n in result.notes if n.kind == "causes_split"]``, never for a substring of
-the prose.
+A program asks ``result.notes_of("causes_split")``, never for a substring of the prose. The reasons
+an attribute is left out of the conditions (``skipped_attributes``) are records on the same base
+(:class:`AttributeLeftOut`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import ClassVar
 from ...units import format_duration_ns
 from .._notes import Note
 
-__all__ = ["BudgetExhausted", "CausesSplit", "CompoundMoved", "IntervalBelowMedian", "KRangeCut", "MissingLatency",
-           "NeighboursMerged", "NoPatternBetterThanChance", "Note", "PredictColumns", "SampleScored",
-           "SplitPointsRemoved", "UncertainLeftOut", "Unexplained"]
+__all__ = ["AllMissing", "AsynchronousLeftOut", "AttributeLeftOut", "BudgetExhausted", "CausesSplit", "CompoundMoved", "IntervalBelowMedian", "KRangeCut", "MissingLatency",
+           "NeighboursMerged", "NoPatternBetterThanChance", "NotNumeric", "Note", "PassThroughLeftOut",
+           "IdentifierLeftOut", "PredictColumns", "SampleScored", "SplitPointsRemoved", "TooManyCategories",
+           "UncertainLeftOut", "Unexplained"]
 
 #: What to try when a latency interval explains nothing (shared by the notes and the reasons).
 SUGGESTION = ("Give the degraded interval (--interval A:B, e.g. the latencies you consider slow) or another "
@@ -239,3 +241,99 @@ class Unexplained(Note):
                 f"{format_duration_ns(self.high_ns)}): best F {self.best_f:.2f} (of {self.n_patterns} pattern(s), "
                 f"below min_f={self.min_f:g}); its requests mix causes. Look at a narrower period (--time START/END) "
                 "or compare a slow period with a normal one (tracesleuth compare).")
+
+
+# --- why an attribute is left out of the conditions (the reasons of ``skipped_attributes``) ----------
+
+
+@dataclass(frozen=True)
+class AttributeLeftOut(Note):
+    """Base of the reasons an attribute is left out of the conditions: :meth:`short` is the reason
+    in a word or two (what the command line lists), :meth:`describe` the whole of it."""
+
+    def short(self) -> str:
+        """The reason in a word or two."""
+        return self.describe()
+
+
+@dataclass(frozen=True)
+class IdentifierLeftOut(AttributeLeftOut):
+    """An ``attr[KEY]`` column that identifies (a port, an id, a UUID; or, with the counts, more
+    than half of its values distinct): a condition on it names requests, not a cause."""
+
+    kind: ClassVar[str] = "identifier"
+    n_distinct: int | None = None
+    n_requests: int | None = None
+
+    def short(self) -> str:
+        return "identifier"
+
+    def describe(self) -> str:
+        if self.n_distinct is None:
+            return "identifier"
+        return f"identifier: {self.n_distinct:,} distinct values in {self.n_requests:,} requests"
+
+
+@dataclass(frozen=True)
+class PassThroughLeftOut(AttributeLeftOut):
+    """An ``exclusive_ns[K]`` column whose exclusive time is (a median ``share`` of) the request
+    latency: a condition on it restates the latency (``pass_through_share``)."""
+
+    kind: ClassVar[str] = "pass_through"
+    share: float
+
+    def short(self) -> str:
+        return "pass-through"
+
+    def describe(self) -> str:
+        return (f"pass-through: its exclusive time is {self.share:.0%} of the request latency (median), so a "
+                "condition on it restates the latency")
+
+
+@dataclass(frozen=True)
+class AsynchronousLeftOut(AttributeLeftOut):
+    """A column of an operation none of whose ``n_calls`` calls the request waits for (below a
+    producer/consumer or ``FOLLOWS_FROM`` link): it cannot delay the request (``exclude_async``)."""
+
+    kind: ClassVar[str] = "asynchronous"
+    n_calls: int
+
+    def short(self) -> str:
+        return "asynchronous"
+
+    def describe(self) -> str:
+        return (f"asynchronous: none of its {self.n_calls:,} calls is waited for by the request (producer/consumer "
+                "or FOLLOWS_FROM), so it cannot delay it")
+
+
+@dataclass(frozen=True)
+class NotNumeric(AttributeLeftOut):
+    """An ``exclusive_ns[K]`` column that is not numeric (``dtype``): it cannot be binned."""
+
+    kind: ClassVar[str] = "not_numeric"
+    dtype: str
+
+    def describe(self) -> str:
+        return f"not numeric ({self.dtype})"
+
+
+@dataclass(frozen=True)
+class AllMissing(AttributeLeftOut):
+    """A column with no value in any request analysed."""
+
+    kind: ClassVar[str] = "all_missing"
+
+    def describe(self) -> str:
+        return "all values missing"
+
+
+@dataclass(frozen=True)
+class TooManyCategories(AttributeLeftOut):
+    """A categorical column with more distinct values than ``max_categories``."""
+
+    kind: ClassVar[str] = "too_many_categories"
+    n_categories: int
+    max_categories: int
+
+    def describe(self) -> str:
+        return f"{self.n_categories} distinct values > max_categories={self.max_categories}"

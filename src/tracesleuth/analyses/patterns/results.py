@@ -300,8 +300,9 @@ class DegradationPatternsResult(WithNotes):
         Requests with latency in ``I``.
     attributes : tuple of str
         Columns the conditions may use.
-    skipped_attributes : tuple of (str, str)
-        Columns left out, with the reason (all values missing, too many categories).
+    skipped_attributes : tuple of (str, AttributeLeftOut)
+        Columns left out, with the reason as a record (:class:`~.notes.AttributeLeftOut`: an
+        identifier, pass-through, asynchronous, all values missing, too many categories...).
     notes : tuple of Note
         Anything else worth knowing (requests without latency, budget exhausted...), each a record
         of :mod:`~tracesleuth.analyses.patterns.notes` with its ``kind`` and numbers.
@@ -410,7 +411,7 @@ class DegradationPatternsResult(WithNotes):
             "score": self.score,
             "n_positives": self.n_positives,
             "attributes": list(self.attributes),
-            "skipped_attributes": [{"attribute": a, "reason": r} for a, r in self.skipped_attributes],
+            "skipped_attributes": [{"attribute": a, "reason": str(r), **r.to_dict()} for a, r in self.skipped_attributes],
             "notes": [n.to_dict() for n in self.notes],
             "uncertain_ns": self.uncertain_ns,
             "compound": [c.to_dict() for c in self.compound],

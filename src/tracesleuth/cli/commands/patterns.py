@@ -68,7 +68,7 @@ def show(result) -> None:
         if r.n_hidden:
             t.add_row("", "", escape(_hidden_words(r, result)), "", "", "", "")
     out.print(t)
-    skipped = [f"{a} ({r.split(':')[0]})" for a, r in result.skipped_attributes]
+    skipped = [f"{a} ({r.short()})" for a, r in result.skipped_attributes]
     if skipped:
         out.print(f"left out of the conditions: {', '.join(skipped[:8])}{' ...' if len(skipped) > 8 else ''}",
                   markup=False)
