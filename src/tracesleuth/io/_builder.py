@@ -23,7 +23,7 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 import orjson
@@ -207,6 +207,36 @@ MAX_ATTRIBUTE_CHARS = DEFAULT_SPAN_LIMITS.max_attribute_value_chars
 BATCH_SPANS = 131_072
 _EXCERPT_CHARS = 160
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def batches(builder, steps: Iterable) -> Iterator[pa.RecordBatch]:
+    """A reader's batches: run ``steps``, each adding a record (or a few) to ``builder``; a batch
+    whenever the builder is full, then what is left (:func:`last_batch`).
+
+    Parameters
+    ----------
+    builder : SpanBatchBuilder or LogBatchBuilder
+    steps : iterable
+        Iterated for its side effects on ``builder`` (a generator that yields after each record
+        it adds or rejects); its items are not used.
+
+    Yields
+    ------
+    pyarrow.RecordBatch
+        What ``builder.flush()`` returns: spans, or log records.
+    """
+    for _ in steps:
+        if builder.full():
+            yield builder.flush()
+    yield from last_batch(builder)
+
+
+def last_batch(builder) -> Iterator[pa.RecordBatch]:
+    """The records still waiting in ``builder`` at the end of a file, as one batch (none when
+    nothing waits)."""
+    batch = builder.flush()
+    if batch is not None:
+        yield batch
 
 _KIND_ALIASES = {
     "server": "server", "client": "client", "producer": "producer", "consumer": "consumer",
