@@ -84,7 +84,7 @@ class LogLimits(_OtelLimits):
     Raises
     ------
     ParameterError
-        When a bound is not a positive int or None.
+        When a bound is not a positive int or None (the check of :class:`SpanLimits`).
 
     Notes
     -----
@@ -347,7 +347,7 @@ class LogBatchBuilder:
     Parameters
     ----------
     source : str
-        The file the records come from (named in every reject).
+        The file read: every reject names it.
     log : RejectLog
         Where rejected records and warnings go (``spans`` counts records for logs).
     batch_records : int, default=BATCH_RECORDS
