@@ -35,10 +35,10 @@ import polars as pl
 from ..errors import ParameterError
 from .nezha import SYSTEMS, RealFault, default_data_dir, list_faults, read_windows
 
-__all__ = ["SimulatedAndReal", "case_rows", "check_count", "chosen_faults", "data_folder", "fault_rows", "fault_type_table",
-           "rank_of", "rank_shares", "recorded_faults", "run_settings", "seeded_cases", "timed"]
+__all__ = ["SimulatedAndReal", "case_rows", "check_count", "chosen_faults", "data_folder", "fault_rows",
+           "fault_type_table", "rank_of", "rank_shares", "recorded_faults", "run_settings", "seeded_cases", "timed"]
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 #: The ranks a recorded fault is scored at: top-1 and top-3 of the injected service.
 TOP_K = (1, 3)
 
@@ -104,8 +104,7 @@ def data_folder(data_dir) -> Path | None:
     return Path(data_dir) if data_dir is not None else default_data_dir()
 
 
-def chosen_faults(data_dir, faults=None, systems: Sequence[str] = SYSTEMS,
-                  owner: str = "evaluate_real") -> list[RealFault]:
+def chosen_faults(data_dir, faults=None, systems: Sequence[str] = SYSTEMS) -> list[RealFault]:
     """The recorded faults an ``evaluate_real`` is asked for.
 
     Parameters
@@ -116,7 +115,6 @@ def chosen_faults(data_dir, faults=None, systems: Sequence[str] = SYSTEMS,
         Faults (or their indices in :func:`~tracesleuth.evaluation.nezha.list_faults`); default
         every fault with windows.
     systems : sequence of str, default=SYSTEMS
-    owner : str, default="evaluate_real"
 
     Returns
     -------
@@ -175,14 +173,14 @@ def recorded_faults(data_dir, *, quick: bool, first_per: Callable[[RealFault], o
 # Fit and rows
 # --------------------------------------------------------------------------------------------
 
-def timed(fit: Callable[[], T]) -> tuple[T, float]:
+def timed(fit: Callable[[], _T]) -> tuple[_T, float]:
     """``fit()`` and the seconds it took (wall clock, :func:`time.perf_counter`)."""
     t0 = time.perf_counter()
     out = fit()
     return out, time.perf_counter() - t0
 
 
-def case_rows(cases: Iterable[T], score: Callable[[T], Iterable[dict]], schema: dict) -> pl.DataFrame:
+def case_rows(cases: Iterable[_T], score: Callable[[_T], Iterable[dict]], schema: dict) -> pl.DataFrame:
     """The rows of every case, in order: ``score(case)`` gives a case's rows (one or more).
 
     Parameters

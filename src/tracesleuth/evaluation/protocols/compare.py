@@ -52,8 +52,8 @@ from ...errors import ParameterError, TraceSleuthError
 from ..protocol import describe_tables, json_rows
 from ..nezha import SYSTEMS, RealFault, adjacent_baseline, default_data_dir, list_faults
 from ..nezha import read_windows as _spans
-from ..runner import (SimulatedAndReal, case_rows, chosen_faults, fault_rows, fault_type_table, rank_of, rank_shares, recorded_faults,
-                      run_settings, seeded_cases, timed)
+from ..runner import (SimulatedAndReal, case_rows, chosen_faults, fault_rows, fault_type_table, rank_of, rank_shares,
+                      recorded_faults, run_settings, seeded_cases, timed)
 from ...analyses.compare.synthetic import SCENARIOS, simulate_scenario, top_service_hit
 
 __all__ = ["CompareEvaluation", "RealFault", "default_data_dir", "evaluate", "evaluate_real", "evaluate_simulated",

@@ -32,8 +32,8 @@ import polars as pl
 from ...errors import TraceSleuthError
 from ..protocol import describe_tables, json_rows
 from ..nezha import SYSTEMS, RealFault, read_windows
-from ..runner import (SimulatedAndReal, case_rows, chosen_faults, fault_rows, fault_type_table, rank_of, rank_shares, recorded_faults,
-                      run_settings, seeded_cases, timed)
+from ..runner import (SimulatedAndReal, case_rows, chosen_faults, fault_rows, fault_type_table, rank_of, rank_shares,
+                      recorded_faults, run_settings, seeded_cases, timed)
 
 __all__ = ["LocalizeEvaluation", "PAPER_SETTINGS", "evaluate", "evaluate_real", "evaluate_simulated", "table_2"]
 
@@ -215,8 +215,8 @@ def evaluate_real(data_dir=None, *, faults=None, systems=SYSTEMS, estimator_para
     ParameterError
         When no data folder is given or found.
     """
-    return fault_rows(chosen_faults(data_dir, faults, systems), lambda f: evaluate_fault(f, estimator_params=estimator_params),
-                      _REAL_SCHEMA)
+    return fault_rows(chosen_faults(data_dir, faults, systems),
+                      lambda f: evaluate_fault(f, estimator_params=estimator_params), _REAL_SCHEMA)
 
 
 def per_fault_type(real: pl.DataFrame) -> pl.DataFrame:
