@@ -108,6 +108,40 @@ class AnalysisSpec:
     needs_annotations: bool = False
     reads_store: bool = False
 
+    @classmethod
+    def from_name(cls, name: str, *, title: str, paper: str, estimator: str, **flags: bool) -> "AnalysisSpec":
+        """The spec of an analysis whose parts live where the module docstring says: a module
+        named after it in each layer.
+
+        Parameters
+        ----------
+        name, title, paper : str
+            As the attributes.
+        estimator : str
+            The estimator's class name, exported by ``tracesleuth.analyses.NAME``.
+        **flags : bool
+            ``needs_baseline``, ``needs_annotations``, ``reads_store``.
+
+        Returns
+        -------
+        AnalysisSpec
+            With ``estimator`` ``tracesleuth.analyses.NAME:CLASS``, ``section``
+            ``tracesleuth.report.sections.NAME:build_sections``, ``command``
+            ``tracesleuth.cli.commands.NAME:register``, ``evaluation``
+            ``tracesleuth.evaluation.protocols.NAME:evaluate`` and ``planted``
+            ``tracesleuth.analyses.NAME.synthetic:planted_case``.
+
+        Examples
+        --------
+        >>> AnalysisSpec.from_name("paths", title="t", paper="p", estimator="CausalPaths").command
+        'tracesleuth.cli.commands.paths:register'
+        """
+        return cls(name=name, title=title, paper=paper, estimator=f"tracesleuth.analyses.{name}:{estimator}",
+                   section=f"tracesleuth.report.sections.{name}:build_sections",
+                   command=f"tracesleuth.cli.commands.{name}:register",
+                   evaluation=f"tracesleuth.evaluation.protocols.{name}:evaluate",
+                   planted=f"tracesleuth.analyses.{name}.synthetic:planted_case", **flags)
+
     def load(self, part: str) -> Any:
         """The object behind one part (``"estimator"``, ``"section"``, ...), imported now."""
         return _resolve(getattr(self, part))
@@ -137,73 +171,49 @@ class PlantedCase:
 
 #: Every analysis, in the order reports and listings show them.
 ANALYSES: tuple[AnalysisSpec, ...] = (
-    AnalysisSpec(
-        name="diagnose",
+    AnalysisSpec.from_name(
+        "diagnose",
         title="Diagnosis: which service, since when, how sure",
         paper="A. N. Pettitt, A non-parametric approach to the change-point problem, Applied Statistics 1979; "
               "G. Yu et al., Nezha, FSE 2023 (log templates); D. McFadden, conditional logit, 1974",
-        estimator="tracesleuth.analyses.diagnose:Diagnosis",
-        section="tracesleuth.report.sections.diagnose:build_sections",
-        command="tracesleuth.cli.commands.diagnose:register",
-        evaluation="tracesleuth.evaluation.protocols.diagnose:evaluate",
-        planted="tracesleuth.analyses.diagnose.synthetic:planted_case",
+        estimator="Diagnosis",
         reads_store=True,
     ),
-    AnalysisSpec(
-        name="compare",
+    AnalysisSpec.from_name(
+        "compare",
         title="Request-flow comparison: what changed",
         paper="R. R. Sambasivan et al., Diagnosing Performance Changes by Comparing Request Flows, NSDI 2011",
-        estimator="tracesleuth.analyses.compare:RequestFlowComparison",
-        section="tracesleuth.report.sections.compare:build_sections",
-        command="tracesleuth.cli.commands.compare:register",
-        evaluation="tracesleuth.evaluation.protocols.compare:evaluate",
-        planted="tracesleuth.analyses.compare.synthetic:planted_case",
+        estimator="RequestFlowComparison",
         needs_baseline=True,
     ),
-    AnalysisSpec(
-        name="patterns",
+    AnalysisSpec.from_name(
+        "patterns",
         title="Latency degradation patterns",
         paper="V. Cortellessa and L. Traini, Detecting Latency Degradation Patterns in Service-based Systems, "
               "ICPE 2020, doi:10.1145/3358960.3379126",
-        estimator="tracesleuth.analyses.patterns:LatencyDegradationPatterns",
-        section="tracesleuth.report.sections.patterns:build_sections",
-        command="tracesleuth.cli.commands.patterns:register",
-        evaluation="tracesleuth.evaluation.protocols.patterns:evaluate",
-        planted="tracesleuth.analyses.patterns.synthetic:planted_case",
+        estimator="LatencyDegradationPatterns",
     ),
-    AnalysisSpec(
-        name="localize",
+    AnalysisSpec.from_name(
+        "localize",
         title="Root-cause localization: anomalous methods and instances",
         paper="H. Mi, H. Wang, Y. Zhou, M. R. Lyu and H. Cai, Localizing root causes of performance anomalies in "
               "cloud computing systems by analyzing request trace logs, Sci China Inf Sci 2012, "
               "doi:10.1007/s11432-012-4747-8",
-        estimator="tracesleuth.analyses.localize:RootCauseLocalization",
-        section="tracesleuth.report.sections.localize:build_sections",
-        command="tracesleuth.cli.commands.localize:register",
-        evaluation="tracesleuth.evaluation.protocols.localize:evaluate",
-        planted="tracesleuth.analyses.localize.synthetic:planted_case",
+        estimator="RootCauseLocalization",
     ),
-    AnalysisSpec(
-        name="paths",
+    AnalysisSpec.from_name(
+        "paths",
         title="Black-box causal paths",
         paper="M. K. Aguilera, J. C. Mogul, J. L. Wiener, P. Reynolds and A. Muthitacharoen, Performance debugging "
               "for distributed systems of black boxes, SOSP 2003, doi:10.1145/945445.945454",
-        estimator="tracesleuth.analyses.paths:CausalPaths",
-        section="tracesleuth.report.sections.paths:build_sections",
-        command="tracesleuth.cli.commands.paths:register",
-        evaluation="tracesleuth.evaluation.protocols.paths:evaluate",
-        planted="tracesleuth.analyses.paths.synthetic:planted_case",
+        estimator="CausalPaths",
     ),
-    AnalysisSpec(
-        name="annotate",
+    AnalysisSpec.from_name(
+        "annotate",
         title="Performance annotations",
         paper="J. Rogora, A. Carzaniga, A. Diwan, M. Hauswirth and R. Soulé, Performance annotations for cloud "
               "computing, HotCloud 2017",
-        estimator="tracesleuth.analyses.annotate:PerformanceAnnotations",
-        section="tracesleuth.report.sections.annotate:build_sections",
-        command="tracesleuth.cli.commands.annotate:register",
-        evaluation="tracesleuth.evaluation.protocols.annotate:evaluate",
-        planted="tracesleuth.analyses.annotate.synthetic:planted_case",
+        estimator="PerformanceAnnotations",
         needs_annotations=True,
     ),
 )

@@ -8,6 +8,14 @@ from collections import Counter
 
 #: Distinct rejection reasons counted one by one; any further ones are summed under ``other``.
 MAX_REASONS = 64
+#: The scalar counters of :class:`CollectorStats` (attributes, from 0; :meth:`CollectorStats.add`).
+SCALARS = ("bytes_received", "bytes_decoded",
+           "spans_received", "spans_acknowledged", "spans_rejected", "spans_stored", "spans_replayed",
+           "reject_rows_stored",
+           "logs_received", "logs_acknowledged", "logs_rejected", "logs_stored", "logs_replayed",
+           "log_reject_rows_stored",
+           "wal_fsyncs", "wal_records", "wal_bytes", "segments_flushed", "segments_replayed", "segments_damaged",
+           "flush_errors")
 
 
 class CollectorStats:
@@ -30,29 +38,10 @@ class CollectorStats:
         self.responses: Counter = Counter()
         self.errors: Counter = Counter()
         self.throttled: Counter = Counter()
-        self.bytes_received = 0
-        self.bytes_decoded = 0
-        self.spans_received = 0
-        self.spans_acknowledged = 0
-        self.spans_rejected = 0
-        self.spans_stored = 0
-        self.spans_replayed = 0
-        self.reject_rows_stored = 0
+        for name in SCALARS:
+            setattr(self, name, 0)
         self.reasons: dict[str, list[int]] = {}
-        self.logs_received = 0
-        self.logs_acknowledged = 0
-        self.logs_rejected = 0
-        self.logs_stored = 0
-        self.logs_replayed = 0
-        self.log_reject_rows_stored = 0
         self.log_reasons: dict[str, list[int]] = {}
-        self.wal_fsyncs = 0
-        self.wal_records = 0
-        self.wal_bytes = 0
-        self.segments_flushed = 0
-        self.segments_replayed = 0
-        self.segments_damaged = 0
-        self.flush_errors = 0
 
     def add(self, **counts: int) -> None:
         """Add to scalar counters: ``add(bytes_received=n, spans_received=m)``."""

@@ -67,7 +67,8 @@ import pyarrow as pa
 from .. import schema as S
 from ..errors import ParameterError
 from ..units import NS_PER_MS, format_duration_ns
-from .eshopper import ExecutionTime, _alnum, _hex_ids, _seed_sequence, _streams, _unique_span_ids
+from .eshopper import (ExecutionTime, _alnum, _degradation_line, _hex_ids, _seed_sequence, _streams,
+                       _unique_span_ids)
 
 __all__ = ["BOOKSHOP_ENDPOINT", "ENDPOINT_SHARES", "BookshopDegradation", "BookshopSession", "DEGRADABLE", "simulate_bookshop"]
 
@@ -185,12 +186,11 @@ class BookshopDegradation:
 
     def describe(self) -> str:
         """One line, e.g. ``"A1 (type 1): +42 ms in reviews:TopReviews"``."""
-        text = f"{self.name} (type {self.type}): +{format_duration_ns(self.delay_ns)} in {', '.join(self.rpcs)}"
-        if self.deviating_rpc:
-            text += f"; noise 1: {self.deviating_rpc} x{DEVIATION_FACTOR:g} in ~half"
-        if self.async_rpc:
-            text += f"; noise 2: {self.async_rpc} +{format_duration_ns(int(self.delay_ns * ASYNC_NOISE_FACTOR))} in ~half"
-        return text
+        return _degradation_line(
+            self.name, self.rpcs, self.delay_ns,
+            self.deviating_rpc and f"{self.deviating_rpc} x{DEVIATION_FACTOR:g} in ~half",
+            self.async_rpc
+            and f"{self.async_rpc} +{format_duration_ns(int(self.delay_ns * ASYNC_NOISE_FACTOR))} in ~half")
 
 
 @dataclass(frozen=True)

@@ -360,12 +360,18 @@ class Degradation:
 
         ``rpc_name`` gives the name shown for an RPC key (the live demo shows its services').
         """
-        text = f"{self.name} (type {self.type}): +{format_duration_ns(DELAY_NS)} in {', '.join(map(rpc_name, self.rpcs))}"
-        if self.deviating_rpc:
-            text += f"; noise 1: {rpc_name(self.deviating_rpc)} +{format_duration_ns(DEVIATED_DELAY_NS)} in ~half"
-        if self.async_rpc:
-            text += f"; noise 2: {rpc_name(self.async_rpc)} +{format_duration_ns(ASYNC_NOISE_NS)} in ~half"
-        return text
+        return _degradation_line(
+            self.name, [rpc_name(rpc) for rpc in self.rpcs], DELAY_NS,
+            self.deviating_rpc and f"{rpc_name(self.deviating_rpc)} +{format_duration_ns(DEVIATED_DELAY_NS)} in ~half",
+            self.async_rpc and f"{rpc_name(self.async_rpc)} +{format_duration_ns(ASYNC_NOISE_NS)} in ~half")
+
+
+def _degradation_line(name: str, rpcs: Sequence[str], delay_ns: int, *noises: str | None) -> str:
+    """A degradation in one line (its ``describe``, here and in :mod:`.bookshop`): its name, its
+    type (the number of delayed RPCs), the delay and the RPCs, then each noise given (noise 1,
+    noise 2; a falsy one is left out)."""
+    text = f"{name} (type {len(rpcs)}): +{format_duration_ns(delay_ns)} in {', '.join(rpcs)}"
+    return text + "".join(f"; noise {i}: {noise}" for i, noise in enumerate(noises, 1) if noise)
 
 
 @dataclass(frozen=True)
@@ -559,8 +565,8 @@ def draw_degradations(*, noised: bool = False, random_state=None) -> tuple[Degra
 
     References
     ----------
-    .. [1] V. Cortellessa and L. Traini, "Detecting Latency Degradation Patterns in Service-based
-       Systems", ICPE 2020. https://doi.org/10.1145/3358960.3379126
+    .. [1] Cortellessa and Traini, ICPE 2020, Section 4 (the degradations of the E-Shopper
+       sessions); cited in full by :func:`simulate_eshopper`.
 
     Examples
     --------

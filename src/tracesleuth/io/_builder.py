@@ -23,7 +23,7 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterable, Mapping
+from typing import Any, ClassVar, Iterable, Iterator, Mapping
 
 import numpy as np
 import orjson
@@ -36,7 +36,43 @@ from ..errors import ParameterError
 
 
 @dataclass(frozen=True)
-class SpanLimits:
+class _OtelLimits:
+    """What :class:`SpanLimits` and :class:`~tracesleuth.io.LogLimits` share: every bound is a
+    positive int or None (:func:`check_limits`, at construction), and the OpenTelemetry SDK's
+    environment variables can set some of them (:meth:`from_environment`)."""
+
+    #: Bound -> the OpenTelemetry environment variables that set it, by precedence.
+    _variables: ClassVar[Mapping[str, tuple]] = {}
+    #: What the limits bound, as a bad variable's error names it (``"span"``).
+    _what: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        check_limits(self)
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None):
+        """The limits the OpenTelemetry SDK's environment variables set, the defaults elsewhere.
+
+        What an operator set for the SDK that produced the records applies to reading them. A
+        bound takes the first of its variables that is set (the class's Notes list them, in the
+        specification's precedence: the model-specific variable first); an empty variable is
+        unset, and a bound without a variable keeps its default.
+
+        Parameters
+        ----------
+        environ : mapping of str to str, optional
+            Default :data:`os.environ`.
+
+        Raises
+        ------
+        ParameterError
+            A variable that is not a positive integer, named with its value.
+        """
+        return cls(**limits_from_environment(cls._variables, cls._what, environ))
+
+
+@dataclass(frozen=True)
+class SpanLimits(_OtelLimits):
     """Bounds on what one span may hold, after OpenTelemetry's span limits.
 
     A span over a bound is kept, cut to the bound, and reported as a warning (a
@@ -92,6 +128,16 @@ class SpanLimits:
     length bounds its length in characters), so a clean batch pays almost nothing; the cut itself
     is vectorized (``pyarrow.compute.utf8_slice_codeunits`` and a list re-slice).
 
+    :meth:`from_environment` reads ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`` (else
+    ``OTEL_ATTRIBUTE_COUNT_LIMIT``) for ``max_attributes``, ``OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT``
+    (else ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``) for ``max_attribute_value_chars``,
+    ``OTEL_SPAN_EVENT_COUNT_LIMIT`` for ``max_events``, ``OTEL_SPAN_LINK_COUNT_LIMIT`` for
+    ``max_links``, ``OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT`` (else ``OTEL_ATTRIBUTE_COUNT_LIMIT``) for
+    ``max_event_attributes`` and ``OTEL_LINK_ATTRIBUTE_COUNT_LIMIT`` (else
+    ``OTEL_ATTRIBUTE_COUNT_LIMIT``) for ``max_link_attributes``. Name bounds have no
+    OpenTelemetry variable and keep their defaults. :func:`tracesleuth.io.read_spans`,
+    ``tracesleuth ingest`` and the collector use these limits unless given others.
+
     References
     ----------
     OpenTelemetry specification, "Span Limits" and "Attribute Limits",
@@ -103,6 +149,8 @@ class SpanLimits:
     128
     >>> SpanLimits(max_operation_chars=None, max_attributes=32).max_operation_chars is None
     True
+    >>> SpanLimits.from_environment({"OTEL_ATTRIBUTE_COUNT_LIMIT": "32"}).max_attributes
+    32
     """
 
     max_attributes: int | None = 128
@@ -115,53 +163,15 @@ class SpanLimits:
     max_event_attributes: int | None = 128
     max_link_attributes: int | None = 128
 
-    def __post_init__(self) -> None:
-        check_limits(self)
-
-    @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None) -> "SpanLimits":
-        """The limits the OpenTelemetry SDK's environment variables set, the defaults elsewhere.
-
-        What an operator set for the SDK that produced the spans applies to reading them:
-        ``OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`` (else ``OTEL_ATTRIBUTE_COUNT_LIMIT``) bounds
-        ``max_attributes``, ``OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT`` (else
-        ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``) ``max_attribute_value_chars``,
-        ``OTEL_SPAN_EVENT_COUNT_LIMIT`` ``max_events``, ``OTEL_SPAN_LINK_COUNT_LIMIT``
-        ``max_links``, ``OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT`` (else ``OTEL_ATTRIBUTE_COUNT_LIMIT``)
-        ``max_event_attributes`` and ``OTEL_LINK_ATTRIBUTE_COUNT_LIMIT`` (else
-        ``OTEL_ATTRIBUTE_COUNT_LIMIT``) ``max_link_attributes``; the specification's precedence
-        (the model-specific variable first). An empty variable is unset. Name bounds have no
-        OpenTelemetry variable and keep their defaults. :func:`tracesleuth.io.read_spans`,
-        ``tracesleuth ingest`` and the collector use these limits unless given others.
-
-        Parameters
-        ----------
-        environ : mapping of str to str, optional
-            Default :data:`os.environ`.
-
-        Raises
-        ------
-        ParameterError
-            A variable that is not a positive integer, named with its value.
-
-        Examples
-        --------
-        >>> SpanLimits.from_environment({"OTEL_ATTRIBUTE_COUNT_LIMIT": "32"}).max_attributes
-        32
-        """
-        values = limits_from_environment(_LIMIT_VARIABLES, "span", environ)
-        return cls(**values) if values else DEFAULT_SPAN_LIMITS
-
-
-#: OpenTelemetry environment variables of each :class:`SpanLimits` bound, by precedence.
-_LIMIT_VARIABLES = {
-    "max_attributes": ("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT"),
-    "max_attribute_value_chars": ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"),
-    "max_events": ("OTEL_SPAN_EVENT_COUNT_LIMIT",),
-    "max_links": ("OTEL_SPAN_LINK_COUNT_LIMIT",),
-    "max_event_attributes": ("OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT"),
-    "max_link_attributes": ("OTEL_LINK_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT"),
-}
+    _variables = {
+        "max_attributes": ("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT"),
+        "max_attribute_value_chars": ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"),
+        "max_events": ("OTEL_SPAN_EVENT_COUNT_LIMIT",),
+        "max_links": ("OTEL_SPAN_LINK_COUNT_LIMIT",),
+        "max_event_attributes": ("OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT"),
+        "max_link_attributes": ("OTEL_LINK_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT"),
+    }
+    _what = "span"
 
 
 def check_limits(limits) -> None:
@@ -207,6 +217,36 @@ MAX_ATTRIBUTE_CHARS = DEFAULT_SPAN_LIMITS.max_attribute_value_chars
 BATCH_SPANS = 131_072
 _EXCERPT_CHARS = 160
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def batches(builder, steps: Iterable) -> Iterator[pa.RecordBatch]:
+    """A reader's batches: run ``steps``, each adding a record (or a few) to ``builder``; a batch
+    whenever the builder is full, then what is left (:func:`last_batch`).
+
+    Parameters
+    ----------
+    builder : SpanBatchBuilder or LogBatchBuilder
+    steps : iterable
+        Iterated for its side effects on ``builder`` (a generator that yields after each record
+        it adds or rejects); its items are not used.
+
+    Yields
+    ------
+    pyarrow.RecordBatch
+        What ``builder.flush()`` returns: spans, or log records.
+    """
+    for _ in steps:
+        if builder.full():
+            yield builder.flush()
+    yield from last_batch(builder)
+
+
+def last_batch(builder) -> Iterator[pa.RecordBatch]:
+    """The records still waiting in ``builder`` at the end of a file, as one batch (none when
+    nothing waits)."""
+    batch = builder.flush()
+    if batch is not None:
+        yield batch
 
 _KIND_ALIASES = {
     "server": "server", "client": "client", "producer": "producer", "consumer": "consumer",

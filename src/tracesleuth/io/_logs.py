@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -48,7 +48,7 @@ import pyarrow.compute as pc
 from .. import schema as S
 from ..units import NS_PER_MS, NS_PER_S, NS_PER_US
 from ._builder import (BATCH_SPANS, RejectLog, SpanBatchBuilder, _hex_id, _int64, _limit_attributes, _padded,
-                       _to_series, _to_text, _warn_padded, check_limits, cut_strings, limits_from_environment)
+                       _OtelLimits, _to_series, _to_text, _warn_padded, cut_strings)
 
 
 __all__ = ["BATCH_RECORDS", "DEFAULT_LOG_LIMITS", "LEVEL_IN_TEXT", "LogBatchBuilder", "LogLimits",
@@ -57,7 +57,7 @@ __all__ = ["BATCH_RECORDS", "DEFAULT_LOG_LIMITS", "LEVEL_IN_TEXT", "LogBatchBuil
 
 
 @dataclass(frozen=True)
-class LogLimits:
+class LogLimits(_OtelLimits):
     """Bounds on what one log record may hold, after OpenTelemetry's log-record limits.
 
     A record over a bound is kept, cut to the bound, and reported as a warning (a reject entry
@@ -84,7 +84,14 @@ class LogLimits:
     Raises
     ------
     ParameterError
-        When a bound is not a positive int or None.
+        When a bound is not a positive int or None (the check of :class:`SpanLimits`).
+
+    Notes
+    -----
+    :meth:`from_environment` reads ``OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT`` (else
+    ``OTEL_ATTRIBUTE_COUNT_LIMIT``) for ``max_attributes`` and
+    ``OTEL_LOGRECORD_ATTRIBUTE_VALUE_LENGTH_LIMIT`` (else ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``)
+    for ``max_attribute_value_chars``; the other bounds have no variable.
 
     References
     ----------
@@ -105,37 +112,14 @@ class LogLimits:
     max_service_chars: int | None = 256
     max_instance_chars: int | None = 256
 
-    def __post_init__(self) -> None:
-        check_limits(self)
-
-    @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None) -> "LogLimits":
-        """The limits the OpenTelemetry SDK's environment variables set, the defaults elsewhere.
-
-        ``OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT`` (else ``OTEL_ATTRIBUTE_COUNT_LIMIT``) bounds
-        ``max_attributes``, ``OTEL_LOGRECORD_ATTRIBUTE_VALUE_LENGTH_LIMIT`` (else
-        ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT``) ``max_attribute_value_chars``: the specification's
-        precedence. An empty variable is unset; the other bounds have no variable.
-
-        Parameters
-        ----------
-        environ : mapping of str to str, optional
-            Default :data:`os.environ`.
-
-        Raises
-        ------
-        ParameterError
-            A variable that is not a positive integer, named with its value.
-        """
-        values = limits_from_environment(_LIMIT_VARIABLES, "log-record", environ)
-        return cls(**values) if values else DEFAULT_LOG_LIMITS
+    _variables = {
+        "max_attributes": ("OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT"),
+        "max_attribute_value_chars": ("OTEL_LOGRECORD_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+                                      "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"),
+    }
+    _what = "log-record"
 
 
-#: OpenTelemetry environment variables of each :class:`LogLimits` bound, by precedence.
-_LIMIT_VARIABLES = {
-    "max_attributes": ("OTEL_LOGRECORD_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT"),
-    "max_attribute_value_chars": ("OTEL_LOGRECORD_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"),
-}
 DEFAULT_LOG_LIMITS = LogLimits()
 #: Log records per Arrow record batch produced by a reader (as many as spans per span batch).
 BATCH_RECORDS = BATCH_SPANS
@@ -363,7 +347,7 @@ class LogBatchBuilder:
     Parameters
     ----------
     source : str
-        The file the records come from (named in every reject).
+        The file read: every reject names it.
     log : RejectLog
         Where rejected records and warnings go (``spans`` counts records for logs).
     batch_records : int, default=BATCH_RECORDS

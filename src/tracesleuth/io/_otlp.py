@@ -114,25 +114,9 @@ def json_any_value(value: Any, field: str = "value") -> Any:
                 raise OtlpValueError(f"{field}.{name}", f"must be a string, got {type(x).__name__}")
             return x
         if name in ("intValue", "int_value"):
-            if x.__class__ is int:
-                return x
-            if x.__class__ is str:
-                try:
-                    return int(x)
-                except ValueError:
-                    pass
-            raise OtlpValueError(f"{field}.{name}", f"must be an integer or a decimal string, got {x!r:.40}")
+            return _json_number(x, (int,), int, f"{field}.{name}", "an integer or a decimal string")
         if name in ("doubleValue", "double_value"):
-            if x.__class__ in (float, int):
-                return float(x)
-            if x.__class__ is str:
-                if x in _DOUBLE_NAMES:
-                    return _DOUBLE_NAMES[x]
-                try:
-                    return float(x)
-                except ValueError:
-                    pass
-            raise OtlpValueError(f"{field}.{name}", f"must be a number, got {x!r:.40}")
+            return _json_number(x, (float, int), _double, f"{field}.{name}", "a number")
         if name in ("boolValue", "bool_value"):
             if x.__class__ is not bool:
                 raise OtlpValueError(f"{field}.{name}", f"must be true or false, got {x!r:.40}")
@@ -152,6 +136,23 @@ def json_any_value(value: Any, field: str = "value") -> Any:
                 raise OtlpValueError(f"{field}.{name}", f"must be base64 text, got {type(x).__name__}")
             return x
     return None
+
+
+def _json_number(x: Any, types: tuple, parse, field: str, what: str) -> Any:
+    """``parse(x)`` when JSON gave a number of ``types`` or a text (protobuf's JSON mapping writes
+    64-bit integers, NaN and the infinities as strings); else, or when the text is no number,
+    :class:`OtlpValueError` saying it ``must be`` ``what``."""
+    if x.__class__ in types or x.__class__ is str:
+        try:
+            return parse(x)
+        except ValueError:
+            pass
+    raise OtlpValueError(field, f"must be {what}, got {x!r:.40}")
+
+
+def _double(x: Any) -> float:
+    """A double from a JSON number or text, the names ``NaN``/``Infinity``/``-Infinity`` included."""
+    return _DOUBLE_NAMES[x] if x.__class__ is str and x in _DOUBLE_NAMES else float(x)
 
 
 def json_key_value(kv: Any, field: str) -> tuple[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any, BinaryIO, Iterator
 import pyarrow as pa
 
 from .. import schema as S
-from ._builder import SpanBatchBuilder, normalize_kind
+from ._builder import SpanBatchBuilder, batches, normalize_kind
 from ._jsondoc import DocumentShapeError, TooDeep, count_keys, iter_json_items, json_bytes
 
 __all__ = ["read_jaeger_json", "INSTANCE_TAGS"]
@@ -67,7 +67,7 @@ def read_jaeger_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa
     Parameters
     ----------
     stream : binary file
-        The decompressed file.
+        The decompressed JSON document.
     builder : SpanBatchBuilder
         Receives the spans; rejected records and warnings go to its log with the Jaeger field
         name at fault (``startTime``, ``references[0].spanID``, ...).
@@ -75,7 +75,7 @@ def read_jaeger_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa
     Yields
     ------
     pyarrow.RecordBatch
-        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
+        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`, trace by trace in document order.
 
     Notes
     -----
@@ -102,6 +102,11 @@ def read_jaeger_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa
     """
     items = iter_json_items(stream, builder, items_of=_traces_of, prefix_of=_prefix_of,
                             span_keys=SPAN_KEYS, spans_in=_spans_in)
+    yield from batches(builder, _read_traces(builder, items))
+
+
+def _read_traces(builder: SpanBatchBuilder, items) -> Iterator[None]:
+    """Add every trace's spans, numbering them on; a step after each trace read."""
     next_record = 1
     for _, trace in items:
         if trace.__class__ is TooDeep:  # a trace: its spans' records are numbered on
@@ -109,11 +114,7 @@ def read_jaeger_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa
             next_record += max(trace.spans, 1)
             continue
         next_record = _read_trace(builder, trace, next_record)
-        if builder.full():
-            yield builder.flush()
-    batch = builder.flush()
-    if batch is not None:
-        yield batch
+        yield
 
 
 def _prefix_of(head: bytes) -> str:

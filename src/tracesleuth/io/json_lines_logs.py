@@ -53,6 +53,7 @@ from typing import Any, BinaryIO, Iterator
 import orjson
 import pyarrow as pa
 
+from ._builder import batches
 from ._jsondoc import byte_offset, loads_repairing, warn_replacements
 from ._logs import NUMERIC_LEVELS, LogBatchBuilder, MAX_SEVERITY, time_ns
 
@@ -95,6 +96,11 @@ def read_json_lines_logs(stream: BinaryIO, builder: LogBatchBuilder) -> Iterator
     pyarrow.RecordBatch
         Records in :data:`~tracesleuth.schema.LOG_SCHEMA`.
     """
+    yield from batches(builder, _read_lines(stream, builder))
+
+
+def _read_lines(stream: BinaryIO, builder: LogBatchBuilder) -> Iterator[None]:
+    """Add (or reject) every line's record; a step after each record added."""
     source, log = builder.source, builder.log
     for lineno, line in enumerate(stream, 1):
         if not line.strip():
@@ -111,11 +117,7 @@ def read_json_lines_logs(stream: BinaryIO, builder: LogBatchBuilder) -> Iterator
         if bad is not None:
             warn_replacements(builder, lineno, doc, bad)
         _add(flatten(doc), lineno, builder)
-        if builder.full():
-            yield builder.flush()
-    batch = builder.flush()
-    if batch is not None:
-        yield batch
+        yield
 
 
 def flatten(obj: dict, prefix: str = "", depth: int = 0, out: dict | None = None) -> dict:

@@ -257,10 +257,12 @@ class LogTemplateMiner:
         Parameters
         ----------
         bodies : pyarrow.Array of str, shape (n_records,)
+            The records' bodies (a null body is masked as empty text).
 
         Returns
         -------
         pyarrow.Array of str, shape (n_records,)
+            The masked text, as Drain reads it.
 
         Notes
         -----

@@ -51,7 +51,7 @@ from typing import BinaryIO, Iterator
 
 import pyarrow as pa
 
-from ._builder import SpanBatchBuilder
+from ._builder import SpanBatchBuilder, last_batch
 
 __all__ = ["read_mi_log", "looks_like_mi_log"]
 
@@ -139,9 +139,7 @@ def read_mi_log(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.Reco
                                      "not read (first at this line)", spans=0)
     for request, events in requests.items():
         yield from _request_spans(builder, request.decode(errors="replace"), events, default_service)
-    batch = builder.flush()
-    if batch is not None:
-        yield batch
+    yield from last_batch(builder)
 
 
 def _request_spans(builder: SpanBatchBuilder, request: str, events: list[tuple],

@@ -75,7 +75,7 @@ def read_nezha_log_csv(stream: BinaryIO, builder: LogBatchBuilder, *,
     Yields
     ------
     pyarrow.RecordBatch
-        Records in :data:`~tracesleuth.schema.LOG_SCHEMA`.
+        Records in :data:`~tracesleuth.schema.LOG_SCHEMA`, a block of lines at a time.
 
     Raises
     ------

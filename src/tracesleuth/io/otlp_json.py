@@ -16,7 +16,7 @@ import orjson
 import pyarrow as pa
 
 from . import _jsondoc, _otlp_arrow
-from ._builder import MAX_ATTRIBUTE_CHARS, SpanBatchBuilder
+from ._builder import MAX_ATTRIBUTE_CHARS, SpanBatchBuilder, last_batch
 from ._jsondoc import (MAX_DEPTH, NESTED_TOO_DEEP, DepthScanner, DocumentShapeError, TooDeep, byte_offset, count_keys, gc_paused,
                        iter_json_items, json_bytes, loads_repairing, max_depth, warn_replacements)
 from ._otlp import (KIND_BY_CODE, STATUS_BY_CODE, OtlpValueError, ResourceContext, hex_id,
@@ -52,7 +52,7 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
     Parameters
     ----------
     stream : binary file
-        The decompressed file.
+        The decompressed request body, or the exporter's lines.
     builder : SpanBatchBuilder
         Receives the spans; rejected records and warnings go to its log, with a ``field`` that
         is a JSON path inside the record (``resourceSpans[0].scopeSpans[1].spans[7].traceId``).
@@ -60,7 +60,7 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
     Yields
     ------
     pyarrow.RecordBatch
-        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
+        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`, line by line (or resource by resource in one body).
 
     Notes
     -----
@@ -123,9 +123,7 @@ def read_otlp_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.R
                                 byte_count=count_spans)
     if error is not None:  # the records before it were read; the caller reports the rest
         raise error
-    batch = builder.flush()
-    if batch is not None:
-        yield batch
+    yield from last_batch(builder)
 
 
 def _parsed_ahead(blocks: Iterator[tuple[bytearray, OSError | None, bytes]]

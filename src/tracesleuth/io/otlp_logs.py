@@ -36,16 +36,15 @@ from __future__ import annotations
 from typing import Any, BinaryIO, Iterator
 
 import pyarrow as pa
-from google.protobuf.message import DecodeError
 from opentelemetry.proto.logs.v1.logs_pb2 import ResourceLogs
 
-from ._builder import _json_text
+from ._builder import _json_text, last_batch
 from ._jsondoc import MAX_DEPTH, NESTED_TOO_DEEP, DocumentShapeError, count_keys, gc_paused, json_bytes, max_depth
 from ._logs import LogBatchBuilder, severity_number
 from ._otlp import OtlpValueError, ResourceContext, hex_id, json_any_value, json_key_value, proto_any_value
 from ._source import chain
 from .otlp_json import _camel, _sniff_lines, body_batches, request_resources, resource_parts
-from .otlp_proto import _count_spans, _prefixed_units, _raw_units, decode_error_reason
+from .otlp_proto import attributed, read_requests, read_resource
 
 __all__ = ["read_otlp_logs_json", "read_otlp_logs_proto"]
 
@@ -108,9 +107,7 @@ def read_otlp_logs_json(stream: BinaryIO, builder: LogBatchBuilder) -> Iterator[
                                 count=lambda rl: _records_in(json_bytes(rl)) if rl else 0)
     if error is not None:  # the records before it were read; the caller reports the rest
         raise error
-    batch = builder.flush()
-    if batch is not None:
-        yield batch
+    yield from last_batch(builder)
 
 
 def _bytes(data: bytes) -> BinaryIO:
@@ -254,44 +251,24 @@ def read_otlp_logs_proto(stream: BinaryIO, builder: LogBatchBuilder) -> Iterator
     another length than 16/8 bytes are reported and the record is kept without them);
     ``bytes_value`` bodies and attributes are kept as base64 text, as OTLP JSON writes them.
     """
-    first = stream.read(1)
-    stream = chain(first, stream)
-    units = (_raw_units(stream, builder, field="resource_logs") if first == b"\x0a"
-             else _prefixed_units(stream, builder, message="ExportLogsServiceRequest"))
-    for record, index, data in units:
-        _read_resource_logs(data, builder, record, index)
-        if builder.full():
-            yield builder.flush()
-    batch = builder.flush()
-    if batch is not None:
-        yield batch
+    yield from read_requests(stream, builder, _read_resource_logs, field="resource_logs",
+                             message="ExportLogsServiceRequest")
 
 
 def _read_resource_logs(data: bytes, builder: LogBatchBuilder, record: int, index: int | None) -> None:
-    field = "resource_logs" if index is None else f"resource_logs[{index}]"
-    try:
-        rl = ResourceLogs.FromString(data)
-    except DecodeError as e:
-        builder.log.add(builder.source, record, decode_error_reason(e, "ResourceLogs"), field=field,
-                        spans=_count_spans(data), excerpt=data[:64])  # log_records: field 2 in field 2
-        return
     attributes = builder.attributes
-    ctx = ResourceContext([(kv.key, proto_any_value(kv.value)) for kv in rl.resource.attributes], attributes, record)
-    service, instance = ctx.service, ctx.instance
-    keys = attributes.attr_key
-    add_attribute, add = attributes.add_attribute, builder.add
-    for scope in rl.scope_logs:
-        for lr in scope.log_records:
-            n_attrs = len(keys)
-            for kv in lr.attributes:
-                add_attribute(kv.key, proto_any_value(kv.value), record)
-            if lr.event_name:
-                add_attribute(ATTR_EVENT_NAME, lr.event_name, record)
-            ctx.extend(attributes, keys[n_attrs:])
-            tid, sid = lr.trace_id, lr.span_id
-            body = body_text(proto_any_value(lr.body)) if lr.HasField("body") else None
-            # an id of the wrong length is kept as text that is no id: the builder reports it
-            add(record, lr.time_unix_nano or lr.observed_time_unix_nano or None,
-                (tid.hex() if len(tid) == 16 else f"{len(tid)} bytes") if tid else None,
-                (sid.hex() if len(sid) == 8 else f"{len(sid)} bytes") if sid else None,
-                service, instance, lr.severity_number or None, lr.severity_text or None, body)
+    rl, ctx = read_resource(ResourceLogs, data, builder, attributes, record, index, "resource_logs")
+    if rl is None:
+        return
+    service, instance, keys, add = ctx.service, ctx.instance, attributes.attr_key, builder.add
+    for lr, n_attrs in attributed(rl.scope_logs, "log_records", attributes, record):
+        if lr.event_name:
+            attributes.add_attribute(ATTR_EVENT_NAME, lr.event_name, record)
+        ctx.extend(attributes, keys[n_attrs:])
+        tid, sid = lr.trace_id, lr.span_id
+        body = body_text(proto_any_value(lr.body)) if lr.HasField("body") else None
+        # an id of the wrong length is kept as text that is no id: the builder reports it
+        add(record, lr.time_unix_nano or lr.observed_time_unix_nano or None,
+            (tid.hex() if len(tid) == 16 else f"{len(tid)} bytes") if tid else None,
+            (sid.hex() if len(sid) == 8 else f"{len(sid)} bytes") if sid else None,
+            service, instance, lr.severity_number or None, lr.severity_text or None, body)

@@ -11,14 +11,14 @@ https://protobuf.dev/programming-guides/encoding/.
 
 from __future__ import annotations
 
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
-from ._builder import SpanBatchBuilder
+from ._builder import SpanBatchBuilder, batches
 from ._jsondoc import NESTED_TOO_DEEP
 from ._otlp import ResourceContext, kind_of, proto_any_value, status_of
 from ._protowire import _LEN, _WireError, _fields, _read_varint
@@ -66,7 +66,7 @@ def read_otlp_proto(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.
     Parameters
     ----------
     stream : binary file
-        The decompressed file.
+        The decompressed request, or the exporter's length-prefixed stream.
     builder : SpanBatchBuilder
         Receives the spans; rejected records go to its log (``field`` names the
         ``resource_spans`` element), a truncated stream is logged at its byte offset.
@@ -74,7 +74,7 @@ def read_otlp_proto(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.
     Yields
     ------
     pyarrow.RecordBatch
-        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
+        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`, one resource after another.
 
     Notes
     -----
@@ -85,16 +85,53 @@ def read_otlp_proto(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa.
     ``span_id``, ``attributes``) are kept; a link whose ids are not 16 and 8 bytes is dropped and
     reported, its span kept.
     """
+    yield from read_requests(stream, builder, _read_resource_spans)
+
+
+def read_requests(stream: BinaryIO, builder, read_resource: Callable, *, field: str = "resource_spans",
+                  message: str = "ExportTraceServiceRequest") -> Iterator[pa.RecordBatch]:
+    """The batches of a raw request or of the file exporter's stream (told by the first byte):
+    ``read_resource(data, builder, record, index)`` adds each resource's records.
+
+    The framing of the span reader and the log reader
+    (:func:`~tracesleuth.io.otlp_logs.read_otlp_logs_proto`): their requests differ only in
+    ``field`` (the resources' field, named in rejects) and ``message`` (the request type).
+    """
     first = stream.read(1)
     stream = chain(first, stream)
-    units = _raw_units(stream, builder) if first == b"\x0a" else _prefixed_units(stream, builder)
-    for record, index, data in units:
-        _read_resource_spans(data, builder, record, index)
-        if builder.full():
-            yield builder.flush()
-    batch = builder.flush()
-    if batch is not None:
-        yield batch
+    units = (_raw_units(stream, builder, field=field) if first == b"\x0a"
+             else _prefixed_units(stream, builder, message=message))
+    return batches(builder, (read_resource(data, builder, record, index) for record, index, data in units))
+
+
+def read_resource(message_type, data: bytes, builder, attributes: SpanBatchBuilder, record: int,
+                  index: int | None, field: str) -> tuple:
+    """``data`` parsed as ``message_type`` (``ResourceSpans``, ``ResourceLogs``) and its resource's
+    :class:`~tracesleuth.io._otlp.ResourceContext` (for the ``attributes`` builder); ``(None, None)``
+    with the reject logged at ``field`` (``[index]`` added) when it does not parse: its records
+    (as many as can be told from the bytes) are lost."""
+    where = field if index is None else f"{field}[{index}]"
+    try:
+        message = message_type.FromString(data)
+    except DecodeError as e:
+        builder.log.add(builder.source, record, decode_error_reason(e, message_type.__name__), field=where,
+                        spans=_count_spans(data), excerpt=data[:64])  # records: field 2 in field 2 in both
+        return None, None
+    return message, ResourceContext([(kv.key, proto_any_value(kv.value)) for kv in message.resource.attributes],
+                                    attributes, record)
+
+
+def attributed(scopes, records: str, attributes: SpanBatchBuilder, record: int) -> Iterator[tuple]:
+    """``(item, n_attrs)`` for each item of each scope's ``records`` (``spans``, ``log_records``),
+    its own attributes added to ``attributes`` first; ``n_attrs`` is where they start (for
+    :meth:`~tracesleuth.io._otlp.ResourceContext.extend`)."""
+    keys, add_attribute = attributes.attr_key, attributes.add_attribute
+    for scope in scopes:
+        for item in getattr(scope, records):
+            n_attrs = len(keys)
+            for kv in item.attributes:
+                add_attribute(kv.key, proto_any_value(kv.value), record)
+            yield item, n_attrs
 
 
 # -- framing ----------------------------------------------------------------------------------
@@ -235,34 +272,23 @@ def _safe_fields(data: bytes) -> list:
 
 # -- spans ------------------------------------------------------------------------------------
 def _read_resource_spans(data: bytes, builder: SpanBatchBuilder, record: int, index: int | None) -> None:
-    field = "resource_spans" if index is None else f"resource_spans[{index}]"
-    try:
-        rs = ResourceSpans.FromString(data)
-    except DecodeError as e:
-        builder.log.add(builder.source, record, decode_error_reason(e, "ResourceSpans"), field=field,
-                        spans=_count_spans(data), excerpt=data[:64])
+    rs, ctx = read_resource(ResourceSpans, data, builder, builder, record, index, "resource_spans")
+    if rs is None:
         return
-    ctx = ResourceContext([(kv.key, proto_any_value(kv.value)) for kv in rs.resource.attributes], builder, record)
-    service, instance = ctx.service, ctx.instance
-    keys = builder.attr_key
-    add_attribute, add = builder.add_attribute, builder.add
-    for scope in rs.scope_spans:
-        for sp in scope.spans:
-            n_attrs = len(keys)
-            for kv in sp.attributes:
-                add_attribute(kv.key, proto_any_value(kv.value), record)
-            ctx.extend(builder, keys[n_attrs:])
-            for ev in sp.events:
-                builder.add_event(ev.time_unix_nano, ev.name, [(kv.key, proto_any_value(kv.value))
-                                                               for kv in ev.attributes], record)
-            for ln in sp.links:
-                builder.add_link(_id_hex(ln.trace_id, 16), _id_hex(ln.span_id, 8),
-                                 [(kv.key, proto_any_value(kv.value)) for kv in ln.attributes], record)
-            status = status_of(sp.status.code, builder, record) if sp.status.code else "unset"
-            tid, pid = sp.trace_id, sp.parent_span_id
-            add(record, _id_hex(tid, 16), _id_hex(sp.span_id, 8), (pid.hex() if len(pid) == 8 else "!") if pid else None,
-                service, sp.name, instance, kind_of(sp.kind), sp.start_time_unix_nano, sp.end_time_unix_nano, status,
-                status_message=sp.status.message)
+    service, instance, keys, add = ctx.service, ctx.instance, builder.attr_key, builder.add
+    for sp, n_attrs in attributed(rs.scope_spans, "spans", builder, record):
+        ctx.extend(builder, keys[n_attrs:])
+        for ev in sp.events:
+            builder.add_event(ev.time_unix_nano, ev.name, [(kv.key, proto_any_value(kv.value))
+                                                           for kv in ev.attributes], record)
+        for ln in sp.links:
+            builder.add_link(_id_hex(ln.trace_id, 16), _id_hex(ln.span_id, 8),
+                             [(kv.key, proto_any_value(kv.value)) for kv in ln.attributes], record)
+        status = status_of(sp.status.code, builder, record) if sp.status.code else "unset"
+        tid, pid = sp.trace_id, sp.parent_span_id
+        add(record, _id_hex(tid, 16), _id_hex(sp.span_id, 8), (pid.hex() if len(pid) == 8 else "!") if pid else None,
+            service, sp.name, instance, kind_of(sp.kind), sp.start_time_unix_nano, sp.end_time_unix_nano, status,
+            status_message=sp.status.message)
 
 
 def _id_hex(raw: bytes, n_bytes: int) -> str:

@@ -161,7 +161,7 @@ def read_csv(stream: BinaryIO, builder: SpanBatchBuilder, *, mapping: TabularMap
     Yields
     ------
     pyarrow.RecordBatch
-        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
+        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`, a block of rows at a time.
 
     Raises
     ------

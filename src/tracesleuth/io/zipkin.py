@@ -15,7 +15,7 @@ from typing import Any, BinaryIO, Iterator
 
 import pyarrow as pa
 
-from ._builder import SpanBatchBuilder, normalize_kind
+from ._builder import SpanBatchBuilder, batches, normalize_kind
 from ._jsondoc import DocumentShapeError, TooDeep, iter_json_items, json_bytes
 
 __all__ = ["read_zipkin_json", "PEER_SERVICE", "ZIPKIN_SHARED"]
@@ -50,7 +50,7 @@ def read_zipkin_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa
     Parameters
     ----------
     stream : binary file
-        The decompressed file.
+        The decompressed JSON array of spans.
     builder : SpanBatchBuilder
         Receives the spans; rejected records and warnings go to its log with the Zipkin field
         name at fault (``timestamp``, ``localEndpoint.serviceName``, ...).
@@ -58,7 +58,7 @@ def read_zipkin_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa
     Yields
     ------
     pyarrow.RecordBatch
-        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`.
+        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`, as the array lists them.
 
     Notes
     -----
@@ -83,6 +83,11 @@ def read_zipkin_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa
     """
     items = iter_json_items(stream, builder, items_of=_spans_of, prefix_of=lambda head: "item",
                             span_keys=SPAN_KEYS, spans_in=lambda span: 1)
+    yield from batches(builder, _read_spans(builder, items))
+
+
+def _read_spans(builder: SpanBatchBuilder, items) -> Iterator[None]:
+    """Add (or reject) every span of the array; a step after each."""
     log, source = builder.log, builder.source
     for record, span in items:
         if span.__class__ is TooDeep:
@@ -93,11 +98,7 @@ def read_zipkin_json(stream: BinaryIO, builder: SpanBatchBuilder) -> Iterator[pa
         except _BadSpan as e:
             builder.discard_pending_attributes()
             log.add(source, record, str(e), field=e.field, spans=1, excerpt=span)
-        if builder.full():
-            yield builder.flush()
-    batch = builder.flush()
-    if batch is not None:
-        yield batch
+        yield
 
 
 def _spans_of(doc: Any) -> list:

@@ -109,12 +109,15 @@ def encode(data: Inputs, ms: dict, max_categories: int, excluded: dict[str, Attr
     excluded = excluded or {}
     skipped: list[tuple[str, AttributeLeftOut]] = [(name, excluded[name]) for name in data.continuous + data.categorical
                                       if name in excluded]
-    for name in data.continuous:
-        if name in excluded:
-            continue
-        series = frame.get_column(name)
-        if not full:
-            series = series.gather(rows)
+
+    def analysed(names):
+        """``(name, its column over the analysed rows)`` of each attribute not excluded."""
+        for name in names:
+            if name not in excluded:
+                series = frame.get_column(name)
+                yield name, (series if full else series.gather(rows))
+
+    for name, series in analysed(data.continuous):
         if not series.dtype.is_numeric():
             skipped.append((name, NotNumeric(str(series.dtype))))
             continue
@@ -137,12 +140,7 @@ def encode(data: Inputs, ms: dict, max_categories: int, excluded: dict[str, Attr
         encodings.append(AttributeEncoding(name, "continuous", int(thresholds.size - 1), thresholds=thresholds,
                                            n_missing=int((~present).sum())))
         columns.append(code.astype(np.int32))
-    for name in data.categorical:
-        if name in excluded:
-            continue
-        series = frame.get_column(name)
-        if not full:
-            series = series.gather(rows)
+    for name, series in analysed(data.categorical):
         series = series.cast(pl.Utf8)
         present = series.is_not_null().to_numpy()
         if not present.any():

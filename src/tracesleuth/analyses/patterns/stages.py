@@ -19,6 +19,7 @@ then the refinements of :mod:`.refinements` (none with :data:`~.analysis.PAPER_S
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
@@ -56,6 +57,16 @@ def _degenerate(latency: np.ndarray) -> str | None:
     return None
 
 
+def _unless_degenerate(choose):
+    """A density rule's ``choose``, answering first why the latencies are degenerate when they are
+    (:func:`_degenerate`): every rule that reads the latency density starts so."""
+    @functools.wraps(choose)
+    def checked(self, latency: np.ndarray) -> IntervalChoice | str:
+        why = _degenerate(latency)
+        return why if why is not None else choose(self, latency)
+    return checked
+
+
 @dataclass(frozen=True)
 class GivenInterval:
     """The interval the user gave (``"350ms:700ms"``, ``(low_ns, high_ns)``, a LatencyInterval)."""
@@ -74,10 +85,8 @@ class PaperInterval:
     quantile: float = 0.3
     min_bin_fraction: float = 0.01
 
+    @_unless_degenerate
     def choose(self, latency: np.ndarray) -> IntervalChoice | str:
-        why = _degenerate(latency)
-        if why is not None:
-            return why
         interval, clusters = degraded_interval(latency, quantile=self.quantile, min_bin_fraction=self.min_bin_fraction)
         main = int(np.argmax(clusters.counts))
         if interval is None:
@@ -115,10 +124,8 @@ class RobustInterval:
     quantile: float = 0.3
     min_bin_fraction: float = 0.01
 
+    @_unless_degenerate
     def choose(self, latency: np.ndarray) -> IntervalChoice | str:
-        why = _degenerate(latency)
-        if why is not None:
-            return why
         choice = automatic_interval(latency, tail_z=self.tail_z, min_mode_share=self.min_mode_share,
                                     min_excess=self.min_excess, quantile=self.quantile,
                                     min_bin_fraction=self.min_bin_fraction)

@@ -58,8 +58,9 @@ import polars as pl
 
 from ... import schema as S
 from ...errors import TraceSleuthError
-from ..nezha import SYSTEMS, default_data_dir, list_faults, read_windows
+from ..nezha import SYSTEMS, list_faults, read_windows
 from ..protocol import describe_tables, json_rows
+from ..runner import data_folder
 
 __all__ = ["AnnotateEvaluation", "evaluate", "evaluate_real", "evaluation_report"]
 
@@ -491,7 +492,7 @@ def evaluate(*, quick: bool = False, random_state=0, data_dir=None, workdir=None
             memory_runs = _section5(directory / "memory", n_requests=n_requests, delays=(0.0,), whatif_delays=(),
                                     random_state=seed, memory=True, clean_runs=CLEAN_RUNS)[1]
             notes.append(_memory_note(memory_runs, results))
-    data = Path(data_dir) if data_dir is not None else default_data_dir()
+    data = data_folder(data_dir)
     real, normal, recorded = pl.DataFrame(schema=_REAL_SCHEMA), pl.DataFrame(schema=_NORMAL_SCHEMA), {}
     if data is None or not data.is_dir():
         notes.append("no ../shared/data/nezha: the recorded-traces part was skipped")

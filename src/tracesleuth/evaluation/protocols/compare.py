@@ -43,9 +43,7 @@ protocol, never instead of it.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -54,6 +52,8 @@ from ...errors import ParameterError, TraceSleuthError
 from ..protocol import describe_tables, json_rows
 from ..nezha import SYSTEMS, RealFault, adjacent_baseline, default_data_dir, list_faults
 from ..nezha import read_windows as _spans
+from ..runner import (SimulatedAndReal, case_rows, chosen_faults, fault_rows, fault_type_table, rank_of, rank_shares,
+                      recorded_faults, run_settings, seeded_cases, timed)
 from ...analyses.compare.synthetic import SCENARIOS, simulate_scenario, top_service_hit
 
 __all__ = ["CompareEvaluation", "RealFault", "default_data_dir", "evaluate", "evaluate_real", "evaluate_simulated",
@@ -79,10 +79,12 @@ def evaluate_simulated(*, seeds: int = 5, n_requests: int = 2000, random_state=0
     Parameters
     ----------
     seeds : int, default=5
+        Scenarios of each kind.
     n_requests : int, default=2000
         Problem-period requests (the baseline has 1.5 times as many).
     random_state : int or None, default=0
-        Scenario ``(kind, i)`` is drawn from child ``i`` of ``SeedSequence(random_state)``.
+        Seeds the scenarios (:func:`~tracesleuth.evaluation.runner.seeded_cases`); each
+        estimator's seed is drawn from its scenario's.
     kinds : sequence of str, default=SCENARIOS
     estimator_params : dict, optional
         Settings of the estimator (the seed is added).
@@ -94,45 +96,39 @@ def evaluate_simulated(*, seeds: int = 5, n_requests: int = 2000, random_state=0
         ``estimator_hit`` (null when the estimator failed), ``anchor_top``,
         ``anchor_hit``, ``fit_s`` (estimator fit, s) and ``note``.
     """
-    from ...analyses.compare._baseline_rule import rank_services_by_rise
+    cases = seeded_cases(kinds, seeds=seeds, random_state=random_state)
+    return case_rows(cases, lambda case: [_scenario_row(*case, n_requests=n_requests,
+                                                        estimator_params=estimator_params)], _SIM_SCHEMA)
 
-    if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1:
-        raise ParameterError(f"The 'seeds' parameter of evaluate_simulated must be an int in the range [1, inf). "
-                             f"Got {seeds!r} instead.")
-    from ...analyses.compare.analysis import RequestFlowComparison as est_cls
-    rows = []
-    children = np.random.SeedSequence(random_state).spawn(int(seeds))
-    for kind in kinds:
-        for i, seq in enumerate(children):
-            sc = simulate_scenario(kind, n_requests=n_requests, random_state=seq)
-            problem, baseline = sc.tables()
-            anchor = [s for s, _ in rank_services_by_rise(problem, baseline)]
-            row = {"kind": kind, "seed": i, "injected": sc.injected, "estimator_top": None, "estimator_hit": None,
-                   "anchor_top": anchor[0] if anchor else None, "anchor_hit": top_service_hit(sc, anchor),
-                   "fit_s": None, "note": ""}
-            try:
-                t0 = time.perf_counter()
-                fitted = est_cls(**{"random_state": int(seq.generate_state(1)[0]) % 2**31,
-                                    **(estimator_params or {})}).fit(problem, baseline)
-                row["fit_s"] = time.perf_counter() - t0
-                res = fitted.result_
-                row["estimator_top"] = res.services[0].service if res.services else None
-                row["estimator_hit"] = top_service_hit(sc, res)
-                if not res.significant:
-                    row["note"] = f"not significant: {res.reason}"
-            except TraceSleuthError as exc:
-                row["note"] = f"estimator failed: {exc}"
-            rows.append(row)
-    return pl.DataFrame(rows, schema=_SIM_SCHEMA)
+
+def _scenario_row(kind: str, i: int, seq: np.random.SeedSequence, *, n_requests: int,
+                  estimator_params: dict | None) -> dict:
+    """Simulate one scenario, rank its services by the estimator and the anchor rule: its row."""
+    from ...analyses.compare._baseline_rule import rank_services_by_rise
+    from ...analyses.compare.analysis import RequestFlowComparison
+
+    sc = simulate_scenario(kind, n_requests=n_requests, random_state=seq)
+    problem, baseline = sc.tables()
+    anchor = [s for s, _ in rank_services_by_rise(problem, baseline)]
+    row = {"kind": kind, "seed": i, "injected": sc.injected, "estimator_top": None, "estimator_hit": None,
+           "anchor_top": anchor[0] if anchor else None, "anchor_hit": top_service_hit(sc, anchor),
+           "fit_s": None, "note": ""}
+    params = {"random_state": int(seq.generate_state(1)[0]) % 2**31, **(estimator_params or {})}
+    try:
+        fitted, row["fit_s"] = timed(lambda: RequestFlowComparison(**params).fit(problem, baseline))
+        res = fitted.result_
+        row["estimator_top"] = res.services[0].service if res.services else None
+        row["estimator_hit"] = top_service_hit(sc, res)
+        if not res.significant:
+            row["note"] = f"not significant: {res.reason}"
+    except TraceSleuthError as exc:
+        row["note"] = f"estimator failed: {exc}"
+    return row
 
 
 # --------------------------------------------------------------------------------------------
 # Real faults
 # --------------------------------------------------------------------------------------------
-
-def _rank_of(service: str, ranking: list[str]) -> int | None:
-    return ranking.index(service) + 1 if service in ranking else None
-
 
 def _evidence(found, service: str) -> str:
     """What the estimator holds against ``service`` at its home endpoint, in words (or why nothing)."""
@@ -172,8 +168,8 @@ def evaluate_fault(fault: RealFault, *, estimator_params: dict | None = None) ->
     anchor = [s for s, _ in merge_rankings(anchor_rankings)]
     return {"system": fault.system, "inject_time": fault.inject_time, "fault_type": fault.fault_type,
             "service": fault.service, "endpoints": used,
-            "estimator_rank": _rank_of(fault.service, est),
-            "anchor_rank": _rank_of(fault.service, anchor),
+            "estimator_rank": rank_of(fault.service, est),
+            "anchor_rank": rank_of(fault.service, anchor),
             "estimator_top3": ", ".join(est[:3]), "anchor_top3": ", ".join(anchor[:3]),
             "injected_evidence": why[0], "top_evidence": why[1], "note": "; ".join(notes)}
 
@@ -210,32 +206,15 @@ def evaluate_real(data_dir=None, *, faults=None, systems=SYSTEMS, estimator_para
     if baseline not in ("issue", "adjacent"):
         raise ParameterError(f"The 'baseline' parameter of evaluate_real must be 'issue' or 'adjacent'. "
                              f"Got {baseline!r} instead.")
-    data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
-    if data_dir is None or not data_dir.is_dir():
-        raise ParameterError(f"No Nezha data folder: give 'data_dir' (the ../shared/data/nezha folder). "
-                             f"Got {data_dir!r}.")
-    every = list_faults(data_dir, systems)
-    if faults is None:
-        chosen = every
-    else:
-        chosen = [every[f] if isinstance(f, (int, np.integer)) else f for f in faults]
+    chosen = chosen_faults(data_dir, faults, systems)
     if baseline == "adjacent":
         chosen = [adjacent_baseline(f) for f in chosen]
-    rows = [evaluate_fault(f, estimator_params=estimator_params) for f in chosen]
-    _spans.cache_clear()
-    return pl.DataFrame(rows, schema=_REAL_SCHEMA)
+    return fault_rows(chosen, lambda f: evaluate_fault(f, estimator_params=estimator_params), _REAL_SCHEMA)
 
 
 def per_fault_type(real: pl.DataFrame) -> pl.DataFrame:
     """Top-1 and top-3 hit counts per system and fault type, estimator and anchor side by side."""
-    if real.is_empty():
-        return pl.DataFrame(schema={"system": pl.String, "fault_type": pl.String, "faults": pl.UInt32})
-    hit = lambda col, k: (pl.col(col).is_not_null() & (pl.col(col) <= k)).sum()  # noqa: E731
-    return (real.group_by("system", "fault_type", maintain_order=True)
-            .agg(pl.len().alias("faults"), hit("estimator_rank", 1).alias("estimator_top1"),
-                 hit("estimator_rank", 3).alias("estimator_top3"), hit("anchor_rank", 1).alias("anchor_top1"),
-                 hit("anchor_rank", 3).alias("anchor_top3"))
-            .sort("system", "fault_type", descending=[True, False]))
+    return fault_type_table(real, {"estimator_rank": "estimator_", "anchor_rank": "anchor_"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,8 +222,9 @@ def per_fault_type(real: pl.DataFrame) -> pl.DataFrame:
 # --------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class CompareEvaluation:
-    """Results of :func:`evaluate`.
+class CompareEvaluation(SimulatedAndReal):
+    """Results of :func:`evaluate` (the attributes of
+    :class:`~tracesleuth.evaluation.runner.SimulatedAndReal`, and ``adjacent``).
 
     Attributes
     ----------
@@ -253,20 +233,13 @@ class CompareEvaluation:
     real : polars.DataFrame
         One row per real fault (:func:`evaluate_real`); empty when the data was absent.
     scores : dict of str to float
-        In [0, 1], higher is better: ``simulated_top1`` (estimator), ``anchor_simulated_top1``,
-        and with real data ``real_top1``, ``real_top3`` (estimator, share of faults) and
-        ``anchor_real_top1``, ``anchor_real_top3``; with the adjacent baseline the same four
-        prefixed ``adjacent_``.
-    notes : tuple of str
-        What was skipped and why.
-    settings : dict
+        ``simulated_top1`` (estimator), ``anchor_simulated_top1``, and with real data
+        ``real_top1``, ``real_top3`` (estimator, share of faults) and ``anchor_real_top1``,
+        ``anchor_real_top3``; with the adjacent baseline the same four prefixed ``adjacent_``.
+    adjacent : polars.DataFrame
+        The adjacent baseline's rows (full evaluation only; module docstring).
     """
 
-    simulated: pl.DataFrame
-    real: pl.DataFrame
-    scores: dict
-    notes: tuple = ()
-    settings: dict = field(default_factory=dict)
     adjacent: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=_REAL_SCHEMA))
 
     def to_frame(self) -> pl.DataFrame:
@@ -284,8 +257,7 @@ class CompareEvaluation:
     def to_dict(self) -> dict:
         """Settings, scores, notes and every row (``real``: the issue's protocol; ``adjacent``: the
         adjacent baseline), JSON-safe."""
-        return {"settings": dict(self.settings), "scores": dict(self.scores), "notes": list(self.notes),
-                "simulated": json_rows(self.simulated), "real": json_rows(self.real),
+        return {**self._head(), "simulated": json_rows(self.simulated), "real": json_rows(self.real),
                 "per_fault_type": json_rows(per_fault_type(self.real)) if self.real.height else [],
                 "adjacent": json_rows(self.adjacent),
                 "adjacent_per_fault_type": json_rows(per_fault_type(self.adjacent)) if self.adjacent.height else []}
@@ -315,9 +287,10 @@ def evaluate(*, quick: bool = False, random_state=0, data_dir=None) -> CompareEv
         with trace windows, and TrainTicket's again with the adjacent baseline. True: 1 seed of
         400 requests per kind, and the first TrainTicket fault of each type (issue protocol only).
     random_state : int or None, default=0
+        Seeds the simulated scenarios and the estimator's fits on them.
     data_dir : path, optional
-        The Nezha folder; default ``../shared/data/nezha`` beside the repository. When absent the
-        real part is skipped with a note.
+        The ``nezha`` folder of the real faults, for both baselines; its default, and the note
+        when it is absent: :func:`~tracesleuth.evaluation.runner.recorded_faults`.
 
     Returns
     -------
@@ -329,21 +302,13 @@ def evaluate(*, quick: bool = False, random_state=0, data_dir=None) -> CompareEv
     >>> sorted(ev.scores)                                           # doctest: +SKIP
     ['anchor_real_top1', 'anchor_real_top3', 'anchor_simulated_top1', 'real_top1', 'real_top3', 'simulated_top1']
     """
-    notes = []
     simulated = evaluate_simulated(seeds=1 if quick else 5, n_requests=400 if quick else 2000,
                                    random_state=random_state)
-    data = Path(data_dir) if data_dir is not None else default_data_dir()
+    # Quick: the first TrainTicket fault of each type.
+    data, faults, notes = recorded_faults(data_dir, quick=quick,
+                                          first_per=lambda f: f.fault_type if f.system == "trainticket" else None)
     real = adjacent = pl.DataFrame(schema=_REAL_SCHEMA)
-    if data is None or not data.is_dir():
-        notes.append("no ../shared/data/nezha: the real-data part was skipped")
-    else:
-        faults = list_faults(data)
-        if quick:
-            firsts: dict = {}
-            for f in faults:
-                if f.system == "trainticket":
-                    firsts.setdefault(f.fault_type, f)
-            faults = list(firsts.values())
+    if faults is not None:
         real = evaluate_real(data, faults=faults)
         if not quick:
             adjacent = evaluate_real(data, faults=[f for f in faults if f.system == "trainticket"], baseline="adjacent")
@@ -352,10 +317,7 @@ def evaluate(*, quick: bool = False, random_state=0, data_dir=None) -> CompareEv
     for prefix, rows in (("", real), ("adjacent_", adjacent)):
         if rows.height:
             for who, column in (("", "estimator_rank"), ("anchor_", "anchor_rank")):
-                ranks = rows[column].to_list()
-                for k in (1, 3):
-                    scores[f"{prefix}{who}real_top{k}"] = float(np.mean([r is not None and r <= k for r in ranks]))
+                scores.update(rank_shares(rows[column].to_list(), f"{prefix}{who}real_top{{k}}"))
     scores = {k: v for k, v in scores.items() if v is not None}
     return CompareEvaluation(simulated=simulated, real=real, scores=scores, notes=tuple(notes),
-                             settings={"quick": bool(quick), "random_state": random_state,
-                                       "data_dir": None if data is None else str(data)}, adjacent=adjacent)
+                             settings=run_settings(quick, random_state, data), adjacent=adjacent)

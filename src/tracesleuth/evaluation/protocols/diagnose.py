@@ -134,9 +134,9 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
     DiagnosisEvaluation
         ``scores`` are shares in [0, 1] (``counts`` beside them).
     """
-    from ..nezha import default_data_dir
+    from ..runner import data_folder
 
-    data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
+    data_dir = data_folder(data_dir)
     rows, cases = _recorded(data_dir, quick, model) if data_dir is not None else ([], [])
     simulated_rows, simulated = _simulated(quick, random_state, model)
     scores = {**(_scores(rows) if rows else {}), **_simulated_scores(simulated_rows)}

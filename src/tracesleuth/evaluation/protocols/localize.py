@@ -24,16 +24,16 @@ top instance of its most suspicious method. Per fault type: top-1 and top-3 coun
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
-from ...errors import ParameterError, TraceSleuthError
+from ...errors import TraceSleuthError
 from ..protocol import describe_tables, json_rows
-from ..nezha import SYSTEMS, RealFault, default_data_dir, list_faults, read_windows
+from ..nezha import SYSTEMS, RealFault, read_windows
+from ..runner import (SimulatedAndReal, case_rows, chosen_faults, fault_rows, fault_type_table, rank_of, rank_shares,
+                      recorded_faults, run_settings, seeded_cases, timed)
 
 __all__ = ["LocalizeEvaluation", "PAPER_SETTINGS", "evaluate", "evaluate_real", "evaluate_simulated", "table_2"]
 
@@ -65,10 +65,12 @@ def evaluate_simulated(*, seeds: int = 3, n_requests: int = 3000, random_state=0
     Parameters
     ----------
     seeds : int, default=3
+        Simulations of each scenario, each localized under every settings, adjusted and not.
     n_requests : int, default=3000
         Requests per scenario.
     random_state : int or None, default=0
-        Scenario ``(kind, i)`` is drawn from child ``i`` of ``SeedSequence(random_state)``.
+        Seeds the scenarios (:func:`~tracesleuth.evaluation.runner.seeded_cases`); the
+        estimator's seed is the scenario's index ``i``.
     scenarios : sequence of str, optional
         Default: all of :data:`~tracesleuth.analyses.localize.synthetic.SCENARIOS`.
     settings : dict of str to dict, optional
@@ -88,43 +90,44 @@ def evaluate_simulated(*, seeds: int = 3, n_requests: int = 3000, random_state=0
     ParameterError
         ``seeds`` is not a positive int.
     """
-    from ...analyses.localize.analysis import RootCauseLocalization
-    from ...analyses.localize.synthetic import SCENARIOS, error_rates, simulate_scenario
+    from ...analyses.localize.synthetic import SCENARIOS
 
-    if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1:
-        raise ParameterError(f"The 'seeds' parameter of evaluate_simulated must be an int in the range [1, inf). "
-                             f"Got {seeds!r} instead.")
+    cases = seeded_cases(scenarios or SCENARIOS, seeds=seeds, random_state=random_state)
     settings = {"default": {}, "paper": PAPER_SETTINGS} if settings is None else settings
+    return case_rows(cases, lambda case: _scenario_rows(*case, n_requests=n_requests, settings=settings), _SIM_SCHEMA)
+
+
+def _scenario_rows(kind: str, i: int, seq: np.random.SeedSequence, *, n_requests: int, settings: dict) -> list[dict]:
+    """Simulate one scenario and localize it under every named settings, with and without
+    adjustment: its rows."""
+    from ...analyses.localize.analysis import RootCauseLocalization
+    from ...analyses.localize.synthetic import error_rates, simulate_scenario
+
+    sc = simulate_scenario(kind, n_requests=n_requests, random_state=seq)
+    tables = sc.tables()
+    n_methods = len(sc.anomalous_methods | sc.normal_methods)
     rows = []
-    children = np.random.SeedSequence(random_state).spawn(int(seeds))
-    for kind in scenarios or SCENARIOS:
-        for i, seq in enumerate(children):
-            sc = simulate_scenario(kind, n_requests=n_requests, random_state=seq)
-            tables = sc.tables()
-            n_methods = len(sc.anomalous_methods | sc.normal_methods)
-            for name, params in settings.items():
-                for adjusted in (True, False):
-                    t0 = time.perf_counter()
-                    est = RootCauseLocalization(**{"random_state": i, **params, "adjust_clusters": adjusted})
-                    res = est.fit(tables).result_
-                    fit_s = time.perf_counter() - t0
-                    fn, fp = error_rates(sc, res)
-                    found = res.anomalous_methods
-                    top_instances = [x for x in res.instances if found and x.operation_key == found[0].operation_key]
-                    rows.append({
-                        "scenario": kind, "seed": i, "settings": name, "adjusted": adjusted,
-                        "clusters": res.n_clusters, "major_clusters": len(res.clusters), "methods": n_methods,
-                        "principal_methods": len({m.operation_key for m in res.methods}),
-                        "requests": res.n_requests,
-                        "involved_requests": int(sum(c.n_requests for c in res.clusters)),
-                        "false_negative_rate": fn, "false_positive_rate": fp,
-                        "top_method_hit": bool(found) and found[0].operation_key in sc.anomalous_methods,
-                        "top_service_hit": bool(res.services) and res.services[0].service == sc.injected_service,
-                        "instance_hit": (None if not sc.anomalous_instances else
-                                         any(x.stands_out and x.instance in sc.anomalous_instances
-                                             for x in top_instances)),
-                        "fit_s": fit_s})
-    return pl.DataFrame(rows, schema=_SIM_SCHEMA)
+    for name, params in settings.items():
+        for adjusted in (True, False):
+            est = RootCauseLocalization(**{"random_state": i, **params, "adjust_clusters": adjusted})
+            res, fit_s = timed(lambda: est.fit(tables).result_)
+            fn, fp = error_rates(sc, res)
+            found = res.anomalous_methods
+            top_instances = [x for x in res.instances if found and x.operation_key == found[0].operation_key]
+            rows.append({
+                "scenario": kind, "seed": i, "settings": name, "adjusted": adjusted,
+                "clusters": res.n_clusters, "major_clusters": len(res.clusters), "methods": n_methods,
+                "principal_methods": len({m.operation_key for m in res.methods}),
+                "requests": res.n_requests,
+                "involved_requests": int(sum(c.n_requests for c in res.clusters)),
+                "false_negative_rate": fn, "false_positive_rate": fp,
+                "top_method_hit": bool(found) and found[0].operation_key in sc.anomalous_methods,
+                "top_service_hit": bool(res.services) and res.services[0].service == sc.injected_service,
+                "instance_hit": (None if not sc.anomalous_instances else
+                                 any(x.stands_out and x.instance in sc.anomalous_instances
+                                     for x in top_instances)),
+                "fit_s": fit_s})
+    return rows
 
 
 def table_2(simulated: pl.DataFrame) -> pl.DataFrame:
@@ -163,17 +166,18 @@ def evaluate_fault(fault: RealFault, *, estimator_params: dict | None = None) ->
     row = {"system": fault.system, "inject_time": fault.inject_time, "fault_type": fault.fault_type,
            "service": fault.service, "pod": fault.pod, "requests": None, "rank": None, "top3": None,
            "instances": None, "pod_top_instance": None, "fit_s": None, "note": ""}
-    try:
-        t0 = time.perf_counter()
+
+    def fit():
         tables, _ = root_tables(spans)
-        res = RootCauseLocalization(**{"random_state": 0, **(estimator_params or {})}).fit(tables).result_
-        row["fit_s"] = time.perf_counter() - t0
+        return tables, RootCauseLocalization(**{"random_state": 0, **(estimator_params or {})}).fit(tables).result_
+
+    try:
+        (tables, res), row["fit_s"] = timed(fit)
     except TraceSleuthError as exc:
         row["note"] = f"{type(exc).__name__}: {exc}"
         return row
     services = [s.service for s in res.services]
-    row.update(requests=res.n_requests, rank=services.index(fault.service) + 1 if fault.service in services else None,
-               top3=", ".join(services[:3]))
+    row.update(requests=res.n_requests, rank=rank_of(fault.service, services), top3=", ".join(services[:3]))
     pods = {p for t in tables for p in t.calls().filter(pl.col("service") == fault.service)["instance"].drop_nulls()}
     row["instances"] = len(pods)
     mine = [m for m in res.anomalous_methods if m.service == fault.service]
@@ -211,27 +215,14 @@ def evaluate_real(data_dir=None, *, faults=None, systems=SYSTEMS, estimator_para
     ParameterError
         When no data folder is given or found.
     """
-    data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
-    if data_dir is None or not data_dir.is_dir():
-        raise ParameterError(f"No Nezha data folder: give 'data_dir' (the ../shared/data/nezha folder). "
-                             f"Got {data_dir!r}.")
-    every = list_faults(data_dir, systems)
-    chosen = every if faults is None else [every[f] if isinstance(f, (int, np.integer)) else f for f in faults]
-    rows = [evaluate_fault(f, estimator_params=estimator_params) for f in chosen]
-    read_windows.cache_clear()
-    return pl.DataFrame(rows, schema=_REAL_SCHEMA)
+    return fault_rows(chosen_faults(data_dir, faults, systems),
+                      lambda f: evaluate_fault(f, estimator_params=estimator_params), _REAL_SCHEMA)
 
 
 def per_fault_type(real: pl.DataFrame) -> pl.DataFrame:
     """Top-1 and top-3 hit counts of the injected service per system and fault type."""
-    if real.is_empty():
-        return pl.DataFrame(schema={"system": pl.String, "fault_type": pl.String, "faults": pl.UInt32})
-    hit = lambda k: (pl.col("rank").is_not_null() & (pl.col("rank") <= k)).sum()  # noqa: E731
-    return (real.group_by("system", "fault_type", maintain_order=True)
-            .agg(pl.len().alias("faults"), hit(1).alias("top1"), hit(3).alias("top3"),
-                 pl.col("pod_top_instance").sum().alias("pod_top_instance"),
-                 pl.col("pod_top_instance").is_not_null().sum().alias("pod_checked"))
-            .sort("system", "fault_type", descending=[True, False]))
+    return fault_type_table(real, {"rank": ""}, [pl.col("pod_top_instance").sum().alias("pod_top_instance"),
+                                                  pl.col("pod_top_instance").is_not_null().sum().alias("pod_checked")])
 
 
 # --------------------------------------------------------------------------------------------
@@ -239,28 +230,21 @@ def per_fault_type(real: pl.DataFrame) -> pl.DataFrame:
 # --------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class LocalizeEvaluation:
-    """Results of :func:`evaluate`.
+class LocalizeEvaluation(SimulatedAndReal):
+    """Results of :func:`evaluate` (the attributes of
+    :class:`~tracesleuth.evaluation.runner.SimulatedAndReal`).
 
     Attributes
     ----------
     simulated : polars.DataFrame
         :func:`evaluate_simulated`'s rows.
     real : polars.DataFrame
-        :func:`evaluate_real`'s rows; empty when the data was absent.
+        :func:`evaluate_real`'s rows.
     scores : dict of str to float
-        In [0, 1], higher is better: ``simulated_top_method`` (default settings, adjusted),
-        ``simulated_1_minus_fn`` and ``simulated_1_minus_fp`` (1 - mean rate), and with real
-        data ``real_top1``, ``real_top3`` and ``real_latency_top3`` (latency faults only).
-    notes : tuple of str
-    settings : dict
+        ``simulated_top_method`` (default settings, adjusted), ``simulated_1_minus_fn`` and
+        ``simulated_1_minus_fp`` (1 - mean rate), and with real data ``real_top1``,
+        ``real_top3`` and ``real_latency_top3`` (latency faults only).
     """
-
-    simulated: pl.DataFrame
-    real: pl.DataFrame
-    scores: dict
-    notes: tuple = ()
-    settings: dict = field(default_factory=dict)
 
     def to_frame(self) -> pl.DataFrame:
         """The paper's Table 2 (:func:`table_2`)."""
@@ -268,8 +252,7 @@ class LocalizeEvaluation:
 
     def to_dict(self) -> dict:
         """Settings, scores, notes, Table 2 and every row, JSON-safe."""
-        return {"settings": dict(self.settings), "scores": dict(self.scores), "notes": list(self.notes),
-                "table_2": json_rows(table_2(self.simulated)), "simulated": json_rows(self.simulated),
+        return {**self._head(), "table_2": json_rows(table_2(self.simulated)), "simulated": json_rows(self.simulated),
                 "real": json_rows(self.real),
                 "per_fault_type": json_rows(per_fault_type(self.real)) if self.real.height else []}
 
@@ -291,40 +274,28 @@ def evaluate(*, quick: bool = False, random_state=0, data_dir=None) -> LocalizeE
         windows. True: 1 seed of 1,500 requests, default settings only, and the first fault of
         each type of each system.
     random_state : int or None, default=0
+        Seeds the simulated scenarios (the real faults' fits use 0).
     data_dir : path, optional
-        The Nezha folder; default ``../shared/data/nezha`` beside the repository. When absent the
-        real part is skipped with a note.
+        The ``nezha`` folder, each fault's windows read alone; its default, and the note when it
+        is absent: :func:`~tracesleuth.evaluation.runner.recorded_faults`.
 
     Returns
     -------
     LocalizeEvaluation
     """
-    notes = []
     simulated = evaluate_simulated(seeds=1 if quick else 3, n_requests=1500 if quick else 3000,
                                    random_state=random_state, settings={"default": {}} if quick else None)
-    data = Path(data_dir) if data_dir is not None else default_data_dir()
-    real = pl.DataFrame(schema=_REAL_SCHEMA)
-    if data is None or not data.is_dir():
-        notes.append("no ../shared/data/nezha: the real-data part was skipped")
-    else:
-        faults = list_faults(data)
-        if quick:
-            firsts: dict = {}
-            for f in faults:
-                firsts.setdefault((f.system, f.fault_type), f)
-            faults = list(firsts.values())
-        real = evaluate_real(data, faults=faults)
+    # Quick: the first fault of each type of each system.
+    data, faults, notes = recorded_faults(data_dir, quick=quick, first_per=lambda f: (f.system, f.fault_type))
+    real = pl.DataFrame(schema=_REAL_SCHEMA) if faults is None else evaluate_real(data, faults=faults)
     main = simulated.filter((pl.col("settings") == "default") & pl.col("adjusted"))
     scores = {"simulated_top_method": float(main["top_method_hit"].mean()),
               "simulated_1_minus_fn": 1.0 - float(main["false_negative_rate"].mean()),
               "simulated_1_minus_fp": 1.0 - float(main["false_positive_rate"].mean())}
     if real.height:
-        ranks = real["rank"].to_list()
-        scores["real_top1"] = float(np.mean([r is not None and r <= 1 for r in ranks]))
-        scores["real_top3"] = float(np.mean([r is not None and r <= 3 for r in ranks]))
+        scores.update(rank_shares(real["rank"].to_list(), "real_top{k}"))
         latency = real.filter(pl.col("fault_type").is_in(LATENCY_FAULTS))["rank"].to_list()
         if latency:
-            scores["real_latency_top3"] = float(np.mean([r is not None and r <= 3 for r in latency]))
+            scores.update(rank_shares(latency, "real_latency_top{k}", ks=(3,)))
     return LocalizeEvaluation(simulated=simulated, real=real, scores=scores, notes=tuple(notes),
-                              settings={"quick": bool(quick), "random_state": random_state,
-                                        "data_dir": None if data is None else str(data)})
+                              settings=run_settings(quick, random_state, data))

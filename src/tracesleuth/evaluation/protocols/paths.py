@@ -29,12 +29,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from ..protocol import describe_tables, json_rows
+from ..runner import data_folder, run_settings, timed
 
 __all__ = ["PathsEvaluation", "evaluate", "recovery_by_entry"]
 
@@ -186,17 +186,16 @@ def evaluate(*, quick: bool = False, random_state=0, data_dir=None) -> PathsEval
     quick : bool, default=False
         500 simulated requests per gap and 8 TrainTicket windows, instead of 5,000 and all 84.
     random_state : int or None, default=0
+        Seeds the simulated requests, the added-delay runs and the MakeTrace logs.
     data_dir : path, optional
-        The Nezha folder; default ``../shared/data/nezha`` beside the repository. When absent the
-        real part is skipped with a note.
+        The ``nezha`` folder whose TrainTicket traces are read (default:
+        :func:`~tracesleuth.evaluation.runner.data_folder`); without them the real part is
+        skipped with a note.
 
     Returns
     -------
     PathsEvaluation
     """
-    import time
-
-    from ..nezha import default_data_dir
     from ...analyses.paths.analysis import CausalPaths, recovery_rate
     from ...analyses.paths.messages import messages_from_tables
     from ...analyses.paths.synthetic import spaced_requests
@@ -206,15 +205,12 @@ def evaluate(*, quick: bool = False, random_state=0, data_dir=None) -> PathsEval
     for gap in GAPS_S:
         tables = spaced_requests(n, gap, random_state=random_state, poisson=gap < 1.0)
         messages, truth = messages_from_tables(tables)
-        t0 = time.perf_counter()
-        res = CausalPaths().fit(messages).result_
-        nesting_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        conv = CausalPaths(algorithm="convolution", **CONVOLUTION).fit(tables).result_
+        res, nesting_s = timed(lambda: CausalPaths().fit(messages).result_)
+        conv, convolution_s = timed(lambda: CausalPaths(algorithm="convolution", **CONVOLUTION).fit(tables).result_)
         rows.append({"gap_ms": gap * 1000, "requests": sum(truth.values()), "messages": messages.height,
                      "recovery": recovery_rate(truth, res.pattern_counts()), "fit_s": nesting_s,
                      "convolution_recall": conv.graph_recall, "convolution_precision": conv.graph_precision,
-                     "convolution_s": time.perf_counter() - t0})
+                     "convolution_s": convolution_s})
     parallelism = pl.DataFrame(rows)
     scores = {"simulated_no_overlap_recovery": rows[0]["recovery"],
               "simulated_mean_recovery": float(parallelism["recovery"].mean()),
@@ -225,7 +221,7 @@ def evaluate(*, quick: bool = False, random_state=0, data_dir=None) -> PathsEval
     scores["added_delay_seen"] = sum(abs(r - ADDED_MS) <= 0.1 * ADDED_MS for r in rise) / 2
     notes, real = [], pl.DataFrame(schema={"entry": pl.String, "requests": pl.Int64, "recovered": pl.Int64,
                                            "recovery": pl.Float64})
-    data = Path(data_dir) if data_dir is not None else default_data_dir()
+    data = data_folder(data_dir)
     windows = sorted((data / "trainticket").glob("*/trace/*_trace.csv.gz")) if data is not None else []
     if not windows:
         notes.append("no ../shared/data/nezha/trainticket: the real-data part was skipped")
@@ -243,5 +239,4 @@ def evaluate(*, quick: bool = False, random_state=0, data_dir=None) -> PathsEval
                      f"{messages.height:,} messages")
     return PathsEvaluation(parallelism=parallelism, real=real, scores=scores, notes=tuple(notes), added_delay=added,
                            maketrace=maketrace,
-                           settings={"quick": bool(quick), "random_state": random_state,
-                                     "data_dir": None if data is None else str(data)})
+                           settings=run_settings(quick, random_state, data))

@@ -59,6 +59,7 @@ from ...errors import EmptyDataError, ParameterError
 from ...model import build_trace_table
 from ...analyses.patterns.clustering import CLUSTERING_METHODS, DEFAULT_K_RANGE, cluster_degraded
 from ..eshopper import EShopperSession, simulate_eshopper
+from ..runner import check_count
 from ...analyses.metrics import match_clusters
 
 __all__ = ["ESTIMATORS", "ESTIMATOR_PARAMS", "PATTERN_SOLVERS", "SOLVERS", "SOLVER_NAMES", "PatternsEvaluation", "evaluate_patterns",
@@ -233,9 +234,7 @@ def evaluate_patterns(*, sessions: int = 30, noised: bool = False, solvers: Sequ
     if not solvers or bad or len(set(solvers)) != len(solvers):
         raise ParameterError(f"The 'solvers' parameter of evaluate_patterns must be distinct values among "
                              f"{', '.join(SOLVERS)}. Got {solvers!r} instead.")
-    if isinstance(sessions, bool) or not isinstance(sessions, (int, np.integer)) or sessions < 1:
-        raise ParameterError(f"The 'sessions' parameter of evaluate_patterns must be an int in the range "
-                             f"[1, inf). Got {sessions!r} instead.")
+    check_count("sessions", sessions, "evaluate_patterns")
     _check_choice("interval", interval, _INTERVALS)
     _check_choice("k_select", k_select, _K_SELECT)
     _check_choice("simulator", simulator, SIMULATORS)
