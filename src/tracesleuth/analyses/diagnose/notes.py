@@ -64,8 +64,9 @@ class OnsetFound(DiagnosisNote):
 
 
 @dataclass(frozen=True)
-class ProblemPeriod(DiagnosisNote):
-    """The problem period diagnosed and how it was chosen (``why``: from the onset, or as given).
+class _Period(DiagnosisNote):
+    """A period the diagnosis chose and why (the fields of :class:`ProblemPeriod` and
+    :class:`BaselinePeriod`).
 
     Attributes
     ----------
@@ -75,11 +76,17 @@ class ProblemPeriod(DiagnosisNote):
     why : str
     """
 
-    kind: ClassVar[str] = "problem"
     start_ns: int
     end_ns: int
     n_requests: int
     why: str
+
+
+@dataclass(frozen=True)
+class ProblemPeriod(_Period):
+    """The problem period diagnosed and how it was chosen (``why``: from the onset, or as given)."""
+
+    kind: ClassVar[str] = "problem"
 
     def describe(self) -> str:
         return (f"Problem period {utc_text(self.start_ns)} to {utc_text(self.end_ns)}: {self.n_requests} requests "
@@ -87,22 +94,10 @@ class ProblemPeriod(DiagnosisNote):
 
 
 @dataclass(frozen=True)
-class BaselinePeriod(DiagnosisNote):
-    """The baseline the problem period is compared with and how it was chosen (``why``).
-
-    Attributes
-    ----------
-    start_ns, end_ns : int
-        Unix epoch ns.
-    n_requests : int
-    why : str
-    """
+class BaselinePeriod(_Period):
+    """The baseline the problem period is compared with and how it was chosen (``why``)."""
 
     kind: ClassVar[str] = "baseline"
-    start_ns: int
-    end_ns: int
-    n_requests: int
-    why: str
 
     def describe(self) -> str:
         return f"Baseline {utc_text(self.start_ns)} to {utc_text(self.end_ns)}: {self.why}."
