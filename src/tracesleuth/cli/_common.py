@@ -128,7 +128,9 @@ def _tidy_help(param) -> None:
         param.display_type_rich = lambda ctx: None  # the metavar already says what goes there
 
 
-out = Console(highlight=False, soft_wrap=False, width=200 if not sys.stdout.isatty() else None)
+#: Into a pipe or a file: tables 200 columns wide, and a line of text is never broken (a long path
+#: in a message stays whole for grep and for a reader of the log); on a terminal, its width.
+out = Console(highlight=False, soft_wrap=not sys.stdout.isatty(), width=200 if not sys.stdout.isatty() else None)
 err = Console(stderr=True, highlight=False, soft_wrap=True)  # soft wrap: an error stays one line
 
 #: The metavar of the trace-input argument of every reading command.
