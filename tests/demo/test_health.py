@@ -105,3 +105,36 @@ def test_incident_outcome():
     assert o.exit_code == EXIT_NOT_RECOVERED and "cart-service is not suspected" in o.message
     assert "account-service ranks first" in o.message
     assert replace(other, health=_health(failed=30, completed=930)).outcome().exit_code == EXIT_BROKEN
+
+
+def test_lost_telemetry_is_named_but_decides_nothing():
+    from tracesleuth.demo._account import ProcessAccount, SignalAccount
+    from tracesleuth.demo._report import live_run_section
+    from tracesleuth.report.document import RenderContext
+
+    clean = [ProcessAccount("cart-service", "cart-service-0", SignalAccount(100, 100, 0), SignalAccount(50, 50, 0)),
+             ProcessAccount("load-generator", "load-generator-0", SignalAccount(960, 960, 0))]
+    lossy = [ProcessAccount("web-service", "web-service-0", SignalAccount(200, 150, 10), SignalAccount(80, 79, 0)),
+             *clean]
+    hit = {"A1": 0.99, "A2": 0.97}
+    h = _health(telemetry=clean)
+    assert h.ok and h.telemetry_loss() is None and _demo(h, hit).outcome() == _demo(_health(), hit).outcome()
+    assert h.spans == SignalAccount(1060, 1060, 0) and h.logs == SignalAccount(50, 50, 0)
+    lost = _health(telemetry=lossy)
+    assert lost.ok                                              # no status by itself ...
+    o = _demo(lost, hit).outcome()
+    assert (o.status, o.exit_code) == ("recovered", 0)
+    assert lost.telemetry_loss() in o.message                  # ... but never silent
+    assert lost.spans.lost == 50 and lost.spans.dropped == 40 and lost.logs.dropped == 1
+    d = _demo(lost, hit).to_dict()["health"]
+    assert d["spans"] == {"recorded": 1260, "exported": 1210, "export_failed": 10, "dropped": 40}
+    assert d["logs"] == {"recorded": 130, "exported": 129, "export_failed": 0, "dropped": 1}
+    assert [p["instance"] for p in d["telemetry"]] == ["cart-service-0", "load-generator-0", "web-service-0"]
+    assert d["telemetry"][2]["spans"]["dropped"] == 40 and d["telemetry_loss"] == lost.telemetry_loss()
+    assert "40 dropped before export" in lost.telemetry_words()
+    html = live_run_section(lost, o).render(RenderContext())
+    assert "telemetry lost by web-service-0" in html and "cart-service-0" not in html
+    unreported = _health(telemetry=clean, telemetry_unreported=("items-service-1",))
+    assert "items-service-1" in unreported.telemetry_loss() and unreported.to_dict()["telemetry_unreported"] == [
+        "items-service-1"]
+    assert _health().telemetry_words() is None and _health().to_dict()["spans"]["recorded"] == 0

@@ -459,5 +459,6 @@ def test_a_collector_refusing_logs_breaks_no_request(tmp_path, capfd):
             cart.close()
     finally:
         server.shutdown()
-    assert provider.exporter.failed == 10 and provider.exporter.exported == 0
+    logs = provider.counter.account()
+    assert (logs.recorded, logs.exported, logs.export_failed, logs.dropped) == (10, 0, 10, 0)
     assert capfd.readouterr().err == ""

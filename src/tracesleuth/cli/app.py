@@ -598,6 +598,11 @@ def _show_run(result) -> None:
         out.print(f"Load: {h.load_words()}.", markup=False)
         if h.latency_words():
             out.print(f"Latency: {h.latency_words()}.", markup=False)
+        if h.telemetry_words():
+            out.print(f"Telemetry: {h.telemetry_words()}.", markup=False)
+            for p in h.telemetry:
+                if p.spans.lost or (p.logs is not None and p.logs.lost):
+                    out.print(f"  lost: {p.describe()}", markup=False)
     out.print(f"{tm.get('total_s', 0):.0f} s (start {tm.get('startup_s', 0):.1f} s, load {tm.get('load_s', 0):.1f} s, "
               f"flush {tm.get('flush_s', 0):.1f} s, analysis {tm.get('analysis_s', 0):.1f} s, "
               f"report {tm.get('report_s', 0):.1f} s).", markup=False)

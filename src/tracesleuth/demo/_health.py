@@ -17,6 +17,12 @@ Two kinds of trouble are told apart:
   runnable processes than cores (its load average above the core count): queueing on a busy
   machine then adds as much as a degradation does. The scores may still be right (the ground
   truth says); when they are not, the overload is named as the cause.
+
+Beside them, what became of the telemetry: every process counts the spans and log records it
+recorded, exported, failed to export and had dropped before export (:class:`~._account.ProcessAccount`,
+:mod:`._telemetry`). Telemetry lost on its way to the collector is no failure by itself (the
+lost traces above are what breaks a run), but it is never silent: :meth:`RunHealth.telemetry_loss`
+names it, and the outcome says so.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..units import NS_PER_S, format_duration_ns
+from ._account import NO_TELEMETRY, ProcessAccount, SignalAccount
 
 __all__ = ["DISTURBANCE_FACTOR", "MAX_FAILED_SHARE", "MAX_LOST_SHARE", "MIN_RATE_SHARE", "RunHealth",
            "assess_run"]
@@ -75,6 +82,11 @@ class RunHealth:
         Why the load was not what was asked (failures, rate, lost traces); empty when it was.
     overloaded : str or None
         Why the undegraded requests are too slow to tell the degradations apart, or None.
+    telemetry : tuple of ProcessAccount
+        What each process (service instance, load generator) recorded of its spans and log
+        records and what became of them, by instance.
+    telemetry_unreported : tuple of str
+        Processes that wrote no account (their telemetry is not counted), by name.
     """
 
     requests_planned: int
@@ -93,6 +105,43 @@ class RunHealth:
     load_average: float | None = None
     broken: tuple[str, ...] = ()
     overloaded: str | None = None
+    telemetry: tuple[ProcessAccount, ...] = ()
+    telemetry_unreported: tuple[str, ...] = ()
+
+    @property
+    def spans(self) -> SignalAccount:
+        """The spans of every process that reported: recorded, exported, export failed, dropped."""
+        return sum((p.spans for p in self.telemetry), NO_TELEMETRY)
+
+    @property
+    def logs(self) -> SignalAccount:
+        """The log records of every process that reported (as :attr:`spans`)."""
+        return sum((p.logs for p in self.telemetry if p.logs is not None), NO_TELEMETRY)
+
+    def telemetry_words(self) -> str | None:
+        """One line: spans and log records recorded, exported, failed, dropped (over every process);
+        None when no process reported."""
+        if not self.telemetry and not self.telemetry_unreported:
+            return None
+        words = f"{self.spans.describe('spans')}; {self.logs.describe('log records')}"
+        if self.telemetry_unreported:
+            words += f"; not counted: {', '.join(self.telemetry_unreported)} (wrote no account)"
+        return words
+
+    def telemetry_loss(self) -> str | None:
+        """What telemetry never reached the collector, per process, or which processes did not
+        count theirs; None when every process reported and none lost anything."""
+        lost = [p.describe() for p in self.telemetry if p.spans.lost or (p.logs is not None and p.logs.lost)]
+        if not lost and not self.telemetry_unreported:
+            return None
+        parts = []
+        if lost:
+            parts.append(f"{self.spans.lost:,} spans and {self.logs.lost:,} log records never reached the collector "
+                         f"({'; '.join(lost)})")
+        if self.telemetry_unreported:
+            parts.append(f"the telemetry of {', '.join(self.telemetry_unreported)} was not counted "
+                         "(no account written)")
+        return "; ".join(parts)
 
     @property
     def failed_share(self) -> float:
@@ -135,10 +184,16 @@ class RunHealth:
                 f"{format_duration_ns(self.modelled_p50_ns)} and {format_duration_ns(self.modelled_p90_ns)}")
 
     def to_dict(self) -> dict:
-        """JSON-safe dictionary (with ``failed_share``, ``ok`` and ``reason``)."""
+        """JSON-safe dictionary (with ``failed_share``, ``ok``, ``reason``, the telemetry's totals
+        ``spans`` and ``logs`` (:meth:`SignalAccount.to_dict <._account.SignalAccount.to_dict>`)
+        and ``telemetry_loss``)."""
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["broken"] = list(self.broken)
+        out["telemetry"] = [p.to_dict() for p in self.telemetry]
+        out["telemetry_unreported"] = list(self.telemetry_unreported)
         return out | {"failed_share": self.failed_share, "ok": self.ok, "reason": self.reason(),
+                      "spans": self.spans.to_dict(), "logs": self.logs.to_dict(),
+                      "telemetry_loss": self.telemetry_loss(),
                       "thresholds": {"max_failed_share": MAX_FAILED_SHARE, "min_rate_share": MIN_RATE_SHARE,
                                      "max_lost_share": MAX_LOST_SHARE, "disturbance_factor": DISTURBANCE_FACTOR}}
 
@@ -192,7 +247,7 @@ def modelled_quantiles_ns(seed: int) -> tuple[float, float]:
 
 def assess_run(*, planned: int, sent: int, completed: int, failed: int, analysed: int, lost: int, rate_per_s: float,
                achieved_rate_per_s: float, undegraded_latency_ns, seed: int, cpu_cores: float | None = None,
-               load_average: float | None = None) -> RunHealth:
+               load_average: float | None = None, telemetry=(), telemetry_unreported=()) -> RunHealth:
     """Check a live run's load and latencies against the thresholds of this module.
 
     Parameters
@@ -211,6 +266,10 @@ def assess_run(*, planned: int, sent: int, completed: int, failed: int, analysed
         CPU the run used during the load, in cores.
     load_average : float, optional
         The machine's 1-minute load average at the end of the load.
+    telemetry : iterable of ProcessAccount, optional
+        What each process recorded of its telemetry and what became of it.
+    telemetry_unreported : iterable of str, optional
+        Processes that wrote no account.
 
     Returns
     -------
@@ -246,4 +305,6 @@ def assess_run(*, planned: int, sent: int, completed: int, failed: int, analysed
                      requests_failed=failed, requests_analysed=analysed, rate_per_s=float(rate_per_s),
                      achieved_rate_per_s=float(achieved_rate_per_s), latency_p50_ns=p50, latency_p90_ns=p90,
                      modelled_p50_ns=m50, modelled_p90_ns=m90, cpu_cores=cpu_cores, n_cores=n_cores,
-                     load_average=load_average, broken=tuple(broken), overloaded="; ".join(overloaded) or None)
+                     load_average=load_average, broken=tuple(broken), overloaded="; ".join(overloaded) or None,
+                     telemetry=tuple(sorted(telemetry, key=lambda p: p.instance)),
+                     telemetry_unreported=tuple(telemetry_unreported))

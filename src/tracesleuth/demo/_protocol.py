@@ -1,6 +1,7 @@
 """What the demo's processes agree on: the live services and what each serves, the run
 configuration, the baggage keys that mark a request, the query parameters of a call, the
-telemetry set-up and the child environment.
+telemetry set-up (which counts what becomes of every span and log record: :mod:`._telemetry`,
+:mod:`._account`) and the child environment.
 
 Nothing here imports the analysis: the service and load-generator processes import this module
 and :mod:`tracesleuth.evaluation.eshopper` (the call tree, the execution times and the
@@ -242,6 +243,13 @@ _CLEARED_PREFIXES = ("OTEL_",)
 class ExportSettings:
     """BatchSpanProcessor and OTLP exporter settings of every demo process.
 
+    The queue is far beyond what the demo's rate needs: the busiest process, ``web-service``,
+    records 12 spans and 2 log records per homepage request, 96 spans a second at the default 8
+    requests/s, so 65,536 queued spans are 680 s of export stalled outright, where one export
+    gives up after ``export_timeout_millis`` (10 s; the SDK's default queue, 2,048, would still
+    hold 21 s). A queue-full drop is thus not expected; were there one, it is counted, never
+    silent (:class:`._account.SignalAccount`).
+
     Attributes
     ----------
     schedule_delay_millis : int
@@ -294,6 +302,9 @@ class DemoConfig:
         Directory where each service instance writes, as it stops, the requests a code fault hit
         (:data:`FAULT_HITS_COLUMNS`, one ``<instance>.csv`` each): the incident mode's ground
         truth, beside the store, never in a span or a log record. Empty: not written.
+    telemetry_dir : str
+        Directory where each process writes, as it stops, what became of the spans and log
+        records it recorded (:class:`._account.ProcessAccount`). Empty: not written.
     """
 
     seed: int
@@ -310,6 +321,7 @@ class DemoConfig:
     injections_path: str = ""
     export: ExportSettings = field(default_factory=ExportSettings)
     fault_hits_dir: str = ""
+    telemetry_dir: str = ""
 
     def to_dict(self) -> dict:
         """JSON-safe dictionary (what :meth:`write` stores)."""
@@ -318,7 +330,8 @@ class DemoConfig:
                 "rate_per_s": self.rate_per_s, "p_affected": self.p_affected, "max_in_flight": self.max_in_flight,
                 "request_timeout_s": self.request_timeout_s, "databases": self.databases,
                 "labels_path": self.labels_path, "injections_path": self.injections_path,
-                "export": self.export.__dict__, "fault_hits_dir": self.fault_hits_dir}
+                "export": self.export.__dict__, "fault_hits_dir": self.fault_hits_dir,
+                "telemetry_dir": self.telemetry_dir}
 
     def write(self, path) -> Path:
         path = Path(path)
@@ -352,8 +365,9 @@ def _resource(service: str, instance: str):
                             "process.pid": os.getpid()})
 
 
-def make_tracer_provider(service: str, instance: str, config: DemoConfig):
-    """A TracerProvider exporting OTLP/HTTP protobuf to the collector through a BatchSpanProcessor.
+def make_tracer_provider(service: str, instance: str, config: DemoConfig, exporter=None):
+    """A TracerProvider exporting OTLP/HTTP protobuf to the collector through a BatchSpanProcessor,
+    counting what becomes of its spans.
 
     Parameters
     ----------
@@ -362,24 +376,34 @@ def make_tracer_provider(service: str, instance: str, config: DemoConfig):
     instance : str
         ``service.instance.id`` of the process (the trace table's instance of its spans).
     config : DemoConfig
+    exporter : opentelemetry.sdk.trace.export.SpanExporter, optional
+        Default: the OTLP/HTTP exporter to ``config.collector_url + "/v1/traces"``.
+
+    Returns
+    -------
+    opentelemetry.sdk.trace.TracerProvider
+        Its ``counter`` attribute is the :class:`~._telemetry.TelemetryCounter` of its spans
+        (:func:`_counted_pipeline`).
     """
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
+
+    from ._telemetry import CountingSpanProcessor
 
     ex = config.export
+    if exporter is None:
+        exporter = OTLPSpanExporter(endpoint=f"{config.collector_url}/v1/traces",
+                                    timeout=ex.export_timeout_millis / 1000)
     provider = TracerProvider(resource=_resource(service, instance))
-    exporter = OTLPSpanExporter(endpoint=f"{config.collector_url}/v1/traces",
-                                timeout=ex.export_timeout_millis / 1000)
-    provider.add_span_processor(BatchSpanProcessor(
-        exporter, schedule_delay_millis=ex.schedule_delay_millis, max_queue_size=ex.max_queue_size,
-        max_export_batch_size=ex.max_export_batch_size, export_timeout_millis=ex.export_timeout_millis))
+    _counted_pipeline(provider, provider.add_span_processor, CountingSpanProcessor, BatchSpanProcessor, exporter,
+                      SpanExportResult.SUCCESS, ex)
     return provider
 
 
 #: The OTLP/HTTP log exporter's own logger: it reports each refused batch (ERROR, at most once
-#: every 20 s per message); :class:`CountingLogExporter` counts them instead and the service says
-#: how many at its end.
+#: every 20 s per message); :class:`~._telemetry.CountingExporter` counts them instead and the
+#: run's health says how many (:class:`._account.ProcessAccount`).
 _LOG_EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.http._log_exporter"
 
 
@@ -389,7 +413,7 @@ def make_logger_provider(service: str, instance: str, config: DemoConfig, export
     The records leave through a BatchLogRecordProcessor with the spans' settings
     (:class:`ExportSettings`), from a thread of their own: an export that fails (the collector
     down, or refusing logs) never holds or fails a request; it is counted
-    (:class:`CountingLogExporter`) rather than printed for every batch.
+    (:func:`_counted_pipeline`) rather than printed for every batch.
 
     Parameters
     ----------
@@ -402,63 +426,43 @@ def make_logger_provider(service: str, instance: str, config: DemoConfig, export
     Returns
     -------
     opentelemetry.sdk._logs.LoggerProvider
-        Its ``exporter`` attribute is the :class:`CountingLogExporter` around ``exporter``.
+        Its ``counter`` attribute is the :class:`~._telemetry.TelemetryCounter` of its log records.
     """
     import logging
 
     from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
     from opentelemetry.sdk._logs import LoggerProvider
-    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExportResult
+
+    from ._telemetry import CountingLogRecordProcessor
 
     ex = config.export
     if exporter is None:
         logging.getLogger(_LOG_EXPORTER_LOGGER).setLevel(logging.CRITICAL)
         exporter = OTLPLogExporter(endpoint=f"{config.collector_url}/v1/logs", timeout=ex.export_timeout_millis / 1000)
-    counting = CountingLogExporter(exporter)
     provider = LoggerProvider(resource=_resource(service, instance))
-    provider.add_log_record_processor(BatchLogRecordProcessor(
-        counting, schedule_delay_millis=ex.schedule_delay_millis, max_queue_size=ex.max_queue_size,
-        max_export_batch_size=ex.max_export_batch_size, export_timeout_millis=ex.export_timeout_millis))
-    provider.exporter = counting
+    _counted_pipeline(provider, provider.add_log_record_processor, CountingLogRecordProcessor,
+                      BatchLogRecordProcessor, exporter, LogRecordExportResult.SUCCESS, ex)
     return provider
 
 
-class CountingLogExporter:
-    """A log-record exporter around another that counts the records it exported and failed to.
+def _counted_pipeline(provider, add_processor, counting_processor, batch_processor, exporter, success,
+                      settings: ExportSettings) -> None:
+    """Give ``provider`` a counting processor, then a batch processor exporting through a counting
+    exporter, both writing into one :class:`~._telemetry.TelemetryCounter`: ``provider.counter``.
 
-    Parameters
-    ----------
-    exporter : opentelemetry.sdk._logs.export.LogRecordExporter
-
-    Attributes
-    ----------
-    exported, failed : int
-        Log records whose batch the collector accepted, and whose batch it refused or never
-        received.
+    The counting processor comes first, so that it sees every item the batch processor is handed
+    (and may drop). One rule for spans and log records alike.
     """
+    from ._telemetry import CountingExporter, TelemetryCounter
 
-    def __init__(self, exporter):
-        self.exporter = exporter
-        self.exported = self.failed = 0
-
-    def export(self, batch):
-        from opentelemetry.sdk._logs.export import LogRecordExportResult
-
-        try:
-            result = self.exporter.export(batch)
-        except Exception:                       # an exporter must not raise; count it if it does
-            result = LogRecordExportResult.FAILURE
-        if result is LogRecordExportResult.SUCCESS:
-            self.exported += len(batch)
-        else:
-            self.failed += len(batch)
-        return result
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return self.exporter.force_flush(timeout_millis)
-
-    def shutdown(self) -> None:
-        self.exporter.shutdown()
+    counter = TelemetryCounter()
+    add_processor(counting_processor(counter))
+    add_processor(batch_processor(
+        CountingExporter(exporter, counter, success=success), schedule_delay_millis=settings.schedule_delay_millis,
+        max_queue_size=settings.max_queue_size, max_export_batch_size=settings.max_export_batch_size,
+        export_timeout_millis=settings.export_timeout_millis))
+    provider.counter = counter
 
 
 def watch_parent(parent_pid: int, *, interval_s: float = 0.5, grace_s: float = 5.0) -> None:

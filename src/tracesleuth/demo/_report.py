@@ -16,7 +16,8 @@ _STATUS_WORDS = {"recovered": "Result", "not recovered": "Not recovered", "broke
 
 def live_run_section(health: RunHealth | None, outcome: DemoOutcome, *, tables: dict | None = None, fault=None,
                      fault_start_ns: int | None = None) -> Section:
-    """The live run: its outcome, the load asked and achieved, failures, queueing, CPU used.
+    """The live run: its outcome, the load asked and achieved, failures, queueing, what became of
+    the telemetry (and, process by process, where some was lost), CPU used.
 
     Parameters
     ----------
@@ -54,6 +55,10 @@ def live_run_section(health: RunHealth | None, outcome: DemoOutcome, *, tables: 
                           f"{format_duration_ns(health.modelled_p50_ns)} and "
                           f"{format_duration_ns(health.modelled_p90_ns)} (overloaded beyond {DISTURBANCE_FACTOR:g}x "
                           "the median plus one injected delay)"))
+        if health.telemetry_words():
+            items.append(("telemetry (every process)", health.telemetry_words()))
+            items += [(f"telemetry lost by {p.instance}", p.describe().split(": ", 1)[1]) for p in health.telemetry
+                      if p.spans.lost or (p.logs is not None and p.logs.lost)]
         if health.cpu_cores is not None:
             items.append(("CPU used by the run", f"{health.cpu_cores:.2f} of {health.n_cores} cores"))
         if health.load_average is not None:

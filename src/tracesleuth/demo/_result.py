@@ -10,6 +10,10 @@ Every run ends in one :class:`DemoOutcome`, the rule written once in :func:`outc
   the analysis missed what was injected;
 * ``"recovered"`` (exit code 0): what was injected was found (an overload that did not prevent it
   is still mentioned).
+
+Whatever the status, telemetry that never reached the collector (spans and log records dropped
+before export or whose export failed, :meth:`~._health.RunHealth.telemetry_loss`) is named in the
+outcome's message: no status by itself, never silent.
 """
 
 from __future__ import annotations
@@ -64,6 +68,15 @@ def outcome(health: RunHealth | None, *, found: str, missed: str | None) -> Demo
     missed : str or None
         What was injected and not recovered, in words; None when everything was.
     """
+    verdict = _verdict(health, found=found, missed=missed)
+    loss = None if health is None else health.telemetry_loss()
+    if loss is None:
+        return verdict
+    return DemoOutcome(verdict.status, f"{verdict.message} (telemetry lost: {loss})", verdict.exit_code)
+
+
+def _verdict(health: RunHealth | None, *, found: str, missed: str | None) -> DemoOutcome:
+    """:func:`outcome` without the telemetry note."""
     if health is not None and health.broken:
         return DemoOutcome("broken", f"this run is no result: {health.reason()}", EXIT_BROKEN)
     if missed is not None:

@@ -10,6 +10,7 @@ import socket
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -17,9 +18,11 @@ from typing import Callable
 from ..errors import ParameterError
 from ..evaluation.eshopper import HOMEPAGE_CALLS, draw_degradations
 from ..units import NS_PER_MS
+from ._account import ProcessAccount
 from ._health import achieved_rate, assess_run
 from ._protocol import (DEFAULT_FAULT_SHARE, DELAY_FAULTS, FAULT_HITS_COLUMNS, FAULT_KINDS, FAULT_PATH, HEALTH_PATH,
-                        LIVE_SERVICES, DemoConfig, Fault, LiveDegradation, call_service, child_environment)
+                        LIVE_SERVICES, LOAD_GENERATOR, DemoConfig, Fault, LiveDegradation, call_service,
+                        child_environment)
 from ._result import RECOVERY_F_SCORE, DemoResult, IncidentResult
 from ._supervisor import DemoError, Supervisor, termination_raises
 
@@ -42,6 +45,9 @@ DEFAULT_FAULT_DELAY_NS = 20 * NS_PER_MS
 #: Directory of a run where the service instances write the requests a code fault hit (one file
 #: each), and the file of the run that gathers them (:data:`._protocol.FAULT_HITS_COLUMNS`).
 FAULT_HITS_DIR, FAULT_HITS_FILE = "fault-hits", "fault-hits.csv"
+#: Directory of a run where every process writes what became of its telemetry, as it stops
+#: (:class:`._account.ProcessAccount`).
+TELEMETRY_DIR = "telemetry"
 #: Seconds allowed to the collector and the services to start.
 STARTUP_TIMEOUT_S = 90.0
 #: Seconds allowed to one process to stop gracefully (export its spans) before SIGKILL.
@@ -324,6 +330,8 @@ class _Run:
     timings: dict
     t_start: float
     progress: Callable
+    telemetry: tuple = ()                   # every process's ProcessAccount
+    telemetry_unreported: tuple = ()        # processes that wrote none
 
 
 def _execute(*, workdir: Path, store: Path, seed: int, degradations, p_affected: float, phases: list[_Phase],
@@ -373,6 +381,7 @@ def _operate(supervisor: Supervisor, *, workdir: Path, store: Path, seed: int, d
             seed=seed, collector_url=collector_url, degradations=tuple(degradations), n_requests=phases[0].n_requests,
             rate_per_s=rate_per_s, p_affected=p_affected, max_in_flight=max_in_flight, databases=databases,
             fault_hits_dir=str(workdir / FAULT_HITS_DIR) if any(p.fault for p in phases) else "",
+            telemetry_dir=str(workdir / TELEMETRY_DIR),
             instances={s: [f"http://127.0.0.1:{k.getsockname()[1]}" for k in socks] for s, socks in sockets.items()})
         config_path = config.write(workdir / "config.json")
         for s, socks in sockets.items():
@@ -443,9 +452,12 @@ def _operate(supervisor: Supervisor, *, workdir: Path, store: Path, seed: int, d
     if failed:
         raise DemoError(f"these demo processes did not stop cleanly: {', '.join(failed)} "
                         f"(logs in {supervisor.logs_dir})")
+    telemetry = ProcessAccount.read_all(config.telemetry_dir)
+    expected = [c.name for cs in services.values() for c in cs] + [f"{LOAD_GENERATOR}-0"] * len(loads)
+    unreported = Counter(expected) - Counter(a.instance for a in telemetry)
     return _Run(workdir=workdir, store=store, config=config, loads=loads, collector_stats=stopped.get("stats", {}),
                 cpu_cores=cpu_cores, load_average=load_average, fault_start_ns=fault_start_ns, timings=timings, t_start=t_start,
-                progress=progress)
+                progress=progress, telemetry=telemetry, telemetry_unreported=tuple(sorted(unreported.elements())))
 
 
 def _switch_fault(urls: list[str], fault: Fault) -> None:
@@ -575,7 +587,8 @@ def _health(run: _Run, labels, trace_ids, undegraded_latency_ns, *, seed: int):
     return assess_run(planned=planned, sent=counts["sent"], completed=counts["completed"], failed=counts["failed"],
                       analysed=len(trace_ids), lost=lost, rate_per_s=rate, achieved_rate_per_s=achieved,
                       undegraded_latency_ns=undegraded_latency_ns, seed=seed, cpu_cores=run.cpu_cores,
-                      load_average=run.load_average)
+                      load_average=run.load_average, telemetry=run.telemetry,
+                      telemetry_unreported=run.telemetry_unreported)
 
 
 def _all_labels(run: _Run):

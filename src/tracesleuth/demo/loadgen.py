@@ -24,7 +24,9 @@ instrumentation wrote into it, and the ground truth goes to files of its own, ne
 
 Progress goes to stdout as JSON lines (``{"event": "progress", ...}``), one a second, then one
 ``{"event": "done", ...}`` with the counts and the CPU seconds the generator used (``cpu_s``).
-SIGTERM or SIGINT stop it early; the files then hold the requests sent so far.
+SIGTERM or SIGINT stop it early; the files then hold the requests sent so far. Once its spans are
+flushed it writes what became of them (:class:`._account.ProcessAccount`) into the run's
+``telemetry_dir``, as every service instance does.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import numpy as np
 from opentelemetry import baggage, context
 
 from ..evaluation.eshopper import draw_marking
+from ._account import ProcessAccount
 from ._protocol import (
     BAGGAGE_ASYNC_NOISE,
     BAGGAGE_DEGRADATION,
@@ -99,7 +102,8 @@ class LoadGenerator:
         self.users = np.random.default_rng([config.seed, 99]).integers(1, 1 << 20, config.n_requests)
         self.sent: list[_Sent] = []
         self.completed = self.failed = 0
-        self.provider = make_tracer_provider(LOAD_GENERATOR, f"{LOAD_GENERATOR}-0", config)
+        self.instance = f"{LOAD_GENERATOR}-0"
+        self.provider = make_tracer_provider(LOAD_GENERATOR, self.instance, config)
 
     def _mark(self, i: int) -> tuple[str | None, bool, bool]:
         if self.marking is None:
@@ -232,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         gen.write()
         gen.provider.shutdown()
+        if gen.config.telemetry_dir:
+            ProcessAccount(LOAD_GENERATOR, gen.instance, gen.provider.counter.account()).write(gen.config.telemetry_dir)
     emit("done", sent=len(gen.sent), completed=gen.completed, failed=gen.failed, interrupted=interrupted,
          cpu_s=round(time.process_time() - cpu_start, 3))
     return 130 if interrupted else 0

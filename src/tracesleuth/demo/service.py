@@ -93,6 +93,7 @@ from ..evaluation.eshopper import (
     FIRST_CALL,
     HOMEPAGE_CALLS,
 )
+from ._account import ProcessAccount
 from ._catalog import QUERIES, query_parameters
 from ._protocol import (
     BAGGAGE_ASYNC_NOISE,
@@ -309,14 +310,11 @@ class ShopService:
             if self.unknown_degradations:
                 print(f"{self.instance}: {self.unknown_degradations} requests named an unknown degradation",
                       file=sys.stderr)
-            exporter = getattr(self.logger_provider, "exporter", None)
-            if exporter is not None and exporter.failed:
-                print(f"{self.instance}: {exporter.failed:,} of {exporter.failed + exporter.exported:,} log records "
-                      f"were not accepted by the collector at {self.config.collector_url}/v1/logs", file=sys.stderr)
 
     def close(self) -> None:
         """Stop the fault, write its ground truth, flush and shut the telemetry down, detach the
-        logging handler and close the database."""
+        logging handler, close the database, and write what became of the telemetry
+        (:meth:`write_account`)."""
         self.burner.stop()
         self.write_fault_hits()
         log.removeHandler(self.log_handler)
@@ -325,6 +323,26 @@ class ShopService:
         if self.db is not None:
             self.db.close()
             self.db = None
+        self.write_account()
+
+    def account(self) -> ProcessAccount | None:
+        """What became of the spans and log records this instance recorded; None when its providers
+        do not count (ones given by a test: :func:`._protocol.make_tracer_provider` counts)."""
+        spans, logs = getattr(self.provider, "counter", None), getattr(self.logger_provider, "counter", None)
+        if spans is None:
+            return None
+        return ProcessAccount(self.service, self.instance, spans.account(), None if logs is None else logs.account())
+
+    def write_account(self) -> Path | None:
+        """Write :meth:`account` into ``config.telemetry_dir`` (:meth:`._account.ProcessAccount.write`),
+        and say on stderr when telemetry was lost; None when there is nowhere or nothing to write."""
+        account = self.account()
+        if account is None:
+            return None
+        if account.spans.lost or (account.logs is not None and account.logs.lost):
+            print(f"telemetry not accepted by the collector at {self.config.collector_url}: {account.describe()}",
+                  file=sys.stderr)
+        return account.write(self.config.telemetry_dir) if self.config.telemetry_dir else None
 
     async def health(self, request):
         return PlainTextResponse("ok")
