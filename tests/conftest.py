@@ -30,11 +30,12 @@ FIXTURE_MARKERS = {"shared_data": ("real_data",), "chromium": ("browser", "slow"
 #: browser, a Dask LocalCluster's workers: 5-15 s before the first check).
 SLOW_BY_DEFINITION = ("live", "browser", "dask")
 #: Markers of tests that run many processes at once (the live demo's services; a LocalCluster's
-#: workers and its session-wide cluster): under pytest-xdist (``-n 2 --dist loadgroup``, the
-#: README's CI command) they all run on one worker, one after another, so that the live demo, whose
-#: tests hold beside one CPU-bound process (tests/demo/test_live.py), never shares the machine with
-#: a cluster too, and the cluster is started once. Every other test is grouped by its module, so a
-#: module's shared fixtures are built once.
+#: workers and its session-wide cluster): under pytest-xdist (pyproject's addopts: ``-n logical
+#: --dist loadgroup``) they all run on one worker, one after another, and first (the longest unit of
+#: work; ``--no-loadscope-reorder`` keeps this order), so that the live demo, whose tests hold beside
+#: one CPU-bound process (tests/demo/test_live.py), never shares the machine with a cluster too, and
+#: the cluster is started once. Every other test is grouped by its module, so a module's shared
+#: fixtures are built once.
 ONE_WORKER = ("live", "dask")
 
 
@@ -57,6 +58,7 @@ def pytest_collection_modifyitems(config, items):
         if not item.get_closest_marker("xdist_group"):
             together = any(item.get_closest_marker(m) for m in ONE_WORKER)
             item.add_marker(pytest.mark.xdist_group("processes" if together else module))
+    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in ONE_WORKER))  # stable
     stale = [f"{module}::{name}" for module, mod in modules.items() for name in SLOW[module] if not hasattr(mod, name)]
     if stale:
         raise pytest.UsageError(f"tests/tiers.py lists tests that do not exist (renamed?): {', '.join(sorted(stale))}")

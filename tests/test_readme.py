@@ -21,7 +21,9 @@ from tracesleuth.cli._examples import EXAMPLES
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_data]
+#: ``dask``: some of the examples start a LocalCluster (``--scheduler local``), so this runs on the
+#: worker that runs the other tests of many processes (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.real_data, pytest.mark.dask]
 
 #: Commands the quick start shows that this test does not run, and where they are run instead.
 ELSEWHERE = {
