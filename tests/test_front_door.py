@@ -22,8 +22,13 @@ def test_the_front_door_lists_every_verb_and_estimator():
         assert callable(getattr(ts, verb)) and getattr(ts, verb).__doc__, verb
 
 
-def test_importing_tracesleuth_imports_nothing_heavy():
-    code = "import sys, tracesleuth; print(sorted(m for m in ('polars', 'sklearn', 'pyarrow', 'numpy') if m in sys.modules))"
+@pytest.mark.parametrize("module", ["tracesleuth", "tracesleuth.cli.app"])
+def test_importing_tracesleuth_imports_nothing_heavy(module):
+    """The package and the command line load no numerical library until a command runs: ``--help``
+    and a usage mistake answer at once (the CLI took 2.7 s of CPU to print its help when the
+    diagnose command imported its reader at module level)."""
+    heavy = ("polars", "sklearn", "scipy", "pandas", "pyarrow", "numpy", "dask", "plotly")
+    code = f"import sys, {module}; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 

@@ -12,7 +12,6 @@ from rich.markup import escape
 from .._common import (Command, JsonOpt, NezhaDataOpt, emit_json, out, parse_instant, parse_time_range,
                             run_evaluation)
 from ...errors import ParameterError
-from ...analyses.diagnose.telemetry import read_store, store_range
 
 __all__ = ["register"]
 
@@ -33,6 +32,7 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
              json: JsonOpt = False) -> None:
     """Which service, operation and instance, since when, and how sure: one answer from a store."""
     from ...analyses.diagnose.analysis import Diagnosis
+    from ...analyses.diagnose.telemetry import read_store, store_range, utc_text
 
     if at is not None and time is not None:
         raise ParameterError("give --at (a moment inside the incident) or --time (the problem period), not both")
@@ -43,8 +43,6 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
     first, last = store_range(store)
     around = settings["time"] or (settings["at"] if settings["at"] is not None else last,) * 2
     if around[1] < first or around[0] > last:
-        from ...analyses.diagnose.telemetry import utc_text
-
         raise ParameterError(f"{utc_text(around[0])} is outside the store, which holds spans from {utc_text(first)} "
                              f"to {utc_text(last)}.")
     spans, logs = read_store(store, around_ns=around)
