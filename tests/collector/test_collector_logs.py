@@ -170,7 +170,7 @@ def test_empty_log_requests_are_a_success(store):
     (JS, b'{"resourceLogs": 3}', "resourceLogs must be a list"),
     (JS, b'{"resourceSpans": [{"scopeSpans": []}]}', "it goes to POST /v1/traces"),
     (JS, b"[]", "must be an ExportLogsServiceRequest object"),
-    ({**PB, "Content-Encoding": "gzip"}, gzip.compress(b"\x0a\x00" * 100)[:-12], "cut short"),
+    ({**PB, "Content-Encoding": "gzip"}, gzip.compress(b"\x0a\x00" * 100, mtime=0)[:-12], "cut short"),
 ])
 def test_malformed_log_bodies_are_400_and_store_nothing(store, headers, body, needle):
     with _client(store) as client:
