@@ -1,18 +1,20 @@
 """Every command README.md's quick start shows, then every example of the commands' ``--help``
 (:data:`tracesleuth.cli._examples.EXAMPLES`), runs as written on ../shared/data and examples/.
 
-The commands run in order, each in its own ``bash``, from a directory laid out as the repository's
-root (``examples/`` in it, ``../shared`` beside it), with the block's variable assignments (``TT=``,
-``OB=``) before each. Left out, each for the reason given in :data:`ELSEWHERE`: commands that run
-for minutes or serve until stopped, which their own tests run.
+The commands run in order, from a directory laid out as the repository's root (``examples/`` in
+it, ``../shared`` beside it), with the block's variable assignments (``TT=``, ``OB=``) before each.
+``bash`` reads each command as written (variables, quotes, globs) and gives back its words; a
+``tracesleuth ...`` command then runs in this process through :func:`tracesleuth.cli.main`, the
+function the ``tracesleuth`` script calls (the script itself, ``python -m tracesleuth`` and their
+exit codes are run as processes by tests/cli), so the libraries are imported once, not once per
+command (2 s of a command's 2-3 s). Left out, each for the reason given in :data:`ELSEWHERE`:
+commands that run for minutes or serve until stopped, which their own tests run.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -85,21 +87,33 @@ def _elsewhere(command: str) -> str | None:
     return next((why for key, why in ELSEWHERE.items() if key in command), None)
 
 
-def test_every_quick_start_and_help_example_runs_as_written(workdir):
+def _words(command: str, workdir: Path) -> list[str]:
+    """The words ``bash`` makes of ``command`` in ``workdir`` (the block's variables set): what a
+    program started by it would get as its arguments."""
+    script = "; ".join([*VARIABLES, f"set -- {command}", 'printf "%s\\0" "$@"'])
+    done = subprocess.run(["bash", "-c", script], cwd=workdir, capture_output=True, text=True, check=True)
+    return done.stdout.split("\0")[:-1]
+
+
+def test_every_quick_start_and_help_example_runs_as_written(workdir, monkeypatch, capsys):
     """One run in the README's order (later commands read what earlier ones wrote: store/, tt.yaml),
     then the help's examples the README does not show."""
-    bindir = Path(sys.executable).parent
+    from tracesleuth.cli import main
+
+    monkeypatch.chdir(workdir)
     failures, ran = [], 0
     shown = {_expanded(c) for c in COMMANDS}
     helps = [e for examples in EXAMPLES.values() for e in examples if e not in shown]
     for command in dict.fromkeys([*COMMANDS, *helps]):
         if _elsewhere(command) is not None:
             continue
-        script = "; ".join([*VARIABLES, f'export PATH={shlex.quote(str(bindir))}:"$PATH"', command])
-        done = subprocess.run(["bash", "-c", script], cwd=workdir, capture_output=True, text=True, timeout=600)
+        words = _words(command, workdir)
+        assert words[0] == "tracesleuth", f"not a tracesleuth command (add it to ELSEWHERE with a reason): {command}"
+        code = main(words[1:])
+        captured = capsys.readouterr()
         ran += 1
         allowed = (0, 1) if any(flag in command for flag in EXIT_ONE_ALLOWED) else (0,)
-        if done.returncode not in allowed:
-            failures.append(f"{command}\n  exit {done.returncode}: {(done.stderr or done.stdout).strip()[-600:]}")
+        if code not in allowed:
+            failures.append(f"{command}\n  exit {code}: {(captured.err or captured.out).strip()[-600:]}")
     assert not failures, f"{len(failures)} of {ran} README commands failed:\n" + "\n".join(failures)
     assert ran >= 50
