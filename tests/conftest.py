@@ -8,6 +8,14 @@ from hypothesis import settings
 # Property tests draw the same examples on every run (a CI run must not turn red on a draw the
 # previous run did not make). To search wider, run repeatedly with HYPOTHESIS_PROFILE=explore
 # (random draws); a failure prints the @reproduce_failure blob to pin it as a regression test.
+# Under pytest-xdist, one thread of numerical work per worker (the libraries' pools are as large
+# as the machine: two workers of two threads each on two cores kept 4 threads runnable, and the
+# live demo, which holds beside one CPU-bound process, measured a load of 3.1 and called its run
+# overloaded). Set before any test module imports numpy or polars; a variable already set is kept.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "POLARS_MAX_THREADS"):
+        os.environ.setdefault(_var, "1")
+
 settings.register_profile("deterministic", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
