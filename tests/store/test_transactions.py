@@ -324,3 +324,47 @@ def test_twenty_ingests_interrupted_at_random_moments(shared_data):
     assert again == whole | {"exit": 2, "line": again["line"]}
     assert sum(r["committed"] for r in result["runs"]) >= 1  # some ran to their commit, ...
     assert any(r["outcome"] in ("interrupted", "killed") for r in result["runs"])  # ... some were stopped
+
+
+@pytest.mark.parametrize("part_spans", [16, 1000], ids=["while-publishing", "before-the-next-row-group"])
+def test_an_interrupt_while_a_row_group_is_written_waits_for_the_write_before_closing(tmp_path, monkeypatch,
+                                                                                     part_spans):
+    """A signal while the main thread waits for the background row group (to publish the part,
+    or to hand over the next row group): the part is dropped only once that write has ended (a
+    writer closed under its write crashed the process, SIGSEGV; a part being published was
+    left behind as a temporary file)."""
+    import tracesleuth.io.store as store_module
+    import concurrent.futures
+    import threading
+    import time
+
+    writing = threading.Event()
+    closed_while_writing = []
+    write_table, close, result = pq.ParquetWriter.write_table, pq.ParquetWriter.close, concurrent.futures.Future.result
+
+    def slow_write(self, *args, **kwargs):
+        writing.set()
+        time.sleep(0.3)
+        try:
+            return write_table(self, *args, **kwargs)
+        finally:
+            writing.clear()
+
+    def checked_close(self):
+        closed_while_writing.append(writing.is_set())
+        return close(self)
+
+    def interrupted_result(self, timeout=None):
+        if writing.wait(2):  # the signal arrives while the row group is written
+            raise KeyboardInterrupt
+        return result(self, timeout)
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", slow_write)
+    monkeypatch.setattr(pq.ParquetWriter, "close", checked_close)
+    monkeypatch.setattr(concurrent.futures.Future, "result", interrupted_result)
+    monkeypatch.setattr(store_module, "ROW_GROUP_SPANS", 8)  # a row group per batch
+    store = SpanStore(tmp_path / "s")
+    with pytest.raises(KeyboardInterrupt):
+        store.append_spans(_spans(40).to_batches(max_chunksize=8), part_spans=part_spans)
+    assert closed_while_writing and not any(closed_while_writing)
+    assert not list((tmp_path / "s").rglob("*.parquet*"))  # the unfinished part removed

@@ -1156,9 +1156,11 @@ class _PartWriter:
         self.rows += data.num_rows
 
     def wait(self) -> None:
+        """Wait for the row group in flight; one interrupted here is still in flight (and
+        :meth:`discard` waits for it: closing the writer under a write crashes the process)."""
         if self.in_flight is not None:
-            in_flight, self.in_flight = self.in_flight, None
-            in_flight.result()
+            self.in_flight.result()
+            self.in_flight = None
 
     def publish(self) -> Path:
         self.wait()
@@ -1166,10 +1168,19 @@ class _PartWriter:
         return self.target._publish(self.final)
 
     def discard(self) -> None:
-        if self.in_flight is not None:
-            self.in_flight.exception()  # wait, whatever happened
+        """Drop the part: wait for the row group in flight, whatever happened to it (a signal
+        while waiting is raised once it is done), close the writer, remove the file."""
+        interrupted = None
+        while self.in_flight is not None:
+            try:
+                self.in_flight.exception()
+                self.in_flight = None
+            except KeyboardInterrupt as e:  # a second Ctrl-C: the write still ends first
+                interrupted = e
         self.writer.close()
         self.tmp.unlink(missing_ok=True)
+        if interrupted is not None:
+            raise interrupted
 
 
 class _Partition:
@@ -1203,16 +1214,19 @@ class _Partition:
         self.pending, self.held = [], 0
         if self.part.rows < self.part_rows:
             return []
-        part, self.part = self.part, None
-        return [part.publish()]
+        return [self._publish()]
 
     def close(self) -> list[Path]:
         """Write what waits and publish the part."""
         parts = self.write()
         if self.part is not None:
-            part, self.part = self.part, None
-            parts.append(part.publish())
+            parts.append(self._publish())
         return parts
+
+    def _publish(self) -> Path:
+        published = self.part.publish()  # (interrupted: the part stays ours, for discard)
+        self.part = None
+        return published
 
     def discard(self) -> None:
         if self.part is not None:
