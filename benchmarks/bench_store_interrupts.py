@@ -18,7 +18,8 @@ log record is one of the store's templates (the templates' state was committed w
 a run that committed added exactly its window's spans and log records, one that did not added
 nothing. A run stopped by SIGINT/SIGTERM must exit 130/143 with one line
 saying what was not committed (or 0 when it had finished before the signal; or be ended by the
-signal when it came in the interpreter's own start, before any tracesleuth code ran). Then all
+signal when it came before the command line's signal guard, ``tracesleuth.cli.main``, began:
+in the interpreter's start or while Python imported the package). Then all
 the day's span and log files are ingested twice without ``--force``: the first adds the files no
 run committed, the second adds nothing (exit 2: every file already in the store), and the counts
 are unchanged.
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,6 +55,8 @@ STEP_FILES = 12
 RUN_SECONDS = 300
 #: The random moment is drawn from [0, LATE_FACTOR * T]: some signals come after the commit.
 LATE_FACTOR = 1.1
+#: A traceback frame of tracesleuth.cli.main: the signal guard had begun.
+IN_MAIN = re.compile(r'tracesleuth[/\\]cli[/\\]__init__\.py", line \d+, in main\b')
 #: The store's tables checked: (name, the store's listing, the entry's parts, the entry's count).
 TABLES = (("spans", "span_files", "parts", "spans_read"), ("logs", "log_files", "log_parts", "logs_read"))
 
@@ -117,7 +121,8 @@ def run(runs: int = 20, seed: int = 0, files_per_run: int = 16, day: Path = DAY,
         g: read_logs(str(g)).n_records for g in log_of.values()}
     rng = np.random.default_rng(seed)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1] / "src"),
-                                                                     os.environ.get("PYTHONPATH")])))
+                                                                     os.environ.get("PYTHONPATH")])),
+               PYTHONFAULTHANDLER="1")  # a crash prints where each thread was
 
     def window_of(k: int) -> list[Path]:
         start = (k * STEP_FILES) % (len(span_files) - files_per_run + 1)
@@ -148,11 +153,12 @@ def run(runs: int = 20, seed: int = 0, files_per_run: int = 16, day: Path = DAY,
             committed = after["ingests"] - before["ingests"]
             line = err.strip().splitlines()[-1] if err.strip() else ""
             # Done before the signal (it then came while the interpreter was ending), or the signal
-            # came in the interpreter's own start, before any code of tracesleuth ran:
+            # came before tracesleuth.cli.main (whose guard turns it into an exit 128 + signal) ran:
+            # in the interpreter's own start, or while Python imported the package to run it.
             finished = "committed as ingest" in out
-            early = proc.returncode in (-sig, 1) and "/tracesleuth/" not in err and not finished
+            early = not finished and proc.returncode in (-sig, 1) and not IN_MAIN.search(err)
             outcome = ("finished" if finished else "killed" if proc.returncode == -signal.SIGKILL
-                       else "stopped before tracesleuth ran" if early else "interrupted")
+                       else "stopped before tracesleuth.cli.main ran" if early else "interrupted")
             result = {"run": k, "signal": signal.Signals(sig).name, "delay_s": round(delay, 3),
                       "exit": proc.returncode, "outcome": outcome, "committed": committed,
                       "spans_added": after["spans"] - before["spans"], "logs_added": after["logs"] - before["logs"],
@@ -168,7 +174,8 @@ def run(runs: int = 20, seed: int = 0, files_per_run: int = 16, day: Path = DAY,
                 problems.append(f"the ingest says it committed, the store has {committed} new entry")
             if sig != signal.SIGKILL and not (finished or early):
                 if proc.returncode != 128 + sig:
-                    problems.append(f"exit {proc.returncode}, expected {128 + sig}")
+                    problems.append(f"exit {proc.returncode}, expected {128 + sig}"
+                                    + (f"; stderr ends {err[-3000:]!r}" if proc.returncode < 0 else ""))
                 if not line.startswith("interrupted by"):
                     problems.append(f"no interruption line (stderr ends {line!r})")
                 elif ("nothing committed" in line or "nothing done" in line) != (committed == 0):

@@ -204,21 +204,46 @@ def test_every_command_that_analyses_one_period_takes_time(tmp_path, capsys, arg
     assert "--time 1970-01-01T00:16:40Z/1970-01-01T00:33:20Z: no trace of the input starts then" in one_error_line(capsys)
 
 
-@pytest.mark.parametrize("step", ["make_context", "invoke"])
-def test_a_signal_while_the_command_line_is_parsed_is_one_line_and_128_plus_signal(step):
-    """Typer turns an interrupt while it parses the command line or picks the command into a silent
-    exit 130, SIGTERM's too: here it is 143 and one line, as inside a command."""
+@pytest.mark.parametrize("owner, step", [("typer.main", "get_command"), ("typer.core.TyperGroup", "make_context"),
+                                         ("typer.core.TyperGroup", "invoke")])
+def test_a_signal_while_the_command_line_is_parsed_is_one_line_and_128_plus_signal(owner, step):
+    """Typer turns an interrupt while it builds the commands, parses the command line or picks the
+    command into a silent exit 130, SIGTERM's too: here it is 143 and one line, as inside a command."""
     code = f"""
-import os, signal, sys, time, typer.core
-original = typer.core.TyperGroup.{step}
-def interrupted(self, *args, **kwargs):
+import os, signal, sys, time, typer.core, typer.main
+original = {owner}.{step}
+def interrupted(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(5)
-    return original(self, *args, **kwargs)
-typer.core.TyperGroup.{step} = interrupted
+    return original(*args, **kwargs)
+{owner}.{step} = interrupted
 from tracesleuth.cli import main
 sys.exit(main(["info", "x"]))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 143
     assert done.stderr == "interrupted by SIGTERM while starting: nothing done\n"
+
+
+@pytest.mark.parametrize("where, line, stored", [
+    ("check_paths", "interrupted by SIGTERM before the ingest began: nothing committed\n", False),
+    ("_print_ingest", "interrupted by SIGTERM after the ingest committed\n", True)])
+def test_a_signal_in_ingest_outside_the_ingest_itself_says_what_the_store_holds(tmp_path, where, line, stored):
+    """A signal while Typer hands ingest its arguments, or while ingest prints what it stored:
+    the line says whether the ingest committed (a bare "interrupted by" told neither)."""
+    (tmp_path / "spans.csv").write_text(SPANS_CSV)
+    code = f"""
+import os, signal, sys, time
+import tracesleuth.cli.app as app
+original = app.{where}
+def interrupted(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
+    return original(*args, **kwargs)
+app.{where} = interrupted
+from tracesleuth.cli import main
+sys.exit(main(["ingest", {str(tmp_path / "spans.csv")!r}, "-o", {str(tmp_path / "store")!r}]))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (143, line)
+    assert (tmp_path / "store").exists() == stored

@@ -54,11 +54,13 @@ class _CarriesInterrupts:
             raise CommandInterrupted(getattr(e, "signum", signal.SIGINT), starting=True) from e
 
     def invoke(self, ctx):
+        group = isinstance(self, typer.core.TyperGroup)
+        if not group and (scope := _OPEN.get()) is not None:
+            scope.began = True
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt as e:
-            raise CommandInterrupted(getattr(e, "signum", signal.SIGINT),
-                                     starting=isinstance(self, typer.core.TyperGroup)) from e
+            raise CommandInterrupted(getattr(e, "signum", signal.SIGINT), starting=group) from e
 
 
 class _WithExamples:
@@ -250,18 +252,24 @@ def dask_scheduler(scheduler: str | None) -> Iterator:
         yield chosen
 
 
-#: What the running command keeps open until it ends (:func:`command_scope`).
-_OPEN: ContextVar[ExitStack | None] = ContextVar("tracesleuth_command_scope", default=None)
+class CommandScope(ExitStack):
+    """What the running command keeps open until it ends (:func:`keep_open`), and whether a
+    command began (``began``: its invocation was entered; before, nothing was done)."""
+
+    began = False
+
+
+_OPEN: ContextVar[CommandScope | None] = ContextVar("tracesleuth_command_scope", default=None)
 
 
 @contextmanager
-def command_scope() -> Iterator[None]:
+def command_scope() -> Iterator[CommandScope]:
     """Close what a command opened with :func:`keep_open` when it ends, however it ends
     (:func:`tracesleuth.cli.app.run` runs every command in one)."""
-    with ExitStack() as stack:
-        token = _OPEN.set(stack)
+    with CommandScope() as scope:
+        token = _OPEN.set(scope)
         try:
-            yield
+            yield scope
         finally:
             _OPEN.reset(token)
 

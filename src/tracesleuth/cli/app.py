@@ -57,8 +57,33 @@ def _print_rejects(reasons: list[dict], examples: list[dict], total_spans: int) 
         out.print(f"  {where}: {e['reason']}", markup=False)
 
 
-@app.command(cls=Command)
-def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace and log files, directories or glob patterns.",
+class _IngestCommand(Command):
+    """``ingest``: an interrupt anywhere in the command (while Typer hands it the arguments, in
+    the ingest, while it prints) ends with one line that says whether the ingest committed, and
+    exit ``128 + signal``: the line reports the store's state, not where the signal fell."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except CommandInterrupted as e:
+            cause = e.__cause__  # (an IngestInterrupted says what it left)
+            committed = bool(getattr(cause, "committed", False) or ctx.meta.get(_COMMITTED))
+            message = getattr(cause, "message", None) or f"interrupted by {signal_name(e.signum)} " + (
+                "after the ingest committed" if committed else "before the ingest began: nothing committed")
+            if ctx.params.get("json"):
+                emit_json({"error": message, "type": "IngestInterrupted", "committed": committed})
+            else:
+                err.print(message, markup=False, soft_wrap=True)
+            raise typer.Exit(128 + e.signum) from None
+
+
+#: ``ctx.meta`` key set once an ingest has committed (read by :class:`_IngestCommand`).
+_COMMITTED = "tracesleuth.ingest.committed"
+
+
+@app.command(cls=_IngestCommand)
+def ingest(ctx: typer.Context,
+           paths: Annotated[list[Path], typer.Argument(help="Trace and log files, directories or glob patterns.",
                                                        metavar=PATHS, show_default=False)],
            output: Annotated[Path, typer.Option("-o", "--output", metavar="DIR",
                                                 help="Span store directory (created).")],
@@ -75,10 +100,10 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace and log files
     empty or rejected: no store is created); 1 when a file could not be read to its end
     (truncated or corrupt: the records after the damage are lost) unless --allow-partial;
     130/143 when interrupted by SIGINT/SIGTERM."""
-    try:
-        from ..ingest import ingest as do_ingest
+    from ..ingest import ingest as do_ingest
 
-        check_paths(paths)  # before the store is created: a mistyped path leaves nothing behind
+    check_paths(paths)  # before the store is created: a mistyped path leaves nothing behind
+    try:
         with progress("ingesting") as bar:
             task = bar.add_task("ingest", spans=0)
             seen = [0]
@@ -89,16 +114,7 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Trace and log files
 
             summary = do_ingest([str(p) for p in paths], output, format=format, mapping=mapping, on_batch=tick,
                                 force=force)
-    except KeyboardInterrupt as e:  # SIGINT or SIGTERM (main() turns SIGTERM into an exception too)
-        signum = getattr(e, "signum", signal.SIGINT)
-        committed = getattr(e, "committed", False)  # (an IngestInterrupted says what it left)
-        message = getattr(e, "message", None) or \
-            f"interrupted by {signal_name(signum)} before the ingest began: nothing committed"
-        if json:
-            emit_json({"error": message, "type": "IngestInterrupted", "committed": committed})
-        else:
-            err.print(message, markup=False, soft_wrap=True)
-        raise typer.Exit(128 + signum) from None
+            ctx.meta[_COMMITTED] = True
     except NothingStoredError as e:
         if json:
             emit_json(_ingest_doc(e.summary, output) | {"error": str(e), "type": type(e).__name__})
@@ -307,8 +323,9 @@ def run(argv: list[str] | None = None) -> int:
         SIGTERM (143), with one line on stderr.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    scope = None
     try:
-        with command_scope():  # what a command keeps open (a Dask cluster) is closed when it ends
+        with command_scope() as scope:  # what a command keeps open (a Dask cluster) is closed when it ends
             rv = app(args=argv, prog_name="tracesleuth", standalone_mode=False)
         if isinstance(rv, int) and rv:
             return rv
@@ -323,9 +340,11 @@ def run(argv: list[str] | None = None) -> int:
     except typer.Abort:
         err.print("aborted", markup=False)
         return 130
-    except KeyboardInterrupt as e:  # (outside a command: while Typer prepares one)
+    except KeyboardInterrupt as e:  # outside a command: while Typer builds the commands, or after one ended
         signum = getattr(e, "signum", signal.SIGINT)
-        err.print(f"interrupted by {signal_name(signum)}", markup=False)
+        starting = scope is None or not scope.began
+        err.print(f"interrupted by {signal_name(signum)}" + (" while starting: nothing done" if starting else ""),
+                  markup=False)
         return 128 + signum
     except Exception as e:
         # Click's usage errors. Typer >= 0.22 raises those of the Click it vendors (typer._click),
