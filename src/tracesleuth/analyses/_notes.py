@@ -71,10 +71,13 @@ class Note:
     def __str__(self) -> str:
         return self.describe()
 
+    def numbers(self) -> dict[str, Any]:
+        """The record's fields (JSON-safe: tuples as lists), without ``kind`` and ``words``."""
+        return {f.name: _json_safe(getattr(self, f.name)) for f in fields(self)}
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: ``kind``, the record's fields (tuples as lists) and ``words`` (:meth:`describe`)."""
-        values = {f.name: _json_safe(getattr(self, f.name)) for f in fields(self)}
-        return {"kind": self.kind, **values, "words": self.describe()}
+        return {"kind": self.kind, **self.numbers(), "words": self.describe()}
 
 
 def notes_of(notes: Iterable[Note], kind: str) -> tuple[Note, ...]:

@@ -72,7 +72,7 @@ class PathsResult(WithNotes):
     top_n : int
         How many :meth:`describe` and the report show.
     counts : dict
-        Messages and pairs left out, by reason (:class:`~.nesting.NestingCounts`).
+        Messages and pairs left out, by reason (the numbers of :class:`~.notes.MessagesLeftOut`).
     recovery : float or None
         When fitted on traces: the share of their requests whose true path was recovered
         (:func:`recovery_rate`), in [0, 1].
@@ -315,8 +315,9 @@ class CausalPaths(Analysis):
             patterns.append(PathPattern(key=key, tree=members[0][0], count=len(members), nodes=nodes))
         patterns.sort(key=lambda p: (-p.count, p.key))
         n_pairs = sum(1 for t in pairs.t_return if t is not None)
-        counts = pairs.counts.to_dict()
-        notes = ([MessagesLeftOut(**counts)] if any(counts.values()) else []) + \
+        left = MessagesLeftOut(**pairs.counts)
+        counts = left.numbers()
+        notes = ([left] if any(counts.values()) else []) + \
             ([] if patterns else [NoCausalPath(n_pairs)])
         result = PathsResult(algorithm=self.algorithm, n_messages=frame.height, n_call_pairs=n_pairs,
                              patterns=tuple(patterns), top_n=self.top_n, counts=counts, notes=tuple(notes),

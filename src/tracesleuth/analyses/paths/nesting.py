@@ -30,7 +30,7 @@ Measured on MakeTrace logs with 1% of the messages lost, it raises the paths rec
 to 87%; without loss it changes little (TrainTicket 89.4% -> 89.7%). ``density=False`` is the
 penalty 1. Ties go to the candidate called last (the innermost open call).
 
-**Bad messages** (counted in :class:`NestingCounts`, never fatal): a RETURN without an open CALL,
+**Bad messages** (counted in ``CallPairs.counts``, never fatal): a RETURN without an open CALL,
 a CALL whose call id is already open (the second is dropped), CALLs never answered (their
 children that chose them as parent are left out of the paths), messages out of time order
 (sorted first, counted).
@@ -39,13 +39,13 @@ children that chose them as parent are left out of the paths), messages out of t
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
-__all__ = ["CallPairs", "NestingCounts", "bucket", "bucket_width", "find_call_pairs", "find_call_paths", "find_nested_pairs",
+__all__ = ["CallPairs", "bucket", "bucket_width", "find_call_pairs", "find_call_paths", "find_nested_pairs",
            "score_nestings"]
 
 #: Delays up to this many ns share bucket 0.
@@ -61,21 +61,6 @@ def bucket(delay_ns: float, buckets_per_octave: int) -> int:
 
 
 @dataclass
-class NestingCounts:
-    """What the nesting algorithm could not use, by reason (all counts of messages or pairs)."""
-
-    returns_without_call: int = 0
-    duplicate_calls: int = 0
-    never_answered: int = 0
-    under_unanswered: int = 0
-    out_of_order: int = 0
-    free_form: int = 0
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-@dataclass
 class CallPairs:
     """Matched call/return pairs, columns by pair index.
 
@@ -88,7 +73,10 @@ class CallPairs:
         Candidate parents (pair indices) of each pair.
     children : list of list of int
         Filled by :func:`find_nested_pairs`.
-    counts : NestingCounts
+    counts : collections.Counter
+        What the nesting algorithm could not use, by reason (messages or pairs): the keys are the
+        fields of :class:`~.notes.MessagesLeftOut` (``returns_without_call``, ``duplicate_calls``,
+        ``never_answered``, ``under_unanswered``, ``out_of_order``, ``free_form``).
     """
 
     caller: list = field(default_factory=list)
@@ -97,7 +85,7 @@ class CallPairs:
     t_return: list = field(default_factory=list)
     parents: list = field(default_factory=list)
     children: list = field(default_factory=list)
-    counts: NestingCounts = field(default_factory=NestingCounts)
+    counts: Counter = field(default_factory=Counter)
 
     def __len__(self) -> int:
         return len(self.caller)
@@ -118,13 +106,13 @@ def find_call_pairs(messages: pl.DataFrame) -> CallPairs:
         One entry per CALL kept, in call order; ``t_return`` is None for a call never answered,
         whose ``parents`` stay empty.
     """
-    counts = NestingCounts()
+    counts = Counter()
     ts = messages["timestamp_ns"].to_numpy()
-    counts.out_of_order = int(np.count_nonzero(np.diff(ts) < 0)) if len(ts) > 1 else 0
-    if counts.out_of_order:
+    counts["out_of_order"] = int(np.count_nonzero(np.diff(ts) < 0)) if len(ts) > 1 else 0
+    if counts["out_of_order"]:
         messages = messages.sort("timestamp_ns", maintain_order=True)
     kinds = messages["kind"]
-    counts.free_form = int(kinds.is_null().sum())
+    counts["free_form"] = int(kinds.is_null().sum())
     rows = messages.filter(kinds.is_not_null()).select("timestamp_ns", "sender", "receiver", "kind", "call_id").rows()
     pairs = CallPairs(counts=counts)
     pending: dict = {}                     # (caller, callee, call id) -> pair index
@@ -133,7 +121,7 @@ def find_call_pairs(messages: pl.DataFrame) -> CallPairs:
         if kind == "call":
             key = (sender, receiver, call_id)
             if key in pending:
-                counts.duplicate_calls += 1
+                counts["duplicate_calls"] += 1
                 continue
             k = len(pairs.caller)
             pairs.caller.append(sender)
@@ -146,13 +134,13 @@ def find_call_pairs(messages: pl.DataFrame) -> CallPairs:
         else:  # the callee (sender) returns to the caller (receiver)
             k = pending.pop((receiver, sender, call_id), None)
             if k is None:
-                counts.returns_without_call += 1
+                counts["returns_without_call"] += 1
                 continue
             del open_into[sender][k]
             pairs.t_return[k] = t
             t_call = pairs.t_call[k]
             pairs.parents[k] = [p for p, tp in open_into[receiver].items() if tp < t_call]
-    counts.never_answered = len(pending)
+    counts["never_answered"] = len(pending)
     pairs.children = [[] for _ in range(len(pairs))]
     return pairs
 
@@ -227,11 +215,11 @@ def find_call_paths(pairs: CallPairs) -> list[tuple[dict, list, list]]:
         Per root, in call order: its tree ``{"node": callee, "calls": [...]}`` (children in call
         order), and in the tree's preorder each node's latency (return - call, ns) and call
         delay (its call - its parent's call, ns; 0 for the root). Children whose chosen parent
-        never returned are counted in ``pairs.counts.under_unanswered`` and left out.
+        never returned are counted in ``pairs.counts["under_unanswered"]`` and left out.
     """
     for k, parents in enumerate(pairs.parents):
         if pairs.t_return[k] is None and pairs.children[k]:
-            pairs.counts.under_unanswered += len(pairs.children[k])
+            pairs.counts["under_unanswered"] += len(pairs.children[k])
     out = []
     for root in range(len(pairs)):
         if pairs.t_return[root] is None or pairs.parents[root]:

@@ -22,8 +22,8 @@ __all__ = ["MessagesLeftOut", "NoCausalEdge", "NoCausalPath"]
 
 @dataclass(frozen=True)
 class MessagesLeftOut(Note):
-    """Messages or call pairs the nesting algorithm could not use, by reason
-    (:class:`~.nesting.NestingCounts`, whose fields it repeats).
+    """Messages or call pairs the nesting algorithm could not use, by reason (the keys of
+    :attr:`.nesting.CallPairs.counts`).
 
     Attributes
     ----------
