@@ -12,6 +12,7 @@ from tracesleuth.analyses.patterns.analysis import PAPER_SETTINGS
 from tracesleuth.errors import EmptyDataError, ParameterError
 from tracesleuth.analyses.patterns import Condition, LatencyDegradationPatterns, LatencyInterval, Pattern
 from tracesleuth.analyses.patterns.baselines import DegradedClusters
+from tracesleuth.analyses.patterns.notes import SUGGESTION, IntervalEmpty, IntervalHoldsEvery, SameLatency, SingleRequest
 from tracesleuth.analyses.patterns.results import assign_labels
 from tracesleuth.analyses.patterns.synthetic import make_degraded_session
 
@@ -341,7 +342,8 @@ def test_empty_table():
 
 def test_one_request():
     model = LatencyDegradationPatterns().fit(_frame([5 * MS], **{"exclusive_ns[s:a]": [1 * MS]}))
-    assert not model.result_.found and "single request" in model.result_.reason
+    assert not model.result_.found and model.result_.reason == SingleRequest(1)
+    assert model.result_.to_dict()["reason"]["kind"] == "single_request"
     assert model.labels_.tolist() == [-1]
     assert model.result_.to_frame().height == 0 and json.dumps(model.result_.to_dict())
     assert model.result_.describe().startswith("No degradation found")
@@ -349,31 +351,37 @@ def test_one_request():
 
 def test_constant_latency():
     model = LatencyDegradationPatterns().fit(_frame([7 * MS] * 50, **{"exclusive_ns[s:a]": list(range(50))}))
-    assert not model.result_.found and "same latency" in model.result_.reason
+    assert not model.result_.found and model.result_.reason == SameLatency(50, 7 * MS)
 
 
 def test_no_slower_mode():
     rng = np.random.default_rng(0)
     lat = np.round(np.concatenate([rng.normal(100, 3, 100), rng.normal(300, 5, 900)]) * MS).astype(np.int64)
     model = LatencyDegradationPatterns(**PAPER_SETTINGS).fit(_frame(lat, **{"exclusive_ns[s:a]": lat // 2}))
-    assert not model.result_.found and "slowest" in model.result_.reason
+    reason = model.result_.reason
+    assert not model.result_.found and (reason.kind, reason.n_modes) == ("no_slower_mode", 2)
+    assert abs(reason.mode_ns - 300 * MS) < 5 * MS
     assert np.all(model.labels_ == -1)
     # the robust rule: the 300 ms mode is the reference (the 100 ms one is too small), with no tail
     model = LatencyDegradationPatterns().fit(_frame(lat, **{"exclusive_ns[s:a]": lat // 2}))
-    assert not model.result_.found and "tail of chance" in model.result_.reason
-    assert "--interval" in model.result_.reason
+    reason = model.result_.reason
+    assert not model.result_.found and reason.kind == "tail_of_chance" and abs(reason.mode_ns - 300 * MS) < 5 * MS
+    assert reason.n_in_mode >= 850 and reason.n_above < reason.min_excess * reason.expected_share * reason.n_requests
+    assert SUGGESTION in str(reason)  # what to try
 
 
 def test_interval_holding_every_request(session):
     model = LatencyDegradationPatterns(interval="0ms:10s").fit(session.frame)
-    assert not model.result_.found and "every request" in model.result_.reason
+    assert not model.result_.found and model.result_.reason == IntervalHoldsEvery(0, 10 * 10**9, session.frame.height)
 
 
 @pytest.mark.parametrize("interval", ["10s:20s", "1ns:2ns"])
 def test_interval_outside_data(session, interval):
     res = LatencyDegradationPatterns(interval=interval).fit(session.frame).result_
-    assert not res.found and "holds no request" in res.reason and "latencies span" in res.reason
-    assert "--interval" in res.reason and "--endpoint" in res.reason
+    lat = session.frame["latency_ns"]
+    assert not res.found and res.reason == IntervalEmpty(res.interval.low_ns, res.interval.high_ns, lat.len(),
+                                                         lat.min(), lat.max())
+    assert SUGGESTION in str(res.reason)  # what to try: --interval, --endpoint
 
 
 def test_operation_all_missing(session):

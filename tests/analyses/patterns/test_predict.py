@@ -11,7 +11,7 @@ import pytest
 
 from tracesleuth.analyses.patterns import LatencyDegradationPatterns
 from tracesleuth.analyses.patterns.analysis import PatternsWarning
-from tracesleuth.analyses.patterns.notes import Note
+from tracesleuth.analyses.patterns.notes import Note, SameLatency, TooFewInInterval
 from tracesleuth.analyses.patterns.synthetic import compound_case, make_degraded_session
 from tracesleuth.errors import EmptyDataError, ParameterError
 
@@ -102,13 +102,14 @@ def _frame(latency_ms, **columns):
 def test_an_interval_holding_one_request():
     lat = np.r_[np.full(50, 10.0) + np.arange(50) * 0.01, 100.0]
     res = LatencyDegradationPatterns(interval="90ms:200ms").fit(_frame(lat, **{"exclusive_ns[s:a]": lat * 1e6})).result_
-    assert not res.found and "holds 1 request(s), fewer than min_support=15" in res.reason
+    assert not res.found and res.reason == TooFewInInterval(90 * 10**6, 200 * 10**6, 1, 15)
 
 
 def test_all_requests_identical():
     lat = np.full(100, 20.0)
     res = LatencyDegradationPatterns().fit(_frame(lat, **{"exclusive_ns[s:a]": lat * 1e6})).result_
-    assert not res.found and "every request has the same latency (20 ms)" in res.reason
+    assert not res.found and res.reason == SameLatency(100, 20 * 10**6)
+    assert str(res.reason) == "every request has the same latency (20 ms)."
 
 
 def test_a_table_without_exclusive_time_columns():

@@ -29,8 +29,8 @@ from ._data import LATENCY_COLUMN, Inputs, encode, read_table
 from ._model import ATTR_PREFIX, CONTINUOUS_PREFIX, INSTANCE_PREFIX, LatencyInterval
 from .candidates import asynchronous_operations, identifier_columns, operation_of, pass_through_columns
 from .ga import GASettings
-from .notes import (AsynchronousLeftOut, AttributeLeftOut, BudgetExhausted, NoPatternBetterThanChance, Note,
-                    PredictColumns, UncertainLeftOut)
+from .notes import (AsynchronousLeftOut, AttributeLeftOut, BudgetExhausted, NoDegradation, NoPatternBetterThanChance,
+                    Note, PredictColumns, UncertainLeftOut)
 from .refinements import CompoundLabels, MergeNeighbours, Refinement, SplitCauses, UncertainBand
 from .results import (MAX_PATTERNS_SHOWN, MIN_F_SHOWN, CompoundLabel, ConditionEffect, DegradationPatternsResult,
                       SubIntervalPattern, assign_labels, compound_labels)
@@ -436,13 +436,13 @@ class LatencyDegradationPatterns(Analysis):
                                "split_points_": np.empty(0, dtype=np.int64), "encodings_": (),
                                "refinements_": refinements}
         chosen = self._interval_rule().choose(data.latency)
-        if not isinstance(chosen, str):
+        if not isinstance(chosen, NoDegradation):
             data.notes.extend(chosen.notes)
             out["interval_"] = chosen.interval
-        why = chosen if isinstance(chosen, str) else no_degradation(chosen.interval, data.latency,
+        why = chosen if isinstance(chosen, NoDegradation) else no_degradation(chosen.interval, data.latency,
                                                                      int(self.min_support))
         if why is not None:
-            return self._nothing(out, data, why, None if isinstance(chosen, str) else chosen.interval)
+            return self._nothing(out, data, why, None if isinstance(chosen, NoDegradation) else chosen.interval)
         interval = chosen.interval
         bounds, notes = self._split_point_rule().bounds(data.latency, interval)
         data.notes.extend(notes)
@@ -569,7 +569,7 @@ class LatencyDegradationPatterns(Analysis):
             notes.append(NoPatternBetterThanChance(self.min_lift))
         return notes
 
-    def _nothing(self, out: dict, data: Inputs, reason: str, interval: LatencyInterval | None) -> dict:
+    def _nothing(self, out: dict, data: Inputs, reason: NoDegradation, interval: LatencyInterval | None) -> dict:
         out["result_"] = DegradationPatternsResult(
             found=False, solver=self.solver, n_requests=int(data.latency.size), reason=reason, interval=interval,
             interval_source=None if interval is None else ("given" if self.interval is not None else "automatic"),
@@ -665,7 +665,7 @@ def _frame_of(table: Any) -> pl.DataFrame:
 
 
 def choose_interval(latency_ns: np.ndarray, *, rule: str = "robust", tail_z: float = 2.0,
-                    uncertain_z: float | None = None, **mean_shift: float) -> IntervalChoice | str:
+                    uncertain_z: float | None = None, **mean_shift: float) -> IntervalChoice | NoDegradation:
     """The automatic degraded interval of :class:`LatencyDegradationPatterns`, or why there is none.
 
     Parameters
@@ -681,14 +681,15 @@ def choose_interval(latency_ns: np.ndarray, *, rule: str = "robust", tail_z: flo
 
     Returns
     -------
-    IntervalChoice or str
-        The choice with its reason, or the reason there is no degradation (with a suggestion).
+    IntervalChoice or NoDegradation
+        The choice with its reason, or why there is no degradation (a note: kind, numbers, and in
+        words what to try).
     """
     from dataclasses import replace
 
     latency = np.asarray(latency_ns)
     stage = RobustInterval(tail_z=tail_z, **mean_shift) if rule == "robust" else PaperInterval(**mean_shift)
     chosen = stage.choose(latency)
-    if isinstance(chosen, str) or uncertain_z is None:
+    if isinstance(chosen, NoDegradation) or uncertain_z is None:
         return chosen
     return replace(chosen, uncertain_ns=UncertainBand(float(uncertain_z)).band(chosen, latency))

@@ -22,7 +22,7 @@ from .._contract import NONE, Analysis, Constraint, InstanceOf, Interval, Option
 from ._data import exclusive_matrix, read_table
 from ._model import LatencyInterval
 from .clustering import CLUSTERING_METHODS, DEFAULT_K_RANGE, cluster_degraded
-from .notes import KRangeCut
+from .notes import KRangeCut, NoDegradation
 from .results import DegradationPatternsResult, SubIntervalPattern
 from .stages import DensitySplitPoints, GivenInterval, PaperInterval, RobustInterval, no_degradation
 
@@ -131,7 +131,7 @@ class DegradedClusters(Analysis):
         rule = (GivenInterval(self.interval) if self.interval is not None else
                 PaperInterval(**ms) if self.interval_rule == "paper" else RobustInterval(float(self.tail_z), **ms))
         chosen = rule.choose(data.latency)
-        interval = None if isinstance(chosen, str) else chosen.interval
+        interval = None if isinstance(chosen, NoDegradation) else chosen.interval
         why = chosen if interval is None else no_degradation(interval, data.latency, int(self.min_support))
         source = None if interval is None else ("given" if self.interval is not None else "automatic")
         if why is not None:

@@ -19,10 +19,12 @@ from typing import ClassVar
 from ...units import format_duration_ns
 from .._notes import Note
 
-__all__ = ["AllMissing", "AsynchronousLeftOut", "AttributeLeftOut", "BudgetExhausted", "CausesSplit", "CompoundMoved", "IntervalBelowMedian", "KRangeCut", "MissingLatency",
-           "NeighboursMerged", "NoPatternBetterThanChance", "NotNumeric", "Note", "PassThroughLeftOut",
-           "IdentifierLeftOut", "PredictColumns", "SampleScored", "SplitPointsRemoved", "TooManyCategories",
-           "UncertainLeftOut", "Unexplained"]
+__all__ = ["AllMissing", "AsynchronousLeftOut", "AttributeLeftOut", "BudgetExhausted", "CausesSplit", "CompoundMoved",
+           "IdentifierLeftOut", "IntervalBelowMedian", "IntervalEmpty", "IntervalHoldsEvery", "KRangeCut",
+           "MissingLatency", "NeighboursMerged", "NoDegradation", "NoPatternBetterThanChance", "NoSlowerMode",
+           "NoSpread", "NothingSlower", "NotNumeric", "Note", "PassThroughLeftOut", "PredictColumns", "ReferenceMode", "SameLatency",
+           "SampleScored", "SingleRequest", "SplitPointsRemoved", "TailOfChance", "TooFewInInterval",
+           "TooManyCategories", "UncertainLeftOut", "Unexplained"]
 
 #: What to try when a latency interval explains nothing (shared by the notes and the reasons).
 SUGGESTION = ("Give the degraded interval (--interval A:B, e.g. the latencies you consider slow) or another "
@@ -241,6 +243,199 @@ class Unexplained(Note):
                 f"{format_duration_ns(self.high_ns)}): best F {self.best_f:.2f} (of {self.n_patterns} pattern(s), "
                 f"below min_f={self.min_f:g}); its requests mix causes. Look at a narrower period (--time START/END) "
                 "or compare a slow period with a normal one (tracesleuth compare).")
+
+
+# --- why there is no degradation to explain (``result.reason``) ------------------------------------
+
+
+def _interval(low_ns: int, high_ns: int) -> str:
+    return f"[{format_duration_ns(low_ns)}, {format_duration_ns(high_ns)})"
+
+
+@dataclass(frozen=True)
+class NoDegradation(Note):
+    """Base of the reasons a fit found no degradation to explain (``result.reason``, with
+    ``found`` False): each records the numbers of its case and ends with what to try."""
+
+    kind: ClassVar[str] = "no_degradation"
+
+
+@dataclass(frozen=True)
+class SingleRequest(NoDegradation):
+    """One request: there is no latency distribution."""
+
+    kind: ClassVar[str] = "single_request"
+    n_requests: int
+
+    def describe(self) -> str:
+        return ("there is a single request: no latency distribution to find a degradation in." if self.n_requests
+                else "there is no request: no latency distribution to find a degradation in.")
+
+
+@dataclass(frozen=True)
+class SameLatency(NoDegradation):
+    """Every request has the same latency: nothing is slower than anything else."""
+
+    kind: ClassVar[str] = "same_latency"
+    n_requests: int
+    latency_ns: int
+
+    def describe(self) -> str:
+        return f"every request has the same latency ({format_duration_ns(self.latency_ns)})."
+
+
+@dataclass(frozen=True)
+class NoSlowerMode(NoDegradation):
+    """The paper's interval rule: the most populous latency mode is also the slowest one found."""
+
+    kind: ClassVar[str] = "no_slower_mode"
+    mode_ns: int
+    n_modes: int
+
+    def describe(self) -> str:
+        return (f"the most populous latency mode (around {format_duration_ns(self.mode_ns)}) is also the slowest of "
+                f"the {self.n_modes} mode(s) found by mean shift: no slower mode to explain. {SUGGESTION}")
+
+
+@dataclass(frozen=True)
+class ReferenceMode:
+    """The robust interval rule's reference latency mode, in words (the start of its reasons).
+
+    Attributes
+    ----------
+    mode_ns : int
+        Its centre, ns.
+    n_in_mode, n_requests : int
+        Its requests, and all requests.
+    min_mode_share : float or None
+        Set when a faster mode was passed over: the reference is the fastest mode with at least
+        this share of the largest mode's requests (None: it is the fastest mode).
+    spread : float
+        Its spread, as a factor per standard deviation (``exp(sigma)`` on a log scale).
+    """
+
+    mode_ns: int
+    n_in_mode: int
+    n_requests: int
+    min_mode_share: float | None
+    spread: float
+
+    def describe(self) -> str:
+        return (f"the reference latency mode is around {format_duration_ns(self.mode_ns)} "
+                f"({self.n_in_mode:,} of {self.n_requests:,} requests"
+                + (f", the fastest with at least {self.min_mode_share:.0%} of the largest mode's requests"
+                   if self.min_mode_share is not None else "")
+                + f"; spread from its faster half: x{self.spread:.2f} per standard deviation)")
+
+
+@dataclass(frozen=True)
+class NoSpread(NoDegradation):
+    """The robust rule: every request is in one latency mode whose spread cannot be measured."""
+
+    kind: ClassVar[str] = "no_spread"
+    mode_ns: int
+
+    def describe(self) -> str:
+        return (f"every request is in one latency mode around {format_duration_ns(self.mode_ns)} with no spread to "
+                f"measure. {SUGGESTION}")
+
+
+@dataclass(frozen=True)
+class NothingSlower(NoDegradation):
+    """The robust rule: no request is as slow as the interval's start (the reference mode's tail
+    cut or the density gap above it)."""
+
+    kind: ClassVar[str] = "nothing_slower"
+    mode_ns: int
+    n_in_mode: int
+    n_requests: int
+    min_mode_share: float | None
+    spread: float
+    low_ns: int
+
+    def describe(self) -> str:
+        mode = ReferenceMode(self.mode_ns, self.n_in_mode, self.n_requests, self.min_mode_share, self.spread)
+        return f"{mode.describe()}; no request is slower than {format_duration_ns(self.low_ns)}. {SUGGESTION}"
+
+
+@dataclass(frozen=True)
+class TailOfChance(NoDegradation):
+    """The robust rule: the requests slower than the reference mode's tail cut are no more than
+    the mode leaves there by chance, by both tests of
+    :func:`~.split_points.automatic_interval` (``min_excess`` times a symmetric mode's tail share;
+    ``min_tail_ratio`` times, and ``min_tail_z`` Poisson standard deviations above, the mode's own
+    mirrored fast tail). ``significance`` is None when the ratio test already failed."""
+
+    kind: ClassVar[str] = "tail_of_chance"
+    mode_ns: int
+    n_in_mode: int
+    n_requests: int
+    min_mode_share: float | None
+    spread: float
+    cut_ns: int
+    n_above: int
+    min_excess: float
+    expected_share: float
+    n_mirror: int
+    min_tail_ratio: float
+    significance: float | None
+    min_tail_z: float
+
+    def describe(self) -> str:
+        mode = ReferenceMode(self.mode_ns, self.n_in_mode, self.n_requests, self.min_mode_share, self.spread)
+        test = (f"under {self.min_tail_ratio:g} x the mode's own mirrored tail" if self.significance is None else
+                f"a difference of {self.significance:.1f} standard deviations, under {self.min_tail_z:g}")
+        return (f"{mode.describe()}; {self.n_above:,} request(s) ({self.n_above / self.n_requests:.1%}) are slower "
+                f"than its tail cut {format_duration_ns(self.cut_ns)}, no more than {self.min_excess:g} x the "
+                f"{self.expected_share:.1%} a symmetric mode leaves there, and against {self.n_mirror:,} as far below "
+                f"its centre: {test}: a tail of chance, not a degradation. {SUGGESTION}")
+
+
+@dataclass(frozen=True)
+class IntervalEmpty(NoDegradation):
+    """The latency interval (given, or chosen) holds no request."""
+
+    kind: ClassVar[str] = "interval_empty"
+    low_ns: int
+    high_ns: int
+    n_requests: int
+    min_latency_ns: int
+    max_latency_ns: int
+
+    def describe(self) -> str:
+        return (f"the latency interval {_interval(self.low_ns, self.high_ns)} holds no request of the "
+                f"{self.n_requests:,} (latencies span [{format_duration_ns(self.min_latency_ns)}, "
+                f"{format_duration_ns(self.max_latency_ns)}]). {SUGGESTION}")
+
+
+@dataclass(frozen=True)
+class IntervalHoldsEvery(NoDegradation):
+    """The latency interval holds every request: no faster request to contrast with."""
+
+    kind: ClassVar[str] = "interval_holds_every_request"
+    low_ns: int
+    high_ns: int
+    n_requests: int
+
+    def describe(self) -> str:
+        return (f"every request ({self.n_requests:,}) lies in the latency interval {_interval(self.low_ns, self.high_ns)}: "
+                "no faster request to contrast with. Give an interval above the normal latencies (--interval A:B).")
+
+
+@dataclass(frozen=True)
+class TooFewInInterval(NoDegradation):
+    """The latency interval holds fewer than ``min_support`` requests: too few to tell a pattern
+    from chance."""
+
+    kind: ClassVar[str] = "too_few_in_interval"
+    low_ns: int
+    high_ns: int
+    n_in_interval: int
+    min_support: int
+
+    def describe(self) -> str:
+        return (f"the latency interval {_interval(self.low_ns, self.high_ns)} holds {self.n_in_interval} request(s), "
+                f"fewer than min_support={self.min_support}: too few to tell a pattern from chance. {SUGGESTION}")
 
 
 # --- why an attribute is left out of the conditions (the reasons of ``skipped_attributes``) ----------

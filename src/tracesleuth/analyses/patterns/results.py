@@ -14,7 +14,7 @@ import polars as pl
 from ...units import format_duration_ns
 from .._notes import WithNotes
 from ._model import Condition, LatencyInterval, Pattern, attribute_words
-from .notes import Note, Unexplained
+from .notes import NoDegradation, Note, Unexplained
 
 __all__ = ["CompoundLabel", "ConditionEffect", "DegradationPatternsResult", "MAX_PATTERNS_SHOWN", "MIN_F_SHOWN",
            "RangeShown", "SubIntervalPattern", "assign_labels", "compound_labels"]
@@ -278,7 +278,9 @@ class DegradationPatternsResult(WithNotes):
     found : bool
         False when there is no degradation to explain; ``reason`` then says why and
         ``sub_intervals`` is empty.
-    reason : str or None
+    reason : NoDegradation or None
+        Why no degradation was found (``found`` False): a note of :mod:`.notes` (its ``kind``
+        and numbers; ``str()`` the sentence, ending with what to try).
     solver : str
     n_requests : int
         Requests analysed (those with a latency).
@@ -323,7 +325,7 @@ class DegradationPatternsResult(WithNotes):
     found: bool
     solver: str
     n_requests: int
-    reason: str | None = None
+    reason: NoDegradation | None = None
     interval: LatencyInterval | None = None
     interval_source: str | None = None
     interval_reason: str | None = None
@@ -400,7 +402,7 @@ class DegradationPatternsResult(WithNotes):
         shown = {i for r in ranges for i in r.shown}
         out = {
             "found": self.found,
-            "reason": self.reason,
+            "reason": None if self.reason is None else self.reason.to_dict(),
             "solver": self.solver,
             "n_requests": self.n_requests,
             "interval": None if self.interval is None else self.interval.to_dict(),

@@ -66,7 +66,7 @@ import numpy as np
 from ...errors import ParameterError
 from ...units import format_duration_ns, parse_duration
 from ._model import LatencyInterval
-from .notes import IntervalBelowMedian
+from .notes import IntervalBelowMedian, NoDegradation, NoSpread, NothingSlower, ReferenceMode, TailOfChance
 
 __all__ = [
     "IntervalChoice",
@@ -440,9 +440,10 @@ class IntervalChoice:
     rule : {"gap", "tail", "none"}
         ``"gap"``: the interval starts at the density gap above the reference mode;
         ``"tail"``: at the reference mode's tail cut (below the gap, or no gap); ``"none"``.
-    reason : str
+    reason : str or NoDegradation
         In words, with the numbers: the reference mode, its spread, the cut and the share of
-        requests above it (or why nothing was found).
+        requests above it; when ``interval`` is None, why nothing was found (a note: its kind
+        and numbers, :mod:`.notes`).
     mode_ns : int
         Centre of the reference mode, ns.
     notes : tuple of Note
@@ -459,7 +460,7 @@ class IntervalChoice:
 
     interval: LatencyInterval | None
     rule: str
-    reason: str
+    reason: str | NoDegradation
     mode_ns: int
     notes: tuple = ()
     uncertain_ns: int | None = None
@@ -543,17 +544,13 @@ def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_
     gap = int(np.ceil(np.exp(clusters.gap_split_points_float()[ref]))) if ref < clusters.n_clusters - 1 else None
     n = latency.size
     expected = _normal_tail(tail_z)
-    spread = (f"the reference latency mode is around {format_duration_ns(mode_ns)} "
-              f"({int(counts[ref]):,} of {n:,} requests"
-              + (f", the fastest with at least {min_mode_share:.0%} of the largest mode's requests" if ref else "")
-              + f"; spread from its faster half: x{np.exp(sigma):.2f} per standard deviation)")
+    mode = ReferenceMode(mode_ns, int(counts[ref]), n, min_mode_share if ref else None, float(np.exp(sigma)))
     if gap is not None and cut is not None and cut < gap and _own_tail(y, in_ref, m, sigma, cut, gap, tail_z,
                                                                       min_excess):
         cut = None  # no more than the mode's own tail between the cut and the gap: the gap is the start
     if gap is None and cut is None:
-        return IntervalChoice(None, "none", f"every request is in one latency mode around {format_duration_ns(mode_ns)} "
-                              "with no spread to measure.", mode_ns)
-    low, rule, why = _start(gap, cut, spread, tail_z)
+        return IntervalChoice(None, "none", NoSpread(mode_ns), mode_ns)
+    low, rule, why = _start(gap, cut, mode.describe(), tail_z)
     above = int(np.count_nonzero(latency >= low))
     share = above / n
     # a slow tail is a degradation when it is heavier than a normal mode's (min_excess) or than the mode's own
@@ -561,12 +558,13 @@ def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_
     chance = (_tail_of_chance(y, in_ref, m, low, min_tail_ratio, min_tail_z)
               if rule == "tail" and share < min_excess * expected else None)
     if chance is not None:
-        return IntervalChoice(None, "none", f"{spread}; {above:,} request(s) ({share:.1%}) are slower than its tail "
-                              f"cut {format_duration_ns(low)}, no more than {min_excess:g} x the {expected:.1%} a "
-                              f"symmetric mode leaves there, and {chance}: a tail of chance, not a degradation.",
-                              mode_ns)
+        n_mirror, significance = chance
+        return IntervalChoice(None, "none", TailOfChance(
+            mode_ns, mode.n_in_mode, n, mode.min_mode_share, mode.spread, int(low), above, min_excess, expected,
+            n_mirror, min_tail_ratio, significance, min_tail_z), mode_ns)
     if above == 0:
-        return IntervalChoice(None, "none", f"{spread}; no request is slower than {format_duration_ns(low)}.", mode_ns)
+        return IntervalChoice(None, "none", NothingSlower(mode_ns, mode.n_in_mode, n, mode.min_mode_share, mode.spread,
+                                                          int(low)), mode_ns)
     median = float(np.median(latency))
     notes = (IntervalBelowMedian(int(low), int(median), share),) if low <= median else ()
     reason = f"{why}; {above:,} request(s) ({share:.1%}) are at or above it."
@@ -616,19 +614,19 @@ def _own_tail(y: np.ndarray, in_ref: np.ndarray, m: float, sigma: float, cut: in
 
 
 def _tail_of_chance(y: np.ndarray, in_ref: np.ndarray, m: float, low: int, min_ratio: float, min_z: float
-                    ) -> str | None:
-    """Why the slow tail from ``low`` is the mode's own (in words, with the numbers), or None: it
-    holds under ``min_ratio`` times the mode's values (``in_ref``) as far below its centre ``m``
-    (its mirrored fast tail; faster modes, other kinds of request, are not its tail), or a
-    difference under ``min_z`` Poisson standard deviations."""
+                    ) -> tuple[int, float | None] | None:
+    """Whether the slow tail from ``low`` is the mode's own: ``(mirror, significance)`` when it
+    holds under ``min_ratio`` times the ``mirror`` values of the mode (``in_ref``) as far below its
+    centre ``m`` (its mirrored fast tail; faster modes, other kinds of request, are not its tail;
+    significance None), or a difference of ``significance`` < ``min_z`` Poisson standard
+    deviations; None when it is a degradation."""
     above = int(np.count_nonzero(y >= np.log(low)))
     mirror = int(np.count_nonzero(in_ref & (y <= 2 * m - np.log(low))))
     significance = (above - mirror) / np.sqrt(above + mirror) if above + mirror else 0.0
     if above < min_ratio * mirror:
-        return f"against {mirror:,} as far below its centre: under {min_ratio:g} x the mode's own mirrored tail"
+        return mirror, None
     if significance < min_z:
-        return (f"against {mirror:,} as far below its centre: a difference of {significance:.1f} standard "
-                f"deviations, under {min_z:g}")
+        return mirror, float(significance)
     return None
 
 

@@ -33,7 +33,8 @@ from ._model import LatencyInterval, Pattern, pattern_quality
 from .bnb import branch_and_bound
 from .dp import Partition, optimal_partition
 from .ga import GASettings, genetic_search
-from .notes import SUGGESTION, Note, SplitPointsRemoved
+from .notes import (IntervalEmpty, IntervalHoldsEvery, NoDegradation, NoSlowerMode, Note, SameLatency, SingleRequest,
+                    SplitPointsRemoved, TooFewInInterval)
 from .results import SubIntervalPattern
 from .split_points import (IntervalChoice, automatic_interval, degraded_interval, interval_split_points, merge_small,
                            parse_interval)
@@ -48,12 +49,12 @@ __all__ = ["BranchAndBoundSearch", "DensitySplitPoints", "Encoded", "GeneticSear
 # ============================================================================================
 
 
-def _degenerate(latency: np.ndarray) -> str | None:
+def _degenerate(latency: np.ndarray) -> NoDegradation | None:
     """Why a latency distribution has no degradation to find in it, or None."""
     if latency.size < 2:
-        return "there is a single request: no latency distribution to find a degradation in."
+        return SingleRequest(int(latency.size))
     if latency.min() == latency.max():
-        return f"every request has the same latency ({format_duration_ns(latency[0])})."
+        return SameLatency(int(latency.size), int(latency[0]))
     return None
 
 
@@ -61,7 +62,7 @@ def _unless_degenerate(choose):
     """A density rule's ``choose``, answering first why the latencies are degenerate when they are
     (:func:`_degenerate`): every rule that reads the latency density starts so."""
     @functools.wraps(choose)
-    def checked(self, latency: np.ndarray) -> IntervalChoice | str:
+    def checked(self, latency: np.ndarray) -> IntervalChoice | NoDegradation:
         why = _degenerate(latency)
         return why if why is not None else choose(self, latency)
     return checked
@@ -73,7 +74,7 @@ class GivenInterval:
 
     spec: Any
 
-    def choose(self, latency: np.ndarray) -> IntervalChoice | str:
+    def choose(self, latency: np.ndarray) -> IntervalChoice | NoDegradation:
         return IntervalChoice(parse_interval(self.spec, latency_ns=latency), "given", "given", 0)
 
 
@@ -86,13 +87,11 @@ class PaperInterval:
     min_bin_fraction: float = 0.01
 
     @_unless_degenerate
-    def choose(self, latency: np.ndarray) -> IntervalChoice | str:
+    def choose(self, latency: np.ndarray) -> IntervalChoice | NoDegradation:
         interval, clusters = degraded_interval(latency, quantile=self.quantile, min_bin_fraction=self.min_bin_fraction)
         main = int(np.argmax(clusters.counts))
         if interval is None:
-            return (f"the most populous latency mode (around {format_duration_ns(clusters.centers[main])}) is also "
-                    f"the slowest of the {clusters.n_clusters} mode(s) found by mean shift: no slower mode to explain. "
-                    + SUGGESTION)
+            return NoSlowerMode(int(clusters.centers[main]), int(clusters.n_clusters))
         return IntervalChoice(interval, "gap", (
             f"the first density split point above the most populous latency mode (around "
             f"{format_duration_ns(clusters.centers[main])}), the paper's rule"), int(clusters.centers[main]))
@@ -125,25 +124,23 @@ class RobustInterval:
     min_bin_fraction: float = 0.01
 
     @_unless_degenerate
-    def choose(self, latency: np.ndarray) -> IntervalChoice | str:
+    def choose(self, latency: np.ndarray) -> IntervalChoice | NoDegradation:
         choice = automatic_interval(latency, tail_z=self.tail_z, min_mode_share=self.min_mode_share,
                                     min_excess=self.min_excess, quantile=self.quantile,
                                     min_bin_fraction=self.min_bin_fraction)
-        return choice if choice.interval is not None else f"{choice.reason} {SUGGESTION}"
+        return choice if choice.interval is not None else choice.reason
 
 
-def no_degradation(interval: LatencyInterval, latency: np.ndarray, min_support: int) -> str | None:
+def no_degradation(interval: LatencyInterval, latency: np.ndarray, min_support: int) -> NoDegradation | None:
     """Why an interval leaves nothing to explain (no request, every request, too few), or None."""
     n_pos = int(interval.contains(latency).sum())
-    span = f"latencies span [{format_duration_ns(latency.min())}, {format_duration_ns(latency.max())}]"
     if n_pos == 0:
-        return f"the latency interval {interval.describe()} holds no request of the {latency.size:,} ({span}). {SUGGESTION}"
+        return IntervalEmpty(interval.low_ns, interval.high_ns, int(latency.size), int(latency.min()),
+                             int(latency.max()))
     if n_pos == latency.size:
-        return (f"every request ({n_pos:,}) lies in the latency interval {interval.describe()}: no faster request to "
-                "contrast with. Give an interval above the normal latencies (--interval A:B).")
+        return IntervalHoldsEvery(interval.low_ns, interval.high_ns, n_pos)
     if n_pos < min_support:
-        return (f"the latency interval {interval.describe()} holds {n_pos} request(s), fewer than "
-                f"min_support={min_support}: too few to tell a pattern from chance. {SUGGESTION}")
+        return TooFewInInterval(interval.low_ns, interval.high_ns, n_pos, min_support)
     return None
 
 

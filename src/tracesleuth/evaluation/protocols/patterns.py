@@ -319,7 +319,8 @@ def evaluate_session(session: EShopperSession, *, solvers: Sequence[str] = SOLVE
         low, high = int(latency[affected].min()), int(latency[affected].max()) + 1
     else:
         auto = _estimator_module().choose_interval(latency, **_interval_settings(params))
-        low, high = (auto.interval.low_ns, auto.interval.high_ns) if not isinstance(auto, str) else (None, None)
+        chosen = getattr(auto, "interval", None)  # (None: a NoDegradation note, no interval)
+        low, high = (chosen.low_ns, chosen.high_ns) if chosen is not None else (None, None)
     inside = (latency >= low) & (latency < high) if low is not None else np.zeros(len(latency), bool)
     X = frame.select(table.continuous_columns).to_numpy().astype(np.float64)
 

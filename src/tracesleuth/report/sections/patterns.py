@@ -344,7 +344,7 @@ def summary_section(table, patterns: PatternsInput, *, solver_settings: Mapping[
         items.append((str(k), v if isinstance(v, (int, float, str)) or v is None else str(v)))
     section = Section("Summary", key="summary")
     if not res.found:
-        section.add(KeyValues(items), Text([Strong("No degradation found: "), res.reason or ""]))
+        section.add(KeyValues(items), Text([Strong("No degradation found: "), str(res.reason)]))
         return section
     items += [
         (f"degraded interval ({res.interval_source})", res.interval.describe()),
