@@ -107,7 +107,8 @@ def test_periods_of_different_volume_are_normalised():
 def test_identical_periods_are_no_significant_change():
     t = _flows(150, 30, seed=3, prefix="a")
     r = RequestFlowComparison().fit(t, t).result_
-    assert not r.significant and r.reason.startswith("no significant change")
+    assert not r.significant and r.reason.kind == "no_significant_change" and r.reason.n_categories_tested >= 1
+    assert r.to_dict()["reason"]["kind"] == "no_significant_change"
     assert r.services == () and r.mutations == ()
     assert "no significant change" in r.describe()
     assert r.to_frame().height == 0 and r.to_frame().columns

@@ -27,8 +27,8 @@ from .categories import category_stats, divergence_sides, edit_distance, key_pat
 from .mutations import (FlowGraph, Mutation, Precursor, adjust_p_values, localize,
                         low_level_differences, response_time_contribution,
                         structural_contribution)
-from .notes import (BelowTopK, CategoriesUntested, NoCommonCategory, NoSpans, NothingSlower, PooledOnly,
-                    PrecursorsRelaxed, WorkloadMix)
+from .notes import (BelowTopK, CategoriesUntested, NoCommonCategory, NoSignificantChange, NoSpans, NothingSlower,
+                    PooledOnly, PrecursorsRelaxed, WorkloadMix)
 from .pooled import CallDrop, Pooled, PooledChange, ServiceTime, pooled_changes
 from .services import ServiceSuspect, error_origins, rank_services
 
@@ -52,9 +52,9 @@ class ComparisonResult(WithNotes):
     Attributes
     ----------
     significant : bool
-        Whether any mutation was found; when False, ``reason`` starts with "no significant
-        change" and says why.
-    reason : str or None
+        Whether any mutation was found; when False, ``reason`` says why.
+    reason : NoSignificantChange or None
+        The tests that found nothing, with their numbers (``str()``: in words).
     endpoint : str
         The operation key both periods' requests enter by.
     n_baseline, n_problem : int
@@ -80,7 +80,7 @@ class ComparisonResult(WithNotes):
     """
 
     significant: bool
-    reason: str | None
+    reason: NoSignificantChange | None
     endpoint: str
     n_baseline: int
     n_problem: int
@@ -109,7 +109,8 @@ class ComparisonResult(WithNotes):
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict; top-level ``services`` (``service``, ``score``, ``evidence``) and ``mutations``."""
         out = {
-            "significant": self.significant, "reason": self.reason, "endpoint": self.endpoint,
+            "significant": self.significant,
+            "reason": None if self.reason is None else self.reason.to_dict(), "endpoint": self.endpoint,
             "n_baseline": self.n_baseline, "n_problem": self.n_problem,
             "services": [s.to_dict() for s in self.services],
             "mutations": [m.to_dict() for m in self.mutations],
@@ -355,11 +356,8 @@ class RequestFlowComparison(Analysis):
             cb, cp, alpha=self.alpha, correction=self.correction, min_calls=self.min_calls)
         pooled = found.changes
         if not entries and not pooled and not found.call_drops:
-            reason = ("no significant change: no category's response time changed (KS test, alpha "
-                      f"{self.alpha:g}, {self.correction} correction, {len(testable)} categories tested), no "
-                      f"category's share of requests changed by {self.sm_threshold:g} or more significantly, and "
-                      f"no operation's self time or edge's gap rose and no operation makes fewer calls (pooled over "
-                      f"categories, {found.n_tests} tested)")
+            reason = NoSignificantChange(float(self.alpha), str(self.correction), len(testable), float(self.sm_threshold),
+                                         int(found.n_tests))
             result = ComparisonResult(significant=False, reason=reason, endpoint=endpoint, n_baseline=nb,
                                       n_problem=np_, notes=tuple(notes))
             return {"result_": result, "categories_": cats, "endpoint_": endpoint}

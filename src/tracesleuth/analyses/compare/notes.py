@@ -12,6 +12,7 @@ kind                     decision
 ``workload_mix``         :class:`WorkloadMix` - structural mutations that count for no service
 ``below_top_k``          :class:`BelowTopK` - mutations not explained (rank above ``top_k``)
 ``nothing_slower``       :class:`NothingSlower` - every mutation a speed-up or a mix change
+``no_significant_change`` :class:`NoSignificantChange` - no test found a change (``result.reason``)
 ======================== ==================================================================
 """
 
@@ -23,8 +24,8 @@ from typing import ClassVar
 from ..._text import shorten
 from .._notes import Note
 
-__all__ = ["BelowTopK", "CategoriesUntested", "NoCommonCategory", "NoSpans", "NothingSlower", "PooledOnly",
-           "PrecursorsRelaxed", "WorkloadMix"]
+__all__ = ["BelowTopK", "CategoriesUntested", "NoCommonCategory", "NoSignificantChange", "NoSpans", "NothingSlower",
+           "PooledOnly", "PrecursorsRelaxed", "WorkloadMix"]
 
 
 @dataclass(frozen=True)
@@ -175,3 +176,38 @@ class NothingSlower(Note):
 
     def describe(self) -> str:
         return "Every mutation made requests faster or is a workload-mix change: nothing got slower."
+
+
+@dataclass(frozen=True)
+class NoSignificantChange(Note):
+    """No test found a change (the result's ``reason``, ``significant`` False): no category's
+    response time (KS test) or share of requests (Spectroscope Section 3.3), and no pooled
+    operation self time, edge gap or call count (:mod:`.pooled`).
+
+    Attributes
+    ----------
+    alpha : float
+        Significance level of every test.
+    correction : str
+        Multiple-test correction.
+    n_categories_tested : int
+        Categories with enough requests in both periods for the KS test.
+    sm_threshold : float
+        Smallest change of a category's share of requests that counts.
+    n_pooled_tests : int
+        Pooled tests run (operations' self times, edges' gaps, call counts).
+    """
+
+    kind: ClassVar[str] = "no_significant_change"
+    alpha: float
+    correction: str
+    n_categories_tested: int
+    sm_threshold: float
+    n_pooled_tests: int
+
+    def describe(self) -> str:
+        return (f"no significant change: no category's response time changed (KS test, alpha {self.alpha:g}, "
+                f"{self.correction} correction, {self.n_categories_tested} categories tested), no category's share of "
+                f"requests changed by {self.sm_threshold:g} or more significantly, and no operation's self time or "
+                f"edge's gap rose and no operation makes fewer calls (pooled over categories, {self.n_pooled_tests} "
+                "tested)")

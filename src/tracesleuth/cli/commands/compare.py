@@ -23,7 +23,7 @@ __all__ = ["register", "show"]
 def show(result) -> None:
     """Print a :class:`ComparisonResult` (the command line's view of it)."""
     if not result.significant:
-        out.print(_sentence(result.reason or "no significant change"), markup=False)
+        out.print(_sentence(str(result.reason or "no significant change")), markup=False)
     if result.services:
         from ...units import format_duration_ns as ns
 

@@ -171,7 +171,7 @@ def what_changed_section(result: Any) -> Section:
     section.add(KeyValues([("endpoint", Code(result.endpoint)), ("baseline requests", result.n_baseline),
                            ("problem requests", result.n_problem), ("mutations", len(result.mutations))]))
     if not result.significant:
-        reason = result.reason or "no significant change"
+        reason = str(result.reason or "no significant change")
         section.add(Text([Strong(reason[:1].upper() + reason[1:])]))
     if result.services:
         section.add(Table(["rank", "service", "score", "time vs baseline", "p-value", "contribution", "evidence"],
