@@ -10,6 +10,7 @@ from scipy.stats import chi2
 
 from tracesleuth.analyses.localize import RootCauseLocalization
 from tracesleuth.analyses.localize.instances import dissimilarity_ratios
+from tracesleuth.analyses.localize.notes import ConstantLatencies, TooFewToSplit
 from tracesleuth.analyses.localize.spe import principal_methods, q_threshold, spe_split
 from tracesleuth.errors import ParameterError
 from tracesleuth.model import build_trace_table
@@ -40,8 +41,8 @@ def test_spe_split_finds_requests_that_break_the_correlation():
 
 
 def test_spe_split_says_why_it_cannot_split():
-    assert "too few" in spe_split(np.ones((5, 3)), variance=0.95, beta=0.05)
-    assert "same" in spe_split(np.ones((50, 3)), variance=0.95, beta=0.05)
+    assert spe_split(np.ones((5, 3)), variance=0.95, beta=0.05) == TooFewToSplit(5, 10)
+    assert spe_split(np.ones((50, 3)), variance=0.95, beta=0.05) == ConstantLatencies(50)
 
 
 def test_spe_split_with_fewer_requests_than_methods_uses_the_most_variable_ones():
@@ -139,7 +140,8 @@ def test_tiny_and_constant_inputs_say_nothing_anomalous():
     res = RootCauseLocalization().fit(tiny).result_
     assert not res.anomalous_methods and "Nothing could be analysed" in res.describe()
     (split,) = res.notes_of("no_cluster_split")  # why, as a record: which cluster, and its reason
-    assert split.cluster == res.clusters[0].cluster and split.reason == res.clusters[0].note
+    why = res.clusters[0].note
+    assert (split.cluster, split.reason_kind, split.reason) == (res.clusters[0].cluster, why.kind, str(why))
     (small,) = res.notes_of("clusters_too_small")
     assert (small.n_small, small.n_clusters, small.median_requests) == (1, 1, 6)
     assert [n["kind"] for n in res.to_dict()["notes"]] == ["no_cluster_split", "clusters_too_small"]

@@ -89,8 +89,9 @@ from ..._text import shorten
 from .changes import SeriesChange, window_changes
 from .clusters import adjust_clusters, cluster_requests, latency_matrices, per_operation, with_occurrences
 from .instances import InstanceSuspect, dissimilarity_ratios
-from .notes import (ClustersSkipped, ClustersTooSmall, FasterWhenAnomalous, InstancesUnknown, MinorClustersLeftOut,
-                    NoClusterSplit, OneClusterOnly, WeakChange)
+from .notes import (AlmostAllAnomalous, ClusterNotTested, ClustersSkipped, ClustersTooSmall, FalseAlarmsOnly,
+                    FasterWhenAnomalous, InstancesUnknown, MinorClustersLeftOut, NoClusterSplit, OneClusterOnly,
+                    TooFewAnomalous, WeakChange)
 from .spe import spe_split
 
 __all__ = ["ClusterSummary", "LocalizationResult", "MethodSuspect", "RootCauseLocalization", "ServiceSuspect"]
@@ -181,8 +182,9 @@ class ClusterSummary:
         Its principal methods.
     anomalous_methods : tuple of str
         Those the Mann-Whitney test found anomalous.
-    note : str or None
-        Why it was not split or tested, when so.
+    note : ClusterNotTested or None
+        Why it was not split or tested, when so (a note of :mod:`.notes`: its kind, numbers and
+        ``str()``, the words of the clusters table).
     """
 
     cluster: int
@@ -198,10 +200,11 @@ class ClusterSummary:
     n_anomalous: int = 0
     principal: tuple[str, ...] = ()
     anomalous_methods: tuple[str, ...] = ()
-    note: str | None = None
+    note: ClusterNotTested | None = None
 
     def to_dict(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        return {k: (list(v) if isinstance(v, tuple) else v.to_dict() if isinstance(v, Note) else v)
+                for k, v in self.__dict__.items()}
 
 
 @dataclass(frozen=True)
@@ -582,7 +585,7 @@ class RootCauseLocalization(Analysis):
             onset = top_change[0].onset_ns
         skipped = [s for s in summaries if s.note]
         if skipped and not n_analysed:
-            notes.append(NoClusterSplit(skipped[0].cluster, skipped[0].note))
+            notes.append(NoClusterSplit(skipped[0].cluster, skipped[0].note.kind, str(skipped[0].note)))
         elif skipped:
             notes.append(ClustersSkipped(len(skipped), len(summaries)))
         small = [s for s in summaries if s.n_split_methods is None or s.n_split_methods < s.n_methods]
@@ -605,7 +608,7 @@ class RootCauseLocalization(Analysis):
                     n_merged_clusters=lm.n_merged_clusters, n_merged_requests=lm.n_merged_requests)
         split = spe_split(lm.values, variance=self.variance, beta=self.spe_level, robust=self.robust,
                           combined=self.combined, log=self.log, random_state=rng)
-        if isinstance(split, str):
+        if isinstance(split, ClusterNotTested):
             return ClusterSummary(**base, note=split), []
         anomalous = split.anomalous
         n_anom = int(anomalous.sum())
@@ -613,16 +616,15 @@ class RootCauseLocalization(Analysis):
         summary = dict(base, n_split_methods=split.n_methods, n_components=split.n_components, threshold=split.threshold, n_anomalous=n_anom,
                        principal=principal)
         if n_anom < MIN_ANOMALOUS or len(anomalous) - n_anom < MIN_ANOMALOUS:
-            why = (f"{n_anom} anomalous requests: too few to test (at least {MIN_ANOMALOUS} needed)"
-                   if n_anom < MIN_ANOMALOUS else "almost every request is anomalous: no normal set to compare with")
+            why = (TooFewAnomalous(n_anom, MIN_ANOMALOUS) if n_anom < MIN_ANOMALOUS
+                   else AlmostAllAnomalous(n_anom, len(anomalous)))
             return ClusterSummary(**summary, note=None if n_anom == 0 else why), []
         if self.alarm_test:
             expected = 1 - (1 - self.spe_level) ** 2 if self.combined else self.spe_level
             p_share = binomtest(n_anom, len(anomalous), expected, alternative="greater").pvalue
             if p_share >= self.test_level:
-                return ClusterSummary(**summary, note=(
-                    f"{n_anom:,} of {len(anomalous):,} requests anomalous: no more than the thresholds' false "
-                    f"alarms ({expected:.1%} expected, binomial p = {p_share:.2f}); not tested")), []
+                return ClusterSummary(**summary, note=FalseAlarmsOnly(n_anom, len(anomalous), float(expected),
+                                                                      float(p_share))), []
         y_a, y_n = lm.values[anomalous][:, split.principal], lm.values[~anomalous][:, split.principal]
         u, p = mannwhitneyu(y_a, y_n, alternative=self.alternative, axis=0)
         effect = np.asarray(u) / (y_a.shape[0] * y_n.shape[0])

@@ -21,6 +21,11 @@ Caveats (``LocalizationResult.caveats``: why the top answer may mislead):
 ``one_cluster_only``        :class:`OneClusterOnly` - the top method anomalous in one cluster
 ``faster_when_anomalous``   :class:`FasterWhenAnomalous` - an inverted split
 =========================== ===============================================================
+
+Why one major cluster was not split or tested (``ClusterSummary.note``, its row of the clusters
+table; :class:`ClusterNotTested`): ``too_few_to_split``, ``constant_latencies``,
+``zero_robust_covariance``, ``no_residual_variance``, ``too_few_anomalous``,
+``almost_all_anomalous``, ``false_alarms_only``.
 """
 
 from __future__ import annotations
@@ -30,8 +35,10 @@ from typing import ClassVar
 
 from .._notes import Note
 
-__all__ = ["ClustersSkipped", "ClustersTooSmall", "FasterWhenAnomalous", "InstancesAlike", "InstancesUnknown",
-           "MinorClustersLeftOut", "NoClusterSplit", "OneClusterOnly", "WeakChange"]
+__all__ = ["AlmostAllAnomalous", "ClusterNotTested", "ClustersSkipped", "ClustersTooSmall", "ConstantLatencies",
+           "FalseAlarmsOnly", "FasterWhenAnomalous", "InstancesAlike", "InstancesUnknown", "MinorClustersLeftOut",
+           "NoClusterSplit", "NoResidualVariance", "OneClusterOnly", "TooFewAnomalous", "TooFewToSplit", "WeakChange",
+           "ZeroRobustCovariance"]
 
 
 @dataclass(frozen=True)
@@ -114,17 +121,21 @@ class InstancesAlike(Note):
 
 @dataclass(frozen=True)
 class NoClusterSplit(Note):
-    """No major cluster could be split into normal and anomalous requests; ``reason`` is the first
-    one's (its row of the clusters table).
+    """No major cluster could be split into normal and anomalous requests; the reason is the
+    first one's (its row of the clusters table: a :class:`ClusterNotTested`).
 
     Attributes
     ----------
     cluster : int
+    reason_kind : str
+        The first cluster's :class:`ClusterNotTested` kind.
     reason : str
+        ... in words.
     """
 
     kind: ClassVar[str] = "no_cluster_split"
     cluster: int
+    reason_kind: str
     reason: str
 
     def describe(self) -> str:
@@ -249,3 +260,101 @@ class FasterWhenAnomalous(Note):
         return (f"{self.operation_key} is faster in the anomalous requests than in the normal ones: the change "
                 "probably affects most requests of this period (the 'normal' ones). To see it as a slowdown, compare "
                 "with a period before it (tracesleuth compare).")
+
+
+# --- why one major cluster was not split or tested (``ClusterSummary.note``, a row of the clusters table) ---
+
+
+@dataclass(frozen=True)
+class ClusterNotTested(Note):
+    """Base of the reasons one major cluster was not split into normal and anomalous requests
+    (:func:`~.spe.spe_split`, Section 4.2.2) or its principal methods not tested."""
+
+    kind: ClassVar[str] = "cluster_not_tested"
+
+
+@dataclass(frozen=True)
+class TooFewToSplit(ClusterNotTested):
+    """Fewer requests than the split needs (``min_requests`` of :func:`~.spe.spe_split`)."""
+
+    kind: ClassVar[str] = "too_few_to_split"
+    n_requests: int
+    min_requests: int
+
+    def describe(self) -> str:
+        return f"{self.n_requests} requests: too few to split (at least {self.min_requests} needed)"
+
+
+@dataclass(frozen=True)
+class ConstantLatencies(ClusterNotTested):
+    """Every method's latency is the same in all the cluster's requests: no variance to model."""
+
+    kind: ClassVar[str] = "constant_latencies"
+    n_requests: int
+
+    def describe(self) -> str:
+        return "every method's latency is the same in all its requests: nothing anomalous"
+
+
+@dataclass(frozen=True)
+class ZeroRobustCovariance(ClusterNotTested):
+    """The robust covariance (most requests take the same latencies) is zero: no normal subspace."""
+
+    kind: ClassVar[str] = "zero_robust_covariance"
+    n_requests: int
+
+    def describe(self) -> str:
+        return (f"the robust covariance of its {self.n_requests} requests is zero (most of them take the same "
+                "latencies): no normal subspace to measure from")
+
+
+@dataclass(frozen=True)
+class NoResidualVariance(ClusterNotTested):
+    """The kept principal components explain all the variance: no request can stand out of them
+    (the Q-statistic's residual subspace is empty)."""
+
+    kind: ClassVar[str] = "no_residual_variance"
+    n_components: int
+
+    def describe(self) -> str:
+        return f"{self.n_components} components explain all the variance: no request stands out of them"
+
+
+@dataclass(frozen=True)
+class TooFewAnomalous(ClusterNotTested):
+    """Fewer anomalous requests than the Mann-Whitney tests need (``MIN_ANOMALOUS``)."""
+
+    kind: ClassVar[str] = "too_few_anomalous"
+    n_anomalous: int
+    min_anomalous: int
+
+    def describe(self) -> str:
+        return f"{self.n_anomalous} anomalous requests: too few to test (at least {self.min_anomalous} needed)"
+
+
+@dataclass(frozen=True)
+class AlmostAllAnomalous(ClusterNotTested):
+    """Almost every request is anomalous: no normal set to compare with."""
+
+    kind: ClassVar[str] = "almost_all_anomalous"
+    n_anomalous: int
+    n_requests: int
+
+    def describe(self) -> str:
+        return "almost every request is anomalous: no normal set to compare with"
+
+
+@dataclass(frozen=True)
+class FalseAlarmsOnly(ClusterNotTested):
+    """No more anomalous requests than the thresholds' false alarms (``alarm_test``: a one-sided
+    binomial test of the anomalous share against ``expected_share`` at ``test_level``)."""
+
+    kind: ClassVar[str] = "false_alarms_only"
+    n_anomalous: int
+    n_requests: int
+    expected_share: float
+    p_value: float
+
+    def describe(self) -> str:
+        return (f"{self.n_anomalous:,} of {self.n_requests:,} requests anomalous: no more than the thresholds' false "
+                f"alarms ({self.expected_share:.1%} expected, binomial p = {self.p_value:.2f}); not tested")

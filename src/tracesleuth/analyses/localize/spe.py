@@ -25,6 +25,8 @@ import numpy as np
 from scipy.stats import chi2, norm
 from sklearn.decomposition import PCA
 
+from .notes import ClusterNotTested, ConstantLatencies, NoResidualVariance, TooFewToSplit, ZeroRobustCovariance
+
 __all__ = ["SpeSplit", "outlyingness", "principal_methods", "q_threshold", "spe_split"]
 
 #: Reweighting steps of the robust fit, and the level at which they drop requests (looser than
@@ -117,7 +119,7 @@ def principal_methods(components: np.ndarray) -> np.ndarray:
 
 def spe_split(values: np.ndarray, *, variance: float, beta: float, robust: bool = False, combined: bool = False,
               log: bool = False, random_state=None, max_fit_requests: int = 2000,
-              min_requests: int = 10) -> SpeSplit | str:
+              min_requests: int = 10) -> SpeSplit | ClusterNotTested:
     """Split a cluster's requests into normal and anomalous ones (Section 4.2.2, equation 1).
 
     Columns whose latency is constant carry no variance and are left out; the others are centred
@@ -163,18 +165,18 @@ def spe_split(values: np.ndarray, *, variance: float, beta: float, robust: bool 
 
     Returns
     -------
-    SpeSplit or str
-        The split; or why the cluster cannot be split (a sentence): fewer than ``min_requests``
-        requests, every latency constant, a singular robust covariance, or no variance left
-        outside the kept components (nothing can stand out from them).
+    SpeSplit or ClusterNotTested
+        The split; or why the cluster cannot be split (a note of :mod:`.notes`): fewer than
+        ``min_requests`` requests, every latency constant, a singular robust covariance, or no
+        variance left outside the kept components (nothing can stand out from them).
     """
     m, n = values.shape
     if m < min_requests:
-        return f"{m} requests: too few to split (at least {min_requests} needed)"
+        return TooFewToSplit(m, min_requests)
     spread = values.var(axis=0)
     varying = np.flatnonzero(np.ptp(values, axis=0) > 0)
     if varying.size == 0:
-        return "every method's latency is the same in all its requests: nothing anomalous"
+        return ConstantLatencies(m)
     if m <= 2 * varying.size:  # PCA needs m > n (Section 4.2.1); the robust fit's half, about twice as many
         keep = (m - 1) // 2
         varying = np.sort(varying[np.argsort(-spread[varying], kind="stable")[:keep]])
@@ -186,12 +188,11 @@ def spe_split(values: np.ndarray, *, variance: float, beta: float, robust: bool 
     if robust:
         fitted = _robust_subspace(y, random_state, max_fit_requests, beta, variance)
         if fitted is None:
-            return (f"the robust covariance of its {m} requests is zero (most of them take the same "
-                    f"latencies): no normal subspace to measure from")
+            return ZeroRobustCovariance(m)
         centre, eigenvalues, components = fitted
     k = _n_components(eigenvalues, variance)
     if eigenvalues[k:].sum() <= _TINY * max(eigenvalues.sum(), 1.0) and not combined:
-        return f"{k} components explain all the variance: no request stands out of them"
+        return NoResidualVariance(int(k))
     anomalous, spe, threshold = _flags(y, centre, eigenvalues, components, variance=variance, beta=beta,
                                        combined=combined, details=True)
     return SpeSplit(spe=spe, threshold=threshold, anomalous=anomalous, n_components=k,

@@ -150,7 +150,7 @@ def localization_section(result: Any) -> Section:
               f"{c.n_merged_requests:,} from {c.n_merged_clusters}" if c.n_merged_clusters else "—", c.n_methods,
               "—" if c.n_split_methods is None else c.n_split_methods,
               "—" if c.n_components is None else c.n_components, c.n_anomalous,
-              ", ".join(c.anomalous_methods) or "—", c.note or ""] for c in result.clusters[:MAX_ROWS]],
+              ", ".join(c.anomalous_methods) or "—", str(c.note or "")] for c in result.clusters[:MAX_ROWS]],
             caption="Major clusters: requests with the squared prediction error above the Q-statistic (or an extreme "
                     "T²) are anomalous"))
     for key in dict.fromkeys(i.operation_key for i in result.instances):
