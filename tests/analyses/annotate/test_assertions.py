@@ -280,7 +280,7 @@ def test_a_feature_missing_in_the_new_traces_is_named():
                             pa.nulls(spans.num_rows, spans.schema.field(S.ATTRIBUTES).type))
     res = PerformanceAnnotations(annotations=est.annotations_).fit(root_tables(bare)[0]).result_
     correlated = [c for c in res.checks if c.kind == "correlated"]
-    assert correlated and all(not c.checked and "feature" in c.note for c in correlated)
+    assert correlated and all(not c.checked and c.note.kind == "feature_in_no_call" for c in correlated)
     assert ("depth(path)" in {n.feature for n in res.notes_of("feature_absent")})
 
 

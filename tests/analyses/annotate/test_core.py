@@ -214,9 +214,11 @@ def test_clustered_and_exact_constant_annotations():
 
 def test_what_cannot_be_checked_says_why():
     none = check_annotation(DELETE, _frame([], []).head(0))
-    assert not none.checked and none.holds is None and "no call" in none.note
+    assert not none.checked and none.holds is None and none.note.kind == "no_calls"
     missing = check_annotation(DELETE, _frame(np.full(50, 1e6)))
-    assert not missing.checked and missing.n_unusable == 50 and "depth(path)" in missing.note
+    assert not missing.checked and missing.n_unusable == 50
+    assert (missing.note.kind, missing.note.feature, missing.note.n_calls) == ("feature_in_no_call", "depth(path)", 50)
+    assert missing.to_dict()["note"]["kind"] == "feature_in_no_call"
 
 
 # ---------------------------------------------------------------------------------------------

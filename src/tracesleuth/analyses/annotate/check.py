@@ -66,6 +66,7 @@ from scipy.special import ndtr, ndtri
 from ... import schema as S
 from .measurements import feature_column
 from .model import Annotation
+from .notes import CheckNote, FeatureInNoCall, NoCalls, TooFewForAWindow, UnusableMeasurements
 
 __all__ = ["ALTERNATIVES", "AnnotationCheck", "CLIP", "CLIPPED_VARIANCE", "MIN_WINDOW", "PERIOD_NS", "PROCEDURE",
            "WindowTests", "check_annotation", "failing", "normal_scores", "summarize", "window_tests", "usable",
@@ -120,7 +121,8 @@ class AnnotationCheck:
         calls (the metric's unit).
     n_unusable : int
         Measurements not tested: NaN or negative, or (correlated) without the feature.
-    note : str
+    note : CheckNote or None
+        Why it was not checked, or what it left out (a note of :mod:`.notes`; ``str()`` in words).
     n_short : int
         Windows with fewer than ``min_calls`` calls, not tested.
     n_faster : int
@@ -155,7 +157,7 @@ class AnnotationCheck:
     expected_median: float | None
     observed_median: float | None
     n_unusable: int = 0
-    note: str = ""
+    note: CheckNote | None = None
     n_short: int = 0
     n_faster: int = 0
     shift: float | None = None
@@ -179,7 +181,8 @@ class AnnotationCheck:
                 "assertions": self.n_windows, "assertions_passed": self.n_passed, "pass_share": self.pass_share,
                 "p_value": self.p_value, "distance": self.distance, "median_window_p": self.median_window_p,
                 "expected_median": self.expected_median, "observed_median": self.observed_median,
-                "unusable": self.n_unusable, "score": self.score, "note": self.note, "short_windows": self.n_short,
+                "unusable": self.n_unusable, "score": self.score,
+                "note": None if self.note is None else self.note.to_dict(), "short_windows": self.n_short,
                 "faster_windows": self.n_faster, "shift": self.shift, "since_ns": self.since_ns,
                 "periods": [{"start_ns": a, "assertions": b, "failed": c} for a, b, c in self.periods],
                 "service": self.service, "calls_service": self.calls_service}
@@ -283,7 +286,8 @@ class WindowTests:
     period_start_ns : ndarray of shape (n_tested,)
     n_measurements, n_unusable, n_short : int
     expected_median, observed_median : float or None
-    note : str
+    note : CheckNote or None
+        Why nothing was tested, or what was left out (:mod:`.notes`).
     """
 
     p_greater: np.ndarray
@@ -295,7 +299,7 @@ class WindowTests:
     n_short: int = 0
     expected_median: float | None = None
     observed_median: float | None = None
-    note: str = ""
+    note: CheckNote | None = None
 
     @property
     def n_tested(self) -> int:
@@ -330,18 +334,16 @@ def window_tests(annotation: Annotation, measurements: pl.DataFrame, *, window: 
     """
     empty = np.zeros(0)
     if measurements.height == 0:
-        return WindowTests(empty, empty, empty, empty.astype(np.int64),
-                           note="no call of the operation in these measurements")
+        return WindowTests(empty, empty, empty, empty.astype(np.int64), note=NoCalls())
     y, x, start, n_unusable = usable(annotation, measurements)
     slices, periods = window_slices(start, window, period_ns)
     keep = [k for k, s in enumerate(slices) if s.stop - s.start >= min_calls]
     n_short = len(slices) - len(keep)
     if not keep:
         what = f"{annotation.metric} and {annotation.feature}" if annotation.uses_feature else annotation.metric
-        note = (f"{len(y)} usable measurement(s) of {what}" + (f" in {len(slices)} window(s)" if slices else "")
-                + f"; a window needs at least {min_calls}")
+        note = TooFewForAWindow(len(y), what, len(slices), min_calls)
         if annotation.uses_feature and n_unusable == measurements.height:
-            note = f"feature {annotation.feature} is in none of its {measurements.height:,} calls"
+            note = FeatureInNoCall(annotation.feature, measurements.height)
         return WindowTests(empty, empty, empty, empty.astype(np.int64), n_unusable=n_unusable, n_short=n_short,
                            note=note)
     parts = [slices[k] for k in keep]
@@ -371,7 +373,7 @@ def window_tests(annotation: Annotation, measurements: pl.DataFrame, *, window: 
             t = (means - cal.score_mean) / cal.window_sd(sizes)
         p_greater, p_less = ndtr(-t), ndtr(t)
     expected = annotation.ppf(np.full(1 if x is None else len(x), 0.5), x)
-    note = "" if not n_unusable else f"{n_unusable:,} measurement(s) not usable (NaN, negative or without the feature)"
+    note = UnusableMeasurements(n_unusable) if n_unusable else None
     return WindowTests(p_greater, p_less, t, periods[keep], n_measurements=len(y), n_unusable=n_unusable,
                        n_short=n_short, expected_median=float(np.median(expected)),
                        observed_median=float(np.median(y)), note=note)

@@ -26,6 +26,9 @@ Checking (:meth:`~.analysis.PerformanceAnnotations.fit` with annotations):
 ``nothing_checked``         :class:`NothingChecked` - no annotation had enough calls
 =========================== ==================================================================
 
+One annotation's check (``AnnotationCheck.note``, :class:`CheckNote`): ``no_calls``,
+``too_few_for_a_window``, ``feature_in_no_call`` (not checked), ``unusable_measurements``.
+
 Predicting (:func:`~.predict.predict`):
 
 =========================== ==================================================================
@@ -41,9 +44,10 @@ from typing import ClassVar
 
 from .._notes import Note
 
-__all__ = ["BadMeasurements", "CalibrationPooled", "CalibrationUnknown", "FeatureAbsent", "FeatureConstant",
-           "FeatureMissing", "MemoryPartlyRecorded", "NoPolynomialFit", "NoTimeAnnotation", "NothingChecked",
-           "ShortWindows", "TooFewMeasurements", "UnknownOperations", "UnseenOperations", "WindowMismatch"]
+__all__ = ["BadMeasurements", "CalibrationPooled", "CalibrationUnknown", "CheckNote", "FeatureAbsent", "FeatureConstant",
+           "FeatureInNoCall", "FeatureMissing", "MemoryPartlyRecorded", "NoCalls", "NoPolynomialFit", "NoTimeAnnotation",
+           "NothingChecked", "ShortWindows", "TooFewForAWindow", "TooFewMeasurements", "UnknownOperations",
+           "UnseenOperations", "UnusableMeasurements", "WindowMismatch"]
 
 #: Operations a note names in full; the others are counted.
 NAMED = 5
@@ -380,3 +384,74 @@ class NoTimeAnnotation(Note):
 
     def describe(self) -> str:
         return f"{self.operation} has no time annotation: its calls keep their rank among its recorded times"
+
+
+# --- one annotation's check (``AnnotationCheck.note``, a row of the checks table) --------------------
+
+
+@dataclass(frozen=True)
+class CheckNote(Note):
+    """Base of what one annotation's check says beside its tests (:func:`~.check.window_tests`):
+    why it was not checked, or what it left out."""
+
+    kind: ClassVar[str] = "check_note"
+
+
+@dataclass(frozen=True)
+class NoCalls(CheckNote):
+    """The annotated operation has no call in these measurements: not checked."""
+
+    kind: ClassVar[str] = "no_calls"
+
+    def describe(self) -> str:
+        return "no call of the operation in these measurements"
+
+
+@dataclass(frozen=True)
+class TooFewForAWindow(CheckNote):
+    """No window holds ``min_calls`` usable measurements: not checked.
+
+    Attributes
+    ----------
+    n_usable : int
+    measured : str
+        The metric (and the feature, for an annotation of one).
+    n_windows : int
+        Windows the calls fall in (0: none).
+    min_calls : int
+    """
+
+    kind: ClassVar[str] = "too_few_for_a_window"
+    n_usable: int
+    measured: str
+    n_windows: int
+    min_calls: int
+
+    def describe(self) -> str:
+        return (f"{self.n_usable} usable measurement(s) of {self.measured}"
+                + (f" in {self.n_windows} window(s)" if self.n_windows else "")
+                + f"; a window needs at least {self.min_calls}")
+
+
+@dataclass(frozen=True)
+class FeatureInNoCall(CheckNote):
+    """The annotation's feature is in none of the operation's calls: not checked (the result's
+    :class:`FeatureAbsent` note names the operations)."""
+
+    kind: ClassVar[str] = "feature_in_no_call"
+    feature: str
+    n_calls: int
+
+    def describe(self) -> str:
+        return f"feature {self.feature} is in none of its {self.n_calls:,} calls"
+
+
+@dataclass(frozen=True)
+class UnusableMeasurements(CheckNote):
+    """Measurements left out of a check: NaN, negative, or without the annotation's feature."""
+
+    kind: ClassVar[str] = "unusable_measurements"
+    n_unusable: int
+
+    def describe(self) -> str:
+        return f"{self.n_unusable:,} measurement(s) not usable (NaN, negative or without the feature)"

@@ -149,7 +149,7 @@ def check(annotations: AnnotationsArg, paths: PathsArg,
         for c in res.checks[:MAX_ROWS]:
             t.add_row(escape(c.operation), escape(c.calls_service or ""), c.metric,
                       "—" if c.holds is None else ("yes" if c.holds else "NO"),
-                      f"{c.n_passed}/{c.n_windows}" if c.checked else escape(c.note),
+                      f"{c.n_passed}/{c.n_windows}" if c.checked else escape(str(c.note or "")),
                       format_metric(c.observed_median, c.metric), format_metric(c.expected_median, c.metric),
                       "—" if c.distance is None else f"{c.distance:.2f}")
         out.print(t)

@@ -175,7 +175,7 @@ def annotations_section(result: Any) -> Section:
                            "expected median", "distance", "annotation"],
                           [[Code(c.operation), c.calls_service or "", c.metric, c.kind,
                             "—" if c.holds is None else ("yes" if c.holds else "NO"),
-                            f"{c.n_passed}/{c.n_windows}" if c.checked else c.note,
+                            f"{c.n_passed}/{c.n_windows}" if c.checked else str(c.note or ""),
                             format_metric(c.observed_median, c.metric), format_metric(c.expected_median, c.metric), c.distance,
                             c.text] for c in result.checks[:MAX_ROWS]],
                           caption="Annotations as assertions, failing first (calls: the service a client span "
