@@ -289,8 +289,8 @@ def _notes(timeline, has_logs: bool) -> tuple:
         o = timeline.onset
         notes.append(OnsetFound(o.time_ns, o.series, o.p_value))
     p, b = timeline.problem, timeline.baseline
-    notes.append(ProblemPeriod(p.start_ns, p.end_ns, p.n_requests, p.why))
-    notes.append(BaselinePeriod(b.start_ns, b.end_ns, b.n_requests, b.why))
+    notes += [kind(t.start_ns, t.end_ns, t.n_requests, t.how, len(t.ranges), t.n_skipped)
+              for kind, t in ((ProblemPeriod, p), (BaselinePeriod, b))]
     notes += timeline.caveats
     if not has_logs:
         notes.append(NoLogRecords())

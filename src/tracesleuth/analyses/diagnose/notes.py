@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .._notes import Note
-from .telemetry import utc_text
+from .telemetry import period_words, utc_text
 
 __all__ = ["BaselinePeriod", "DiagnosisNote", "NoLogRecords", "OnsetFound", "ProblemPeriod", "SmallBaseline",
            "Verdict"]
@@ -73,13 +73,23 @@ class _Period(DiagnosisNote):
     start_ns, end_ns : int
         Unix epoch ns.
     n_requests : int
-    why : str
+    how : str
+        A key of :data:`~.telemetry.PERIOD_CHOICES`.
+    n_stretches, n_skipped : int
+        A clean baseline's stretches of traffic and the earlier incidents it left out.
     """
 
     start_ns: int
     end_ns: int
     n_requests: int
-    why: str
+    how: str
+    n_stretches: int = 0
+    n_skipped: int = 0
+
+    @property
+    def why(self) -> str:
+        """How it was chosen, in words."""
+        return period_words(self.how, self.n_requests, self.n_stretches, self.n_skipped)
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,31 @@ import pyarrow as pa
 from ... import schema as S
 from ...errors import ParameterError
 
-__all__ = ["AFTER_S", "ERROR_SEVERITY", "HISTORY_S", "Period", "Telemetry", "read_store", "store_range", "utc_text"]
+__all__ = ["AFTER_S", "ERROR_SEVERITY", "HISTORY_S", "PERIOD_CHOICES", "Period", "Telemetry", "period_words", "read_store",
+           "store_range", "utc_text"]
 
 #: OpenTelemetry's severity number of ERROR (17-20 ERROR, 21-24 FATAL): a log record at or above it
 #: is an error-level record (OpenTelemetry Logs Data Model, "Field: SeverityNumber").
 ERROR_SEVERITY = 17
+
+
+#: How a period was chosen (:attr:`Period.how`), in words.
+PERIOD_CHOICES = {
+    "onset": "from the onset",
+    "given": "as given",
+    "clean_before": "the most recent requests before the onset whose series show no change",
+    "none_before": "no request before the problem period",
+    "none_clean_before": "no clean request before the problem period",
+    "reference": "reference",
+}
+
+
+def period_words(how: str, n_requests: int, n_stretches: int = 0, n_skipped: int = 0) -> str:
+    """How a period was chosen, in words (:data:`PERIOD_CHOICES`; a clean baseline with its numbers)."""
+    if how != "clean_before":
+        return PERIOD_CHOICES[how]
+    return (f"the {n_requests} most recent requests before the onset whose series show no change, from {n_stretches} "
+            f"stretch(es) of traffic" + (f"; {n_skipped} earlier incident(s) left out" if n_skipped else ""))
 
 
 @dataclass(frozen=True)
@@ -40,18 +60,30 @@ class Period:
     start_ns, end_ns : int
         Unix epoch ns, ``[start_ns, end_ns)`` of the requests' start times.
     n_requests : int
-    why : str
-        How it was chosen.
+    how : str
+        How it was chosen, a key of :data:`PERIOD_CHOICES` (:attr:`why`: in words).
     ranges : tuple of (int, int)
         The stretches ``[start, end)`` it is made of (a baseline can skip an earlier incident);
         empty: the whole period.
+    n_skipped : int
+        Earlier incidents a clean baseline left out.
     """
 
     start_ns: int
     end_ns: int
     n_requests: int
-    why: str = ""
+    how: str = "given"
     ranges: tuple = ()
+    n_skipped: int = 0
+
+    def __post_init__(self):
+        if self.how not in PERIOD_CHOICES:
+            raise ValueError(f"Period.how must be one of {sorted(PERIOD_CHOICES)}. Got {self.how!r} instead.")
+
+    @property
+    def why(self) -> str:
+        """How it was chosen, in words."""
+        return period_words(self.how, self.n_requests, len(self.ranges), self.n_skipped)
 
     @property
     def parts(self) -> tuple:
@@ -60,7 +92,8 @@ class Period:
 
     def to_dict(self) -> dict:
         return {"start": utc_text(self.start_ns), "end": utc_text(self.end_ns),
-                "start_ns": self.start_ns, "end_ns": self.end_ns, "requests": self.n_requests, "why": self.why}
+                "start_ns": self.start_ns, "end_ns": self.end_ns, "requests": self.n_requests, "how": self.how,
+                "stretches": len(self.ranges), "incidents_left_out": self.n_skipped, "why": self.why}
 
 
 @dataclass(frozen=True)

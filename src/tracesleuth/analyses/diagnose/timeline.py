@@ -159,9 +159,9 @@ def find_timeline(telemetry: Telemetry, *, at_ns: int | None, time: tuple | None
         # To the end of the stretch of traffic the user's moment is in (the onset can precede a break).
         block_end = _block_of(starts, max(at, onset.time_ns), level)[1]
         problem_range = (onset.time_ns, min(onset.time_ns + int(max_problem_s * 1e9), int(starts[block_end - 1]) + 1))
-    problem = _period(starts, problem_range, "from the onset" if onset else "as given")
+    problem = _period(starts, problem_range, "onset" if onset else "given")
     if baseline_time is not None:
-        baseline = _period(starts, baseline_time, "as given")
+        baseline = _period(starts, baseline_time, "given")
     else:
         baseline = _clean_baseline(requests, starts, problem_range[0], min_baseline_requests, level)
     if baseline.n_requests == 0:
@@ -228,14 +228,14 @@ def _block_of(starts: np.ndarray, time_ns: int, level: float) -> tuple[int, int]
     return 0, starts.size
 
 
-def _period(starts: np.ndarray, period: tuple, why: str) -> Period:
+def _period(starts: np.ndarray, period: tuple, how: str) -> Period:
     n = int(np.searchsorted(starts, period[1], side="left") - np.searchsorted(starts, period[0], side="left"))
-    return Period(int(period[0]), int(period[1]), n, why)
+    return Period(int(period[0]), int(period[1]), n, how)
 
 
 def _clean_baseline(requests: pl.DataFrame, starts: np.ndarray, before_ns: int, wanted: int, level: float) -> Period:
     """The most recent clean requests before ``before_ns`` (module docstring), as one period from the
-    earliest stretch taken to ``before_ns``; its ``why`` says which stretches and what was skipped."""
+    earliest stretch taken to ``before_ns``; its ranges and ``n_skipped`` say which stretches and what was skipped."""
     end = int(np.searchsorted(starts, before_ns, side="left"))
     spans = [(a, min(b, end)) for a, b in blocks(starts[:end], level)] if end else []
     taken, skipped, n = [], 0, 0
@@ -255,13 +255,11 @@ def _clean_baseline(requests: pl.DataFrame, starts: np.ndarray, before_ns: int, 
         if n >= wanted:
             break
     if not taken:
-        return Period(before_ns, before_ns, 0, "no request before the problem period")
+        return Period(before_ns, before_ns, 0, "none_before")
     ranges = tuple(sorted((int(starts[a]), int(starts[b - 1]) + 1) for a, b in taken if b > a))
     if not ranges:
-        return Period(before_ns, before_ns, 0, "no clean request before the problem period")
-    why = (f"the {n} most recent requests before the onset whose series show no change, from {len(ranges)} "
-           f"stretch(es) of traffic" + (f"; {skipped} earlier incident(s) left out" if skipped else ""))
-    return Period(ranges[0][0], before_ns, n, why, ranges)
+        return Period(before_ns, before_ns, 0, "none_clean_before")
+    return Period(ranges[0][0], before_ns, n, "clean_before", ranges, skipped)
 
 
 def _first_change(segment: pl.DataFrame, level: float) -> int:
