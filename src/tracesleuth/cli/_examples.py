@@ -54,7 +54,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "annotate": (f"tracesleuth annotate derive {_TT}/fault_free -o annotations.yaml",
                  f"tracesleuth annotate check annotations.yaml {_TT}/trace/08_45_trace.csv.gz"),
     "annotate derive": (f"tracesleuth annotate derive {_TT}/fault_free -o annotations.yaml",
-                        "tracesleuth annotate derive store/ --time 2023-01-29T09:00/2023-01-29T10:30 -o day.yaml"),
+                        "tracesleuth annotate derive store/ --time 2023-01-29T09:00/2023-01-29T10:30 -o tt.yaml"),
     "annotate check": (f"tracesleuth annotate check annotations.yaml {_TT}/trace/08_45_trace.csv.gz",
                        "tracesleuth annotate check annotations.yaml store/ --time 2023-01-29T13:25/2023-01-29T15:45 "
                        "--json"),
