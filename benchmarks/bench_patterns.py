@@ -31,6 +31,9 @@ session, B&B: search CPU s             0.096           0.032-0.039
 10^6 requests: search (wall) s         0.88            0.26
 =====================================  ==============  ==============
 
+On the idle machine (load average under 1.3; 2026-11-27, three runs of ``--runs 7``, medians):
+session GA fit 0.057-0.058 s, branch and bound 0.027 s, 10^6 requests 2.61-2.80 s at 0.98 GB peak RSS.
+
 Same patterns, same F-scores (branch and bound: identical results; the GA draws another random
 stream of the same law: bookshop evaluation, 30 noised sessions, GA mean F 0.9775 -> 0.9777
 automatic interval, 0.9787 -> 0.9789 affected; the paper's protocol 0.9984 / min 0.9726 both). At
