@@ -341,25 +341,34 @@ class NoSpread(NoDegradation):
 
 
 @dataclass(frozen=True)
-class NothingSlower(NoDegradation):
-    """The robust rule: no request is as slow as the interval's start (the reference mode's tail
-    cut or the density gap above it)."""
+class _AgainstReferenceMode(NoDegradation):
+    """A reason of the robust rule measured against its reference mode (the fields of
+    :class:`ReferenceMode`, first)."""
 
-    kind: ClassVar[str] = "nothing_slower"
     mode_ns: int
     n_in_mode: int
     n_requests: int
     min_mode_share: float | None
     spread: float
-    low_ns: int
 
-    def describe(self) -> str:
-        mode = ReferenceMode(self.mode_ns, self.n_in_mode, self.n_requests, self.min_mode_share, self.spread)
-        return f"{mode.describe()}; no request is slower than {format_duration_ns(self.low_ns)}. {SUGGESTION}"
+    def mode(self) -> ReferenceMode:
+        return ReferenceMode(self.mode_ns, self.n_in_mode, self.n_requests, self.min_mode_share, self.spread)
 
 
 @dataclass(frozen=True)
-class TailOfChance(NoDegradation):
+class NothingSlower(_AgainstReferenceMode):
+    """The robust rule: no request is as slow as the interval's start (the reference mode's tail
+    cut or the density gap above it)."""
+
+    kind: ClassVar[str] = "nothing_slower"
+    low_ns: int
+
+    def describe(self) -> str:
+        return f"{self.mode().describe()}; no request is slower than {format_duration_ns(self.low_ns)}. {SUGGESTION}"
+
+
+@dataclass(frozen=True)
+class TailOfChance(_AgainstReferenceMode):
     """The robust rule: the requests slower than the reference mode's tail cut are no more than
     the mode leaves there by chance, by both tests of
     :func:`~.split_points.automatic_interval` (``min_excess`` times a symmetric mode's tail share;
@@ -367,11 +376,6 @@ class TailOfChance(NoDegradation):
     mirrored fast tail). ``significance`` is None when the ratio test already failed."""
 
     kind: ClassVar[str] = "tail_of_chance"
-    mode_ns: int
-    n_in_mode: int
-    n_requests: int
-    min_mode_share: float | None
-    spread: float
     cut_ns: int
     n_above: int
     min_excess: float
@@ -382,11 +386,10 @@ class TailOfChance(NoDegradation):
     min_tail_z: float
 
     def describe(self) -> str:
-        mode = ReferenceMode(self.mode_ns, self.n_in_mode, self.n_requests, self.min_mode_share, self.spread)
         test = (f"under {self.min_tail_ratio:g} x the mode's own mirrored tail" if self.significance is None else
                 f"a difference of {self.significance:.1f} standard deviations, under {self.min_tail_z:g}")
-        return (f"{mode.describe()}; {self.n_above:,} request(s) ({self.n_above / self.n_requests:.1%}) are slower "
-                f"than its tail cut {format_duration_ns(self.cut_ns)}, no more than {self.min_excess:g} x the "
+        return (f"{self.mode().describe()}; {self.n_above:,} request(s) ({self.n_above / self.n_requests:.1%}) are "
+                f"slower than its tail cut {format_duration_ns(self.cut_ns)}, no more than {self.min_excess:g} x the "
                 f"{self.expected_share:.1%} a symmetric mode leaves there, and against {self.n_mirror:,} as far below "
                 f"its centre: {test}: a tail of chance, not a degradation. {SUGGESTION}")
 

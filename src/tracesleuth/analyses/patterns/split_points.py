@@ -59,7 +59,7 @@ TPAMI 24(5), 2002. https://doi.org/10.1109/34.1000236
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 import numpy as np
 
@@ -559,12 +559,10 @@ def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_
               if rule == "tail" and share < min_excess * expected else None)
     if chance is not None:
         n_mirror, significance = chance
-        return IntervalChoice(None, "none", TailOfChance(
-            mode_ns, mode.n_in_mode, n, mode.min_mode_share, mode.spread, int(low), above, min_excess, expected,
-            n_mirror, min_tail_ratio, significance, min_tail_z), mode_ns)
+        return IntervalChoice(None, "none", TailOfChance(*astuple(mode), int(low), above, min_excess, expected, n_mirror,
+                                                         min_tail_ratio, significance, min_tail_z), mode_ns)
     if above == 0:
-        return IntervalChoice(None, "none", NothingSlower(mode_ns, mode.n_in_mode, n, mode.min_mode_share, mode.spread,
-                                                          int(low)), mode_ns)
+        return IntervalChoice(None, "none", NothingSlower(*astuple(mode), int(low)), mode_ns)
     median = float(np.median(latency))
     notes = (IntervalBelowMedian(int(low), int(median), share),) if low <= median else ()
     reason = f"{why}; {above:,} request(s) ({share:.1%}) are at or above it."
