@@ -39,17 +39,23 @@ FIXTURE_MARKERS = {"shared_data": ("real_data",), "chromium": ("browser", "slow"
 SLOW_BY_DEFINITION = ("live", "browser", "dask")
 #: Markers of tests that run many processes at once (the live demo's services; a LocalCluster's
 #: workers and its session-wide cluster): under pytest-xdist (pyproject's addopts: ``-n logical
-#: --dist loadgroup``) they all run on one worker, one after another, and first (the longest unit of
+#: --dist loadscope``) they all run on one worker, one after another, and first (the longest unit of
 #: work; ``--no-loadscope-reorder`` keeps this order), so that the live demo, whose tests hold beside
-#: one CPU-bound process (tests/demo/test_live.py), never shares the machine with a cluster too, and
-#: the cluster is started once. Every other test is grouped by its module, so a module's shared
-#: fixtures are built once.
+#: one CPU-bound process (tests/demo/test_live.py), never shares the machine with a cluster or
+#: another demo, and the cluster is started once. Every other test is grouped by its module, so a
+#: module's shared fixtures are built once (:func:`pytest_xdist_make_scheduler`).
 ONE_WORKER = ("live", "dask")
+#: The modules whose tests carry those markers (the scheduler, in pytest-xdist's controller, sees
+#: node ids only, not markers; the collection checks that this list is complete).
+ONE_WORKER_MODULES = frozenset({"demo/test_live.py", "demo/test_live_faults.py", "scale/test_dask_analyses.py",
+                                "scale/test_dask_cli.py", "scale/test_dask_table.py", "test_readme.py"})
+#: The work unit of those modules.
+PROCESSES = "processes"
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (its hook in xdist/remote.py)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    modules = {}
+    modules, together = {}, set()
     for item in items:
         module = item.path.resolve().relative_to(TESTS).as_posix()
         if module in SLOW:
@@ -63,13 +69,33 @@ def pytest_collection_modifyitems(config, items):
                     item.add_marker(name)
         if any(item.get_closest_marker(m) for m in SLOW_BY_DEFINITION) and not item.get_closest_marker("slow"):
             item.add_marker("slow")
-        if not item.get_closest_marker("xdist_group"):
-            together = any(item.get_closest_marker(m) for m in ONE_WORKER)
-            item.add_marker(pytest.mark.xdist_group("processes" if together else module))
-    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in ONE_WORKER))  # stable
+        if any(item.get_closest_marker(m) for m in ONE_WORKER):
+            together.add(module)
+    items.sort(key=lambda item: item.path.resolve().relative_to(TESTS).as_posix() not in ONE_WORKER_MODULES)  # stable
     stale = [f"{module}::{name}" for module, mod in modules.items() for name in SLOW[module] if not hasattr(mod, name)]
     if stale:
         raise pytest.UsageError(f"tests/tiers.py lists tests that do not exist (renamed?): {', '.join(sorted(stale))}")
+    if together - ONE_WORKER_MODULES:
+        raise pytest.UsageError(f"tests marked {' or '.join(ONE_WORKER)} in modules missing from ONE_WORKER_MODULES "
+                                f"(tests/conftest.py): {', '.join(sorted(together - ONE_WORKER_MODULES))}")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadscope`` with this suite's work units: the modules of :data:`ONE_WORKER_MODULES`
+    as one (:data:`PROCESSES`), every other module as its own. (pytest-xdist's ``loadgroup`` marks
+    groups by renaming node ids, which pytest >= 9 ignores: every test became its own unit, a
+    module's fixtures were built once per worker, and two live demos ran at once.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            relative = module[len("tests/"):] if module.startswith("tests/") else module
+            return PROCESSES if relative in ONE_WORKER_MODULES else module
+
+    return ModuleScheduling(config, log)
 
 
 @pytest.fixture(scope="session")
