@@ -71,7 +71,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker("slow")
         if any(item.get_closest_marker(m) for m in ONE_WORKER):
             together.add(module)
-    items.sort(key=lambda item: item.path.resolve().relative_to(TESTS).as_posix() not in ONE_WORKER_MODULES)  # stable
+    # The order the workers take the modules in (``--no-loadscope-reorder``): the process-heavy unit
+    # first, then the modules holding slow tests, then the rest, so that the run ends on short
+    # modules and neither worker waits long for the other (longest work first).
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: (item.path.resolve().relative_to(TESTS).as_posix() not in ONE_WORKER_MODULES,
+                                 item.path not in slow))  # stable
     stale = [f"{module}::{name}" for module, mod in modules.items() for name in SLOW[module] if not hasattr(mod, name)]
     if stale:
         raise pytest.UsageError(f"tests/tiers.py lists tests that do not exist (renamed?): {', '.join(sorted(stale))}")
@@ -80,6 +85,7 @@ def pytest_collection_modifyitems(config, items):
                                 f"(tests/conftest.py): {', '.join(sorted(together - ONE_WORKER_MODULES))}")
 
 
+@pytest.hookimpl(optionalhook=True)  # (a hook of pytest-xdist: unknown without it, -p no:xdist)
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadscope`` with this suite's work units: the modules of :data:`ONE_WORKER_MODULES`
     as one (:data:`PROCESSES`), every other module as its own. (pytest-xdist's ``loadgroup`` marks
