@@ -473,10 +473,10 @@ class _RequestReader:
                     _fast_attributes(attrs, span_columns)
                 events = sp.get("events")
                 if events:
-                    _fast_events(events, b)
+                    _fast_nested(events, b.event_attributes, b.event_time, b.event_name, _plain_event)
                 links = sp.get("links")
                 if links:
-                    _fast_links(links, b)
+                    _fast_nested(links, b.link_attributes, b.link_trace_id, b.link_span_id, _plain_link)
                 if res_keys:
                     if len(keys) == n_attrs or res_keys.isdisjoint(keys[n_attrs:]):
                         key_x(r_keys); str_x(r_str); int_x(r_int); flt_x(r_flt); bool_x(r_bool)  # noqa: E702
@@ -604,37 +604,35 @@ def _fast_attributes(attrs: list, columns: tuple) -> None:
             raise _Fallback
 
 
-def _fast_events(events: list, b: SpanBatchBuilder) -> None:
-    """Append a span's ``events`` in the plain encoding to the builder (:func:`_fast_attributes`)."""
-    entry = b.event_attributes
+def _fast_nested(items: list, entry, first: list, second: list, plain) -> None:
+    """Append a span's events or links in the plain encoding to the builder: each item's two fields
+    (``plain(item)`` gives them, or raises :class:`_Fallback`) to ``first`` and ``second``, its
+    attributes to ``entry`` (:func:`_fast_attributes`)."""
     columns = (entry.key, entry.str, entry.int, entry.float, entry.bool)
-    for ev in events:
-        t = ev["timeUnixNano"]
-        name = ev.get("name", "")
-        if (t.__class__ is not str and t.__class__ is not int) or name.__class__ is not str:
-            raise _Fallback
-        attrs = ev.get("attributes")
+    for item in items:
+        a, c = plain(item)
+        attrs = item.get("attributes")
         if attrs:
             _fast_attributes(attrs, columns)
-        b.event_time.append(t)
-        b.event_name.append(name)
+        first.append(a)
+        second.append(c)
         entry.offsets.append(len(entry.key))
 
 
-def _fast_links(links: list, b: SpanBatchBuilder) -> None:
-    """Append a span's ``links`` in the plain encoding (hexadecimal ids of full width) to the builder."""
-    entry = b.link_attributes
-    columns = (entry.key, entry.str, entry.int, entry.float, entry.bool)
-    for ln in links:
-        tid, sid = ln["traceId"], ln["spanId"]
-        if tid.__class__ is not str or len(tid) != 32 or sid.__class__ is not str or len(sid) != 16:
-            raise _Fallback
-        attrs = ln.get("attributes")
-        if attrs:
-            _fast_attributes(attrs, columns)
-        b.link_trace_id.append(tid)
-        b.link_span_id.append(sid)
-        entry.offsets.append(len(entry.key))
+def _plain_event(ev: dict) -> tuple:
+    """An event's time and name in the plain encoding (integer or decimal string, text)."""
+    t, name = ev["timeUnixNano"], ev.get("name", "")
+    if (t.__class__ is not str and t.__class__ is not int) or name.__class__ is not str:
+        raise _Fallback
+    return t, name
+
+
+def _plain_link(ln: dict) -> tuple:
+    """A link's trace and span id in the plain encoding (hexadecimal, of full width)."""
+    tid, sid = ln["traceId"], ln["spanId"]
+    if tid.__class__ is not str or len(tid) != 32 or sid.__class__ is not str or len(sid) != 16:
+        raise _Fallback
+    return tid, sid
 
 
 def _careful_attributes(entry: dict) -> list:
