@@ -53,7 +53,7 @@ ONE_WORKER_MODULES = frozenset({"demo/test_live.py", "demo/test_live_faults.py",
 PROCESSES = "processes"
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: the markers are added here
 def pytest_collection_modifyitems(config, items):
     modules, together = {}, set()
     for item in items:
