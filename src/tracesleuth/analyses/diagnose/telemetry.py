@@ -32,11 +32,12 @@ __all__ = ["AFTER_S", "ERROR_SEVERITY", "HISTORY_S", "PERIOD_CHOICES", "Period",
 ERROR_SEVERITY = 17
 
 
-#: How a period was chosen (:attr:`Period.how`), in words.
+#: How a period was chosen (:attr:`Period.how`), in words (with its numbers: :func:`period_words`).
 PERIOD_CHOICES = {
     "onset": "from the onset",
     "given": "as given",
-    "clean_before": "the most recent requests before the onset whose series show no change",
+    "clean_before": ("the {n_requests} most recent requests before the onset whose series show no change, from "
+                     "{n_stretches} stretch(es) of traffic"),
     "none_before": "no request before the problem period",
     "none_clean_before": "no clean request before the problem period",
     "reference": "reference",
@@ -44,11 +45,9 @@ PERIOD_CHOICES = {
 
 
 def period_words(how: str, n_requests: int, n_stretches: int = 0, n_skipped: int = 0) -> str:
-    """How a period was chosen, in words (:data:`PERIOD_CHOICES`; a clean baseline with its numbers)."""
-    if how != "clean_before":
-        return PERIOD_CHOICES[how]
-    return (f"the {n_requests} most recent requests before the onset whose series show no change, from {n_stretches} "
-            f"stretch(es) of traffic" + (f"; {n_skipped} earlier incident(s) left out" if n_skipped else ""))
+    """How a period was chosen, in words: :data:`PERIOD_CHOICES` with the period's numbers."""
+    words = PERIOD_CHOICES[how].format(n_requests=n_requests, n_stretches=n_stretches)
+    return words + (f"; {n_skipped} earlier incident(s) left out" if n_skipped else "")
 
 
 @dataclass(frozen=True)

@@ -436,13 +436,13 @@ class LatencyDegradationPatterns(Analysis):
                                "split_points_": np.empty(0, dtype=np.int64), "encodings_": (),
                                "refinements_": refinements}
         chosen = self._interval_rule().choose(data.latency)
-        if not isinstance(chosen, NoDegradation):
-            data.notes.extend(chosen.notes)
-            out["interval_"] = chosen.interval
-        why = chosen if isinstance(chosen, NoDegradation) else no_degradation(chosen.interval, data.latency,
-                                                                     int(self.min_support))
+        if isinstance(chosen, NoDegradation):
+            return self._nothing(out, data, chosen, None)
+        data.notes.extend(chosen.notes)
+        out["interval_"] = chosen.interval
+        why = no_degradation(chosen.interval, data.latency, int(self.min_support))
         if why is not None:
-            return self._nothing(out, data, why, None if isinstance(chosen, NoDegradation) else chosen.interval)
+            return self._nothing(out, data, why, chosen.interval)
         interval = chosen.interval
         bounds, notes = self._split_point_rule().bounds(data.latency, interval)
         data.notes.extend(notes)

@@ -18,13 +18,14 @@ from typing import ClassVar
 
 from ...units import format_duration_ns
 from .._notes import Note
+from ._model import LatencyInterval
 
 __all__ = ["AllMissing", "AsynchronousLeftOut", "AttributeLeftOut", "BudgetExhausted", "CausesSplit", "CompoundMoved",
            "IdentifierLeftOut", "IntervalBelowMedian", "IntervalEmpty", "IntervalHoldsEvery", "KRangeCut",
            "MissingLatency", "NeighboursMerged", "NoDegradation", "NoPatternBetterThanChance", "NoSlowerMode",
-           "NoSpread", "NothingSlower", "NotNumeric", "Note", "PassThroughLeftOut", "PredictColumns", "ReferenceMode", "SameLatency",
+           "NoSpread", "NothingSlower", "NotNumeric", "Note", "PassThroughLeftOut", "PredictColumns", "SameLatency",
            "SampleScored", "SingleRequest", "SplitPointsRemoved", "TailOfChance", "TooFewInInterval",
-           "TooManyCategories", "UncertainLeftOut", "Unexplained"]
+           "TooManyCategories", "UncertainLeftOut", "Unexplained", "reference_mode_words"]
 
 #: What to try when a latency interval explains nothing (shared by the notes and the reasons).
 SUGGESTION = ("Give the degraded interval (--interval A:B, e.g. the latencies you consider slow) or another "
@@ -239,17 +240,13 @@ class Unexplained(Note):
     min_f: float
 
     def describe(self) -> str:
-        return (f"No pattern explains the {self.n_requests:,} request(s) of [{format_duration_ns(self.low_ns)}, "
-                f"{format_duration_ns(self.high_ns)}): best F {self.best_f:.2f} (of {self.n_patterns} pattern(s), "
+        return (f"No pattern explains the {self.n_requests:,} request(s) of "
+                f"{LatencyInterval(self.low_ns, self.high_ns).describe()}: best F {self.best_f:.2f} (of {self.n_patterns} pattern(s), "
                 f"below min_f={self.min_f:g}); its requests mix causes. Look at a narrower period (--time START/END) "
                 "or compare a slow period with a normal one (tracesleuth compare).")
 
 
 # --- why there is no degradation to explain (``result.reason``) ------------------------------------
-
-
-def _interval(low_ns: int, high_ns: int) -> str:
-    return f"[{format_duration_ns(low_ns)}, {format_duration_ns(high_ns)})"
 
 
 @dataclass(frozen=True)
@@ -297,35 +294,16 @@ class NoSlowerMode(NoDegradation):
                 f"the {self.n_modes} mode(s) found by mean shift: no slower mode to explain. {SUGGESTION}")
 
 
-@dataclass(frozen=True)
-class ReferenceMode:
-    """The robust interval rule's reference latency mode, in words (the start of its reasons).
-
-    Attributes
-    ----------
-    mode_ns : int
-        Its centre, ns.
-    n_in_mode, n_requests : int
-        Its requests, and all requests.
-    min_mode_share : float or None
-        Set when a faster mode was passed over: the reference is the fastest mode with at least
-        this share of the largest mode's requests (None: it is the fastest mode).
-    spread : float
-        Its spread, as a factor per standard deviation (``exp(sigma)`` on a log scale).
-    """
-
-    mode_ns: int
-    n_in_mode: int
-    n_requests: int
-    min_mode_share: float | None
-    spread: float
-
-    def describe(self) -> str:
-        return (f"the reference latency mode is around {format_duration_ns(self.mode_ns)} "
-                f"({self.n_in_mode:,} of {self.n_requests:,} requests"
-                + (f", the fastest with at least {self.min_mode_share:.0%} of the largest mode's requests"
-                   if self.min_mode_share is not None else "")
-                + f"; spread from its faster half: x{self.spread:.2f} per standard deviation)")
+def reference_mode_words(mode_ns: int, n_in_mode: int, n_requests: int, min_mode_share: float | None,
+                         spread: float) -> str:
+    """The robust interval rule's reference latency mode in words (the start of its reasons):
+    its centre ``mode_ns``, its ``n_in_mode`` of ``n_requests`` requests, ``min_mode_share`` when
+    a faster mode was passed over (None: it is the fastest mode), its ``spread`` as a factor per
+    standard deviation (``exp(sigma)`` on a log scale)."""
+    return (f"the reference latency mode is around {format_duration_ns(mode_ns)} ({n_in_mode:,} of {n_requests:,} "
+            "requests" + (f", the fastest with at least {min_mode_share:.0%} of the largest mode's requests"
+                          if min_mode_share is not None else "")
+            + f"; spread from its faster half: x{spread:.2f} per standard deviation)")
 
 
 @dataclass(frozen=True)
@@ -342,8 +320,8 @@ class NoSpread(NoDegradation):
 
 @dataclass(frozen=True)
 class _AgainstReferenceMode(NoDegradation):
-    """A reason of the robust rule measured against its reference mode (the fields of
-    :class:`ReferenceMode`, first)."""
+    """A reason of the robust rule measured against its reference mode (its fields first, as
+    :func:`reference_mode_words` takes them)."""
 
     mode_ns: int
     n_in_mode: int
@@ -351,8 +329,8 @@ class _AgainstReferenceMode(NoDegradation):
     min_mode_share: float | None
     spread: float
 
-    def mode(self) -> ReferenceMode:
-        return ReferenceMode(self.mode_ns, self.n_in_mode, self.n_requests, self.min_mode_share, self.spread)
+    def mode_words(self) -> str:
+        return reference_mode_words(self.mode_ns, self.n_in_mode, self.n_requests, self.min_mode_share, self.spread)
 
 
 @dataclass(frozen=True)
@@ -364,7 +342,7 @@ class NothingSlower(_AgainstReferenceMode):
     low_ns: int
 
     def describe(self) -> str:
-        return f"{self.mode().describe()}; no request is slower than {format_duration_ns(self.low_ns)}. {SUGGESTION}"
+        return f"{self.mode_words()}; no request is slower than {format_duration_ns(self.low_ns)}. {SUGGESTION}"
 
 
 @dataclass(frozen=True)
@@ -388,7 +366,7 @@ class TailOfChance(_AgainstReferenceMode):
     def describe(self) -> str:
         test = (f"under {self.min_tail_ratio:g} x the mode's own mirrored tail" if self.significance is None else
                 f"a difference of {self.significance:.1f} standard deviations, under {self.min_tail_z:g}")
-        return (f"{self.mode().describe()}; {self.n_above:,} request(s) ({self.n_above / self.n_requests:.1%}) are "
+        return (f"{self.mode_words()}; {self.n_above:,} request(s) ({self.n_above / self.n_requests:.1%}) are "
                 f"slower than its tail cut {format_duration_ns(self.cut_ns)}, no more than {self.min_excess:g} x the "
                 f"{self.expected_share:.1%} a symmetric mode leaves there, and against {self.n_mirror:,} as far below "
                 f"its centre: {test}: a tail of chance, not a degradation. {SUGGESTION}")
@@ -406,7 +384,7 @@ class IntervalEmpty(NoDegradation):
     max_latency_ns: int
 
     def describe(self) -> str:
-        return (f"the latency interval {_interval(self.low_ns, self.high_ns)} holds no request of the "
+        return (f"the latency interval {LatencyInterval(self.low_ns, self.high_ns).describe()} holds no request of the "
                 f"{self.n_requests:,} (latencies span [{format_duration_ns(self.min_latency_ns)}, "
                 f"{format_duration_ns(self.max_latency_ns)}]). {SUGGESTION}")
 
@@ -421,7 +399,7 @@ class IntervalHoldsEvery(NoDegradation):
     n_requests: int
 
     def describe(self) -> str:
-        return (f"every request ({self.n_requests:,}) lies in the latency interval {_interval(self.low_ns, self.high_ns)}: "
+        return (f"every request ({self.n_requests:,}) lies in the latency interval {LatencyInterval(self.low_ns, self.high_ns).describe()}: "
                 "no faster request to contrast with. Give an interval above the normal latencies (--interval A:B).")
 
 
@@ -437,7 +415,7 @@ class TooFewInInterval(NoDegradation):
     min_support: int
 
     def describe(self) -> str:
-        return (f"the latency interval {_interval(self.low_ns, self.high_ns)} holds {self.n_in_interval} request(s), "
+        return (f"the latency interval {LatencyInterval(self.low_ns, self.high_ns).describe()} holds {self.n_in_interval} request(s), "
                 f"fewer than min_support={self.min_support}: too few to tell a pattern from chance. {SUGGESTION}")
 
 

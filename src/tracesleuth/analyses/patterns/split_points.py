@@ -59,14 +59,14 @@ TPAMI 24(5), 2002. https://doi.org/10.1109/34.1000236
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
 from ...errors import ParameterError
 from ...units import format_duration_ns, parse_duration
 from ._model import LatencyInterval
-from .notes import IntervalBelowMedian, NoDegradation, NoSpread, NothingSlower, ReferenceMode, TailOfChance
+from .notes import IntervalBelowMedian, NoDegradation, NoSpread, NothingSlower, TailOfChance, reference_mode_words
 
 __all__ = [
     "IntervalChoice",
@@ -544,13 +544,13 @@ def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_
     gap = int(np.ceil(np.exp(clusters.gap_split_points_float()[ref]))) if ref < clusters.n_clusters - 1 else None
     n = latency.size
     expected = _normal_tail(tail_z)
-    mode = ReferenceMode(mode_ns, int(counts[ref]), n, min_mode_share if ref else None, float(np.exp(sigma)))
+    mode = (mode_ns, int(counts[ref]), n, min_mode_share if ref else None, float(np.exp(sigma)))  # (reference_mode_words)
     if gap is not None and cut is not None and cut < gap and _own_tail(y, in_ref, m, sigma, cut, gap, tail_z,
                                                                       min_excess):
         cut = None  # no more than the mode's own tail between the cut and the gap: the gap is the start
     if gap is None and cut is None:
         return IntervalChoice(None, "none", NoSpread(mode_ns), mode_ns)
-    low, rule, why = _start(gap, cut, mode.describe(), tail_z)
+    low, rule, why = _start(gap, cut, reference_mode_words(*mode), tail_z)
     above = int(np.count_nonzero(latency >= low))
     share = above / n
     # a slow tail is a degradation when it is heavier than a normal mode's (min_excess) or than the mode's own
@@ -559,10 +559,10 @@ def automatic_interval(latency_ns: np.ndarray, *, tail_z: float = 2.0, min_mode_
               if rule == "tail" and share < min_excess * expected else None)
     if chance is not None:
         n_mirror, significance = chance
-        return IntervalChoice(None, "none", TailOfChance(*astuple(mode), int(low), above, min_excess, expected, n_mirror,
+        return IntervalChoice(None, "none", TailOfChance(*mode, int(low), above, min_excess, expected, n_mirror,
                                                          min_tail_ratio, significance, min_tail_z), mode_ns)
     if above == 0:
-        return IntervalChoice(None, "none", NothingSlower(*astuple(mode), int(low)), mode_ns)
+        return IntervalChoice(None, "none", NothingSlower(*mode, int(low)), mode_ns)
     median = float(np.median(latency))
     notes = (IntervalBelowMedian(int(low), int(median), share),) if low <= median else ()
     reason = f"{why}; {above:,} request(s) ({share:.1%}) are at or above it."
