@@ -28,7 +28,7 @@ from .derive import CLUSTERINGS, DEFAULTS, derive_annotations
 from .fileformat import AnnotationSet, load_annotations
 from .measurements import feature_column, feature_columns, feature_of_column, measurements_from_tables, operation_groups
 from .model import METRICS, format_instant, format_metric
-from .notes import FeatureAbsent, NothingChecked, ShortWindows, UnknownOperations, WindowMismatch
+from .notes import FeatureAbsent, FeatureInNoCall, NothingChecked, ShortWindows, UnknownOperations, WindowMismatch
 
 __all__ = ["AnnotationsResult", "PerformanceAnnotations"]
 
@@ -485,8 +485,7 @@ class PerformanceAnnotations(Analysis):
         if unknown:
             known = len({a.operation for a in given}) - len(unknown)
             notes.append(UnknownOperations(tuple(unknown), len(unknown) + known))
-        missing = sorted({(c.operation, a.feature) for a, c in zip(given, checks)
-                          if a.uses_feature and c.n_measurements == 0 and a.operation in rows_of})
+        missing = sorted({(c.operation, c.note.feature) for c in checks if isinstance(c.note, FeatureInNoCall)})
         for operation, feature in missing[:5]:
             notes.append(FeatureAbsent(operation, feature))
         short = sum(c.n_short for c in checks)
