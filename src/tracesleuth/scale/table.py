@@ -49,6 +49,7 @@ from .. import schema as S
 from ..errors import EmptyDataError, ParameterError
 from ..model.assembly import AssemblyReport, assemble_codes, attributes_of
 from ..model.attributes import attribute_frame, attribute_summary, choose_columns, merge_attribute_summaries
+from ..model.flows import in_request_order
 from ..model._codes import SOURCE_ROW, encode_spans, narrow_spans, take_rows
 from ..model.table import (EXCLUSIVE_PREFIX, INSTANCE_PREFIX, MAX_CATEGORIES, PARTITION_SPANS, TraceTable,
                            column_key, merge_endpoints, partition_requests, resolve_endpoint, root_endpoints,
@@ -175,8 +176,7 @@ class DaskTraceTable:
             pl.Series(S.REQUEST, np.arange(requests.height, dtype=np.int64)), pl.Series(PART, part_of_row))
         tasks = [delayed(_calls_part)(self.by_trace[k], self.endpoint, group.drop(PART), self.partition_spans)
                  for (k,), group in rows.partition_by(PART, as_dict=True).items()]
-        # Each piece is in request order and a request lies in one piece (as in-process).
-        return pl.concat(self.scheduler.compute(tasks, "building the call view")).sort(S.REQUEST, maintain_order=True)
+        return in_request_order(self.scheduler.compute(tasks, "building the call view"))
 
     def to_parquet(self, path) -> Path:
         """Copy the table's parts into the directory ``path`` (made, whole or not at all; it must not

@@ -546,7 +546,7 @@ class RootCauseLocalization(Analysis):
             calls_parts.append(part)
             raw_parts.append(raw)
             offset += t.frame.height
-        calls, raw_calls = pl.concat(calls_parts), pl.concat(raw_parts)
+        calls, raw_calls = pl.concat(calls_parts, rechunk=False), pl.concat(raw_parts, rechunk=False)
         starts = np.concatenate([t.frame[S.START_NS].to_numpy() for t in tables])
         not_merged = [c for c in clusters if not c.major and c.merged_into is None]
         if not_merged:

@@ -48,6 +48,7 @@ __all__ = ["Cluster", "LatencyMatrix", "adjust_clusters", "cluster_requests", "l
 
 _OCC = "occurrence"
 _CALLER = "caller"  # caller key with the entry span's null made "" (join keys must not be null)
+_PAIR = "pair"  # code (UInt32) of the call's (caller, operation): the calls are matched to columns by integers
 
 
 @dataclass
@@ -113,8 +114,9 @@ class LatencyMatrix:
 
 
 def with_occurrences(calls: pl.DataFrame) -> pl.DataFrame:
-    """The calls with ``caller`` ("" for the entry span) and ``occurrence``: the call's 0-based
-    rank among its request's calls of the same (caller, operation) in start order.
+    """The calls with ``caller`` ("" for the entry span), ``pair`` (an integer code of the
+    call's caller and operation) and ``occurrence``: the call's 0-based rank among its request's
+    calls of the same (caller, operation) in start order.
 
     Parameters
     ----------
@@ -123,8 +125,9 @@ def with_occurrences(calls: pl.DataFrame) -> pl.DataFrame:
         rows in request and start order.
     """
     calls = calls.with_columns(pl.col(S.CALLER_KEY).fill_null("").alias(_CALLER))
-    pair = pl.concat_str(_CALLER, pl.lit("\x00"), S.OPERATION_KEY).cast(pl.Categorical).to_physical()
-    codes = calls.select(pair).to_series().to_numpy().astype(np.int64)
+    pair = pl.concat_str(_CALLER, pl.lit("\x00"), S.OPERATION_KEY).cast(pl.Categorical).to_physical().alias(_PAIR)
+    calls = calls.with_columns(pair)
+    codes = calls[_PAIR].to_numpy().astype(np.int64)
     key = calls[S.REQUEST].to_numpy().astype(np.int64) * (int(codes.max(initial=0)) + 1) + codes
     order = np.argsort(key, kind="stable")  # rows of one (request, caller, operation) together, in start order
     sorted_key = key[order]
@@ -187,7 +190,7 @@ def cluster_requests(calls: pl.DataFrame, signatures: pl.Series, endpoint: str, 
     clusters = []
     for i, (requests, rep) in enumerate(zip(groups[S.REQUEST], reps)):
         rc = rep_calls[(int(rep),)]
-        columns = rc.select(_CALLER, S.OPERATION_KEY, _OCC).with_row_index("column").with_columns(
+        columns = rc.select(_CALLER, S.OPERATION_KEY, _PAIR, _OCC).with_row_index("column").with_columns(
             pl.col("column").cast(pl.Int32))
         clusters.append(Cluster(id=first_id + i, endpoint=endpoint, requests=requests.to_numpy(),
                                 sequence=tuple(rc[S.OPERATION_KEY].to_list()), columns=columns))
@@ -262,12 +265,18 @@ def latency_matrices(calls: pl.DataFrame, clusters: list[Cluster], latency: str)
         if t is not None:
             target_of[c.requests] = t
     colmap = pl.concat([c.columns.with_columns(pl.lit(c.id, pl.Int64).alias("target")) for c in majors])
-    picked = (calls.with_columns(pl.Series("target", target_of[calls[S.REQUEST].to_numpy()]))
+    # Only the columns used, before the filter and the join copy rows; the join on integers.
+    picked = (calls.select(S.REQUEST, _PAIR, _OCC, latency, S.SERVICE, S.SERVER_SERVICE, S.KIND)
+              .with_columns(pl.Series("target", target_of[calls[S.REQUEST].to_numpy()]))
               .filter(pl.col("target") >= 0)
-              .join(colmap, on=["target", _CALLER, S.OPERATION_KEY, _OCC], how="inner")
-              .select("target", S.REQUEST, "column", pl.col(latency).cast(pl.Float64).alias("latency"),
-                      S.SERVICE, S.SERVER_SERVICE, S.KIND))
-    by_target = picked.partition_by("target", as_dict=True)
+              .join(colmap.select("target", _PAIR, _OCC, "column"), on=["target", _PAIR, _OCC], how="inner"))
+    # The service each column is attributed to (the called one for a client span), over every call.
+    attributed_by_target = (picked.group_by("target", "column").agg(
+        pl.coalesce(pl.col(S.SERVER_SERVICE), pl.col(S.SERVICE)).mode().first().alias(S.SERVICE),
+        (pl.col(S.KIND) == "client").any().alias("client")).partition_by("target", as_dict=True, include_key=False))
+    by_target = picked.select("target", S.REQUEST, "column", pl.col(latency).cast(pl.Float64).alias("latency")
+                              ).partition_by("target", as_dict=True)
+    del picked
     out = []
     for c in majors:
         part = by_target.get((c.id,))
@@ -278,9 +287,7 @@ def latency_matrices(calls: pl.DataFrame, clusters: list[Cluster], latency: str)
         if part is not None:
             rows = np.searchsorted(requests, part[S.REQUEST].to_numpy())
             values[rows, part["column"].to_numpy()] = part["latency"].to_numpy()
-            attributed = (part.group_by("column").agg(
-                pl.coalesce(pl.col(S.SERVER_SERVICE), pl.col(S.SERVICE)).mode().first().alias(S.SERVICE),
-                (pl.col(S.KIND) == "client").any().alias("client")))
+            attributed = attributed_by_target[(c.id,)]
         else:
             attributed = pl.DataFrame(schema={"column": pl.Int32, S.SERVICE: pl.String, "client": pl.Boolean})
         columns = c.columns.join(attributed, on="column", how="left").sort("column")
