@@ -39,3 +39,37 @@ def synthetic_store(tmp_path_factory):
                                  chunk_traces=800)
     assert made.parts >= 12
     return SpanStore(made.path, create=False)
+
+
+@pytest.fixture(scope="session")
+def events_store(tmp_path_factory):
+    """A synthetic store whose spans carry events (typed and untyped exceptions, plain events),
+    status messages and links, in several parts of which one was written before events were kept
+    (no status message, events or links columns)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tracesleuth import schema as S
+    from tracesleuth.scale.synthetic import synthetic_batches
+
+    spans = pa.Table.from_batches(list(synthetic_batches(1_500, seed=5, hours=1)))
+    rng = np.random.default_rng(5)
+    rows = spans.select([S.START_NS, S.STATUS]).to_pylist()
+    kinds = ["KeyError", "TimeoutError", None]
+    events, messages = [], []
+    for r in rows:
+        draw = rng.random()
+        exc = {"time_ns": r[S.START_NS] + 1_000, "name": S.EXCEPTION_EVENT, S.ATTRIBUTES: (
+            [] if (kind := kinds[int(rng.integers(3))]) is None else
+            [{"key": S.ATTR_EXCEPTION_TYPE, "str": kind, "int": None, "float": None, "bool": None}])}
+        plain = {"time_ns": r[S.START_NS] + 500, "name": "retry", S.ATTRIBUTES: []}
+        events.append([exc] if draw < 0.04 else [plain, exc] if draw < 0.06 else [plain] if draw < 0.1 else [])
+        messages.append("failed" if r[S.STATUS] == "error" else None)
+    spans = spans.set_column(spans.column_names.index(S.EVENTS), S.EVENTS, pa.array(events, pa.list_(S.EVENT_TYPE)))
+    spans = spans.set_column(spans.column_names.index(S.STATUS_MESSAGE), S.STATUS_MESSAGE, pa.array(messages, pa.string()))
+    store = SpanStore(tmp_path_factory.mktemp("events") / "store")
+    store.append_spans(spans.to_batches(4_000), part_spans=4_000)
+    old = store.span_files()[1]
+    pq.write_table(pq.read_table(old).drop_columns(list(S.LATER_SPAN_COLUMNS)), old)
+    return SpanStore(store.path, create=False)

@@ -160,10 +160,11 @@ TimeOpt = Annotated[Optional[str], typer.Option(
          "seconds), e.g. 2023-01-29T08:43/2023-01-29T08:46.")]
 SeedOpt = Annotated[int, typer.Option("--seed", metavar="INT", help="Random seed (same seed, same result).")]
 SchedulerOpt = Annotated[Optional[str], typer.Option(
-    "--scheduler", metavar="local|threads|ADDRESS", show_default=False,
-    help="Build the trace table on Dask (the input: one span store): 'local', a Dask cluster of this machine "
-         "started for the command; 'threads', threads of this process; or a running scheduler's address "
-         "(tcp://host:8786). Default: in this process, without Dask.")]
+    "--scheduler", metavar="serial|local|threads|ADDRESS", show_default=False,
+    help="Build the trace table from a span store partition by partition: 'serial', in this process one "
+         "partition after another (no Dask; memory of one partition, not of the store); on Dask: 'local', a "
+         "cluster of this machine started for the command; 'threads', threads of this process; or a running "
+         "scheduler's address (tcp://host:8786). Default: the input read whole, in this process.")]
 NezhaDataOpt = Annotated[Optional[Path], typer.Option("--data", metavar="DIR", show_default=False,
                                                       help="The Nezha data (TrainTicket, OnlineBoutique) for the "
                                                       "real-data part; default: ../shared/data/nezha when present.")]

@@ -110,14 +110,12 @@ def fit_patterns(estimator, table, *, sample: int | None = None, random_state=No
 
 def _sample(table: DaskTraceTable, n: int, random_state):
     """A uniform sample of ``n`` requests of the table (without replacement), in table order."""
-    from dask import delayed
-
     rng = np.random.default_rng(random_state)
     chosen = np.sort(rng.choice(table.n_requests, size=n, replace=False))
     bounds = np.concatenate(([0], np.cumsum(table.part_rows)))
-    tasks = [delayed(_take)(p, chosen[(chosen >= a) & (chosen < b)] - a)
-             for p, a, b in zip(table.parts, bounds[:-1], bounds[1:])]
-    frame = pl.concat([f for f in table.scheduler.compute(tasks, "sampling the requests") if f.height]).sort(ORDER)
+    taken = table.scheduler.map(_take, [(p, chosen[(chosen >= a) & (chosen < b)] - a)
+                                        for p, a, b in zip(table.parts, bounds[:-1], bounds[1:])], "sampling the requests")
+    frame = pl.concat([f for f in taken if f.height]).sort(ORDER)
     from ..model.table import TraceTable
 
     return TraceTable(frame=frame, endpoint=table.endpoint, operations=table.operations, assembly=table.assembly,
@@ -128,8 +126,6 @@ def _exact_scores(estimator, table: DaskTraceTable, sample: int, random_state, s
     """Score the sample's patterns over every request (on the workers) and label every request
     (``estimator.predict``). A latency interval open at the top (up to the sample's slowest
     request) is extended to the table's slowest request, with its last sub-interval."""
-    from dask import delayed
-
     from ..analyses.patterns import pattern_quality
     from ..analyses.patterns.notes import SampleScored
 
@@ -141,8 +137,8 @@ def _exact_scores(estimator, table: DaskTraceTable, sample: int, random_state, s
                          sub_intervals=tuple(replace(s, high_ns=slowest + 1) if s.high_ns == sample_slowest + 1 else s
                                              for s in result.sub_intervals))
     subs = result.sub_intervals
-    counted = table.scheduler.compute([delayed(_count_part)(p, estimator, result) for p in table.parts],
-                                      "scoring the patterns on every request")
+    counted = table.scheduler.map(_count_part, [(p, estimator, result) for p in table.parts],
+                                  "scoring the patterns on every request")
     rescored = []
     for s, (tp, satisfied, positives) in zip(subs, sum(c["counts"] for c in counted).tolist()):
         if s.pattern is None:
@@ -189,7 +185,8 @@ def _count_part(path, estimator, result) -> dict[str, Any]:
 @contextmanager
 def on_workers(scheduler):
     """Run joblib's parallel loops (root-cause localization's per-cluster PCA and tests) on the
-    scheduler's workers: joblib's Dask backend (threads for ``threads``), every worker used.
+    scheduler's workers: joblib's Dask backend (threads for ``threads``), every worker used;
+    one after another for ``serial``.
 
     Parameters
     ----------
@@ -197,5 +194,9 @@ def on_workers(scheduler):
     """
     import joblib
 
-    with joblib.parallel_config(backend="threading" if scheduler.client is None else "dask", n_jobs=-1):
+    if scheduler.serial:
+        backend, n_jobs = "sequential", 1
+    else:
+        backend, n_jobs = ("threading" if scheduler.client is None else "dask"), -1
+    with joblib.parallel_config(backend=backend, n_jobs=n_jobs):
         yield

@@ -1,5 +1,8 @@
 """Where the Dask work runs (``--scheduler local|threads|ADDRESS``) and how its progress is shown.
 
+* ``serial``: no Dask: each step's partitions one after another in this process, the spans
+  split by trace id on disk first (:func:`~tracesleuth.scale.table.shuffle_by_trace`), so the
+  memory is one partition's and a table's, never the whole store's.
 * ``threads``: Dask's threaded scheduler in this process (no cluster; one machine's cores).
 * ``local``: a :class:`distributed.LocalCluster` started for the command and stopped after it:
   one worker process per core (at most :data:`LOCAL_WORKERS`), one thread each, each with a
@@ -9,8 +12,8 @@
 * ``ADDRESS`` (``tcp://host:8786``, ``host:8786``): an existing scheduler. Its workers must
   reach the store and the work directory at the same paths (a shared file system).
 
-Dask and distributed are imported only here, when a scheduler is asked for: the rest of
-tracesleuth runs without them.
+Dask and distributed are imported only here, when a Dask scheduler is asked for: the rest of
+tracesleuth (``serial`` included) runs without them.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ..errors import ParameterError, TraceSleuthError
 __all__ = ["LOCAL_WORKERS", "SCHEDULERS", "Scheduler", "SchedulerError", "WORKER_MEMORY", "connect"]
 
 #: The scheduler names ``--scheduler`` takes besides an address.
-SCHEDULERS = ("local", "threads")
+SCHEDULERS = ("local", "serial", "threads")
 #: Workers of a ``local`` cluster at most (one per core below that).
 LOCAL_WORKERS = 4
 #: Memory limit of each ``local`` worker (bytes) at most.
@@ -48,11 +51,12 @@ class Scheduler:
     Attributes
     ----------
     name : str
-        ``"threads"``, ``"local"`` or the address given.
+        ``"serial"``, ``"threads"``, ``"local"`` or the address given.
     client : distributed.Client or None
-        None for ``threads``.
+        None for ``serial`` and ``threads``.
     dashboard : str or None
-        The Dask dashboard's URL (None for ``threads``, or when the scheduler has none).
+        The Dask dashboard's URL (None for ``serial`` and ``threads``, or when the scheduler has
+        none).
     on_progress : callable or None
         Told how many tasks of each step are done.
     """
@@ -71,16 +75,42 @@ class Scheduler:
         return resource
 
     @property
+    def serial(self) -> bool:
+        """Whether the work runs in this process one partition after another, without Dask."""
+        return self.name == "serial"
+
+    @property
     def address(self) -> str | None:
         """The scheduler's address (None for ``threads``)."""
         return None if self.client is None else self.client.scheduler.address
 
     @property
     def n_workers(self) -> int:
-        """Workers (threads for ``threads``)."""
+        """Workers (threads for ``threads``, 1 for ``serial``)."""
+        if self.serial:
+            return 1
         if self.client is None:
             return os.cpu_count() or 1
         return len(self.client.scheduler_info().get("workers", {})) or 1
+
+    def map(self, function: Callable, arguments: Sequence[tuple], label: str) -> list:
+        """``[function(*a) for a in arguments]``: one task each, on Dask, or in this process one
+        after another for ``serial``; the results in order (as :meth:`compute`).
+
+        ``function`` and its arguments must pickle (a cluster's workers run them).
+        """
+        arguments = list(arguments)
+        if not self.serial:
+            from dask import delayed
+
+            return self.compute([delayed(function)(*a) for a in arguments], label)
+        report = self.on_progress or (lambda *_: None)
+        report(label, 0, len(arguments))
+        results = []
+        for k, a in enumerate(arguments, start=1):
+            results.append(function(*a))
+            report(label, k, len(arguments))
+        return results
 
     def compute(self, tasks: Sequence, label: str) -> list:
         """Compute Dask collections or delayed values; their results, in order.
@@ -138,7 +168,7 @@ def connect(scheduler: str, *, n_workers: int | None = None, memory_limit: int |
     Parameters
     ----------
     scheduler : str
-        ``"threads"``, ``"local"`` or a scheduler's address (``tcp://host:8786``).
+        ``"serial"``, ``"threads"``, ``"local"`` or a scheduler's address (``tcp://host:8786``).
     n_workers : int, optional
         ``local``: worker processes (default one per core, at most :data:`LOCAL_WORKERS`).
     memory_limit : int, optional
@@ -164,7 +194,14 @@ def connect(scheduler: str, *, n_workers: int | None = None, memory_limit: int |
         ``scheduler`` is empty.
     """
     if not scheduler:
-        raise ParameterError("--scheduler: give 'local', 'threads' or a Dask scheduler's address (tcp://host:8786)")
+        raise ParameterError("--scheduler: give 'local', 'serial', 'threads' or a Dask scheduler's address "
+                             "(tcp://host:8786)")
+    if scheduler == "serial":
+        with ExitStack() as stack:
+            chosen = Scheduler("serial", on_progress=on_progress)
+            chosen._stack = stack
+            yield chosen
+        return
     try:
         import dask.dataframe  # noqa: F401 - both are optional dependencies: say so before anything runs
         if scheduler != "threads":

@@ -1,12 +1,16 @@
-"""The trace table of a span store on Dask: the same table as :func:`~tracesleuth.model.build_trace_table`.
+"""The trace table of a span store, partition by partition: the same table as
+:func:`~tracesleuth.model.build_trace_table`, on Dask or (``serial``) in this process in bounded memory.
 
-Three steps, each a Dask task per partition, each writing its own files (a temporary name, then
-an atomic rename: a task run again after its worker died writes the same file again):
+Three steps, each a task per partition (a Dask task, or one after another in this process for the
+``serial`` scheduler), each writing its own files (a temporary name, then an atomic rename: a task
+run again after its worker died writes the same file again):
 
 1. **Shuffle by trace id.** The store's parts (Hive partitions by time, a trace's spans in any of
    them) are read by :func:`dask.dataframe.read_parquet` and shuffled by ``trace_id`` with
    Dask's shuffle (peer-to-peer on a cluster, disk-backed; tasks with threads) into about ``n_spans /
-   partition_spans`` partitions of whole traces, each written to the work directory. Each
+   partition_spans`` partitions of whole traces, each written to the work directory; ``serial``
+   reads the parts a row group at a time and appends each span to the partition of its trace id's
+   hash (:func:`_split_by_trace`, no Dask). Each
    partition also reports its root operations (the same
    :func:`~tracesleuth.model.table.root_endpoints` as in-process); their sum
    (:func:`~tracesleuth.model.table.merge_endpoints`) gives the most frequent one.
@@ -170,13 +174,11 @@ class DaskTraceTable:
         requests : polars.DataFrame
             ``trace_id``, ``span_id`` of each request, in collected-table order.
         """
-        from dask import delayed
-
         rows = requests.select(S.TRACE_ID, S.SPAN_ID).with_columns(
             pl.Series(S.REQUEST, np.arange(requests.height, dtype=np.int64)), pl.Series(PART, part_of_row))
-        tasks = [delayed(_calls_part)(self.by_trace[k], self.endpoint, group.drop(PART), self.partition_spans)
+        tasks = [(self.by_trace[k], self.endpoint, group.drop(PART), self.partition_spans)
                  for (k,), group in rows.partition_by(PART, as_dict=True).items()]
-        return in_request_order(self.scheduler.compute(tasks, "building the call view"))
+        return in_request_order(self.scheduler.map(_calls_part, tasks, "building the call view"))
 
     def to_parquet(self, path) -> Path:
         """Copy the table's parts into the directory ``path`` (made, whole or not at all; it must not
@@ -316,11 +318,8 @@ class TracePartitions:
             raise
 
     def _table(self, key: str, folder: Path, max_categories: int) -> "DaskTraceTable":
-        from dask import delayed
-
-        built = self.scheduler.compute([delayed(_requests_part)(f, key, folder / f"requests-{k:06d}.parquet",
-                                                                max_categories) for k, f in enumerate(self.files)],
-                                       "building the requests")
+        built = self.scheduler.map(_requests_part, [(f, key, folder / f"requests-{k:06d}.parquet", max_categories)
+                                                    for k, f in enumerate(self.files)], "building the requests")
         report = AssemblyReport()
         for b in built:
             report = report.merge(b["assembly"])
@@ -331,9 +330,8 @@ class TracePartitions:
         instanced = {op for b in built for op in b["instanced"]}
         chosen = choose_columns(merge_attribute_summaries([b["attributes"] for b in built], max_categories),
                                 max_categories)
-        tasks = [delayed(_table_part)(b["path"], folder / f"part-{k:06d}.parquet", ops, instanced, chosen)
-                 for k, b in enumerate(built)]
-        parts, rows, slowest = zip(*self.scheduler.compute(tasks, "writing the table"))
+        tasks = [(b["path"], folder / f"part-{k:06d}.parquet", ops, instanced, chosen) for k, b in enumerate(built)]
+        parts, rows, slowest = zip(*self.scheduler.map(_table_part, tasks, "writing the table"))
         for b in built:
             b["path"].unlink(missing_ok=True)
         return DaskTraceTable(
@@ -362,7 +360,8 @@ def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None,
     store : str, Path, SpanStore or StoreParts
         A span store; its parts are checked first (:func:`~tracesleuth.scale.spans.store_parts`).
     scheduler : Scheduler, optional
-        From :func:`~tracesleuth.scale.connect`; default Dask's threads in this process.
+        From :func:`~tracesleuth.scale.connect`; default Dask's threads in this process
+        (``serial``: no Dask, the partitions one after another in this process).
     workdir : str or Path, optional
         Where the partitions (and tables) are written (made; every worker must reach it at the
         same path). Default: a new directory beside the store (or the system's temporary
@@ -389,8 +388,6 @@ def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None,
     ParameterError
         ``partition_spans`` < 1.
     """
-    from dask import delayed
-
     if partition_spans < 1:
         raise ParameterError(f"partition_spans must be at least 1, got {partition_spans}")
     parts = store if isinstance(store, StoreParts) else store_parts(store)
@@ -402,16 +399,13 @@ def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None,
     work = _workdir(workdir, parts.store)
     try:
         n_partitions = max(1, math.ceil(parts.n_spans / partition_spans))
-        import dask.dataframe as dd
-
-        # One partition per row group of a part (about ROW_GROUP_SPANS spans: a task's memory).
-        pieces = [(str(f), g) for f, n in zip(parts.files, parts.row_groups) for g in range(n)]
-        spans = dd.from_map(_shuffle_input, *zip(*pieces), meta=_shuffle_input(None, 0), enforce_metadata=False)
-        shuffled = spans.shuffle(on=S.TRACE_ID, npartitions=n_partitions,
-                                 shuffle_method="tasks" if scheduler.client is None else SHUFFLE_METHOD)
         (work / "by-trace").mkdir()
-        found = scheduler.compute([delayed(_write_by_trace)(p, work / "by-trace" / f"part-{k:06d}.parquet", period)
-                                   for k, p in enumerate(shuffled.to_delayed())], "shuffling the spans by trace id")
+        paths = [work / "by-trace" / f"part-{k:06d}.parquet" for k in range(n_partitions)]
+        if scheduler.serial:
+            found = scheduler.map(_split_part, [(p, period) for p in _split_by_trace(parts, paths, partition_spans)],
+                                  "splitting the spans by trace id")
+        else:
+            found = _dask_shuffle(parts, paths, period, scheduler)
         found = [f for f in found if f["spans"]]
         if not found:
             raise EmptyDataError(f"{parts.store}: no trace starts in the period" if period else
@@ -424,6 +418,60 @@ def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None,
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
+
+
+def _dask_shuffle(parts: StoreParts, paths: list, period: tuple | None, scheduler: Scheduler) -> list[dict]:
+    """Step 1 on Dask: the parts' row groups shuffled by trace id into ``paths`` (one per partition)."""
+    import dask.dataframe as dd
+    from dask import delayed
+
+    # One partition per row group of a part (about ROW_GROUP_SPANS spans: a task's memory).
+    pieces = [(str(f), g) for f, n in zip(parts.files, parts.row_groups) for g in range(n)]
+    spans = dd.from_map(_shuffle_input, *zip(*pieces), meta=_shuffle_input(None, 0), enforce_metadata=False)
+    shuffled = spans.shuffle(on=S.TRACE_ID, npartitions=len(paths),
+                             shuffle_method="tasks" if scheduler.client is None else SHUFFLE_METHOD)
+    return scheduler.compute([delayed(_write_by_trace)(p, path, period)
+                              for p, path in zip(shuffled.to_delayed(), paths)], "shuffling the spans by trace id")
+
+
+def _split_by_trace(parts: StoreParts, paths: list, partition_spans: int) -> list:
+    """Step 1 in this process (``serial``): every span of the parts appended to the partition of
+    its trace (the trace id's hash modulo the partitions), read one row group at a time and
+    written whenever ``partition_spans`` spans are waiting: the memory of one partition, whatever
+    the store's size. The partitions written, in order.
+    """
+    n = len(paths)
+    writers: dict[int, pq.ParquetWriter] = {}
+    waiting: list[pa.Table] = []
+
+    def flush() -> None:
+        spans = pa.concat_tables(waiting)
+        waiting.clear()
+        # The ids as text: a row group's dictionary codes are not the same trace's everywhere.
+        bucket = (pl.Series(spans.column(S.TRACE_ID).cast(pa.string())).hash(seed=0) % n).to_numpy().astype(np.int64)
+        counts = np.bincount(bucket, minlength=n)
+        spans = spans.take(np.argsort(bucket, kind="stable"))
+        ends = np.cumsum(counts)
+        for k in np.flatnonzero(counts).tolist():
+            if k not in writers:
+                writers[k] = pq.ParquetWriter(paths[k], S.SPAN_SCHEMA, **_BY_TRACE_PARQUET)
+            writers[k].write_table(spans.slice(ends[k] - counts[k], counts[k]))
+
+    try:
+        held = 0
+        for f, groups in zip(parts.files, parts.row_groups):
+            for g in range(groups):
+                waiting.append(read_part(f, g))
+                held += waiting[-1].num_rows
+                if held >= partition_spans:
+                    flush()
+                    held = 0
+        if waiting:
+            flush()
+    finally:
+        for w in writers.values():
+            w.close()
+    return [paths[k] for k in sorted(writers)]
 
 
 def dask_trace_table(store, endpoint: str | None = None, *, scheduler: Scheduler | None = None,
@@ -476,15 +524,29 @@ def dask_trace_table(store, endpoint: str | None = None, *, scheduler: Scheduler
 
 
 def _write_by_trace(partition, path: Path, period: tuple | None) -> dict:
-    """Step 1: write one shuffled partition (pandas, pyarrow-backed), the traces of the period
-    only; its operations."""
+    """Step 1 on Dask: write one shuffled partition (pandas, pyarrow-backed), the traces of the
+    period only; its operations."""
     spans = _nested_from_text(pa.Table.from_pandas(partition, preserve_index=False).select(list(S.SPAN_COLUMNS)))
+    return _partition_written(spans, path, period, written=False)
+
+
+def _split_part(path: Path, period: tuple | None) -> dict:
+    """Step 1 in this process: one partition :func:`_split_by_trace` wrote, the traces of the
+    period only (written again when a period is given); its operations."""
+    return _partition_written(pq.read_table(path), path, period, written=period is None)
+
+
+def _partition_written(spans: pa.Table, path: Path, period: tuple | None, *, written: bool) -> dict:
+    """A partition of whole traces at ``path`` (written unless ``written``), the traces of the
+    period only; its spans, operations and root endpoints. No span of the period: no file."""
     if period is not None:
         spans = traces_starting_between(spans, *period)
     out = {"path": Path(path), "spans": spans.num_rows, "operations": {}, "endpoints": {}}
     if spans.num_rows == 0:
+        Path(path).unlink(missing_ok=True)
         return out
-    _atomic_write(path, lambda tmp: pq.write_table(spans, tmp, **_BY_TRACE_PARQUET))
+    if not written:
+        _atomic_write(path, lambda tmp: pq.write_table(spans, tmp, **_BY_TRACE_PARQUET))
     codes = encode_spans(narrow_spans(spans))
     out["operations"] = dict(zip(codes.operation_keys, codes.operation_names))
     out["endpoints"] = root_endpoints(codes)

@@ -1,0 +1,111 @@
+"""The ``serial`` scheduler: a span store's trace table built partition by partition in this
+process, without Dask (the spans split by trace id on disk first), equals the in-process table:
+frame, endpoint, operations, assembly report, dropped attributes and call view, whatever the
+partitioning; its analyses' JSON equals the in-process JSON; nothing is left behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tracesleuth.model import build_trace_table
+from tracesleuth.model.table import traces_starting_between
+from tracesleuth.scale import connect, dask_trace_table
+from tracesleuth.scale.table import shuffle_by_trace
+
+HOUR_NS = 3_600_000_000_000
+
+
+def assert_same(table, reference, *, calls: bool = True) -> None:
+    collected = table.to_trace_table()
+    assert collected.frame.equals(reference.frame), "the tables differ"
+    assert collected.frame.schema == reference.frame.schema
+    assert (collected.endpoint, collected.operations) == (reference.endpoint, reference.operations)
+    assert collected.assembly == reference.assembly
+    assert collected.endpoints == reference.endpoints
+    assert collected.dropped_attributes == reference.dropped_attributes
+    if calls:
+        assert collected.calls().equals(reference.calls())
+
+
+@pytest.fixture(scope="module")
+def serial():
+    with connect("serial") as scheduler:
+        yield scheduler
+
+
+@pytest.mark.parametrize("partition_spans", [3_000, 25_000, 1_000_000])
+def test_any_partitioning_gives_the_in_process_table_and_calls(serial, synthetic_store, partition_spans):
+    reference = build_trace_table(synthetic_store.read_spans())
+    with dask_trace_table(synthetic_store.path, scheduler=serial, partition_spans=partition_spans) as table:
+        assert len(table.by_trace) == -(-table.n_spans // partition_spans)  # every partition holds traces
+        assert_same(table, reference)
+        workdir = table.workdir
+    assert not workdir.exists()
+
+
+def test_other_endpoints_and_a_period_from_one_split(serial, synthetic_store):
+    spans = synthetic_store.read_spans()
+    with shuffle_by_trace(synthetic_store.path, scheduler=serial, partition_spans=8_000) as partitions:
+        assert partitions.endpoints == build_trace_table(spans).endpoints
+        assert_same(partitions.table("frontend:POST /cart"), build_trace_table(spans, "frontend:POST /cart"))
+    low = int(spans.column("start_ns").to_numpy().min()) + HOUR_NS // 2
+    period = (low, low + HOUR_NS)  # straddles two hour partitions
+    with shuffle_by_trace(synthetic_store.path, scheduler=serial, period=period, partition_spans=8_000) as partitions:
+        assert_same(partitions.table(), build_trace_table(traces_starting_between(spans, *period)))
+
+
+def test_exceptions_and_a_part_written_before_events_were_kept(serial, events_store):
+    reference = build_trace_table(events_store.read_spans())
+    with dask_trace_table(events_store.path, scheduler=serial, partition_spans=5_000) as table:
+        assert len(table.parts) > 1
+        assert_same(table, reference)
+
+
+def test_serial_runs_without_dask(synthetic_store):
+    """Nothing of Dask is imported: ``serial`` is for a machine without it too."""
+    code = (f"import sys; from tracesleuth.scale import connect, dask_trace_table\n"
+            f"with connect('serial') as s, dask_trace_table({str(synthetic_store.path)!r}, scheduler=s, "
+            f"partition_spans=10_000) as t:\n    t.to_trace_table().calls()\n"
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_part_that_cannot_be_read_is_named_and_nothing_is_left(serial, tmp_path, synthetic_store):
+    import shutil
+
+    from tracesleuth.errors import TraceFormatError
+
+    store = tmp_path / "store"
+    shutil.copytree(synthetic_store.path, store)
+    part = sorted(store.rglob("*.parquet"))[5]
+    part.write_bytes(part.read_bytes()[:-200])  # a torn footer
+    with pytest.raises(TraceFormatError, match=part.name):
+        dask_trace_table(store, scheduler=serial)
+    assert not [p for p in tmp_path.iterdir() if "tracesleuth-work" in p.name]
+
+
+@pytest.mark.parametrize("command", [["localize"], ["compare", "--baseline-time", "{a}/{b}", "--problem-time", "{b}/{c}"],
+                                     ["table"]])
+def test_commands_json_equal_in_process(capsys, synthetic_store, command):
+    from tracesleuth.cli import main
+
+    start = int(synthetic_store.read_spans().column("start_ns").to_numpy().min()) // 10**9
+    argv = [c.format(a=start, b=start + 5400, c=start + 10800) for c in command]
+
+    def run(*extra) -> dict:
+        code = main([argv[0], str(synthetic_store.path), *argv[1:], "--json", *extra])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        doc = json.loads(out)
+        for volatile in ("seconds", "scheduler", "output"):
+            doc.pop(volatile, None)
+        return doc
+
+    assert run("--scheduler", "serial") == run()
+    assert not [p for p in synthetic_store.path.parent.iterdir() if "tracesleuth-work" in p.name]
