@@ -90,16 +90,19 @@ def test_a_part_that_cannot_be_read_is_named_and_nothing_is_left(serial, tmp_pat
     assert not [p for p in tmp_path.iterdir() if "tracesleuth-work" in p.name]
 
 
-@pytest.mark.parametrize("command", [["localize"], ["compare", "--baseline-time", "{a}/{b}", "--problem-time", "{b}/{c}"],
-                                     ["table"]])
+@pytest.mark.parametrize("command", [
+    ["localize"], ["compare", "{store}", "--baseline-time", "{a}/{b}", "--problem-time", "{b}/{c}"], ["table"],
+    ["paths"]])
 def test_commands_json_equal_in_process(capsys, synthetic_store, command):
     from tracesleuth.cli import main
 
     start = int(synthetic_store.read_spans().column("start_ns").to_numpy().min()) // 10**9
-    argv = [c.format(a=start, b=start + 5400, c=start + 10800) for c in command]
+    if "{store}" not in command:
+        command = [command[0], "{store}", *command[1:]]
+    argv = [c.format(a=start, b=start + 5400, c=start + 10800, store=synthetic_store.path) for c in command]
 
     def run(*extra) -> dict:
-        code = main([argv[0], str(synthetic_store.path), *argv[1:], "--json", *extra])
+        code = main([*argv, "--json", *extra])
         out = capsys.readouterr().out
         assert code == 0, out
         doc = json.loads(out)

@@ -27,7 +27,7 @@ from ._examples import epilog
 
 __all__ = ["BOOLEAN_WORDS", "Command", "CommandInterrupted", "EndpointOpt", "EndpointsOpt", "FormatOpt", "Group", "JsonOpt", "MappingOpt", "NezhaDataOpt",
            "PATHS", "PathsArg", "SchedulerOpt", "SeedOpt", "check_paths", "command_scope", "dask_scheduler",
-           "emit_json", "err", "input_store", "keep_open", "open_scheduler", "out", "parse_instant", "parse_time_range", "progress", "read_period",
+           "emit_json", "err", "input_store", "root_tables_of", "keep_open", "open_scheduler", "out", "parse_instant", "parse_time_range", "progress", "read_period",
            "read_input", "run_evaluation", "select_period", "TimeOpt", "trace_table", "write_frame"]
 
 
@@ -318,6 +318,29 @@ def trace_table(paths: list[Path], endpoint: str | None, fmt: str | None, mappin
     table = scheduler.keep(dask_trace_table(input_store(paths, fmt, mapping), endpoint, scheduler=scheduler,
                                             period=period))
     return table.to_trace_table() if collect else table
+
+
+def root_tables_of(paths: list[Path], endpoint, fmt: str | None, mapping: str | None, time_range: str | None,
+                   scheduler=None) -> tuple[list, dict]:
+    """One trace table per root endpoint of an input (:func:`tracesleuth.model.root_tables`): read
+    whole in this process, or, with a scheduler (:func:`dask_scheduler`), built partition by
+    partition from one span store and collected, their call views built from the partitions while
+    the scheduler is open. ``--time`` selects the traces that start in it either way.
+
+    Raises
+    ------
+    ParameterError
+        As :func:`read_period`; with a scheduler, as :func:`input_store`.
+    """
+    from ..model import root_tables
+
+    if scheduler is None:
+        return root_tables(read_period(paths, fmt, mapping, time_range), endpoint)
+    from ..scale.table import shuffle_by_trace
+
+    period = parse_time_range(time_range, "--time") if time_range else None
+    partitions = scheduler.keep(shuffle_by_trace(input_store(paths, fmt, mapping), scheduler=scheduler, period=period))
+    return root_tables(partitions, endpoint, build=lambda p, e: p.table(e).to_trace_table())
 
 
 def input_store(paths: list[Path], fmt: str | None = None, mapping: str | None = None) -> Path:

@@ -11,8 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._common import (Command, EndpointsOpt, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SchedulerOpt,
-                       SeedOpt, TimeOpt, dask_scheduler, emit_json, input_store, out, parse_time_range, read_input,
-                       run_evaluation, select_period)
+                       SeedOpt, TimeOpt, dask_scheduler, emit_json, out, root_tables_of, run_evaluation)
 
 __all__ = ["register", "show"]
 
@@ -80,7 +79,6 @@ def localize(paths: PathsArg,
     baseline: the anomalous methods (PCA split of each call sequence's requests, Mann-Whitney tests),
     the services they point to, the instances where they misbehave (Jensen-Shannon), and since when."""
     from ...analyses._contract import check_settings
-    from ...model import root_tables
     from ...analyses.localize.analysis import RootCauseLocalization
     from ...evaluation.protocols.localize import PAPER_SETTINGS
 
@@ -89,20 +87,14 @@ def localize(paths: PathsArg,
                 **(PAPER_SETTINGS if paper else {})}
     est = RootCauseLocalization(**settings)
     check_settings(est)  # a wrong setting fails before the tables are built
-    period = parse_time_range(time_range, "--time") if time_range else None
     with dask_scheduler(scheduler) as dask:
+        t0 = time.perf_counter()
+        tables, skipped = root_tables_of(paths, endpoint, format, mapping, time_range, dask)
         if dask is None:
-            spans = read_input(paths, format, mapping)
-            t0 = time.perf_counter()
-            tables, skipped = root_tables(select_period(spans, *period, "--time") if period else spans, endpoint)
             est.fit(tables)
         else:
             from ...scale.analyses import on_workers
-            from ...scale.table import shuffle_by_trace
 
-            partitions = dask.keep(shuffle_by_trace(input_store(paths, format, mapping), scheduler=dask, period=period))
-            t0 = time.perf_counter()
-            tables, skipped = root_tables(partitions, endpoint, build=lambda p, e: p.table(e).to_trace_table())
             with on_workers(dask):
                 est.fit(tables)
     seconds = time.perf_counter() - t0

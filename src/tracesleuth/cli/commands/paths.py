@@ -11,8 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .._common import (Command, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SeedOpt, TimeOpt, emit_json,
-                       err, out, progress, read_period, run_evaluation)
+from .._common import (Command, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SchedulerOpt, SeedOpt, TimeOpt,
+                       emit_json, err, open_scheduler, out, progress, root_tables_of, run_evaluation)
 from ...errors import ParameterError, TraceFormatError
 
 __all__ = ["read_messages", "register"]
@@ -82,7 +82,7 @@ def paths(paths: PathsArg,
           max_delay: Annotated[str, typer.Option("--max-delay", metavar="DURATION", help="Convolution: the longest "
                                "delay looked for.")] = "1s",
           time_range: TimeOpt = None, format: FormatOpt = None, mapping: MappingOpt = None,
-          json: JsonOpt = False) -> None:
+          scheduler: SchedulerOpt = None, json: JsonOpt = False) -> None:
     """Black-box causal paths (Aguilera et al., SOSP 2003): the call paths of requests and where their
     time goes, from the messages between services alone (nesting algorithm), or the causal graph
     with its delays (convolution algorithm). Given traces, their trace ids are dropped first, and
@@ -96,14 +96,13 @@ def paths(paths: PathsArg,
                       quantum_ns=parse_duration(quantum), max_delay_ns=parse_duration(max_delay))
     check_settings(est)
     if messages:
-        if endpoint or time_range:
-            raise ParameterError(f"{'--endpoint' if endpoint else '--time'} selects traces' requests; a message log "
-                                 "has no endpoints or traces")
+        if endpoint or time_range or scheduler:
+            given = '--endpoint' if endpoint else '--time' if time_range else '--scheduler'
+            raise ParameterError(f"{given} selects or builds traces' requests; a message log has no endpoints or "
+                                 "traces")
         data = read_messages(paths)
     else:
-        from ...model import root_tables
-
-        data, _ = root_tables(read_period(paths, format, mapping, time_range), endpoint)
+        data, _ = root_tables_of(paths, endpoint, format, mapping, time_range, open_scheduler(scheduler))
     t0 = time.perf_counter()
     with progress(algorithm) as bar:
         bar.add_task(algorithm, spans=0)
