@@ -114,7 +114,8 @@ def _sample(table: DaskTraceTable, n: int, random_state):
     chosen = np.sort(rng.choice(table.n_requests, size=n, replace=False))
     bounds = np.concatenate(([0], np.cumsum(table.part_rows)))
     taken = table.scheduler.map(_take, [(p, chosen[(chosen >= a) & (chosen < b)] - a)
-                                        for p, a, b in zip(table.parts, bounds[:-1], bounds[1:])], "sampling the requests")
+                                        for p, a, b in zip(table.parts, bounds[:-1], bounds[1:])],
+                                "sampling the requests")
     frame = pl.concat([f for f in taken if f.height]).sort(ORDER)
     from ..model.table import TraceTable
 

@@ -650,8 +650,10 @@ class RootCauseLocalization(Analysis):
                                              if rows])) if anomalous_requests else np.array([], dtype=np.int64)
         keys = [m.operation_key for m in top]
         mine = calls.filter(pl.col(S.REQUEST).is_in(requests) & pl.col(S.OPERATION_KEY).is_in(keys))
-        # A client span's instance is the instance of the server span it calls.
-        servers = (calls.filter((pl.col(S.KIND) == "server") & pl.col(S.PARENT_SPAN_ID).is_not_null())
+        # A client span's instance is the instance of the server span it calls (only the server
+        # spans under these calls are looked at: not a copy of every server span).
+        under_mine = pl.col(S.PARENT_SPAN_ID).is_in(mine[S.SPAN_ID].implode())
+        servers = (calls.filter((pl.col(S.KIND) == "server") & under_mine)
                    .select(pl.col(S.REQUEST), pl.col(S.PARENT_SPAN_ID).alias(S.SPAN_ID),
                            pl.col(S.INSTANCE).alias("server_instance"))
                    .unique([S.REQUEST, S.SPAN_ID], keep="first", maintain_order=True))

@@ -1,0 +1,124 @@
+"""Memory in one process (issue 32): a span store's trace table and root-cause localization, the
+store read whole against ``--scheduler serial`` (partition by partition, no Dask).
+
+Each measurement is one ``tracesleuth`` command in a fresh process; its wall time and its peak
+resident memory (``ru_maxrss`` of that process, from ``os.wait4``) are printed, the median of
+``--runs`` runs. The stores are written into ``--dir`` (a temporary directory by default) and
+deleted afterwards:
+
+* ``--spans`` synthetic spans (:mod:`tracesleuth.scale.synthetic`): ``tracesleuth table STORE
+  -o TABLE`` (targets: 10^7 spans to a trace table in <= 4 GB);
+* ``--requests`` requests of the localization scenario ``load-imbalance``
+  (:mod:`tracesleuth.analyses.localize.synthetic`, about 11.6 spans each): ``tracesleuth localize
+  STORE --json`` (target: 10^6 requests localized in <= 3 GB); both ways' JSON must be equal
+  (the run fails otherwise).
+
+Run it alone: the machine has 2 cores.
+
+    python3 benchmarks/bench_scale_memory.py                       # 10^7 spans, 10^6 requests, 3 runs
+    python3 benchmarks/bench_scale_memory.py --spans 1e6 --requests 1e5 --runs 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+WAYS = {"read whole": [], "serial": ["--scheduler", "serial"]}
+
+
+def measure(argv: list[str]) -> dict:
+    """Run ``tracesleuth ARGV`` in a new process: its wall time (s), peak RSS (MB) and stdout."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "tracesleuth", *argv], stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage
+        wall = time.perf_counter() - t0
+        out.seek(0), err.seek(0)
+        if os.waitstatus_to_exitcode(status):
+            raise RuntimeError(f"tracesleuth {' '.join(argv)} failed: {err.read()[-2000:]}")
+        return {"wall_s": wall, "peak_mb": usage.ru_maxrss / 1024, "stdout": out.read()}
+
+
+def _write_localize_store(path: Path, n_requests: int) -> int:
+    code = (
+        "import sys; from tracesleuth.analyses.localize.synthetic import simulate_scenario\n"
+        "from tracesleuth.io.store import SpanStore\n"
+        f"sc = simulate_scenario('load-imbalance', n_requests={n_requests}, random_state=0)\n"
+        f"SpanStore({str(path)!r}).append_spans(sc.spans.to_batches(131072))\n"
+        "print(sc.spans.num_rows)")
+    return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+
+
+def _runs(argv_of, runs: int, check_equal: bool) -> dict:
+    """Median wall time and peak of each way (runs alternate the ways)."""
+    found: dict = {way: [] for way in WAYS}
+    for _ in range(runs):
+        for way, extra in WAYS.items():
+            found[way].append(measure(argv_of(way) + extra))
+    row = {}
+    for way, ms in found.items():
+        row[way] = {"wall_s": round(statistics.median(m["wall_s"] for m in ms), 1),
+                    "peak_mb": round(statistics.median(m["peak_mb"] for m in ms))}
+    if check_equal:
+        docs = [json.loads(found[way][0]["stdout"]) for way in WAYS]
+        for d in docs:
+            d.pop("seconds", None)
+        row["same_json"] = docs[0] == docs[1]
+        if not row["same_json"]:
+            raise RuntimeError("the serial scheduler's JSON differs from the in-process one")
+    return row
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--spans", type=float, default=1e7, help="Synthetic spans for the table (0: skip).")
+    p.add_argument("--requests", type=float, default=1e6, help="Requests localized (0: skip).")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--dir", default=None, help="Where the stores are written (default: a temporary directory).")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    base = Path(tempfile.mkdtemp(prefix="bench-scale-memory-", dir=args.dir))
+    report: dict = {"runs": args.runs}
+    try:
+        if args.spans:
+            from tracesleuth.scale.synthetic import write_synthetic_store
+
+            made = write_synthetic_store(base / "spans", int(args.spans), seed=0, hours=3)
+            tables = base / "tables"
+            tables.mkdir()
+            counter = iter(range(10**6))
+            report["table"] = {"spans": made.spans, **_runs(
+                lambda way: ["table", str(made.path), "-o", str(tables / f"t{next(counter)}.parquet")],
+                args.runs, check_equal=False)}
+        if args.requests:
+            n_spans = _write_localize_store(base / "localize", int(args.requests))
+            report["localize"] = {"requests": int(args.requests), "spans": n_spans, **_runs(
+                lambda way: ["localize", str(base / "localize"), "--json"], args.runs, check_equal=True)}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return 0
+    for name, row in report.items():
+        if name == "runs":
+            continue
+        size = f"{row['spans']:,} spans" + (f", {row['requests']:,} requests" if "requests" in row else "")
+        print(f"{name} ({size}), median of {args.runs}:")
+        for way in WAYS:
+            print(f"  {way:>10}: {row[way]['wall_s']:.1f} s, peak {row[way]['peak_mb']:,} MB")
+        if "same_json" in row:
+            print(f"  same JSON both ways: {row['same_json']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
