@@ -63,7 +63,8 @@ from ._requests import _covered_by_children, exclusive_times, requests_of, trace
 CALL_COLUMNS = (S.TRACE_ID, S.REQUEST, S.SPAN_ID, S.PARENT_SPAN_ID, S.OPERATION_KEY, S.SERVICE, S.OPERATION,
                 S.INSTANCE, S.KIND, S.FOLLOWS_FROM, S.DEPTH, S.START_OFFSET_NS, S.DURATION_NS, S.EXCLUSIVE_NS, S.ERROR,
                 S.EXCEPTION_TYPE, S.CALLER_KEY, S.SERVER_SERVICE, S.GAP_NS)
-_SCHEMA = {S.TRACE_ID: pl.String, S.REQUEST: pl.Int64, S.SPAN_ID: pl.String, S.PARENT_SPAN_ID: pl.String,
+#: The call view's polars dtypes, by column.
+CALL_SCHEMA = {S.TRACE_ID: pl.String, S.REQUEST: pl.Int64, S.SPAN_ID: pl.String, S.PARENT_SPAN_ID: pl.String,
            S.OPERATION_KEY: pl.String, S.SERVICE: pl.String, S.OPERATION: pl.String, S.INSTANCE: pl.String,
            S.KIND: pl.String, S.FOLLOWS_FROM: pl.Boolean, S.DEPTH: pl.Int32, S.START_OFFSET_NS: pl.Int64, S.DURATION_NS: pl.Int64,
            S.EXCLUSIVE_NS: pl.Int64, S.ERROR: pl.Boolean, S.EXCEPTION_TYPE: pl.String, S.CALLER_KEY: pl.String,
@@ -104,7 +105,7 @@ def call_frame(spans: pa.Table, endpoint: str, requests: pl.DataFrame, partition
         tree, _ = assemble_codes(codes, attributes)
         pieces.append(partition_calls(codes, tree, codes.operation_keys.index(endpoint), spans, rows_of))
     if not pieces:
-        return pl.DataFrame(schema=_SCHEMA)
+        return pl.DataFrame(schema=CALL_SCHEMA)
     return in_request_order(pieces)
 
 
@@ -151,7 +152,7 @@ def partition_calls(codes: SpanCodes, tree: Tree, endpoint: int, spans: pa.Table
     """
     entry, request = requests_of(codes, tree, endpoint)
     if len(entry) == 0:
-        return pl.DataFrame(schema=_SCHEMA)
+        return pl.DataFrame(schema=CALL_SCHEMA)
     exclusive = exclusive_times(codes, tree, request)
     ids = pl.DataFrame({S.TRACE_ID: codes.trace_ids.take(pa.array(codes.trace[entry])),
                         S.SPAN_ID: codes.span_ids(entry, spans)})

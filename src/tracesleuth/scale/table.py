@@ -53,7 +53,6 @@ from .. import schema as S
 from ..errors import EmptyDataError, ParameterError
 from ..model.assembly import AssemblyReport, assemble_codes, attributes_of
 from ..model.attributes import attribute_frame, attribute_summary, choose_columns, merge_attribute_summaries
-from ..model.flows import in_request_order
 from ..model._codes import SOURCE_ROW, encode_spans, narrow_spans, take_rows
 from ..model.table import (EXCLUSIVE_PREFIX, INSTANCE_PREFIX, MAX_CATEGORIES, PARTITION_SPANS, TraceTable,
                            column_key, merge_endpoints, partition_requests, resolve_endpoint, root_endpoints,
@@ -176,9 +175,13 @@ class DaskTraceTable:
         """
         rows = requests.select(S.TRACE_ID, S.SPAN_ID).with_columns(
             pl.Series(S.REQUEST, np.arange(requests.height, dtype=np.int64)), pl.Series(PART, part_of_row))
-        tasks = [(self.by_trace[k], self.endpoint, group.drop(PART), self.partition_spans)
-                 for (k,), group in rows.partition_by(PART, as_dict=True).items()]
-        return in_request_order(self.scheduler.map(_calls_part, tasks, "building the call view"))
+        folder = Path(tempfile.mkdtemp(prefix="calls-", dir=self.workdir))
+        try:
+            tasks = [(self.by_trace[k], self.endpoint, group.drop(PART), self.partition_spans,
+                      folder / f"calls-{k:06d}.arrow") for (k,), group in rows.partition_by(PART, as_dict=True).items()]
+            return in_request_order_from_files(self.scheduler.map(_calls_part, tasks, "building the call view"))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def to_parquet(self, path) -> Path:
         """Copy the table's parts into the directory ``path`` (made, whole or not at all; it must not
@@ -587,12 +590,33 @@ def _table_part(path: Path, out: Path, operations: list, instanced: set, chosen)
     return Path(out), frame.height, int(frame[S.LATENCY_NS].max())
 
 
-def _calls_part(path: str, endpoint: str, requests: pl.DataFrame, partition_spans: int) -> pl.DataFrame:
-    """The calls of one partition's requests, numbered as the collected table's rows."""
+def _calls_part(path: str, endpoint: str, requests: pl.DataFrame, partition_spans: int, out: Path) -> Path:
+    """The calls of one partition's requests, numbered as the collected table's rows, written to
+    ``out`` (Arrow IPC): the command's process reads them back a column at a time."""
     from ..model.flows import call_frame
 
     calls = call_frame(_read_by_trace(path), endpoint, requests.select(S.TRACE_ID, S.SPAN_ID), partition_spans)
-    return calls.with_columns(requests[S.REQUEST].gather(calls[S.REQUEST]).alias(S.REQUEST))
+    calls = calls.with_columns(requests[S.REQUEST].gather(calls[S.REQUEST]).alias(S.REQUEST))
+    _atomic_write(out, calls.write_ipc)
+    return Path(out)
+
+
+def in_request_order_from_files(paths: list) -> pl.DataFrame:
+    """The call-view pieces written by :func:`_calls_part` as one frame in request order, built a
+    column at a time from the files (Arrow IPC): the memory beside the result is one column's, the
+    pieces are never all in memory at once (as the pieces given to
+    :func:`~tracesleuth.model.flows.in_request_order` are)."""
+    if not paths:
+        from ..model.flows import CALL_SCHEMA
+
+        return pl.DataFrame(schema=CALL_SCHEMA)
+
+    def column(name: str) -> pl.Series:
+        return pl.concat([pl.read_ipc(p, columns=[name])[name] for p in paths], rechunk=False)
+
+    order = pl.Series(np.argsort(column(S.REQUEST).to_numpy(), kind="stable"))
+    names = pl.read_ipc_schema(paths[0])
+    return pl.DataFrame([column(name).gather(order) for name in names])
 
 
 def _shuffle_input(path: str | None, row_group: int):
