@@ -112,3 +112,25 @@ def test_commands_json_equal_in_process(capsys, synthetic_store, command):
 
     assert run("--scheduler", "serial") == run()
     assert not [p for p in synthetic_store.path.parent.iterdir() if "tracesleuth-work" in p.name]
+
+
+def test_a_part_that_disappears_during_the_split_is_named_and_nothing_is_left(serial, tmp_path, synthetic_store,
+                                                                              monkeypatch):
+    import shutil
+
+    import tracesleuth.scale.table as table_module
+    from tracesleuth.errors import TraceFormatError
+
+    store = tmp_path / "store"
+    shutil.copytree(synthetic_store.path, store)
+    gone = sorted(store.rglob("*.parquet"))[-1]
+    read = table_module.read_part
+
+    def read_then_delete(path, row_group=None):
+        gone.unlink(missing_ok=True)  # another process removed a part after the check, mid-run
+        return read(path, row_group)
+
+    monkeypatch.setattr(table_module, "read_part", read_then_delete)
+    with pytest.raises(TraceFormatError, match=gone.name):
+        dask_trace_table(store, scheduler=serial, partition_spans=5_000)
+    assert not [p for p in tmp_path.iterdir() if "tracesleuth-work" in p.name]
