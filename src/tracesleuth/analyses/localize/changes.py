@@ -155,12 +155,15 @@ def window_changes(calls: pl.DataFrame, *, n_splits: int = 9, level: float = 0.0
     series = _series(calls)
     if series.height == 0:
         return (), 0
-    t0, t1 = int(series["start_ns"].min()), int(series["start_ns"].max())
+    t0, t1 = int(series["first"].min()), int(series["last"].max())
     cuts = t0 + (t1 - t0) * np.arange(1, n_splits + 1) / (n_splits + 1)
     found, n_tested, gap_rises = [], 0, {}
-    for (kind, key, callee, caller), part in series.sort("start_ns").group_by(
-            "kind", "key", "callee", "caller_service", maintain_order=True):
-        best = _best_cut(part["start_ns"].to_numpy(), part["value"].to_numpy().astype(np.float64), cuts, min_calls)
+    for i, (gap, caller_key, operation, callee, caller) in enumerate(
+            series.select("gap", "caller_key", S.OPERATION_KEY, "callee", "caller_service").iter_rows()):
+        kind, key = ("gap", f"{caller_key} -> {operation}") if gap else ("self", operation)
+        times, values = series["start_ns"][i].to_numpy(), series["value"][i].to_numpy().astype(np.float64)
+        order = np.argsort(times, kind="stable")
+        best = _best_cut(times[order], values[order], cuts, min_calls)
         if best is None:
             continue
         n_tested += 1
@@ -184,17 +187,26 @@ def window_changes(calls: pl.DataFrame, *, n_splits: int = 9, level: float = 0.0
 
 
 def _series(calls: pl.DataFrame) -> pl.DataFrame:
-    """One row per call and series: ``kind``, ``key``, ``callee``, ``caller_service``, ``start_ns``, ``value``."""
+    """One row per series, in the order of their first call: ``gap`` (a gap series, else self
+    time), ``caller_key`` (of a gap; ``"(entry)"`` for the entry span), ``operation_key``,
+    ``callee``, ``caller_service`` (of a gap), ``start_ns`` and ``value`` (lists, one element per
+    call, in input order), ``first`` and ``last`` (start of the series' first and last call).
+
+    Grouped by streaming over the calls: no per-call copy of their string columns is made."""
     to_server = pl.col(S.SERVER_SERVICE).is_not_null()
-    return calls.select(
-        pl.when(to_server).then(pl.lit("gap")).otherwise(pl.lit("self")).alias("kind"),
-        pl.when(to_server).then(pl.col(S.CALLER_KEY).fill_null("(entry)") + " -> " + pl.col(S.OPERATION_KEY))
-        .otherwise(pl.col(S.OPERATION_KEY)).alias("key"),
+    return (calls.lazy().select(
+        to_server.alias("gap"),
+        pl.when(to_server).then(pl.col(S.CALLER_KEY).fill_null("(entry)")).alias("caller_key"),
+        S.OPERATION_KEY,
         pl.coalesce(S.SERVER_SERVICE, S.SERVICE).alias("callee"),
-        pl.when(to_server).then(pl.col(S.SERVICE)).otherwise(None).alias("caller_service"),
+        pl.when(to_server).then(pl.col(S.SERVICE)).alias("caller_service"),
         pl.col("start_ns"),
         pl.when(to_server).then(pl.col(S.GAP_NS)).otherwise(pl.col(S.EXCLUSIVE_NS)).alias("value"),
     ).filter(pl.col("value").is_not_null())
+        .group_by("gap", "caller_key", S.OPERATION_KEY, "callee", "caller_service")
+        .agg("start_ns", "value", pl.col("start_ns").min().alias("first"), pl.col("start_ns").max().alias("last"))
+        .sort("first", "gap", "caller_key", S.OPERATION_KEY, "callee", "caller_service", nulls_last=True)
+        .collect(engine="streaming"))
 
 
 def _best_cut(times: np.ndarray, values: np.ndarray, cuts: np.ndarray, min_calls: int):

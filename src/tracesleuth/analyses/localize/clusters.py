@@ -265,18 +265,26 @@ def latency_matrices(calls: pl.DataFrame, clusters: list[Cluster], latency: str)
         if t is not None:
             target_of[c.requests] = t
     colmap = pl.concat([c.columns.with_columns(pl.lit(c.id, pl.Int64).alias("target")) for c in majors])
-    # Only the columns used, before the filter and the join copy rows; the join on integers.
-    picked = (calls.select(S.REQUEST, _PAIR, _OCC, latency, S.SERVICE, S.SERVER_SERVICE, S.KIND)
-              .with_columns(pl.Series("target", target_of[calls[S.REQUEST].to_numpy()]))
-              .filter(pl.col("target") >= 0)
-              .join(colmap.select("target", _PAIR, _OCC, "column"), on=["target", _PAIR, _OCC], how="inner"))
-    # The service each column is attributed to (the called one for a client span), over every call.
-    attributed_by_target = (picked.group_by("target", "column").agg(
-        pl.coalesce(pl.col(S.SERVER_SERVICE), pl.col(S.SERVICE)).mode().first().alias(S.SERVICE),
-        (pl.col(S.KIND) == "client").any().alias("client")).partition_by("target", as_dict=True, include_key=False))
-    by_target = picked.select("target", S.REQUEST, "column", pl.col(latency).cast(pl.Float64).alias("latency")
-                              ).partition_by("target", as_dict=True)
-    del picked
+    # Each call of a major cluster's request (or of a request merged into it) to its column: a join
+    # on integers, streamed (the calls' string columns are never copied per call).
+    keys = ["target", _PAIR, _OCC]
+    calls = calls.lazy().with_columns(target=pl.lit(pl.Series(target_of[calls[S.REQUEST].to_numpy()])))
+    calls = calls.filter(pl.col("target") >= 0)
+    columns = colmap.lazy().select(*keys, "column")
+    picked = (calls.select(*keys, S.REQUEST, pl.col(latency).cast(pl.Float64).alias("latency"))
+              .join(columns, on=keys, how="inner").select("target", S.REQUEST, "column", "latency"))
+    by_target = picked.collect(engine="streaming").partition_by("target", as_dict=True)
+    # The service each column is attributed to, over every call of it: the most frequent of the
+    # services called (a client span's server, else the span's own; ties: the first by name).
+    services = (calls.group_by(*keys, pl.coalesce(S.SERVER_SERVICE, S.SERVICE).alias(S.SERVICE))
+                .agg(pl.len().alias("n"), (pl.col(S.KIND) == "client").any().alias("client"))
+                .join(columns, on=keys, how="inner")
+                .group_by("target", "column", S.SERVICE).agg(pl.col("n").sum(), pl.col("client").any()))
+    attributed_by_target = (services.collect(engine="streaming")
+                            .sort(["target", "column", "n", S.SERVICE], descending=[False, False, True, False])
+                            .group_by("target", "column", maintain_order=True)
+                            .agg(pl.col(S.SERVICE).first(), pl.col("client").any())
+                            .partition_by("target", as_dict=True, include_key=False))
     out = []
     for c in majors:
         part = by_target.get((c.id,))
