@@ -73,3 +73,23 @@ def events_store(tmp_path_factory):
     old = store.span_files()[1]
     pq.write_table(pq.read_table(old).drop_columns(list(S.LATER_SPAN_COLUMNS)), old)
     return SpanStore(store.path, create=False)
+
+
+@pytest.fixture(scope="session")
+def assert_same():
+    """``assert_same(table, reference, calls=True)``: a table built partition by partition (Dask or
+    serial), collected, equals the in-process ``reference``: frame, schema, endpoint, operations,
+    assembly report, root endpoints, dropped attributes and (with ``calls``) call view."""
+
+    def check(table, reference, *, calls: bool = True) -> None:
+        collected = table.to_trace_table()
+        assert collected.frame.equals(reference.frame), "the tables differ"
+        assert collected.frame.schema == reference.frame.schema
+        assert (collected.endpoint, collected.operations) == (reference.endpoint, reference.operations)
+        assert collected.assembly == reference.assembly
+        assert collected.endpoints == reference.endpoints
+        assert collected.dropped_attributes == reference.dropped_attributes
+        if calls:
+            assert collected.calls().equals(reference.calls())
+
+    return check

@@ -23,19 +23,7 @@ pytestmark = pytest.mark.dask  # a LocalCluster of worker processes (tests/scale
 ENDPOINT = "ts-travel-service:/api/v1/travelservice/trips/left"
 
 
-def assert_same(dask_table, reference, *, calls: bool = True) -> None:
-    collected = dask_table.to_trace_table()
-    assert collected.frame.equals(reference.frame), "the tables differ"
-    assert collected.frame.schema == reference.frame.schema
-    assert (collected.endpoint, collected.operations) == (reference.endpoint, reference.operations)
-    assert collected.assembly == reference.assembly
-    assert collected.endpoints == reference.endpoints
-    assert collected.dropped_attributes == reference.dropped_attributes
-    if calls:
-        assert collected.calls().equals(reference.calls())
-
-
-def test_trainticket_table_is_the_in_process_table(cluster, trainticket_store):
+def test_trainticket_table_is_the_in_process_table(cluster, trainticket_store, assert_same):
     spans = trainticket_store.read_spans()
     for endpoint in (None, ENDPOINT):
         with dask_trace_table(trainticket_store.path, endpoint, scheduler=cluster, partition_spans=60_000) as table:
@@ -43,7 +31,7 @@ def test_trainticket_table_is_the_in_process_table(cluster, trainticket_store):
             assert_same(table, build_trace_table(spans, endpoint))
 
 
-def test_synthetic_store_of_many_parts_any_partitioning(cluster, synthetic_store):
+def test_synthetic_store_of_many_parts_any_partitioning(cluster, synthetic_store, assert_same):
     spans = synthetic_store.read_spans()
     part = np.repeat(np.arange(len(synthetic_store.span_files())),
                      [pl.scan_parquet(f).select(pl.len()).collect().item() for f in synthetic_store.span_files()])
@@ -69,7 +57,7 @@ def test_synthetic_store_of_many_parts_any_partitioning(cluster, synthetic_store
         assert_same(partitions.table(), build_trace_table(traces_starting_between(spans, *period)), calls=False)
 
 
-def test_the_threaded_scheduler_builds_the_same_table(synthetic_store):
+def test_the_threaded_scheduler_builds_the_same_table(synthetic_store, assert_same):
     spans = synthetic_store.read_spans()
     with dask_trace_table(synthetic_store.path, partition_spans=10_000) as table:  # threads, no cluster
         assert_same(table, build_trace_table(spans), calls=False)
@@ -94,7 +82,7 @@ def test_attribute_columns_chosen_over_partitions_equal_those_chosen_at_once(syn
     assert dropped == whole.dropped and frame.width == len(whole.categorical) + len(whole.numeric)
 
 
-def test_a_worker_killed_mid_run_gives_the_same_table(cluster, synthetic_store):
+def test_a_worker_killed_mid_run_gives_the_same_table(cluster, synthetic_store, assert_same):
     """A worker process killed while the requests are built: Dask runs its tasks again elsewhere
     (the nanny restarts it) and the table is the same."""
     reference = build_trace_table(synthetic_store.read_spans())
@@ -136,7 +124,7 @@ def test_the_table_as_a_dask_dataframe_and_parquet(tmp_path, synthetic_store):
     assert again.equals(reference.frame)
 
 
-def test_the_error_rule_and_exception_types_on_dask_are_those_in_process(cluster, events_store):
+def test_the_error_rule_and_exception_types_on_dask_are_those_in_process(cluster, events_store, assert_same):
     """Exceptions recorded as events fail their requests and name their types in the call view,
     on Dask as in process, a part of the store written before events were kept included."""
     from tracesleuth import schema as S

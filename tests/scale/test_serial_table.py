@@ -9,7 +9,6 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from tracesleuth.model import build_trace_table
@@ -20,18 +19,6 @@ from tracesleuth.scale.table import shuffle_by_trace
 HOUR_NS = 3_600_000_000_000
 
 
-def assert_same(table, reference, *, calls: bool = True) -> None:
-    collected = table.to_trace_table()
-    assert collected.frame.equals(reference.frame), "the tables differ"
-    assert collected.frame.schema == reference.frame.schema
-    assert (collected.endpoint, collected.operations) == (reference.endpoint, reference.operations)
-    assert collected.assembly == reference.assembly
-    assert collected.endpoints == reference.endpoints
-    assert collected.dropped_attributes == reference.dropped_attributes
-    if calls:
-        assert collected.calls().equals(reference.calls())
-
-
 @pytest.fixture(scope="module")
 def serial():
     with connect("serial") as scheduler:
@@ -39,7 +26,8 @@ def serial():
 
 
 @pytest.mark.parametrize("partition_spans", [3_000, 25_000, 1_000_000])
-def test_any_partitioning_gives_the_in_process_table_and_calls(serial, synthetic_store, partition_spans):
+def test_any_partitioning_gives_the_in_process_table_and_calls(serial, synthetic_store, partition_spans,
+                                                               assert_same):
     reference = build_trace_table(synthetic_store.read_spans())
     with dask_trace_table(synthetic_store.path, scheduler=serial, partition_spans=partition_spans) as table:
         assert len(table.by_trace) == -(-table.n_spans // partition_spans)  # every partition holds traces
@@ -48,7 +36,7 @@ def test_any_partitioning_gives_the_in_process_table_and_calls(serial, synthetic
     assert not workdir.exists()
 
 
-def test_other_endpoints_and_a_period_from_one_split(serial, synthetic_store):
+def test_other_endpoints_and_a_period_from_one_split(serial, synthetic_store, assert_same):
     spans = synthetic_store.read_spans()
     with shuffle_by_trace(synthetic_store.path, scheduler=serial, partition_spans=8_000) as partitions:
         assert partitions.endpoints == build_trace_table(spans).endpoints
@@ -59,7 +47,7 @@ def test_other_endpoints_and_a_period_from_one_split(serial, synthetic_store):
         assert_same(partitions.table(), build_trace_table(traces_starting_between(spans, *period)))
 
 
-def test_exceptions_and_a_part_written_before_events_were_kept(serial, events_store):
+def test_exceptions_and_a_part_written_before_events_were_kept(serial, events_store, assert_same):
     reference = build_trace_table(events_store.read_spans())
     with dask_trace_table(events_store.path, scheduler=serial, partition_spans=5_000) as table:
         assert len(table.parts) > 1
