@@ -41,7 +41,7 @@ SLOW = {
     "analyses/diagnose/test_core.py": {"test_a_healthy_period_names_nobody",
         "test_analyze_at_opens_the_report_with_the_diagnosis", "test_cli_diagnose",
         "test_ranking_model_learns_which_family_points_at_the_culprit", "test_recorded_onlineboutique_faults",
-        "test_seeded_incidents_floor"},
+        "test_seeded_incidents_floor", "test_the_problem_period_holds_the_moment_given"},
     "analyses/localize/test_changes.py": {"test_trainticket_cpu_contention_is_found_from_its_windows_alone"},
     "analyses/localize/test_command.py": {"test_localize_json_names_the_service_method_and_instance",
         "test_localize_prints_tables_and_takes_one_endpoint", "test_localize_reads_the_papers_log_format"},

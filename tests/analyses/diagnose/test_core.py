@@ -78,6 +78,22 @@ def test_seeded_incidents_floor(fault, service):
     assert first >= 7 and onset >= 7
 
 
+def test_the_problem_period_holds_the_moment_given():
+    """An onset 450 s before the moment, the longest problem period 300 s: the period is the 300 s up
+    to the moment (not 300 s from the onset, which would end before it), the baseline still ends at the
+    onset; 8 seeds, the culprit first in >= 7 (measured 8)."""
+    first = 0
+    for seed in SEEDS:
+        spans = incident_spans(fault="delay", service="cart", onset_s=100.0, random_state=seed)
+        at = _at(spans, 550.0)
+        result = Diagnosis(at=at).fit(spans).result_
+        onset, problem = result.onset.time_ns, result.problem
+        assert problem.start_ns <= at < problem.end_ns and problem.how == "onset_to_moment"
+        assert problem.start_ns > onset and result.baseline.end_ns <= onset
+        first += result.services[0].service == "cart"
+    assert first >= 7
+
+
 def test_a_healthy_period_names_nobody():
     """No fault: no change is found (a clear error) or nobody is named, on >= 7 of 8 seeds."""
     quiet = 0

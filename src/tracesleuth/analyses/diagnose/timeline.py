@@ -18,7 +18,7 @@ baseline, found in the store's request series (Build 1 of issue 28).
   fault came with a pause, and in 10 of the 35 recorded faults (onset found 25 -> 28 of 35, the
   injected service first 12 -> 14).
 * **Problem period.** From the onset, at most ``max_problem_s``, to the end of the stretch of
-  traffic the user's moment is in.
+  traffic the user's moment is in; always holding that moment (:func:`_problem_range`).
 * **Baseline.** The most recent stretch before the onset whose own series show no change: the
   block's requests before the onset (after its own latest change, if it has one); then earlier
   blocks, each up to its own onset (an earlier incident's requests are skipped), until
@@ -156,20 +156,32 @@ def find_timeline(telemetry: Telemetry, *, at_ns: int | None, time: tuple | None
             raise EmptyDataError(f"{utc_text(at)} is outside the store, which holds requests from {utc_text(first)} "
                                  f"to {utc_text(last)}.")
         onset = _onset_before(telemetry, starts, at, lookback_s, level)
-        # To the end of the stretch of traffic the user's moment is in (the onset can precede a break).
-        block_end = _block_of(starts, max(at, onset.time_ns), level)[1]
-        problem_range = (onset.time_ns, min(onset.time_ns + int(max_problem_s * 1e9), int(starts[block_end - 1]) + 1))
-    problem = _period(starts, problem_range, "onset" if onset else "given")
+        problem_range = _problem_range(starts, onset.time_ns, at, max_problem_s, level)
+    before_ns = problem_range[0] if onset is None else onset.time_ns
+    problem = _period(starts, problem_range, "given" if onset is None else
+                      "onset" if problem_range[0] == onset.time_ns else "onset_to_moment")
     if baseline_time is not None:
         baseline = _period(starts, baseline_time, "given")
     else:
-        baseline = _clean_baseline(requests, starts, problem_range[0], min_baseline_requests, level)
+        baseline = _clean_baseline(requests, starts, before_ns, min_baseline_requests, level)
     if baseline.n_requests == 0:
-        raise EmptyDataError(f"No request before {utc_text(problem_range[0])} to compare the problem period with; "
+        raise EmptyDataError(f"No request before {utc_text(before_ns)} to compare the problem period with; "
                              "give --baseline-time START/END.")
     if baseline.n_requests < min_baseline_requests:
         caveats.append(SmallBaseline(baseline.n_requests, min_baseline_requests))
     return Timeline(onset, problem, baseline, tuple(caveats))
+
+
+def _problem_range(starts: np.ndarray, onset_ns: int, at: int, max_problem_s: float, level: float) -> tuple[int, int]:
+    """From the onset, at most ``max_problem_s``, to the end of the stretch of traffic the user's moment
+    is in (the onset can precede a break), and always holding that moment: the user gave it as a moment
+    inside the incident, so a period that ends before it (an onset found more than ``max_problem_s``
+    earlier, the incident's own change too weak to show) would compare something else. Such a period
+    is the ``max_problem_s`` up to the moment."""
+    block_end = int(starts[_block_of(starts, max(at, onset_ns), level)[1] - 1]) + 1
+    span_ns = int(max_problem_s * 1e9)
+    end = min(max(onset_ns + span_ns, at + 1), max(block_end, at + 1))
+    return max(onset_ns, end - span_ns), end
 
 
 def _onset_before(telemetry: Telemetry, starts: np.ndarray, at: int, lookback_s: float, level: float) -> Onset:
