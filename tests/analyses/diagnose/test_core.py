@@ -12,7 +12,7 @@ import pytest
 from sklearn.base import clone
 
 from tracesleuth.analyses.diagnose import Diagnosis
-from tracesleuth.analyses.diagnose.changepoints import latest_change, pettitt
+from tracesleuth.analyses.diagnose.changepoints import latest_change, pettitt, smallest_p_value, tarone_level
 from tracesleuth.analyses.diagnose.evidence import rate_p_values, shift_p_value
 from tracesleuth.analyses.diagnose.synthetic import incident_spans
 from tracesleuth.cli import main
@@ -53,6 +53,43 @@ def test_latest_change_rarely_fires_on_noise():
     assert fired <= 3  # level 0.01 and a conservative approximation: ~0.4 expected
 
 
+def test_smallest_p_value_bounds_every_order_of_the_values():
+    """Over 20 series (continuous, sparse 0/1, tied) and 30 orders of each: no order gives Pettitt a
+    smaller p-value than :func:`smallest_p_value`, and the sorted order attains it."""
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        x = [rng.normal(0, 1, 50), (rng.random(50) < 0.1).astype(float), rng.integers(0, 4, 50).astype(float)][seed % 3]
+        if np.all(x == x[0]):
+            continue
+        least = smallest_p_value(x, min_size=1)
+        assert all(pettitt(rng.permutation(x)).p_value >= least * (1 - 1e-9) for _ in range(30))
+        assert pettitt(np.sort(x)).p_value == pytest.approx(least)
+    assert smallest_p_value(np.ones(40)) == 1.0 and smallest_p_value(np.arange(15.0)) == 1.0
+
+
+def test_tarone_level_keeps_the_family_wise_error_and_gains_power():
+    """Families of 5 continuous and 35 sparse 0/1 series (an error in 3% of 60 requests: none can reach
+    significance), 300 seeds each: on noise no family fires (level 0.01); with a step in one
+    continuous series Tarone's level finds it in 161 of 300 families, Bonferroni's in 78 (floors 130
+    and more than Bonferroni)."""
+    def family(rng, step):
+        xs = [rng.normal(0, 1, 60) for _ in range(5)] + [(rng.random(60) < 0.03).astype(float) for _ in range(35)]
+        xs[0][40:] += step
+        return xs
+
+    def fired(xs, level):
+        return any(latest_change(x, level=level) is not None for x in xs)
+
+    assert tarone_level([1e-9, 1e-9, 0.5, 1.0], 0.01) == 0.005 and tarone_level([], 0.01) == 0.01
+    assert tarone_level([1e-9] * 4, 0.01) == 0.0025   # every test can reach it: Bonferroni's level
+    noise = [family(np.random.default_rng(seed), 0.0) for seed in range(300)]
+    assert sum(fired(xs, tarone_level([smallest_p_value(x) for x in xs], 0.01)) for xs in noise) <= 3
+    steps = [family(np.random.default_rng(seed), 1.2) for seed in range(300)]
+    tarone = sum(fired(xs, tarone_level([smallest_p_value(x) for x in xs], 0.01)) for xs in steps)
+    bonferroni = sum(fired(xs, 0.01 / len(xs)) for xs in steps)
+    assert tarone >= 130 and tarone > bonferroni
+
+
 def test_rate_and_shift_tests():
     p = rate_p_values([30, 0], [100, 100], [3, 30], [100, 100], "greater")
     assert p[0] < 1e-4 and p[1] == 1.0
@@ -76,6 +113,31 @@ def test_seeded_incidents_floor(fault, service):
         start = int(spans["start_ns"][0].as_py())
         onset += result.onset is not None and abs((result.onset.time_ns - start) / 1e9 - ONSET_S) <= 30
     assert first >= 7 and onset >= 7
+
+
+def test_low_traffic_delays_floor():
+    """0.5 requests/s, 25 requests between the onset and the moment given, a delay of 0.5x in the leaf
+    service, 16 seeds: the onset found in >= 13 and within 30 s in >= 10, the culprit named first in
+    >= 13 (measured 15, 12, 15; with Bonferroni over every series 7, 4, 7); with no fault, no one
+    named in >= 15 (measured 16)."""
+    found = within = named = quiet = 0
+    for seed in range(16):
+        spans = incident_spans(fault="delay", service="db", magnitude=0.5, n_requests=300, random_state=seed)
+        start = int(spans["start_ns"][0].as_py())
+        try:
+            result = Diagnosis(at=_at(spans)).fit(spans).result_
+        except EmptyDataError:
+            continue
+        found += 1
+        within += abs((result.onset.time_ns - start) / 1e9 - ONSET_S) <= 30
+        named += result.verdict == "named" and result.services[0].service == "db"
+    for seed in range(16):
+        spans = incident_spans(fault=None, n_requests=300, random_state=seed)
+        try:
+            quiet += Diagnosis(at=_at(spans)).fit(spans).result_.verdict != "named"
+        except EmptyDataError:
+            quiet += 1
+    assert found >= 13 and within >= 10 and named >= 13 and quiet >= 15
 
 
 def test_the_problem_period_holds_the_moment_given():

@@ -10,6 +10,14 @@ change of the requests' series (latency, errors, error-level log records) before
   latency distribution's shape and holds on 0/1 series (errors).
 * :func:`latest_change` - binary segmentation (Scott & Knott, 1974) that keeps the segment *after*
   each significant change: the last change before the moment, with its p-value and direction.
+* :func:`smallest_p_value` and :func:`tarone_level` - the onset is searched in hundreds of series at
+  once (every service's), and Bonferroni divides the level by all of them, although most cannot reach
+  it whatever their order: a series of 25 values, one that holds two errors, a constant one. Tarone's
+  modified Bonferroni procedure (R. E. Tarone, "A modified Bonferroni method for discrete data",
+  Biometrics 46(2), 1990, pp. 515-522) divides it only by the series that can: the smallest ``K``
+  such that at most ``K`` series have a smallest attainable p-value ``<= level / K``. The
+  family-wise error stays below ``level`` (the series that cannot reach ``level / K`` never reject),
+  and the level of each series that can is larger.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-__all__ = ["Change", "latest_change", "pettitt"]
+__all__ = ["Change", "latest_change", "pettitt", "smallest_p_value", "tarone_level"]
 
 
 @dataclass(frozen=True)
@@ -64,19 +72,86 @@ def pettitt(x) -> Change | None:
     n = x.size
     if n < 4 or np.all(x == x[0]):
         return None
-    ranks = stats.rankdata(x)
-    t = np.arange(1, n)
-    u = 2 * np.cumsum(ranks)[:-1] - t * (n + 1)
+    u = _scan(stats.rankdata(x))
     k = int(np.argmax(np.abs(u)))
-    big_k = abs(u[k])
+    # U_t < 0: the first t ranks are low, the series rose after t.
+    return Change(index=k + 1, p_value=_p_value(abs(u[k]), x), direction=1 if u[k] < 0 else -1)
+
+
+def _scan(ranks: np.ndarray) -> np.ndarray:
+    """Pettitt's ``U_t`` for ``t = 1 .. n - 1`` (eq. 2.1 written with the ranks)."""
+    n = ranks.size
+    return 2 * np.cumsum(ranks)[:-1] - np.arange(1, n) * (n + 1)
+
+
+def _p_value(big_k: float, x: np.ndarray) -> float:
+    """Pettitt's approximate p-value of ``K = max |U_t|`` on the values ``x`` (eq. 2.3, tie-corrected)."""
+    n = x.size
     # U_t / (2 sigma sqrt(n)) is asymptotically a Brownian bridge (P(sup |B| > b) ~ 2 exp(-2 b^2)),
     # sigma^2 the variance of the ranks: (n^2 - 1) / 12 without ties, which gives Pettitt's eq. 2.3,
     # less the tie correction sum(t^3 - t) / (12 n) with ties (0/1 series are all ties).
     _, tied = np.unique(x, return_counts=True)
     variance = (n * n - 1) / 12 - float(np.sum(tied.astype(float) ** 3 - tied)) / (12 * n)
-    p = min(1.0, 2 * np.exp(-big_k ** 2 / (2 * n * variance)))
-    # U_t < 0: the first t ranks are low, the series rose after t.
-    return Change(index=k + 1, p_value=float(p), direction=1 if u[k] < 0 else -1)
+    return float(min(1.0, 2 * np.exp(-big_k ** 2 / (2 * n * variance))))
+
+
+def smallest_p_value(x, *, min_size: int = 10) -> float:
+    """The smallest p-value :func:`latest_change` can find on the values of ``x``, whatever their order.
+
+    ``|U_t|`` is largest when the ``t`` smallest values come first; that order, at the best ``t`` that
+    leaves ``min_size`` values on both sides, gives Pettitt's smallest attainable p-value: the
+    "minimum achievable significance level" of Tarone (1990, Section 2).
+
+    Parameters
+    ----------
+    x : array_like, shape (n,)
+    min_size : int, default=10
+        As in :func:`latest_change`.
+
+    Returns
+    -------
+    float
+        In (0, 1]; 1 when ``n < 2 * min_size`` or the values are all equal.
+
+    Examples
+    --------
+    >>> smallest_p_value([0.0] * 38 + [1.0] * 2) > 0.01   # two errors in 40 requests: never significant
+    True
+    >>> smallest_p_value(range(40)) < 1e-5
+    True
+    """
+    x = np.asarray(x, float)
+    if x.size < 2 * min_size or np.all(x == x[0]):
+        return 1.0
+    u = _scan(np.sort(stats.rankdata(x)))[min_size - 1:x.size - min_size]
+    return _p_value(float(np.abs(u).max()), x)
+
+
+def tarone_level(smallest, level: float) -> float:
+    """The level each test is held to under Tarone's modified Bonferroni procedure (module docstring).
+
+    Parameters
+    ----------
+    smallest : array_like, shape (m,)
+        Each test's smallest attainable p-value (:func:`smallest_p_value`).
+    level : float
+        The family-wise level, in (0, 1).
+
+    Returns
+    -------
+    float
+        ``level / K``, ``K`` the smallest count with ``#{smallest <= level / K} <= K`` (Tarone 1990,
+        Section 2); ``level`` for no test. A test whose smallest p-value exceeds it never rejects.
+
+    Examples
+    --------
+    >>> tarone_level([1e-9, 1e-9, 0.5, 1.0], 0.01)   # two tests can reach significance, two cannot
+    0.005
+    """
+    ordered = np.sort(np.asarray(smallest, float))
+    counts = np.searchsorted(ordered, level / np.arange(1, ordered.size + 1), side="right")
+    fits = np.flatnonzero(counts <= np.arange(1, ordered.size + 1))
+    return level / (int(fits[0]) + 1) if fits.size else level
 
 
 def latest_change(x, *, level: float, min_size: int = 10) -> Change | None:
