@@ -11,13 +11,15 @@ change of the requests' series (latency, errors, error-level log records) before
 * :func:`latest_change` - binary segmentation (Scott & Knott, 1974) that keeps the segment *after*
   each significant change: the last change before the moment, with its p-value and direction.
 * :func:`smallest_p_value` and :func:`tarone_level` - the onset is searched in hundreds of series at
-  once (every service's), and Bonferroni divides the level by all of them, although most cannot reach
-  it whatever their order: a series of 25 values, one that holds two errors, a constant one. Tarone's
+  once (every service's), and Bonferroni divides the level by all of them, although many cannot reach
+  it whatever their order (about half on the TrainTicket day): a series of 25 values, one that holds
+  two errors, a constant one (no logs recorded). Tarone's
   modified Bonferroni procedure (R. E. Tarone, "A modified Bonferroni method for discrete data",
   Biometrics 46(2), 1990, pp. 515-522) divides it only by the series that can: the smallest ``K``
   such that at most ``K`` series have a smallest attainable p-value ``<= level / K``. The
-  family-wise error stays below ``level`` (the series that cannot reach ``level / K`` never reject),
-  and the level of each series that can is larger.
+  family-wise error of the first split of each series stays below ``level`` (the series that cannot
+  reach ``level / K`` never reject; the later splits of binary segmentation are held to the same
+  level, as with Bonferroni), and the level of each series that can is larger.
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ def smallest_p_value(x, *, min_size: int = 10) -> float:
 
     ``|U_t|`` is largest when the ``t`` smallest values come first; that order, at the best ``t`` that
     leaves ``min_size`` values on both sides, gives Pettitt's smallest attainable p-value: the
-    "minimum achievable significance level" of Tarone (1990, Section 2).
+    "minimum achievable significance level" of Tarone (1990).
 
     Parameters
     ----------
@@ -140,8 +142,8 @@ def tarone_level(smallest, level: float) -> float:
     Returns
     -------
     float
-        ``level / K``, ``K`` the smallest count with ``#{smallest <= level / K} <= K`` (Tarone 1990,
-        Section 2); ``level`` for no test. A test whose smallest p-value exceeds it never rejects.
+        ``level / K``, ``K`` the smallest count with ``#{smallest <= level / K} <= K`` (Tarone 1990);
+        ``level`` for no test. A test whose smallest p-value exceeds it never rejects.
 
     Examples
     --------
