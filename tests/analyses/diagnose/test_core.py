@@ -140,6 +140,18 @@ def test_low_traffic_delays_floor():
     assert found >= 13 and within >= 10 and named >= 13 and quiet >= 15
 
 
+def test_problem_range_on_minimal_data():
+    """One request a second for 1000 s, the longest period 300 s: from the onset when that holds the
+    moment; else the 300 s up to the moment; never past the end of the traffic."""
+    from tracesleuth.analyses.diagnose.timeline import _problem_range
+
+    s = 10**9
+    starts = np.arange(1000) * s
+    assert _problem_range(starts, 400 * s, 450 * s, 300.0, 0.01) == (400 * s, 700 * s)
+    assert _problem_range(starts, 100 * s, 550 * s, 300.0, 0.01) == (250 * s + 1, 550 * s + 1)
+    assert _problem_range(starts, 900 * s, 950 * s, 300.0, 0.01) == (900 * s, 999 * s + 1)
+
+
 def test_the_problem_period_holds_the_moment_given():
     """An onset 450 s before the moment, the longest problem period 300 s: the period is the 300 s up
     to the moment (not 300 s from the onset, which would end before it), the baseline still ends at the
