@@ -41,6 +41,32 @@ def test_pettitt_on_a_binary_series_uses_the_tied_ranks():
     assert pettitt(x).p_value < 1e-4
 
 
+def test_pettitt_one_sided_looks_in_one_direction_only():
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(0, 1, 100), rng.normal(1, 1, 100)]
+    both, rise = pettitt(x), pettitt(x, direction=1)
+    assert rise.index == both.index and rise.direction == 1
+    assert rise.p_value == pytest.approx(both.p_value / 2) and pettitt(x, direction=-1) is None
+    assert smallest_p_value(x, direction=1) == pytest.approx(smallest_p_value(x) / 2)
+
+
+def test_a_rise_followed_by_a_partial_fall_is_found_one_sided():
+    """An onset (+1.5 sd at 100) and a partial recovery before the moment (-0.75 or -1 sd at 250), 20
+    seeds each: searched for a rise, the onset is found within 10 points in >= 17 (measured 19 and
+    19); a two-sided search whose latest change is then kept only when it rose, in <= 5 (measured 2
+    and 0: it finds the fall and drops the series)."""
+    for drop in (0.75, 1.0):
+        one_sided = two_sided = 0
+        for seed in range(20):
+            x = np.random.default_rng(seed).normal(0, 1, 300)
+            x[100:] += 1.5
+            x[250:] -= drop
+            rise, either = latest_change(x, level=0.01, direction=1), latest_change(x, level=0.01)
+            one_sided += rise is not None and abs(rise.index - 100) <= 10
+            two_sided += either is not None and either.direction == 1 and abs(either.index - 100) <= 10
+        assert one_sided >= 17 and two_sided <= 5
+
+
 def test_latest_change_keeps_the_later_of_two():
     rng = np.random.default_rng(1)
     x = np.r_[rng.normal(0, 1, 100), rng.normal(3, 1, 100), rng.normal(6, 1, 100)]

@@ -13,7 +13,8 @@ baseline, found in the store's request series (Build 1 of issue 28).
   modified Bonferroni procedure, :func:`.changepoints.tarone_level`: only the series that can reach
   significance share the level; measured on the recorded faults: an onset found for 30 of 35, Bonferroni
   over every series 28; on seeded delays at 0.5 requests/s 15 of 16, Bonferroni 7);
-  latency and errors count only when they worsen. The latest change is the onset. (Measured on the
+  latency and errors count only when they worsen, and are searched one-sided for a change for the
+  worse (:func:`.changepoints.pettitt`). The latest change is the onset. (Measured on the
   TrainTicket faults: the per-span series raise the injected service into the top 3 from 5 to 12
   of 28.) The search runs across breaks in the traffic, the series joined over them: a change often
   comes with a break (a restart, a redeploy, a load that paused while a fault was switched on), and
@@ -129,12 +130,13 @@ def _latest_among(tests: list, level: float) -> tuple[int, str, float, int] | No
     """``(start_ns, series, p, row)`` of the latest change for the worse among ``tests`` (:func:`_tests`),
     tested together at ``level`` by Tarone's modified Bonferroni procedure
     (:func:`.changepoints.tarone_level`): the series that cannot reach significance do not dilute it."""
-    smallest = [smallest_p_value(values, min_size=MIN_SEGMENT) for _, _, values, _ in tests]
+    smallest = [smallest_p_value(values, min_size=MIN_SEGMENT, direction=worse) for _, _, values, worse in tests]
     each = tarone_level(smallest, level)
     found = []
     for (frame, name, values, worse), least in zip(tests, smallest):
-        change = latest_change(values, level=each, min_size=MIN_SEGMENT) if least <= each else None
-        if change is not None and (worse is None or change.direction == worse):
+        # A series that counts only when it worsens is searched for a change for the worse (one-sided).
+        change = latest_change(values, level=each, min_size=MIN_SEGMENT, direction=worse) if least <= each else None
+        if change is not None:
             found.append((int(frame[S.START_NS][change.index]), name, change.p_value, change.index))
     return max(found) if found else None
 
