@@ -12,7 +12,7 @@ import pytest
 from sklearn.base import clone
 
 from tracesleuth.analyses.diagnose import Diagnosis
-from tracesleuth.analyses.diagnose.changepoints import latest_change, pettitt
+from tracesleuth.analyses.diagnose.changepoints import latest_change, pettitt, smallest_p_value, tarone_level
 from tracesleuth.analyses.diagnose.evidence import rate_p_values, shift_p_value
 from tracesleuth.analyses.diagnose.synthetic import incident_spans
 from tracesleuth.cli import main
@@ -41,6 +41,32 @@ def test_pettitt_on_a_binary_series_uses_the_tied_ranks():
     assert pettitt(x).p_value < 1e-4
 
 
+def test_pettitt_one_sided_looks_in_one_direction_only():
+    rng = np.random.default_rng(0)
+    x = np.r_[rng.normal(0, 1, 100), rng.normal(1, 1, 100)]
+    both, rise = pettitt(x), pettitt(x, direction=1)
+    assert rise.index == both.index and rise.direction == 1
+    assert rise.p_value == pytest.approx(both.p_value / 2) and pettitt(x, direction=-1) is None
+    assert smallest_p_value(x, direction=1) == pytest.approx(smallest_p_value(x) / 2)
+
+
+def test_a_rise_followed_by_a_partial_fall_is_found_one_sided():
+    """An onset (+1.5 sd at 100) and a partial recovery before the moment (-0.75 or -1 sd at 250), 20
+    seeds each: searched for a rise, the onset is found within 10 points in >= 17 (measured 19 and
+    19); a two-sided search whose latest change is then kept only when it rose, in <= 5 (measured 2
+    and 0: it finds the fall and drops the series)."""
+    for drop in (0.75, 1.0):
+        one_sided = two_sided = 0
+        for seed in range(20):
+            x = np.random.default_rng(seed).normal(0, 1, 300)
+            x[100:] += 1.5
+            x[250:] -= drop
+            rise, either = latest_change(x, level=0.01, direction=1), latest_change(x, level=0.01)
+            one_sided += rise is not None and abs(rise.index - 100) <= 10
+            two_sided += either is not None and either.direction == 1 and abs(either.index - 100) <= 10
+        assert one_sided >= 17 and two_sided <= 5
+
+
 def test_latest_change_keeps_the_later_of_two():
     rng = np.random.default_rng(1)
     x = np.r_[rng.normal(0, 1, 100), rng.normal(3, 1, 100), rng.normal(6, 1, 100)]
@@ -51,6 +77,43 @@ def test_latest_change_rarely_fires_on_noise():
     fired = sum(latest_change(np.random.default_rng(seed).normal(0, 1, 300), level=0.01) is not None
                 for seed in range(40))
     assert fired <= 3  # level 0.01 and a conservative approximation: ~0.4 expected
+
+
+def test_smallest_p_value_bounds_every_order_of_the_values():
+    """Over 20 series (continuous, sparse 0/1, tied) and 30 orders of each: no order gives Pettitt a
+    smaller p-value than :func:`smallest_p_value`, and the sorted order attains it."""
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        x = [rng.normal(0, 1, 50), (rng.random(50) < 0.1).astype(float), rng.integers(0, 4, 50).astype(float)][seed % 3]
+        if np.all(x == x[0]):
+            continue
+        least = smallest_p_value(x, min_size=1)
+        assert all(pettitt(rng.permutation(x)).p_value >= least * (1 - 1e-9) for _ in range(30))
+        assert pettitt(np.sort(x)).p_value == pytest.approx(least)
+    assert smallest_p_value(np.ones(40)) == 1.0 and smallest_p_value(np.arange(15.0)) == 1.0
+
+
+def test_tarone_level_keeps_the_family_wise_error_and_gains_power():
+    """Families of 5 continuous and 35 sparse 0/1 series (an error in 3% of 60 requests: none can reach
+    significance), 300 seeds each: on noise no family fires (level 0.01); with a step in one
+    continuous series Tarone's level finds it in 161 of 300 families, Bonferroni's in 78 (floors 130
+    and more than Bonferroni)."""
+    def family(rng, step):
+        xs = [rng.normal(0, 1, 60) for _ in range(5)] + [(rng.random(60) < 0.03).astype(float) for _ in range(35)]
+        xs[0][40:] += step
+        return xs
+
+    def fired(xs, level):
+        return any(latest_change(x, level=level) is not None for x in xs)
+
+    assert tarone_level([1e-9, 1e-9, 0.5, 1.0], 0.01) == 0.005 and tarone_level([], 0.01) == 0.01
+    assert tarone_level([1e-9] * 4, 0.01) == 0.0025   # every test can reach it: Bonferroni's level
+    noise = [family(np.random.default_rng(seed), 0.0) for seed in range(300)]
+    assert sum(fired(xs, tarone_level([smallest_p_value(x) for x in xs], 0.01)) for xs in noise) <= 3
+    steps = [family(np.random.default_rng(seed), 1.2) for seed in range(300)]
+    tarone = sum(fired(xs, tarone_level([smallest_p_value(x) for x in xs], 0.01)) for xs in steps)
+    bonferroni = sum(fired(xs, 0.01 / len(xs)) for xs in steps)
+    assert tarone >= 130 and tarone > bonferroni
 
 
 def test_rate_and_shift_tests():
@@ -76,6 +139,59 @@ def test_seeded_incidents_floor(fault, service):
         start = int(spans["start_ns"][0].as_py())
         onset += result.onset is not None and abs((result.onset.time_ns - start) / 1e9 - ONSET_S) <= 30
     assert first >= 7 and onset >= 7
+
+
+def test_low_traffic_delays_floor():
+    """0.5 requests/s, 25 requests between the onset and the moment given, a delay of 0.5x in the leaf
+    service, 16 seeds: the onset found in >= 13 and within 30 s in >= 10, the culprit named first in
+    >= 13 (measured 15, 12, 15; with Bonferroni over every series 7, 4, 7); with no fault, no one
+    named in >= 15 (measured 16)."""
+    found = within = named = quiet = 0
+    for seed in range(16):
+        spans = incident_spans(fault="delay", service="db", magnitude=0.5, n_requests=300, random_state=seed)
+        start = int(spans["start_ns"][0].as_py())
+        try:
+            result = Diagnosis(at=_at(spans)).fit(spans).result_
+        except EmptyDataError:
+            continue
+        found += 1
+        within += abs((result.onset.time_ns - start) / 1e9 - ONSET_S) <= 30
+        named += result.verdict == "named" and result.services[0].service == "db"
+    for seed in range(16):
+        spans = incident_spans(fault=None, n_requests=300, random_state=seed)
+        try:
+            quiet += Diagnosis(at=_at(spans)).fit(spans).result_.verdict != "named"
+        except EmptyDataError:
+            quiet += 1
+    assert found >= 13 and within >= 10 and named >= 13 and quiet >= 15
+
+
+def test_problem_range_on_minimal_data():
+    """One request a second for 1000 s, the longest period 300 s: from the onset when that holds the
+    moment; else the 300 s up to the moment; never past the end of the traffic."""
+    from tracesleuth.analyses.diagnose.timeline import _problem_range
+
+    s = 10**9
+    starts = np.arange(1000) * s
+    assert _problem_range(starts, 400 * s, 450 * s, 300.0, 0.01) == (400 * s, 700 * s)
+    assert _problem_range(starts, 100 * s, 550 * s, 300.0, 0.01) == (250 * s + 1, 550 * s + 1)
+    assert _problem_range(starts, 900 * s, 950 * s, 300.0, 0.01) == (900 * s, 999 * s + 1)
+
+
+def test_the_problem_period_holds_the_moment_given():
+    """An onset 450 s before the moment, the longest problem period 300 s: the period is the 300 s up
+    to the moment (not 300 s from the onset, which would end before it), the baseline still ends at the
+    onset; 8 seeds, the culprit first in >= 7 (measured 8)."""
+    first = 0
+    for seed in SEEDS:
+        spans = incident_spans(fault="delay", service="cart", onset_s=100.0, random_state=seed)
+        at = _at(spans, 550.0)
+        result = Diagnosis(at=at).fit(spans).result_
+        onset, problem = result.onset.time_ns, result.problem
+        assert problem.start_ns <= at < problem.end_ns and problem.how == "onset_to_moment"
+        assert problem.start_ns > onset and result.baseline.end_ns <= onset
+        first += result.services[0].service == "cart"
+    assert first >= 7
 
 
 def test_a_healthy_period_names_nobody():

@@ -172,7 +172,8 @@ class Diagnosis(Analysis):
 
     Notes
     -----
-    Build 1-3 of issue 28; the onset uses Pettitt (1979), the ranking McFadden's conditional logit,
+    Build 1-3 of issue 28; the onset uses Pettitt (1979), its series tested together by Tarone's modified
+    Bonferroni procedure (Biometrics 46(2), 1990), the ranking McFadden's conditional logit,
     the log-template evidence follows Nezha (Yu et al., FSE 2023, Section 3.3), the instances Mi et
     al. (Sci China Inf Sci 2012, Algorithm 2). ``fit(spans, logs=None)``: spans in
     :data:`~tracesleuth.schema.SPAN_SCHEMA`, log records in :data:`~tracesleuth.schema.LOG_SCHEMA`.

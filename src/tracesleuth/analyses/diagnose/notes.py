@@ -94,7 +94,8 @@ class _Period(DiagnosisNote):
 
 @dataclass(frozen=True)
 class ProblemPeriod(_Period):
-    """The problem period diagnosed and how it was chosen (``why``: from the onset, or as given)."""
+    """The problem period diagnosed and how it was chosen (``why``: from the onset, its last part up to the
+    moment given, or as given)."""
 
     kind: ClassVar[str] = "problem"
 

@@ -35,6 +35,7 @@ ERROR_SEVERITY = 17
 #: How a period was chosen (:attr:`Period.how`), in words (with its numbers: :func:`period_words`).
 PERIOD_CHOICES = {
     "onset": "from the onset",
+    "onset_to_moment": "the last part, up to the moment given, of the period since the onset",
     "given": "as given",
     "clean_before": ("the {n_requests} most recent requests before the onset whose series show no change, from "
                      "{n_stretches} stretch(es) of traffic"),
