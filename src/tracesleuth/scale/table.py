@@ -5,12 +5,14 @@ Three steps, each a task per partition (a Dask task, or one after another in thi
 ``serial`` scheduler), each writing its own files (a temporary name, then an atomic rename: a task
 run again after its worker died writes the same file again):
 
-1. **Shuffle by trace id.** The store's parts (Hive partitions by time, a trace's spans in any of
-   them) are read by :func:`dask.dataframe.read_parquet` and shuffled by ``trace_id`` with
-   Dask's shuffle (peer-to-peer on a cluster, disk-backed; tasks with threads) into about ``n_spans /
-   partition_spans`` partitions of whole traces, each written to the work directory; ``serial``
-   reads the parts a row group at a time and appends each span to the partition of its trace id's
-   hash (:func:`_split_by_trace`, no Dask). Each
+1. **Split by trace id**, in two halves of tasks. Each task of the first reads consecutive row
+   groups of the store's parts (Hive partitions by time, a trace's spans in any of them), about
+   ``partition_spans`` spans, and writes them to one piece sorted by partition (``hash(trace_id)
+   mod n``, ``n = ceil(n_spans / partition_spans)``), one row group per partition
+   (:func:`_split_piece`); each task of the second gathers one partition's row group from every
+   piece into a partition of whole traces (:func:`_gather_partition`). No Dask shuffle: the nested
+   columns (attributes, events, links) stay Arrow, the work directory (shared by every worker) is
+   the exchange, and a rerun task rewrites its own file. Each
    partition also reports its root operations (the same
    :func:`~tracesleuth.model.table.root_endpoints` as in-process); their sum
    (:func:`~tracesleuth.model.table.merge_endpoints`) gives the most frequent one.
@@ -29,8 +31,9 @@ run again after its worker died writes the same file again):
    (:meth:`DaskTraceTable.to_trace_table`) and sorted, it is equal to it.
 
 Memory: a task holds one partition (``partition_spans`` spans, 500,000 by default: a few
-hundred MB); the shuffle spills to disk; the client holds only the reductions. The work
-directory needs about the store's size once more.
+hundred MB); the client holds only the reductions (and the collected tables and call views the
+analyses read). The work directory needs about twice the store's size at the split's peak (the
+pieces until the partitions are gathered), then once.
 """
 
 from __future__ import annotations
@@ -68,15 +71,9 @@ __all__ = ["CollectedTraceTable", "DaskTraceTable", "StoreSpans", "TracePartitio
 ORDER = [S.START_NS, S.TRACE_ID, S.SPAN_ID]
 #: The entry spans' attributes, carried from step 2 to step 3.
 _ATTRIBUTES = "_entry_attributes"
-#: Dask's shuffle method on a cluster (peer-to-peer: disk-backed, the memory of a task bounded);
-#: with threads, ``"tasks"``.
-SHUFFLE_METHOD = "p2p"
 #: How the spans shuffled by trace id are written: read once or twice, then deleted, so a fast
 #: codec rather than a small file.
 _BY_TRACE_PARQUET = dict(SPAN_PARQUET_OPTIONS, compression="lz4")
-#: The nested span columns (attributes, events, links) as polars reads them.
-_NESTED_DTYPES = {name: pl.from_arrow(pa.array([], S.SPAN_SCHEMA.field(name).type)).dtype
-                  for name in S.NESTED_SPAN_COLUMNS}
 #: Table-part number of each row, when a table is collected.
 PART = "_part"
 
@@ -404,11 +401,14 @@ def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None,
         n_partitions = max(1, math.ceil(parts.n_spans / partition_spans))
         (work / "by-trace").mkdir()
         paths = [work / "by-trace" / f"part-{k:06d}.parquet" for k in range(n_partitions)]
-        if scheduler.serial:
-            found = scheduler.map(_split_part, [(p, period) for p in _split_by_trace(parts, paths, partition_spans)],
-                                  "splitting the spans by trace id")
-        else:
-            found = _dask_shuffle(parts, paths, period, scheduler)
+        pieces = scheduler.map(_split_piece, [(group, n_partitions, work / "by-trace" / f"piece-{j:06d}.parquet")
+                                              for j, group in enumerate(_row_group_batches(parts, partition_spans))],
+                               "splitting the spans by trace id")
+        found = scheduler.map(_gather_partition, [([(p["path"], p["groups"][k]) for p in pieces if k in p["groups"]],
+                                                   path, period) for k, path in enumerate(paths)],
+                              "gathering the traces")
+        for p in pieces:
+            p["path"].unlink(missing_ok=True)
         found = [f for f in found if f["spans"]]
         if not found:
             raise EmptyDataError(f"{parts.store}: no trace starts in the period" if period else
@@ -423,58 +423,19 @@ def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None,
         raise
 
 
-def _dask_shuffle(parts: StoreParts, paths: list, period: tuple | None, scheduler: Scheduler) -> list[dict]:
-    """Step 1 on Dask: the parts' row groups shuffled by trace id into ``paths`` (one per partition)."""
-    import dask.dataframe as dd
-    from dask import delayed
-
-    # One partition per row group of a part (about ROW_GROUP_SPANS spans: a task's memory).
-    pieces = [(str(f), g) for f, n in zip(parts.files, parts.row_groups) for g in range(n)]
-    spans = dd.from_map(_shuffle_input, *zip(*pieces), meta=_shuffle_input(None, 0), enforce_metadata=False)
-    shuffled = spans.shuffle(on=S.TRACE_ID, npartitions=len(paths),
-                             shuffle_method="tasks" if scheduler.client is None else SHUFFLE_METHOD)
-    return scheduler.compute([delayed(_write_by_trace)(p, path, period)
-                              for p, path in zip(shuffled.to_delayed(), paths)], "shuffling the spans by trace id")
-
-
-def _split_by_trace(parts: StoreParts, paths: list, partition_spans: int) -> list:
-    """Step 1 in this process (``serial``): every span of the parts appended to the partition of
-    its trace (the trace id's hash modulo the partitions), read one row group at a time and
-    written whenever ``partition_spans`` spans are waiting: the memory of one partition, whatever
-    the store's size. The partitions written, in order.
-    """
-    n = len(paths)
-    writers: dict[int, pq.ParquetWriter] = {}
-    waiting: list[pa.Table] = []
-
-    def flush() -> None:
-        spans = pa.concat_tables(waiting)
-        waiting.clear()
-        # The ids as text: a row group's dictionary codes are not the same trace's everywhere.
-        bucket = (pl.Series(spans.column(S.TRACE_ID).cast(pa.string())).hash(seed=0) % n).to_numpy().astype(np.int64)
-        counts = np.bincount(bucket, minlength=n)
-        spans = spans.take(np.argsort(bucket, kind="stable"))
-        ends = np.cumsum(counts)
-        for k in np.flatnonzero(counts).tolist():
-            if k not in writers:
-                writers[k] = pq.ParquetWriter(paths[k], S.SPAN_SCHEMA, **_BY_TRACE_PARQUET)
-            writers[k].write_table(spans.slice(ends[k] - counts[k], counts[k]))
-
-    try:
-        held = 0
-        for f, groups in zip(parts.files, parts.row_groups):
-            for g in range(groups):
-                waiting.append(read_part(f, g))
-                held += waiting[-1].num_rows
-                if held >= partition_spans:
-                    flush()
-                    held = 0
-        if waiting:
-            flush()
-    finally:
-        for w in writers.values():
-            w.close()
-    return [paths[k] for k in sorted(writers)]
+def _row_group_batches(parts: StoreParts, partition_spans: int) -> list[list[tuple[str, int]]]:
+    """The parts' row groups as consecutive batches of about ``partition_spans`` spans (at least one
+    row group each): the input of one splitting task each."""
+    batches, batch, held = [], [], 0
+    for f, groups in zip(parts.files, parts.row_groups):
+        sizes = pq.ParquetFile(f).metadata
+        for g in range(groups):
+            batch.append((str(f), g))
+            held += sizes.row_group(g).num_rows
+            if held >= partition_spans:
+                batches.append(batch)
+                batch, held = [], 0
+    return batches + [batch] if batch else batches
 
 
 def dask_trace_table(store, endpoint: str | None = None, *, scheduler: Scheduler | None = None,
@@ -526,17 +487,34 @@ def dask_trace_table(store, endpoint: str | None = None, *, scheduler: Scheduler
 # -- the tasks (run on the workers) ---------------------------------------------------------------
 
 
-def _write_by_trace(partition, path: Path, period: tuple | None) -> dict:
-    """Step 1 on Dask: write one shuffled partition (pandas, pyarrow-backed), the traces of the
-    period only; its operations."""
-    spans = _nested_from_text(pa.Table.from_pandas(partition, preserve_index=False).select(list(S.SPAN_COLUMNS)))
-    return _partition_written(spans, path, period, written=False)
+def _split_piece(row_groups: list, n: int, out: Path) -> dict:
+    """Step 1, first half: some row groups of the store's parts, each span given the partition of
+    its trace (its trace id's hash modulo ``n``), written to ``out`` sorted by partition, one row
+    group per partition; which row groups of ``out`` hold each partition."""
+    spans = pa.concat_tables([read_part(path, g) for path, g in row_groups])
+    # The ids as text: a row group's dictionary codes are not the same trace's everywhere.
+    bucket = (pl.Series(spans.column(S.TRACE_ID).cast(pa.string())).hash(seed=0) % n).to_numpy().astype(np.int64)
+    counts = np.bincount(bucket, minlength=n)
+    spans = spans.take(np.argsort(bucket, kind="stable"))
+    ends = np.cumsum(counts)
+    present = np.flatnonzero(counts).tolist()
+
+    def write(tmp: Path) -> None:
+        with pq.ParquetWriter(tmp, S.SPAN_SCHEMA, **_BY_TRACE_PARQUET) as writer:
+            for k in present:  # one row group each, in partition order
+                writer.write_table(spans.slice(ends[k] - counts[k], counts[k]), row_group_size=int(counts[k]))
+
+    _atomic_write(out, write)
+    return {"path": Path(out), "groups": {k: [i] for i, k in enumerate(present)}}
 
 
-def _split_part(path: Path, period: tuple | None) -> dict:
-    """Step 1 in this process: one partition :func:`_split_by_trace` wrote, the traces of the
-    period only (written again when a period is given); its operations."""
-    return _partition_written(pq.read_table(path), path, period, written=period is None)
+def _gather_partition(sources: list, path: Path, period: tuple | None) -> dict:
+    """Step 1, second half: one partition of whole traces gathered from the pieces' row groups
+    (``sources``: ``(piece, [row group, ...])``), written to ``path`` (the traces of the period
+    only); its spans, operations and root endpoints."""
+    tables = [pq.ParquetFile(piece).read_row_groups(groups) for piece, groups in sources]
+    spans = pa.concat_tables(tables) if tables else S.SPAN_SCHEMA.empty_table()
+    return _partition_written(spans.cast(S.SPAN_SCHEMA), path, period, written=False)
 
 
 def _partition_written(spans: pa.Table, path: Path, period: tuple | None, *, written: bool) -> dict:
@@ -617,40 +595,6 @@ def in_request_order_from_files(paths: list) -> pl.DataFrame:
     order = pl.Series(np.argsort(column(S.REQUEST).to_numpy(), kind="stable"))
     names = pl.read_ipc_schema(paths[0])
     return pl.DataFrame([column(name).gather(order) for name in names])
-
-
-def _shuffle_input(path: str | None, row_group: int):
-    """One row group of a store's part, as the shuffle takes it: pandas with pyarrow-backed
-    columns, the nested columns (attributes, events, links) as JSON text (``""`` for an empty
-    list, null for a null one). ``path`` None: no row (the collection's metadata). A part written
-    before events and links were kept reads with them null (:func:`~.spans.read_part`).
-
-    Dask's peer-to-peer shuffle cannot carry a nested Arrow column (pandas cannot read back the
-    dtype ``list<struct<...>>[pyarrow]`` it records), so the nested columns cross it as text,
-    which round-trips exactly (:func:`_nested_from_text`). The part is read by pyarrow and
-    handed to pandas without copies, the nested columns encoded by polars."""
-    import pandas as pd
-
-    spans = S.SPAN_SCHEMA.empty_table() if path is None else read_part(path, row_group)
-    for name in S.NESTED_SPAN_COLUMNS:
-        lists = pl.Series(name, spans.column(name))
-        text = pl.select(pl.when(lists.list.len() == 0).then(pl.lit("")).otherwise(
-            pl.struct(lists).struct.json_encode())).to_series().to_arrow().cast(pa.large_string())
-        spans = spans.set_column(spans.column_names.index(name), name, text)
-    return spans.to_pandas(types_mapper=pd.ArrowDtype)
-
-
-def _nested_from_text(spans: pa.Table) -> pa.Table:
-    """Spans in SPAN_SCHEMA from spans whose nested columns are the text of :func:`_shuffle_input`."""
-    for name in S.NESTED_SPAN_COLUMNS:
-        text = pl.Series(spans.column(name)).cast(pl.String)
-        dtype = _NESTED_DTYPES[name]
-        decoded = pl.select(pl.when(text != "").then(text).str.json_decode(pl.Struct({name: dtype}))
-                            .struct.field(name)).to_series()
-        lists = pl.select(pl.when(text == "").then(pl.lit([], dtype)).otherwise(decoded)).to_series()
-        column = lists.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(S.SPAN_SCHEMA.field(name).type)
-        spans = spans.set_column(spans.column_names.index(name), name, column)
-    return spans.cast(S.SPAN_SCHEMA)
 
 
 def _read_by_trace(path) -> pa.Table:
