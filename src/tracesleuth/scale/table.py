@@ -510,24 +510,16 @@ def _split_piece(row_groups: list, n: int, out: Path) -> dict:
 
 def _gather_partition(sources: list, path: Path, period: tuple | None) -> dict:
     """Step 1, second half: one partition of whole traces gathered from the pieces' row groups
-    (``sources``: ``(piece, [row group, ...])``), written to ``path`` (the traces of the period
-    only); its spans, operations and root endpoints."""
+    (``sources``: ``(piece, [row group, ...])``), the traces of the period only, written to
+    ``path`` (no span: no file); its spans, operations and root endpoints."""
     tables = [pq.ParquetFile(piece).read_row_groups(groups) for piece, groups in sources]
     spans = pa.concat_tables(tables) if tables else S.SPAN_SCHEMA.empty_table()
-    return _partition_written(spans.cast(S.SPAN_SCHEMA), path, period, written=False)
-
-
-def _partition_written(spans: pa.Table, path: Path, period: tuple | None, *, written: bool) -> dict:
-    """A partition of whole traces at ``path`` (written unless ``written``), the traces of the
-    period only; its spans, operations and root endpoints. No span of the period: no file."""
     if period is not None:
         spans = traces_starting_between(spans, *period)
     out = {"path": Path(path), "spans": spans.num_rows, "operations": {}, "endpoints": {}}
     if spans.num_rows == 0:
-        Path(path).unlink(missing_ok=True)
         return out
-    if not written:
-        _atomic_write(path, lambda tmp: pq.write_table(spans, tmp, **_BY_TRACE_PARQUET))
+    _atomic_write(path, lambda tmp: pq.write_table(spans, tmp, **_BY_TRACE_PARQUET))
     codes = encode_spans(narrow_spans(spans))
     out["operations"] = dict(zip(codes.operation_keys, codes.operation_names))
     out["endpoints"] = root_endpoints(codes)
