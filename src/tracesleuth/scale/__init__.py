@@ -1,17 +1,19 @@
-"""Scale-out on Dask: the trace table and the analyses over span stores larger than one machine.
+"""Scale-out: the trace table and the analyses over span stores larger than one process's memory.
 
 The in-process path (:func:`tracesleuth.model.build_trace_table`) holds a store's spans in one
-process. Here the same per-partition functions run on Dask: the store's Hive partitions are read
-by :mod:`dask.dataframe`, shuffled by trace id, and turned into a trace table partition by
-partition (:mod:`.table`); the endpoint and the attribute columns are reductions over the
-partitions. The analyses then run on that table (:mod:`.analyses`): what is big and adds up is
-done on the workers, the rest in this process (each function says which).
+process. Here the same per-partition functions run task by task, on Dask or (``serial``) one
+after another in this process: the store's row groups are split by trace id through the work
+directory and turned into a trace table partition by partition (:mod:`.table`); the endpoint and
+the attribute columns are reductions over the partitions. The analyses then run on that table
+(:mod:`.analyses`): what is big and adds up is done on the workers, the rest in this process
+(each function says which).
 
-``tracesleuth table|patterns|compare|localize|analyze STORE --scheduler local|threads|ADDRESS``
-uses this; without ``--scheduler`` nothing here is imported, and Dask is not needed.
+``tracesleuth table|patterns|compare|localize|paths|analyze STORE --scheduler
+serial|local|threads|ADDRESS`` uses this; without ``--scheduler`` nothing here is imported, and
+Dask is needed only for a Dask scheduler.
 
-Modules: :mod:`.cluster` (the scheduler: a local cluster, threads or an address; progress),
-:mod:`.spans` (a store's parts, checked), :mod:`.table` (the trace table on Dask),
+Modules: :mod:`.cluster` (the scheduler: serial, a local cluster, threads or an address; progress),
+:mod:`.spans` (a store's parts, checked), :mod:`.table` (the trace table by partitions),
 :mod:`.analyses` (patterns, compare, localize on a Dask-built table), :mod:`.synthetic` (stores of
 any size for tests and benchmarks).
 """

@@ -71,7 +71,7 @@ __all__ = ["CollectedTraceTable", "DaskTraceTable", "StoreSpans", "TracePartitio
 ORDER = [S.START_NS, S.TRACE_ID, S.SPAN_ID]
 #: The entry spans' attributes, carried from step 2 to step 3.
 _ATTRIBUTES = "_entry_attributes"
-#: How the spans shuffled by trace id are written: read once or twice, then deleted, so a fast
+#: How the spans split by trace id are written: read once or twice, then deleted, so a fast
 #: codec rather than a small file.
 _BY_TRACE_PARQUET = dict(SPAN_PARQUET_OPTIONS, compression="lz4")
 #: Table-part number of each row, when a table is collected.
