@@ -93,11 +93,8 @@ def main(argv=None) -> int:
             from tracesleuth.scale.synthetic import write_synthetic_store
 
             made = write_synthetic_store(base / "spans", int(args.spans), seed=0, hours=3)
-            tables = base / "tables"
-            tables.mkdir()
-            counter = iter(range(10**6))
-            report["table"] = {"spans": made.spans, **_runs(
-                lambda way: ["table", str(made.path), "-o", str(tables / f"t{next(counter)}.parquet")],
+            report["table"] = {"spans": made.spans, **_runs(  # each run's table in a new directory
+                lambda way: ["table", str(made.path), "-o", tempfile.mkdtemp(dir=base) + "/table.parquet"],
                 args.runs, check_equal=False)}
         if args.requests:
             n_spans = _write_localize_store(base / "localize", int(args.requests))

@@ -27,8 +27,8 @@ from ._examples import epilog
 
 __all__ = ["BOOLEAN_WORDS", "Command", "CommandInterrupted", "EndpointOpt", "EndpointsOpt", "FormatOpt", "Group", "JsonOpt", "MappingOpt", "NezhaDataOpt",
            "PATHS", "PathsArg", "SchedulerOpt", "SeedOpt", "check_paths", "command_scope", "dask_scheduler",
-           "emit_json", "err", "input_store", "root_tables_of", "keep_open", "open_scheduler", "out", "parse_instant", "parse_time_range", "progress", "read_period",
-           "read_input", "run_evaluation", "select_period", "TimeOpt", "trace_table", "write_frame"]
+           "emit_json", "err", "input_store", "keep_open", "open_scheduler", "out", "parse_instant", "parse_time_range", "progress", "read_period",
+           "read_input", "root_tables_of", "run_evaluation", "select_period", "TimeOpt", "trace_table", "write_frame"]
 
 
 class CommandInterrupted(BaseException):

@@ -1,4 +1,5 @@
-"""Where the Dask work runs (``--scheduler local|threads|ADDRESS``) and how its progress is shown.
+"""Where the partitions' work runs (``--scheduler serial|local|threads|ADDRESS``) and how its progress
+is shown.
 
 * ``serial``: no Dask: each step's partitions one after another in this process, the spans
   split by trace id on disk first (:func:`~tracesleuth.scale.table.shuffle_by_trace`), so the
