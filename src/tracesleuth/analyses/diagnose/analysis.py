@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from ... import schema as S
+from ...errors import ParameterError
 from .._contract import NONE, Analysis, InstanceOf, Interval, Seed
 from .._notes import WithNotes
 from .evidence import FAMILIES, gather_evidence, shift_p_value
@@ -176,7 +177,10 @@ class Diagnosis(Analysis):
     Bonferroni procedure (Biometrics 46(2), 1990), the ranking McFadden's conditional logit,
     the log-template evidence follows Nezha (Yu et al., FSE 2023, Section 3.3), the instances Mi et
     al. (Sci China Inf Sci 2012, Algorithm 2). ``fit(spans, logs=None)``: spans in
-    :data:`~tracesleuth.schema.SPAN_SCHEMA`, log records in :data:`~tracesleuth.schema.LOG_SCHEMA`.
+    :data:`~tracesleuth.schema.SPAN_SCHEMA`, log records in :data:`~tracesleuth.schema.LOG_SCHEMA`;
+    or ``fit(telemetry)``: a :class:`~.telemetry.Telemetry` built already (partition by partition:
+    :func:`tracesleuth.scale.telemetry.partitioned_telemetry`), with the same result as its spans
+    and records.
     """
 
     _constraints = {
@@ -209,7 +213,13 @@ class Diagnosis(Analysis):
         self.random_state = random_state
 
     def _fit(self, spans, logs=None) -> dict:
-        telemetry = Telemetry.from_tables(spans, logs)
+        if isinstance(spans, Telemetry):
+            if logs is not None:
+                raise ParameterError("Diagnosis.fit: give the log records to Telemetry.from_tables (or "
+                                     "from_frames), not beside a Telemetry, whose records are joined already")
+            telemetry = spans
+        else:
+            telemetry = Telemetry.from_tables(spans, logs)
         timeline = find_timeline(telemetry, at_ns=self.at, time=self.time, baseline_time=self.baseline_time,
                                  lookback_s=self.lookback_s, max_problem_s=self.max_problem_s,
                                  min_baseline_requests=self.min_baseline_requests, level=self.level)

@@ -24,8 +24,16 @@ import pyarrow as pa
 from ... import schema as S
 from ...errors import ParameterError
 
-__all__ = ["AFTER_S", "ERROR_SEVERITY", "HISTORY_S", "PERIOD_CHOICES", "Period", "Telemetry", "period_words", "read_store",
-           "store_range", "utc_text"]
+__all__ = ["AFTER_S", "ERROR_SEVERITY", "HISTORY_S", "LOG_COLUMNS", "PERIOD_CHOICES", "REQUEST_ORDER", "SPAN_ORDER", "Period",
+           "Telemetry", "period_words", "read_logs", "read_range", "read_store", "store_range", "trace_frames", "utc_text"]
+
+#: Row order of :attr:`Telemetry.spans`: by request, then by span (``(trace_id, span_id)`` is
+#: unique, so the order is total and does not depend on how the spans were read or partitioned).
+SPAN_ORDER = ["request_start_ns", S.TRACE_ID, S.START_NS, S.SPAN_ID]
+#: Row order of :attr:`Telemetry.requests` (one row per trace: total).
+REQUEST_ORDER = [S.START_NS, S.TRACE_ID]
+#: The log columns the diagnosis reads (:func:`read_logs`); a record's body and attributes are not.
+LOG_COLUMNS = [S.TIME_NS, S.SPAN_ID, S.SERVICE, S.SEVERITY_NUMBER, S.TEMPLATE_ID]
 
 #: OpenTelemetry's severity number of ERROR (17-20 ERROR, 21-24 FATAL): a log record at or above it
 #: is an error-level record (OpenTelemetry Logs Data Model, "Field: SeverityNumber").
@@ -128,32 +136,56 @@ class Telemetry:
     @classmethod
     def from_tables(cls, spans, logs=None) -> "Telemetry":
         """Build from Arrow (or polars) spans in :data:`~tracesleuth.schema.SPAN_SCHEMA` and,
-        optionally, log records in :data:`~tracesleuth.schema.LOG_SCHEMA`.
+        optionally, log records in :data:`~tracesleuth.schema.LOG_SCHEMA` (or its
+        :data:`LOG_COLUMNS`): :func:`trace_frames`, then :meth:`from_frames`.
 
         Raises
         ------
         EmptyDataError
             No span has an entry span (no request to diagnose).
         """
+        return cls.from_frames(*trace_frames(spans), logs)
+
+    @classmethod
+    def from_frames(cls, spans: pl.DataFrame, requests: pl.DataFrame, logs=None) -> "Telemetry":
+        """Build from :func:`trace_frames`' two frames and, optionally, log records.
+
+        The frames may be the concatenation of :func:`trace_frames` over partitions of whole
+        traces (``tracesleuth diagnose --scheduler``: :mod:`tracesleuth.scale.telemetry`), sorted by
+        :data:`SPAN_ORDER` and :data:`REQUEST_ORDER`: every column of theirs is a trace's own, so
+        the result is that of :meth:`from_tables` on all the spans. The log records are joined here,
+        to the spans of every trace, by span id.
+
+        Parameters
+        ----------
+        spans : polars.DataFrame
+            :func:`trace_frames`' spans, shape (n_spans, 16), in :data:`SPAN_ORDER`.
+        requests : polars.DataFrame
+            :func:`trace_frames`' requests, shape (n_requests, 7), in :data:`REQUEST_ORDER`.
+        logs : pyarrow.Table or polars.DataFrame, optional
+            Log records with at least :data:`LOG_COLUMNS`; None or empty: the store has none.
+
+        Raises
+        ------
+        EmptyDataError
+            No request (no trace has an entry span).
+        """
         from ...errors import EmptyDataError
 
-        frame = _span_frame(spans)
-        requests = _requests(frame)
         if requests.height == 0:
             raise EmptyDataError("No trace has an entry span: there is no request to diagnose.")
-        frame = frame.join(requests.select(S.TRACE_ID, pl.col(S.START_NS).alias("request_start_ns"), "endpoint"),
-                           on=S.TRACE_ID, how="inner")
+        frame = spans
         log_frame = None
         if logs is not None and len(logs) > 0:
             log_frame = _log_frame(logs, frame)
             per_span = log_frame.group_by(S.SPAN_ID).agg(
                 (pl.col(S.SEVERITY_NUMBER) >= ERROR_SEVERITY).sum().cast(pl.Int64).alias("error_logs"),
                 pl.len().cast(pl.Int64).alias("log_records"))
-            frame = frame.join(per_span, on=S.SPAN_ID, how="left")
+            frame = frame.join(per_span, on=S.SPAN_ID, how="left", maintain_order="left")
             errored = frame.filter(pl.col("error_logs") > 0)[S.TRACE_ID].unique()
             per_request = (log_frame.join(frame.select(S.SPAN_ID, S.TRACE_ID), on=S.SPAN_ID, how="inner")
                            .group_by(S.TRACE_ID).agg(pl.len().cast(pl.Int64).alias("_logs")))
-            requests = (requests.join(per_request, on=S.TRACE_ID, how="left")
+            requests = (requests.join(per_request, on=S.TRACE_ID, how="left", maintain_order="left")
                         .with_columns(pl.col(S.TRACE_ID).is_in(errored.implode()).alias("error_log"),
                                       pl.col("_logs").fill_null(0).alias("log_records")).drop("_logs"))
         else:
@@ -182,6 +214,33 @@ class Telemetry:
         return self.logs is not None
 
 
+def trace_frames(spans) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The spans and requests of :class:`Telemetry`, before log records: what each trace gives by
+    itself (a span's parent, children and request are in its trace), so that partitions of whole
+    traces give, concatenated and sorted, the frames of all their spans at once.
+
+    Parameters
+    ----------
+    spans : pyarrow.Table or polars.DataFrame
+        Spans in :data:`~tracesleuth.schema.SPAN_SCHEMA` (at least its ids, names, times,
+        ``status`` and ``events``); a span listed twice in its trace counts once (its first row).
+
+    Returns
+    -------
+    spans : polars.DataFrame
+        One row per span of a trace with an entry span: the columns of :attr:`Telemetry.spans`
+        but ``error_logs`` and ``log_records``, in :data:`SPAN_ORDER`.
+    requests : polars.DataFrame
+        One row per trace with an entry span: :attr:`Telemetry.requests` (``error_log`` False,
+        ``log_records`` 0), in :data:`REQUEST_ORDER`.
+    """
+    frame = _span_frame(spans)
+    requests = _requests(frame)
+    frame = frame.join(requests.select(S.TRACE_ID, pl.col(S.START_NS).alias("request_start_ns"), "endpoint"),
+                       on=S.TRACE_ID, how="inner")
+    return frame.sort(SPAN_ORDER), requests
+
+
 def _span_frame(spans) -> pl.DataFrame:
     if isinstance(spans, pa.Table):
         spans = spans.select([S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.SERVICE, S.OPERATION, S.INSTANCE, S.START_NS,
@@ -194,25 +253,26 @@ def _span_frame(spans) -> pl.DataFrame:
     # Events are rare: their lists are read only on the spans that have any.
     with_events = frame.filter(pl.col(S.EVENTS).list.len() > 0).select(
         "_row", _exception_type().alias("exception_type"))
-    frame = (frame.drop(S.EVENTS).join(with_events, on="_row", how="left")
+    frame = (frame.drop(S.EVENTS).join(with_events, on="_row", how="left", maintain_order="left")
              .with_columns((pl.col(S.END_NS) - pl.col(S.START_NS)).clip(0).alias(S.DURATION_NS),
                            ((pl.col(S.STATUS) == "error") | pl.col("exception_type").is_not_null()).alias("error"))
              .drop(S.STATUS, "_row").unique(subset=[S.TRACE_ID, S.SPAN_ID], keep="first", maintain_order=True))
     parents = frame.select(S.TRACE_ID, pl.col(S.SPAN_ID).alias(S.PARENT_SPAN_ID),
                            pl.col(S.SERVICE).alias("parent_service"), pl.col(S.START_NS).alias("_ps"),
                            pl.col(S.END_NS).alias("_pe"))
-    frame = frame.join(parents, on=[S.TRACE_ID, S.PARENT_SPAN_ID], how="left")
+    frame = frame.join(parents, on=[S.TRACE_ID, S.PARENT_SPAN_ID], how="left", maintain_order="left")
     covered = (pl.min_horizontal(S.END_NS, "_pe") - pl.max_horizontal(S.START_NS, "_ps")).clip(0)
     children = (frame.filter(pl.col("_ps").is_not_null())
                 .with_columns(covered.alias("_covered"),
                               (pl.col(S.SERVICE) != pl.col("parent_service")).alias("_cross"))
-                .sort(S.DURATION_NS, descending=True)   # the longest cross-service child first: the callee
+                # the longest cross-service child first: the callee (ties: the earliest, then by span id)
+                .sort(S.DURATION_NS, S.START_NS, S.SPAN_ID, descending=[True, False, False])
                 .group_by(S.TRACE_ID, S.PARENT_SPAN_ID)
                 .agg(pl.col("_covered").sum().alias("_children_ns"),
                      pl.col("error").any().alias("_child_error"),
                      pl.col(S.SERVICE).filter(pl.col("_cross")).first().alias("callee"))
                 .rename({S.PARENT_SPAN_ID: S.SPAN_ID}))
-    frame = frame.join(children, on=[S.TRACE_ID, S.SPAN_ID], how="left")
+    frame = frame.join(children, on=[S.TRACE_ID, S.SPAN_ID], how="left", maintain_order="left")
     exclusive = (pl.col(S.DURATION_NS) - pl.col("_children_ns").fill_null(0)).clip(0)
     calls_out = pl.col("callee").is_not_null()
     return frame.with_columns(
@@ -237,23 +297,24 @@ def _exception_type() -> pl.Expr:
 
 
 def _requests(frame: pl.DataFrame) -> pl.DataFrame:
-    """One row per trace with a root span (no parent in the data); its earliest root is the entry."""
-    roots = (frame.filter(pl.col("_root")).sort(S.START_NS)
+    """One row per trace with a root span (no parent in the data); its earliest root is the entry
+    (ties: the first by span id). In :data:`REQUEST_ORDER`."""
+    roots = (frame.filter(pl.col("_root")).sort(S.START_NS, S.SPAN_ID)
              .group_by(S.TRACE_ID, maintain_order=True).first()
              .select(S.TRACE_ID, S.START_NS, pl.col(S.DURATION_NS).alias("latency_ns"),
                      pl.concat_str(S.SERVICE, S.OPERATION, separator=":").alias("endpoint")))
     errors = frame.group_by(S.TRACE_ID).agg(pl.col("error").any(), pl.len().cast(pl.Int64).alias("spans"))
     return (roots.join(errors, on=S.TRACE_ID, how="left")
             .with_columns(pl.lit(False).alias("error_log"), pl.lit(0, pl.Int64).alias("log_records"))
-            .sort(S.START_NS))
+            .sort(REQUEST_ORDER))
 
 
 def _log_frame(logs, spans: pl.DataFrame) -> pl.DataFrame:
-    columns = [S.TIME_NS, S.SPAN_ID, S.SERVICE, S.SEVERITY_NUMBER, S.TEMPLATE_ID]
-    logs = pl.from_arrow(logs.select(columns)) if isinstance(logs, pa.Table) else logs.select(columns)
+    logs = pl.from_arrow(logs.select(LOG_COLUMNS)) if isinstance(logs, pa.Table) else logs.select(LOG_COLUMNS)
     logs = logs.cast({S.SPAN_ID: pl.String, S.SERVICE: pl.String})
-    owners = spans.select(S.SPAN_ID, "request_start_ns", "endpoint").unique(subset=[S.SPAN_ID], keep="first")
-    return logs.join(owners, on=S.SPAN_ID, how="left")
+    owners = spans.select(S.SPAN_ID, "request_start_ns", "endpoint").unique(subset=[S.SPAN_ID], keep="first",
+                                                                             maintain_order=True)
+    return logs.join(owners, on=S.SPAN_ID, how="left", maintain_order="left")
 
 
 def utc_text(time_ns: int) -> str:
@@ -273,6 +334,34 @@ HISTORY_S = 6 * 3600
 AFTER_S = 6 * 60
 
 
+def read_range(around_ns: tuple) -> tuple[int, int]:
+    """The span start times ``[low_ns, high_ns)`` a diagnosis around ``around_ns`` reads: from
+    :data:`HISTORY_S` before its first moment to :data:`AFTER_S` after its second (Unix epoch ns)."""
+    return around_ns[0] - HISTORY_S * 10**9, around_ns[1] + AFTER_S * 10**9
+
+
+def read_logs(store, span_range: tuple | None = None):
+    """The log records a diagnosis reads: the :data:`LOG_COLUMNS` of a store's records (of those
+    written in ``span_range``, ``[low_ns, high_ns)``, when given), in store order; None when the
+    store holds no log part.
+
+    Parameters
+    ----------
+    store : SpanStore
+    span_range : (int, int), optional
+        :func:`read_range`'s.
+
+    Returns
+    -------
+    pyarrow.Table or None
+        Shape (n_records, 5).
+    """
+    if not store.log_files():
+        return None
+    low, high = span_range if span_range is not None else (None, None)
+    return store.read_logs(start_ns=low, end_ns=high, columns=LOG_COLUMNS)
+
+
 def read_store(path: Path, *, around_ns: tuple | None = None):
     """The spans and log records (None when there are none) of a span store.
 
@@ -281,16 +370,22 @@ def read_store(path: Path, *, around_ns: tuple | None = None):
     path : Path
     around_ns : (int, int), optional
         Read only the spans and records from ``HISTORY_S`` before the first to ``AFTER_S`` after
-        the second (Unix epoch ns); default: the whole store.
+        the second (Unix epoch ns; :func:`read_range`); default: the whole store.
 
     Returns
     -------
     (polars.DataFrame or pyarrow.Table, pyarrow.Table or None)
+        The spans in :data:`~tracesleuth.schema.SPAN_SCHEMA`, in store order; the records'
+        :data:`LOG_COLUMNS` (:func:`read_logs`).
 
     Raises
     ------
     ParameterError
         When ``path`` is not a span store (it says how to make one).
+
+    See Also
+    --------
+    tracesleuth.scale.telemetry.partitioned_telemetry : the same spans, built partition by partition.
     """
     import polars as pl
 
@@ -298,10 +393,10 @@ def read_store(path: Path, *, around_ns: tuple | None = None):
 
     store = open_store(path)
     if around_ns is None:
-        return store.read_spans(dictionary=False), (store.read_logs() if store.log_files() else None)
-    low, high = around_ns[0] - HISTORY_S * 10**9, around_ns[1] + AFTER_S * 10**9
+        return store.read_spans(dictionary=False), read_logs(store)
+    low, high = read_range(around_ns)
     spans = store.scan().filter(pl.col("start_ns").is_between(low, high, closed="left")).collect()
-    return spans, (store.read_logs(start_ns=low, end_ns=high) if store.log_files() else None)
+    return spans, read_logs(store, (low, high))
 
 
 def store_range(store: Path) -> tuple[int, int]:
