@@ -93,3 +93,55 @@ def assert_same():
             assert collected.calls().equals(reference.calls())
 
     return check
+
+
+#: The minutes of TrainTicket's 2023-01-29 the logged store holds (traces and their log records;
+#: a fault injected at 08:43:04, another at 08:52:06).
+LOGGED_MINUTES = ("08_43", "08_44", "08_45", "08_52", "08_53")
+
+
+@pytest.fixture(scope="session")
+def logged_store(tmp_path_factory, shared_data):
+    """Five minutes of the TrainTicket day, spans and log records (14,706), in a store."""
+    from tracesleuth.ingest import ingest
+
+    day = shared_data / "nezha/trainticket/2023-01-29"
+    path = tmp_path_factory.mktemp("logged") / "store"
+    ingest([str(day / f"trace/{m}_trace.csv.gz") for m in LOGGED_MINUTES]
+           + [str(day / f"log/{m}_log.csv.gz") for m in LOGGED_MINUTES], path)
+    store = SpanStore(path, create=False)
+    assert store.log_files()
+    return store
+
+
+@pytest.fixture(scope="session")
+def incident_store(tmp_path_factory):
+    """A seeded incident (exceptions in ``db`` from 400 s on, 2026-01-01T00:00), spans only."""
+    import pyarrow.parquet as pq
+
+    from tracesleuth.analyses.diagnose.synthetic import incident_spans
+    from tracesleuth.ingest import ingest
+
+    base = tmp_path_factory.mktemp("incident")
+    pq.write_table(incident_spans(fault="exception", service="db", random_state=5), base / "spans.parquet")
+    ingest([str(base / "spans.parquet")], base / "store")
+    store = SpanStore(base / "store", create=False)
+    assert not store.log_files()
+    return store
+
+
+@pytest.fixture(scope="session")
+def assert_same_telemetry():
+    """``assert_same_telemetry(built, reference)``: two diagnosis telemetries hold equal frames
+    (spans, requests, log records; schema and row order included)."""
+
+    def check(built, reference) -> None:
+        assert built.spans.equals(reference.spans), "the spans differ"
+        assert built.spans.schema == reference.spans.schema
+        assert built.requests.equals(reference.requests), "the requests differ"
+        assert built.requests.schema == reference.requests.schema
+        assert (built.logs is None) == (reference.logs is None)
+        if reference.logs is not None:
+            assert built.logs.equals(reference.logs) and built.logs.schema == reference.logs.schema
+
+    return check

@@ -9,8 +9,8 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from .._common import (Command, JsonOpt, NezhaDataOpt, emit_json, out, parse_instant, parse_time_range,
-                            run_evaluation)
+from .._common import (Command, JsonOpt, NezhaDataOpt, SchedulerOpt, dask_scheduler, emit_json, out, parse_instant,
+                       parse_time_range, run_evaluation)
 from ...errors import ParameterError
 
 __all__ = ["register"]
@@ -29,8 +29,11 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
                                        help="Name the first suspect when its confidence reaches P.")] = 0.5,
              model: Annotated[Optional[Path], typer.Option("--model", metavar="FILE", show_default=False,
                               help="A ranking model (tracesleuth evaluate diagnose --fit FILE).")] = None,
-             json: JsonOpt = False) -> None:
-    """Which service, operation and instance, since when, and how sure: one answer from a store."""
+             scheduler: SchedulerOpt = None, json: JsonOpt = False) -> None:
+    """Which service, operation and instance, since when, and how sure: one answer from a store.
+    With --scheduler, the spans read are split by trace id and turned into the diagnosis's
+    per-span and per-request rows partition by partition (the same answer, the memory of one
+    partition and of those rows, not of the spans)."""
     from ...analyses.diagnose.analysis import Diagnosis
     from ...analyses.diagnose.telemetry import read_store, store_range, utc_text
 
@@ -45,8 +48,14 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
     if around[1] < first or around[0] > last:
         raise ParameterError(f"{utc_text(around[0])} is outside the store, which holds spans from {utc_text(first)} "
                              f"to {utc_text(last)}.")
-    spans, logs = read_store(store, around_ns=around)
-    result = Diagnosis(**settings).fit(spans, logs).result_
+    if scheduler is None:
+        result = Diagnosis(**settings).fit(*read_store(store, around_ns=around)).result_
+    else:
+        from ...scale.telemetry import partitioned_telemetry
+
+        with dask_scheduler(scheduler) as chosen:
+            telemetry = partitioned_telemetry(store, scheduler=chosen, around_ns=around)
+        result = Diagnosis(**settings).fit(telemetry).result_
     if json:
         emit_json(result.to_dict())
         return
