@@ -50,6 +50,14 @@ def test_table_and_patterns_json_equal_in_process(tmp_path, capsys, synthetic_st
     assert not _left_over(synthetic_store)
 
 
+def test_diagnose_json_equals_in_process(capsys, logged_store):
+    store = str(logged_store.path)
+    _, ref, _ = run(capsys, "diagnose", store, "--at", "2023-01-29T08:53:00", "--json")
+    code, doc, _ = run(capsys, "diagnose", store, "--at", "2023-01-29T08:53:00", "--json", "--scheduler", "threads")
+    assert code == 0 and ref["services"] and doc == ref
+    assert not _left_over(logged_store)
+
+
 def test_table_on_a_local_cluster_prints_the_dashboard(tmp_path, capsys, trainticket_store):
     out = tmp_path / "table.parquet"
     code = main(["table", str(trainticket_store.path), "--scheduler", "local", "-o", str(out)])

@@ -141,3 +141,17 @@ def test_the_error_rule_and_exception_types_on_dask_are_those_in_process(cluster
     with dask_trace_table(events_store.path, scheduler=cluster, partition_spans=5_000) as table:
         assert len(table.parts) > 1
         assert_same(table, reference)
+
+
+def test_diagnosis_spans_and_requests_on_the_cluster_are_the_in_process_ones(cluster, logged_store,
+                                                                               assert_same_telemetry):
+    """``diagnose --scheduler``'s frames built by worker processes (the tasks and their frames
+    pickled) equal the in-process ones, log records included."""
+    from tracesleuth.analyses.diagnose.telemetry import Telemetry, read_store
+    from tracesleuth.scale.telemetry import partitioned_telemetry
+    from tracesleuth.units import parse_instant
+
+    at = parse_instant("2023-01-29T08:53:00", "--at")
+    reference = Telemetry.from_tables(*read_store(logged_store.path, around_ns=(at, at)))
+    built = partitioned_telemetry(logged_store.path, scheduler=cluster, around_ns=(at, at), partition_spans=8_000)
+    assert_same_telemetry(built, reference)
