@@ -127,3 +127,21 @@ def test_serial_diagnose_runs_without_dask(incident_store):
             f"print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')), file=sys.stderr)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_analyze_at_json_equals_in_process(capsys, tmp_path, logged_store):
+    """``analyze --at --scheduler``: the diagnosis from the partitions, the problem period's table and
+    the baseline's (two stretches of traffic here: a period of several ranges) from the store."""
+    def run(*extra) -> dict:
+        code = main(["analyze", str(logged_store.path), "--at", LOGGED_AT, "--only", "compare", "--json",
+                     "-o", str(tmp_path / "r.html"), *extra])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        doc = json.loads(out)
+        doc["analyses"]["compare"].pop("seconds")
+        return doc
+
+    reference = run()
+    assert reference["diagnosis"]["baseline"]["stretches"] == 2 and reference["analyses"]["compare"]["services"]
+    assert run("--scheduler", "serial") == reference
+    assert not _left_over(logged_store)

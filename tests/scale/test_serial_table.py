@@ -47,6 +47,19 @@ def test_other_endpoints_and_a_period_from_one_split(serial, synthetic_store, as
         assert_same(partitions.table(), build_trace_table(traces_starting_between(spans, *period)))
 
 
+def test_a_period_of_several_ranges(serial, synthetic_store, assert_same):
+    """A period of stretches (a diagnosis's baseline that skips an incident): the traces that start in
+    any of them, as the ranges' selections concatenated in-process."""
+    import pyarrow as pa
+
+    spans = synthetic_store.read_spans()
+    first = int(spans.column("start_ns").to_numpy().min())
+    ranges = ((first + HOUR_NS // 4, first + HOUR_NS // 2), (first + 5 * HOUR_NS // 4, first + 2 * HOUR_NS))
+    reference = build_trace_table(pa.concat_tables([traces_starting_between(spans, *r) for r in ranges]))
+    with dask_trace_table(synthetic_store.path, scheduler=serial, period=ranges, partition_spans=8_000) as table:
+        assert_same(table, reference)
+
+
 def test_exceptions_and_a_part_written_before_events_were_kept(serial, events_store, assert_same):
     reference = build_trace_table(events_store.read_spans())
     with dask_trace_table(events_store.path, scheduler=serial, partition_spans=5_000) as table:

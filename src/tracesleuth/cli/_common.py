@@ -297,7 +297,8 @@ def trace_table(paths: list[Path], endpoint: str | None, fmt: str | None, mappin
     Parameters
     ----------
     period : (int, int), optional
-        Only the traces that start in ``[low_ns, high_ns)``.
+        Only the traces that start in ``[low_ns, high_ns)``; with a scheduler also a sequence of
+        such ranges (:func:`~tracesleuth.scale.table.shuffle_by_trace`).
     option : str, default="--time"
         The option that gave ``period``, named when no trace starts in it (in this process).
     collect : bool, default=True

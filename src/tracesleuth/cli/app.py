@@ -668,11 +668,20 @@ def _show_incident(result) -> None:
         out.print(f"Ground truth: {result.fault_hits_path} (the requests the fault hit)", markup=False)
 
 
-def _diagnosed_periods(store: Path, at: str):
-    """(fitted Diagnosis, problem spans, baseline spans) of ``analyze STORE --at TIME``."""
+def _diagnosed_periods(store: Path, at: str, scheduler=None):
+    """(fitted Diagnosis, problem spans, baseline spans) of ``analyze STORE --at TIME``; with a
+    scheduler (:func:`dask_scheduler`), the diagnosis built partition by partition and, instead of
+    the spans, the periods' ranges (:attr:`Period.parts <tracesleuth.analyses.diagnose.telemetry.Period.parts>`),
+    whose tables are built from the store by the scheduler too."""
     from ..analyses.diagnose import Diagnosis
     from ..analyses.diagnose.telemetry import read_store
 
+    if scheduler is not None:
+        from ..scale.telemetry import partitioned_telemetry
+
+        telemetry = partitioned_telemetry(store, scheduler=scheduler)
+        diagnosis = Diagnosis(at=parse_instant(at, "--at")).fit(telemetry)
+        return diagnosis, diagnosis.result_.problem.parts, diagnosis.result_.baseline.parts
     spans, logs = read_store(store)
     diagnosis = Diagnosis(at=parse_instant(at, "--at")).fit(spans, logs)
     result = diagnosis.result_
@@ -721,7 +730,8 @@ def analyze(paths: PathsArg,
             at: Annotated[Optional[str], typer.Option("--at", metavar="TIME", show_default=False,
                           help="A moment inside an incident (one span store): the report opens with the diagnosis "
                                "(tracesleuth diagnose), the analyses read its problem period and compare it with "
-                               "its baseline unless --baseline is given.")] = None,
+                               "its baseline unless --baseline is given; with --scheduler, the diagnosis and the "
+                               "periods' tables are built from the store partition by partition.")] = None,
             time_range: TimeOpt = None,
             seed: SeedOpt = 0,
             only: Annotated[Optional[list[str]], typer.Option("--only", metavar="ANALYSIS", show_default=False,
@@ -767,12 +777,13 @@ def analyze(paths: PathsArg,
     period = parse_time_range(time_range, "--time") if time_range else None
     if at is not None and period is not None:
         raise ParameterError("give --at (a moment inside an incident) or --time (the period to analyse), not both")
-    if at is not None:
-        if scheduler is not None:
-            raise ParameterError("--at diagnoses a store in-process: leave out --scheduler")
-        diagnosis, spans, baseline_spans = _diagnosed_periods(input_store(paths, format, mapping), at)
     dask = open_scheduler(scheduler)
-    if diagnosis is not None:
+    baseline_period = None
+    if at is not None and dask is None:
+        diagnosis, spans, baseline_spans = _diagnosed_periods(input_store(paths, format, mapping), at)
+    elif at is not None:  # the problem period's table and the baseline's built from the store below
+        diagnosis, period, baseline_period = _diagnosed_periods(input_store(paths, format, mapping), at, dask)
+    if diagnosis is not None and dask is None:
         read = spans
         tt = build_trace_table(spans, endpoint)
     elif dask is None:
@@ -787,8 +798,14 @@ def analyze(paths: PathsArg,
         read = tt.input
         spans = read.spans
         keep_open(on_workers(dask))
-    baseline_table = trace_table(baseline, tt.endpoint, format, mapping, dask) if baseline else \
-        (build_trace_table(baseline_spans, tt.endpoint) if baseline_spans is not None else None)
+    if baseline:
+        baseline_table = trace_table(baseline, tt.endpoint, format, mapping, dask)
+    elif baseline_spans is not None:
+        baseline_table = build_trace_table(baseline_spans, tt.endpoint)
+    elif baseline_period is not None:
+        baseline_table = trace_table(paths, tt.endpoint, format, mapping, dask, period=baseline_period)
+    else:
+        baseline_table = None
     report = Report(title or f"Why are requests to {tt.endpoint} slow?",
                     subtitle=f"{tt.n_requests:,} requests to {tt.endpoint}; seed {seed}.",
                     footer=f"tracesleuth {__version__} - " + "; ".join(s.paper for s in specs))

@@ -366,10 +366,13 @@ def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None,
         Where the partitions (and tables) are written (made; every worker must reach it at the
         same path). Default: a new directory beside the store (or the system's temporary
         directory when that cannot be written).
-    period : (int, int), optional
+    period : (int, int) or sequence of (int, int), optional
         Only the traces that start in ``[low_ns, high_ns)`` (as
-        :func:`~tracesleuth.model.table.traces_starting_between`); only the store's hours that
-        may hold them are read (:meth:`StoreParts.during`).
+        :func:`~tracesleuth.model.table.traces_starting_between`), or in any of several such
+        ranges (a period of stretches, as a diagnosis's baseline:
+        :attr:`~tracesleuth.analyses.diagnose.telemetry.Period.parts`); only the store's hours
+        that may hold them are read (:meth:`StoreParts.during`, from the first range's start to the
+        last one's end).
     partition_spans : int, default=PARTITION_SPANS
         Spans per partition of whole traces (the memory of one task); tables do not depend on it.
 
@@ -391,8 +394,9 @@ def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None,
     if partition_spans < 1:
         raise ParameterError(f"partition_spans must be at least 1, got {partition_spans}")
     parts = store if isinstance(store, StoreParts) else store_parts(store)
+    period = _ranges(period)
     if period is not None:
-        parts = parts.during(*period)
+        parts = parts.during(min(low for low, _ in period), max(high for _, high in period))
     if not parts.files:
         raise EmptyDataError(f"{parts.store}: no span part holds spans of the period")
     scheduler = scheduler or Scheduler("threads")
@@ -421,6 +425,23 @@ def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None,
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
+
+
+def _ranges(period) -> tuple | None:
+    """``period`` as a tuple of ``(low_ns, high_ns)`` ranges (None: no period).
+
+    Raises
+    ------
+    ParameterError
+        No range, or a range that is not two times.
+    """
+    if period is None:
+        return None
+    ranges = (tuple(period),) if len(period) == 2 and all(isinstance(v, (int, np.integer)) for v in period) \
+        else tuple(tuple(r) for r in period)
+    if not ranges or any(len(r) != 2 for r in ranges):
+        raise ParameterError(f"period must be (low_ns, high_ns) or a sequence of them, got {period!r}")
+    return tuple((int(low), int(high)) for low, high in ranges)
 
 
 def _row_group_batches(parts: StoreParts, partition_spans: int) -> list[list[tuple[str, int]]]:
@@ -510,12 +531,13 @@ def _split_piece(row_groups: list, n: int, out: Path) -> dict:
 
 def _gather_partition(sources: list, path: Path, period: tuple | None) -> dict:
     """Step 1, second half: one partition of whole traces gathered from the pieces' row groups
-    (``sources``: ``(piece, [row group, ...])``), the traces of the period only, written to
-    ``path`` (no span: no file); its spans, operations and root endpoints."""
+    (``sources``: ``(piece, [row group, ...])``), the traces of the period only (its ranges', one
+    range after another), written to ``path`` (no span: no file); its spans, operations and root
+    endpoints."""
     tables = [pq.ParquetFile(piece).read_row_groups(groups) for piece, groups in sources]
     spans = pa.concat_tables(tables) if tables else S.SPAN_SCHEMA.empty_table()
     if period is not None:
-        spans = traces_starting_between(spans, *period)
+        spans = pa.concat_tables([traces_starting_between(spans, low, high) for low, high in period])
     out = {"path": Path(path), "spans": spans.num_rows, "operations": {}, "endpoints": {}}
     if spans.num_rows == 0:
         return out
