@@ -161,7 +161,8 @@ TimeOpt = Annotated[Optional[str], typer.Option(
 SeedOpt = Annotated[int, typer.Option("--seed", metavar="INT", help="Random seed (same seed, same result).")]
 SchedulerOpt = Annotated[Optional[str], typer.Option(
     "--scheduler", metavar="serial|local|threads|ADDRESS", show_default=False,
-    help="Build the trace table from a span store partition by partition: 'serial', in this process one "
+    help="Build the trace table (diagnose: its spans' and requests' rows) from a span store partition by "
+         "partition: 'serial', in this process one "
          "partition after another (no Dask; memory of one partition, not of the store); on Dask: 'local', a "
          "cluster of this machine started for the command; 'threads', threads of this process; or a running "
          "scheduler's address (tcp://host:8786). Default: the input read whole, in this process.")]

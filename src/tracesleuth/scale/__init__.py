@@ -8,14 +8,15 @@ the attribute columns are reductions over the partitions. The analyses then run 
 (:mod:`.analyses`): what is big and adds up is done on the workers, the rest in this process
 (each function says which).
 
-``tracesleuth table|patterns|compare|localize|paths|analyze STORE --scheduler
+``tracesleuth table|patterns|compare|localize|paths|diagnose|analyze STORE --scheduler
 serial|local|threads|ADDRESS`` uses this; without ``--scheduler`` nothing here is imported, and
 Dask is needed only for a Dask scheduler.
 
 Modules: :mod:`.cluster` (the scheduler: serial, a local cluster, threads or an address; progress),
 :mod:`.spans` (a store's parts, checked), :mod:`.table` (the trace table by partitions),
-:mod:`.analyses` (patterns, compare, localize on a Dask-built table), :mod:`.synthetic` (stores of
-any size for tests and benchmarks).
+:mod:`.analyses` (patterns, compare, localize on a Dask-built table), :mod:`.telemetry` (the
+diagnosis's rows of spans and requests by partitions), :mod:`.synthetic` (stores of any size for
+tests and benchmarks).
 """
 
 from .._lazy import lazy_exports
