@@ -112,9 +112,10 @@ def partitioned_telemetry(store, *, scheduler: Scheduler, around_ns: tuple | Non
                               partition_spans=partition_spans) as partitions:
             built = scheduler.map(_telemetry_part, [(f, span_range) for f in partitions.files],
                                   "building the diagnosis's spans")
-    if built:
-        spans = pl.concat([b[0] for b in built]).sort(SPAN_ORDER)
-        requests = pl.concat([b[1] for b in built]).sort(REQUEST_ORDER)
+    if built:  # not rechunked: the sort writes the one copy
+        spans = pl.concat([b[0] for b in built], rechunk=False).sort(SPAN_ORDER)
+        requests = pl.concat([b[1] for b in built], rechunk=False).sort(REQUEST_ORDER)
+        del built
     else:  # no part holds spans of the range: the frames of no span (an error naming it, below)
         spans, requests = trace_frames(S.SPAN_SCHEMA.empty_table())
     return Telemetry.from_frames(spans, requests, read_logs(opened, span_range))

@@ -24,12 +24,17 @@ import pyarrow as pa
 from ... import schema as S
 from ...errors import ParameterError
 
-__all__ = ["AFTER_S", "ERROR_SEVERITY", "HISTORY_S", "LOG_COLUMNS", "PERIOD_CHOICES", "REQUEST_ORDER", "SPAN_ORDER", "Period",
-           "Telemetry", "period_words", "read_logs", "read_range", "read_store", "store_range", "trace_frames", "utc_text"]
+__all__ = ["AFTER_S", "ERROR_SEVERITY", "HISTORY_S", "LOG_COLUMNS", "PERIOD_CHOICES", "REQUEST_ORDER", "SPAN_COLUMNS",
+           "SPAN_ORDER", "Period", "Telemetry", "period_words", "read_logs", "read_range", "read_store", "store_range",
+           "trace_frames", "utc_text"]
 
 #: Row order of :attr:`Telemetry.spans`: by request, then by span (``(trace_id, span_id)`` is
 #: unique, so the order is total and does not depend on how the spans were read or partitioned).
 SPAN_ORDER = ["request_start_ns", S.TRACE_ID, S.START_NS, S.SPAN_ID]
+#: The columns of :attr:`Telemetry.spans` (:func:`trace_frames`' and the two log counts).
+SPAN_COLUMNS = [S.TRACE_ID, S.SPAN_ID, S.SERVICE, S.OPERATION, S.INSTANCE, S.START_NS, S.DURATION_NS, "error",
+                "exception_type", "origin", "own_ns", "gap_ns", "callee", "parent_service", "request_start_ns",
+                "endpoint"]
 #: Row order of :attr:`Telemetry.requests` (one row per trace: total).
 REQUEST_ORDER = [S.START_NS, S.TRACE_ID]
 #: The log columns the diagnosis reads (:func:`read_logs`); a record's body and attributes are not.
@@ -111,18 +116,19 @@ class Telemetry:
     Attributes
     ----------
     spans : polars.DataFrame
-        One row per span, shape (n_spans, 16): ``trace_id``, ``span_id``, ``service``,
-        ``operation``, ``instance``, ``start_ns``, ``duration_ns``, ``error`` (bool),
+        One row per span, shape (n_spans, 18), in :data:`SPAN_ORDER`: ``trace_id``, ``span_id``,
+        ``service``, ``operation``, ``instance``, ``start_ns``, ``duration_ns``, ``error`` (bool),
         ``exception_type``, ``origin`` (bool, the span is an error's origin), ``own_ns``
         (exclusive time of a span that calls no other service, else 0), ``gap_ns`` (exclusive time
         of a span that calls another service, else 0), ``callee`` (that service, else null),
         ``request_start_ns`` and ``endpoint`` (its request's), ``parent_service``, ``error_logs``
         (its error-level log records), ``log_records`` (all its log records).
     requests : polars.DataFrame
-        One row per trace with an entry span, shape (n_requests, 7): ``trace_id``, ``start_ns``,
+        One row per trace with an entry span, shape (n_requests, 8): ``trace_id``, ``start_ns``,
         ``latency_ns``, ``endpoint`` (``service:operation`` of its entry span), ``error`` (a span
         failed), ``spans`` (its span count), ``error_log`` (it wrote an error-level record),
-        ``log_records`` (how many it wrote), sorted by ``start_ns``.
+        ``log_records`` (how many it wrote), in :data:`REQUEST_ORDER` (by ``start_ns``, then
+        ``trace_id``).
     logs : polars.DataFrame or None
         ``time_ns``, ``span_id``, ``service``, ``severity_number``, ``template_id``,
         ``request_start_ns`` and ``endpoint`` (null when the record's span is not in the spans); None when the
@@ -238,7 +244,7 @@ def trace_frames(spans) -> tuple[pl.DataFrame, pl.DataFrame]:
     requests = _requests(frame)
     frame = frame.join(requests.select(S.TRACE_ID, pl.col(S.START_NS).alias("request_start_ns"), "endpoint"),
                        on=S.TRACE_ID, how="inner")
-    return frame.sort(SPAN_ORDER), requests
+    return frame.select(SPAN_COLUMNS).sort(SPAN_ORDER), requests
 
 
 def _span_frame(spans) -> pl.DataFrame:
