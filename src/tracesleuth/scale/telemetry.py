@@ -112,13 +112,28 @@ def partitioned_telemetry(store, *, scheduler: Scheduler, around_ns: tuple | Non
                               partition_spans=partition_spans) as partitions:
             built = scheduler.map(_telemetry_part, [(f, span_range) for f in partitions.files],
                                   "building the diagnosis's spans")
-    if built:  # not rechunked: the sort writes the one copy
-        spans = pl.concat([b[0] for b in built], rechunk=False).sort(SPAN_ORDER)
-        requests = pl.concat([b[1] for b in built], rechunk=False).sort(REQUEST_ORDER)
+    if built:
+        spans_parts, request_parts = (list(frames) for frames in zip(*built))
         del built
+        spans, requests = _sorted_concat(spans_parts, SPAN_ORDER), _sorted_concat(request_parts, REQUEST_ORDER)
     else:  # no part holds spans of the range: the frames of no span (an error naming it, below)
         spans, requests = trace_frames(S.SPAN_SCHEMA.empty_table())
     return Telemetry.from_frames(spans, requests, read_logs(opened, span_range))
+
+
+def _sorted_concat(frames: list, order: list) -> pl.DataFrame:
+    """``pl.concat(frames).sort(order)`` for an ``order`` that is total (no two rows tie), built a
+    column at a time: each column is gathered into the order and dropped from ``frames`` (which is
+    emptied of columns), so the memory beside the frames is the sort keys' and one column's, not a
+    second copy of every row (as a sort of the concatenation would hold, twice when it rechunks)."""
+    keys = pl.concat([f.select(order) for f in frames], rechunk=False)
+    index = keys.select(pl.arg_sort_by(order)).to_series()
+    del keys
+    columns = []
+    for name in frames[0].columns:
+        columns.append(pl.concat([f.get_column(name) for f in frames], rechunk=False).gather(index))
+        frames[:] = [f.drop(name) for f in frames]
+    return pl.DataFrame(columns)
 
 
 def _telemetry_part(path: Path, span_range: tuple | None) -> tuple[pl.DataFrame, pl.DataFrame]:
