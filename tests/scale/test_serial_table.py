@@ -60,6 +60,23 @@ def test_a_period_of_several_ranges(serial, synthetic_store, assert_same):
         assert_same(table, reference)
 
 
+def test_light_partitions_carry_the_events_not_the_attributes_and_build_no_table(serial, events_store):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tracesleuth import schema as S
+    from tracesleuth.errors import ParameterError
+
+    with shuffle_by_trace(events_store.path, scheduler=serial, light=True, partition_spans=5_000) as partitions:
+        spans = pa.concat_tables([pq.read_table(f) for f in partitions.files])
+        assert spans.schema.equals(S.SPAN_SCHEMA) and spans.num_rows == events_store.read_spans().num_rows
+        for name in (S.ATTRIBUTES, S.STATUS_MESSAGE, S.LINKS):
+            assert spans.column(name).null_count == spans.num_rows
+        assert spans.column(S.EVENTS).null_count < spans.num_rows
+        with pytest.raises(ParameterError, match="without the spans' attributes"):
+            partitions.table()
+
+
 def test_exceptions_and_a_part_written_before_events_were_kept(serial, events_store, assert_same):
     reference = build_trace_table(events_store.read_spans())
     with dask_trace_table(events_store.path, scheduler=serial, partition_spans=5_000) as table:
@@ -127,9 +144,9 @@ def test_a_part_that_disappears_during_the_split_is_named_and_nothing_is_left(se
     gone = sorted(store.rglob("*.parquet"))[-1]
     read = table_module.read_part
 
-    def read_then_delete(path, row_group=None):
+    def read_then_delete(path, row_group=None, **options):
         gone.unlink(missing_ok=True)  # another process removed a part after the check, mid-run
-        return read(path, row_group)
+        return read(path, row_group, **options)
 
     monkeypatch.setattr(table_module, "read_part", read_then_delete)
     with pytest.raises(TraceFormatError, match=gone.name):

@@ -20,10 +20,13 @@ from .. import schema as S
 from ..errors import TraceFormatError
 from ..io.store import PARTITION_NS, SpanStore, is_store, partition_hour
 
-__all__ = ["PERIOD_MARGIN_HOURS", "StoreParts", "store_parts"]
+__all__ = ["LIGHT_COLUMNS_LEFT_OUT", "PERIOD_MARGIN_HOURS", "StoreParts", "read_part", "store_parts"]
 
 #: Hours after a period's end whose partitions are read for the period's traces.
 PERIOD_MARGIN_HOURS = 1
+#: The span columns a reader of the spans' times, names, tree, status and exceptions only (the
+#: diagnosis) need not carry through a split by trace id: the bulk of a span's bytes, and nullable.
+LIGHT_COLUMNS_LEFT_OUT = (S.ATTRIBUTES, S.STATUS_MESSAGE, S.LINKS)
 
 
 @dataclass(frozen=True)
@@ -129,9 +132,17 @@ def _checked(path: Path) -> tuple[int, int]:
     return meta.num_rows, meta.num_row_groups
 
 
-def read_part(path, row_group: int | None = None) -> pa.Table:
+def read_part(path, row_group: int | None = None, *, without: tuple = ()) -> pa.Table:
     """A part (or one of its row groups) in :data:`~tracesleuth.schema.SPAN_SCHEMA`, the
     :data:`~tracesleuth.schema.LATER_SPAN_COLUMNS` it lacks null.
+
+    Parameters
+    ----------
+    path : str or Path
+    row_group : int, optional
+        Only this row group.
+    without : tuple of str, default=()
+        Nullable columns not read: null in the table returned (:data:`LIGHT_COLUMNS_LEFT_OUT`).
 
     Raises
     ------
@@ -140,8 +151,14 @@ def read_part(path, row_group: int | None = None) -> pa.Table:
     """
     try:
         part = pq.ParquetFile(path)
-        spans = part.read() if row_group is None else part.read_row_group(row_group)
-        return S.with_later_columns(spans).select(list(S.SPAN_COLUMNS)).cast(S.SPAN_SCHEMA)
+        columns = [c for c in part.schema_arrow.names if c not in without] if without else None
+        spans = part.read(columns=columns) if row_group is None else part.read_row_group(row_group, columns=columns)
+        spans = S.with_later_columns(spans)
+        for name in without:
+            if name not in spans.column_names:
+                field = S.SPAN_SCHEMA.field(name)
+                spans = spans.append_column(field, pa.nulls(spans.num_rows, field.type))
+        return spans.select(list(S.SPAN_COLUMNS)).cast(S.SPAN_SCHEMA)
     except (OSError, pa.ArrowException) as e:
         raise TraceFormatError(str(path), f"cannot be read: {e}") from None
 

@@ -62,7 +62,7 @@ from ..model.table import (EXCLUSIVE_PREFIX, INSTANCE_PREFIX, MAX_CATEGORIES, PA
                            traces_starting_between, with_table_columns)
 from ..io.store import SPAN_PARQUET_OPTIONS
 from .cluster import Scheduler
-from .spans import StoreParts, read_part, store_parts
+from .spans import LIGHT_COLUMNS_LEFT_OUT, StoreParts, read_part, store_parts
 
 __all__ = ["CollectedTraceTable", "DaskTraceTable", "StoreSpans", "TracePartitions", "dask_trace_table",
            "shuffle_by_trace"]
@@ -279,15 +279,18 @@ class TracePartitions:
     files : tuple of Path
         One Parquet file per partition of whole traces (SPAN_SCHEMA).
     operations : dict of str to str
-        ``{operation key: operation name}`` of every operation.
+        ``{operation key: operation name}`` of every operation (empty when :attr:`light`).
     endpoints : dict of str to int
         ``{operation key: traces}`` of root operations, most frequent first (per-partition
-        :func:`~tracesleuth.model.table.root_endpoints` summed).
+        :func:`~tracesleuth.model.table.root_endpoints` summed; empty when :attr:`light`).
     n_spans : int
         Spans read from the store (before a period's selection).
     scheduler : Scheduler
     workdir : Path
         Removed by :meth:`close`.
+    light : bool
+        The spans' :data:`~tracesleuth.scale.spans.LIGHT_COLUMNS_LEFT_OUT` were not carried (they
+        are null): no trace table is built from these partitions.
     """
 
     files: tuple
@@ -298,6 +301,7 @@ class TracePartitions:
     workdir: Path = field(repr=False)
     partition_spans: int = field(default=PARTITION_SPANS, repr=False)
     endpoints: dict = field(default_factory=dict)
+    light: bool = False
 
     def table(self, endpoint: str | None = None, *, max_categories: int = MAX_CATEGORIES) -> "DaskTraceTable":
         """The trace table of ``endpoint`` (default the most frequent root operation): steps 2-3.
@@ -307,8 +311,11 @@ class TracePartitions:
         EmptyDataError
             No root span (and no endpoint given), or no request of the endpoint.
         ParameterError
-            ``endpoint`` matches no operation.
+            ``endpoint`` matches no operation; the partitions are light (no attributes).
         """
+        if self.light:
+            raise ParameterError("these partitions were split without the spans' attributes (light=True): split "
+                                 "the store again to build a trace table")
         key = resolve_endpoint(endpoint, self.operations, self.endpoints)
         folder = Path(tempfile.mkdtemp(prefix="table-", dir=self.workdir))
         try:
@@ -352,7 +359,7 @@ class TracePartitions:
 
 
 def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None, period: tuple | None = None,
-                     partition_spans: int = PARTITION_SPANS) -> TracePartitions:
+                     partition_spans: int = PARTITION_SPANS, light: bool = False) -> TracePartitions:
     """Step 1: a span store's spans shuffled by trace id into partitions of whole traces, on disk.
 
     Parameters
@@ -375,6 +382,12 @@ def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None,
         last one's end).
     partition_spans : int, default=PARTITION_SPANS
         Spans per partition of whole traces (the memory of one task); tables do not depend on it.
+    light : bool, default=False
+        Leave out the spans' attributes, links and status messages
+        (:data:`~tracesleuth.scale.spans.LIGHT_COLUMNS_LEFT_OUT`, the bulk of their bytes; written
+        null): not read, split or written, for a reader that needs none of them (the diagnosis:
+        :mod:`tracesleuth.scale.telemetry`). No trace table is built from such partitions (nor
+        are their operations and root endpoints gathered).
 
     Returns
     -------
@@ -405,11 +418,13 @@ def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None,
         n_partitions = max(1, math.ceil(parts.n_spans / partition_spans))
         (work / "by-trace").mkdir()
         paths = [work / "by-trace" / f"part-{k:06d}.parquet" for k in range(n_partitions)]
-        pieces = scheduler.map(_split_piece, [(group, n_partitions, work / "by-trace" / f"piece-{j:06d}.parquet")
+        without = LIGHT_COLUMNS_LEFT_OUT if light else ()
+        pieces = scheduler.map(_split_piece, [(group, n_partitions, work / "by-trace" / f"piece-{j:06d}.parquet",
+                                               without)
                                               for j, group in enumerate(_row_group_batches(parts, partition_spans))],
                                "splitting the spans by trace id")
         found = scheduler.map(_gather_partition, [([(p["path"], p["groups"][k]) for p in pieces if k in p["groups"]],
-                                                   path, period) for k, path in enumerate(paths)],
+                                                   path, period, light) for k, path in enumerate(paths)],
                               "gathering the traces")
         for p in pieces:
             p["path"].unlink(missing_ok=True)
@@ -421,7 +436,7 @@ def shuffle_by_trace(store, *, scheduler: Scheduler | None = None, workdir=None,
                                operations={k: n for f in found for k, n in f["operations"].items()},
                                endpoints=merge_endpoints(*(f["endpoints"] for f in found)),
                                n_spans=parts.n_spans, store=parts.store, scheduler=scheduler, workdir=work,
-                               partition_spans=partition_spans)
+                               partition_spans=partition_spans, light=light)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
@@ -508,11 +523,12 @@ def dask_trace_table(store, endpoint: str | None = None, *, scheduler: Scheduler
 # -- the tasks (run on the workers) ---------------------------------------------------------------
 
 
-def _split_piece(row_groups: list, n: int, out: Path) -> dict:
-    """Step 1, first half: some row groups of the store's parts, each span given the partition of
-    its trace (its trace id's hash modulo ``n``), written to ``out`` sorted by partition, one row
-    group per partition; which row groups of ``out`` hold each partition."""
-    spans = pa.concat_tables([read_part(path, g) for path, g in row_groups])
+def _split_piece(row_groups: list, n: int, out: Path, without: tuple = ()) -> dict:
+    """Step 1, first half: some row groups of the store's parts (the columns ``without`` not read:
+    null), each span given the partition of its trace (its trace id's hash modulo ``n``), written
+    to ``out`` sorted by partition, one row group per partition; which row groups of ``out`` hold
+    each partition."""
+    spans = pa.concat_tables([read_part(path, g, without=without) for path, g in row_groups])
     # The ids as text: a row group's dictionary codes are not the same trace's everywhere.
     bucket = (pl.Series(spans.column(S.TRACE_ID).cast(pa.string())).hash(seed=0) % n).to_numpy().astype(np.int64)
     counts = np.bincount(bucket, minlength=n)
@@ -529,11 +545,11 @@ def _split_piece(row_groups: list, n: int, out: Path) -> dict:
     return {"path": Path(out), "groups": {k: [i] for i, k in enumerate(present)}}
 
 
-def _gather_partition(sources: list, path: Path, period: tuple | None) -> dict:
+def _gather_partition(sources: list, path: Path, period: tuple | None, light: bool = False) -> dict:
     """Step 1, second half: one partition of whole traces gathered from the pieces' row groups
     (``sources``: ``(piece, [row group, ...])``), the traces of the period only (its ranges', one
     range after another), written to ``path`` (no span: no file); its spans, operations and root
-    endpoints."""
+    endpoints (``light``: none, as no table is built from it)."""
     tables = [pq.ParquetFile(piece).read_row_groups(groups) for piece, groups in sources]
     spans = pa.concat_tables(tables) if tables else S.SPAN_SCHEMA.empty_table()
     if period is not None:
@@ -542,6 +558,8 @@ def _gather_partition(sources: list, path: Path, period: tuple | None) -> dict:
     if spans.num_rows == 0:
         return out
     _atomic_write(path, lambda tmp: pq.write_table(spans, tmp, **_BY_TRACE_PARQUET))
+    if light:
+        return out
     codes = encode_spans(narrow_spans(spans))
     out["operations"] = dict(zip(codes.operation_keys, codes.operation_names))
     out["endpoints"] = root_endpoints(codes)

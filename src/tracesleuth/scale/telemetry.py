@@ -25,10 +25,11 @@ a trace cut by the range's start keeps its later spans, whose first becomes its 
 in-process). Only the store's hours that hold such spans are split
 (:meth:`~tracesleuth.scale.spans.StoreParts.during`); each task keeps the spans of the range.
 
-Memory: a task holds one partition's span columns the diagnosis reads (not the attributes,
-links or status messages); the command's process holds the compact frames (one row per span of the
-range, about 20 numbers and names, and one per request) and the records' five columns, never the
-store's spans.
+Memory: the split carries no attributes, links or status messages (``shuffle_by_trace(...,
+light=True)``: they are not read, nor written to the work directory); a task holds one partition's
+spans without them and its rows; the command's process holds the rows (one per span of the range,
+18 numbers and names, and one per request, put in order a column at a time) and the records' five
+columns, never the store's spans.
 """
 
 from __future__ import annotations
@@ -108,8 +109,8 @@ def partitioned_telemetry(store, *, scheduler: Scheduler, around_ns: tuple | Non
         parts = parts.during(*span_range)
     built = []
     if parts.files:
-        with shuffle_by_trace(parts, scheduler=scheduler, workdir=workdir,
-                              partition_spans=partition_spans) as partitions:
+        with shuffle_by_trace(parts, scheduler=scheduler, workdir=workdir, partition_spans=partition_spans,
+                              light=True) as partitions:
             built = scheduler.map(_telemetry_part, [(f, span_range) for f in partitions.files],
                                   "building the diagnosis's spans")
     if built:
