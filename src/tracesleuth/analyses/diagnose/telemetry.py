@@ -165,9 +165,10 @@ class Telemetry:
         Parameters
         ----------
         spans : polars.DataFrame
-            :func:`trace_frames`' spans, shape (n_spans, 16), in :data:`SPAN_ORDER`.
+            :func:`trace_frames`' spans, shape (n_spans, 16): :data:`SPAN_COLUMNS`, in
+            :data:`SPAN_ORDER`.
         requests : polars.DataFrame
-            :func:`trace_frames`' requests, shape (n_requests, 7), in :data:`REQUEST_ORDER`.
+            :func:`trace_frames`' requests, shape (n_requests, 8), in :data:`REQUEST_ORDER`.
         logs : pyarrow.Table or polars.DataFrame, optional
             Log records with at least :data:`LOG_COLUMNS`; None or empty: the store has none.
 
@@ -234,8 +235,9 @@ def trace_frames(spans) -> tuple[pl.DataFrame, pl.DataFrame]:
     Returns
     -------
     spans : polars.DataFrame
-        One row per span of a trace with an entry span: the columns of :attr:`Telemetry.spans`
-        but ``error_logs`` and ``log_records``, in :data:`SPAN_ORDER`.
+        One row per span of a trace with an entry span, shape (n_spans, 16): the columns of
+        :attr:`Telemetry.spans` but ``error_logs`` and ``log_records`` (:data:`SPAN_COLUMNS`), in
+        :data:`SPAN_ORDER`.
     requests : polars.DataFrame
         One row per trace with an entry span: :attr:`Telemetry.requests` (``error_log`` False,
         ``log_records`` 0), in :data:`REQUEST_ORDER`.
