@@ -30,6 +30,12 @@ run again after its worker died writes the same file again):
    id, span id). The table's rows are those of the in-process table; collected
    (:meth:`DaskTraceTable.to_trace_table`) and sorted, it is equal to it.
 
+A collected table's **call view** is built the same way, a task per partition from the spans split
+by trace id (:meth:`DaskTraceTable.calls`), with, when an analysis asks, more columns of the calls'
+spans computed in that task from the partition's spans (``span_columns``: performance annotations
+read the attributes there), and read back here a column at a time
+(:func:`in_request_order_from_files`).
+
 Memory: a task holds one partition (``partition_spans`` spans, 500,000 by default: a few
 hundred MB); the client holds only the reductions (and the collected tables and call views the
 analyses read). The work directory needs about twice the store's size at the split's peak (the

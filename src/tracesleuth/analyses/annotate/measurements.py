@@ -1,7 +1,9 @@
 """Measurements for annotations: one row per call (span), its metrics and the features of its input.
 
-From trace tables (:meth:`tracesleuth.model.TraceTable.calls`, one row per span of each request)
-and the spans they were built from:
+From the call views of trace tables (:meth:`tracesleuth.model.TraceTable.calls`, one row per span
+of each request) with the measures of each call's span (:func:`span_measures`, given to the call
+view as its ``span_columns``: it runs where the spans are, on the spans read in this process or
+on each partition of a store's spans with ``--scheduler``, so both give the same frame):
 
 * metrics (:data:`~.model.METRICS`): ``time`` (the span's duration, ns), ``self_time`` (its
   exclusive time, ns) and ``memory`` (the span attribute

@@ -270,7 +270,8 @@ def register(app: typer.Typer, evaluate_app: typer.Typer) -> None:
     ``command``)."""
     sub = typer.Typer(cls=Group, no_args_is_help=True, help="Performance annotations (Rogora et al., HotCloud "
                       "2017): derive per-operation performance models from traces, check new traces against "
-                      "them, predict what-if changes.")
+                      "them, predict what-if changes. A span store is also read partition by partition (--scheduler: "
+                      "serial, or Dask), with the same annotations, checks and predictions.")
     sub.command("derive", cls=Command)(derive)
     sub.command("check", cls=Command)(check)
     sub.command("predict", cls=Command)(predict)
