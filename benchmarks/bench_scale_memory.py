@@ -52,23 +52,11 @@ def measure(argv: list[str]) -> dict:
         return {"wall_s": wall, "peak_mb": usage.ru_maxrss / 1024, "stdout": out.read()}
 
 
-def _write_localize_store(path: Path, n_requests: int) -> int:
-    code = (
-        "import sys; from tracesleuth.analyses.localize.synthetic import simulate_scenario\n"
-        "from tracesleuth.io.store import SpanStore\n"
-        f"sc = simulate_scenario('load-imbalance', n_requests={n_requests}, random_state=0)\n"
-        f"SpanStore({str(path)!r}).append_spans(sc.spans.to_batches(131072))\n"
-        "print(sc.spans.num_rows)")
-    return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
-
-
-def _write_annotate_store(path: Path, n_requests: int) -> int:
-    code = (
-        "from tracesleuth.analyses.annotate.synthetic import planted_spans\n"
-        "from tracesleuth.io.store import SpanStore\n"
-        f"spans = planted_spans({n_requests}, random_state=0)\n"
-        f"SpanStore({str(path)!r}).append_spans(spans.to_batches(131072))\n"
-        "print(spans.num_rows)")
+def _write_store(path: Path, imports: str, spans: str) -> int:
+    """A new store at ``path`` holding the spans the Python expression ``spans`` makes (after
+    ``imports``), written by a fresh process (whose memory is not this one's); its spans."""
+    code = (f"{imports}\nfrom tracesleuth.io.store import SpanStore\nspans = {spans}\n"
+            f"SpanStore({str(path)!r}).append_spans(spans.to_batches(131072))\nprint(spans.num_rows)")
     return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
@@ -113,11 +101,14 @@ def main(argv=None) -> int:
                 lambda way: ["table", str(made.path), "-o", tempfile.mkdtemp(dir=base) + "/table.parquet"],
                 args.runs, check_equal=False)}
         if args.requests:
-            n_spans = _write_localize_store(base / "localize", int(args.requests))
+            n_spans = _write_store(base / "localize", "from tracesleuth.analyses.localize.synthetic import "
+                                   "simulate_scenario", f"simulate_scenario('load-imbalance', "
+                                   f"n_requests={int(args.requests)}, random_state=0).spans")
             report["localize"] = {"requests": int(args.requests), "spans": n_spans, **_runs(
                 lambda way: ["localize", str(base / "localize"), "--json"], args.runs, check_equal=True)}
         if args.annotate_requests:
-            n_spans = _write_annotate_store(base / "annotate", int(args.annotate_requests))
+            n_spans = _write_store(base / "annotate", "from tracesleuth.analyses.annotate.synthetic import "
+                                   "planted_spans", f"planted_spans({int(args.annotate_requests)}, random_state=0)")
             report["annotate derive"] = {"requests": int(args.annotate_requests), "spans": n_spans, **_runs(
                 lambda way: ["annotate", "derive", str(base / "annotate"), "-o", str(base / "annotations.yaml"),
                              "--json"], args.runs, check_equal=True)}
