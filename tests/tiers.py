@@ -126,6 +126,7 @@ SLOW = {
         "test_one_offline_file_without_external_references", "test_reports_are_reproducible",
         "test_result_alone_groups_by_latency", "test_sections_and_a_figure_per_plot",
         "test_split_lines_only_where_sub_intervals_meet"},
+    "scale/test_serial_annotate.py": {"test_annotate_json_equal_in_process"},
     "scale/test_serial_table.py": {"test_any_partitioning_gives_the_in_process_table_and_calls",
         "test_commands_json_equal_in_process", "test_exceptions_and_a_part_written_before_events_were_kept",
         "test_other_endpoints_and_a_period_from_one_split", "test_serial_runs_without_dask"},

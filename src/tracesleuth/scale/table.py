@@ -32,6 +32,12 @@ run again after its worker died writes the same file again):
    id, span id). The table's rows are those of the in-process table; collected
    (:meth:`DaskTraceTable.to_trace_table`) and sorted, it is equal to it.
 
+A collected table's **call view** is built the same way, a task per partition from the spans split
+by trace id (:meth:`DaskTraceTable.calls`), with, when an analysis asks, more columns of the calls'
+spans computed in that task from the partition's spans (``span_columns``: performance annotations
+read the attributes there), and read back here a column at a time
+(:func:`in_request_order_from_files`).
+
 Memory: a task holds one partition (``partition_spans`` spans, 500,000 by default: a few
 hundred MB); the client holds only the reductions (and the collected tables and call views the
 analyses read). Disk: the split's files are lz4-compressed Arrow, about 2.7 times the size of the
@@ -165,7 +171,7 @@ class DaskTraceTable:
             endpoints=self.endpoints, dropped_attributes=self.dropped_attributes,
             partition_spans=self.partition_spans, source=self, part_of_row=frame[PART].to_numpy())
 
-    def calls(self, part_of_row: np.ndarray, requests: pl.DataFrame) -> pl.DataFrame:
+    def calls(self, part_of_row: np.ndarray, requests: pl.DataFrame, *, span_columns=None) -> pl.DataFrame:
         """The call view (:meth:`TraceTable.calls <tracesleuth.model.TraceTable.calls>`) of collected
         requests, built on Dask from the spans shuffled by trace id.
 
@@ -175,13 +181,25 @@ class DaskTraceTable:
             The table part of each request.
         requests : polars.DataFrame
             ``trace_id``, ``span_id`` of each request, in collected-table order.
+        span_columns : callable, optional
+            ``span_columns(spans) -> polars.DataFrame``: more columns of the calls' spans, computed
+            and joined per partition (:func:`~tracesleuth.model.flows.with_span_columns`) by the
+            task that builds the partition's calls; it must be importable by the workers (a
+            module-level function).
+
+        Returns
+        -------
+        polars.DataFrame
+            Shape (n_calls, 19 + n_added): the added columns are those of any partition (null
+            where a partition's spans have none), sorted by name.
         """
         rows = requests.select(S.TRACE_ID, S.SPAN_ID).with_columns(
             pl.Series(S.REQUEST, np.arange(requests.height, dtype=np.int64)), pl.Series(PART, part_of_row))
         folder = Path(tempfile.mkdtemp(prefix="calls-", dir=self.workdir))
         try:
             tasks = [(self.by_trace[k], self.endpoint, group.drop(PART), self.partition_spans,
-                      folder / f"calls-{k:06d}.arrow") for (k,), group in rows.partition_by(PART, as_dict=True).items()]
+                      folder / f"calls-{k:06d}.arrow", span_columns)
+                     for (k,), group in rows.partition_by(PART, as_dict=True).items()]
             return in_request_order_from_files(self.scheduler.map(_calls_part, tasks, "building the call view"))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -267,9 +285,20 @@ class CollectedTraceTable(TraceTable):
         """The table's input, for a report (:class:`StoreSpans`)."""
         return StoreSpans.of(self.source, self.source.store)
 
-    def calls(self) -> pl.DataFrame:
+    def calls(self, *, span_columns=None) -> pl.DataFrame:
         """The call view (as :meth:`TraceTable.calls <tracesleuth.model.TraceTable.calls>`), built on
-        Dask from the spans shuffled by trace id when first asked for, and kept."""
+        Dask from the spans shuffled by trace id when first asked for, and kept.
+
+        Parameters
+        ----------
+        span_columns : callable, optional
+            As for :meth:`TraceTable.calls <tracesleuth.model.TraceTable.calls>`: run on each
+            partition's spans where the partition's calls are built (the spans stay there);
+            such a view is built each time, not kept.
+        """
+        if span_columns is not None:
+            return self.source.calls(self.part_of_row, self.frame.select(S.TRACE_ID, S.SPAN_ID),
+                                     span_columns=span_columns)
         if "calls" not in self._cache:
             self._cache["calls"] = self.source.calls(self.part_of_row, self.frame.select(S.TRACE_ID, S.SPAN_ID))
         return self._cache["calls"]
@@ -573,12 +602,15 @@ def _table_part(path: Path, out: Path, operations: list, instanced: set, chosen)
     return Path(out), frame.height, int(frame[S.LATENCY_NS].max())
 
 
-def _calls_part(path: str, endpoint: str, requests: pl.DataFrame, partition_spans: int, out: Path) -> Path:
-    """The calls of one partition's requests, numbered as the collected table's rows, written to
-    ``out`` (Arrow IPC): the command's process reads them back a column at a time."""
+def _calls_part(path: str, endpoint: str, requests: pl.DataFrame, partition_spans: int, out: Path,
+                span_columns=None) -> Path:
+    """The calls of one partition's requests (with ``span_columns`` of their spans, see
+    :func:`~tracesleuth.model.flows.call_frame`), numbered as the collected table's rows, written
+    to ``out`` (Arrow IPC): the command's process reads them back a column at a time."""
     from ..model.flows import call_frame
 
-    calls = call_frame(_read_by_trace(path), endpoint, requests.select(S.TRACE_ID, S.SPAN_ID), partition_spans)
+    calls = call_frame(_read_by_trace(path), endpoint, requests.select(S.TRACE_ID, S.SPAN_ID), partition_spans,
+                       span_columns=span_columns)
     calls = calls.with_columns(requests[S.REQUEST].gather(calls[S.REQUEST]).alias(S.REQUEST))
     _atomic_write(out, calls.write_ipc)
     return Path(out)
@@ -588,17 +620,27 @@ def in_request_order_from_files(paths: list) -> pl.DataFrame:
     """The call-view pieces written by :func:`_calls_part` as one frame in request order, built a
     column at a time from the files (Arrow IPC): the memory beside the result is one column's, the
     pieces are never all in memory at once (as the pieces given to
-    :func:`~tracesleuth.model.flows.in_request_order` are)."""
-    if not paths:
-        from ..model.flows import CALL_SCHEMA
+    :func:`~tracesleuth.model.flows.in_request_order` are).
 
+    The call view's columns come first; the span columns some pieces have and others have not
+    (a partition's spans without a given attribute) follow, sorted by name, null in the pieces
+    without them.
+    """
+    from ..model.flows import CALL_COLUMNS, CALL_SCHEMA
+
+    if not paths:
         return pl.DataFrame(schema=CALL_SCHEMA)
+    schemas = [pl.read_ipc_schema(p) for p in paths]
+    dtypes = {name: dtype for schema in reversed(schemas) for name, dtype in schema.items()}
+    names = list(CALL_COLUMNS) + sorted(set(dtypes) - set(CALL_COLUMNS))
 
     def column(name: str) -> pl.Series:
-        return pl.concat([pl.read_ipc(p, columns=[name])[name] for p in paths], rechunk=False)
+        return pl.concat([pl.read_ipc(p, columns=[name])[name] if name in schema else
+                          pl.repeat(None, pl.scan_ipc(p).select(pl.len()).collect().item(), dtype=dtypes[name],
+                                    eager=True).alias(name)
+                          for p, schema in zip(paths, schemas)], rechunk=False)
 
     order = pl.Series(np.argsort(column(S.REQUEST).to_numpy(), kind="stable"))
-    names = pl.read_ipc_schema(paths[0])
     return pl.DataFrame([column(name).gather(order) for name in names])
 
 
