@@ -1,5 +1,6 @@
-"""Memory in one process (issue 32): a span store's trace table and root-cause localization, the
-store read whole against ``--scheduler serial`` (partition by partition, no Dask).
+"""Memory in one process (issue 32): a span store's trace table, root-cause localization and
+derived performance annotations, the store read whole against ``--scheduler serial`` (partition by
+partition, no Dask).
 
 Each measurement is one ``tracesleuth`` command in a fresh process; its wall time and its peak
 resident memory (``ru_maxrss`` of that process, from ``os.wait4``) are printed, the median of
@@ -11,12 +12,15 @@ deleted afterwards:
 * ``--requests`` requests of the localization scenario ``load-imbalance``
   (:mod:`tracesleuth.analyses.localize.synthetic`, about 11.6 spans each): ``tracesleuth localize
   STORE --json`` (target: 10^6 requests localized in <= 3 GB); both ways' JSON must be equal
-  (the run fails otherwise).
+  (the run fails otherwise);
+* ``--annotate-requests`` requests of the planted file service
+  (:mod:`tracesleuth.analyses.annotate.synthetic`, 4.5 spans each, numeric span attributes as
+  features): ``tracesleuth annotate derive STORE -o FILE --json``; both ways' JSON must be equal.
 
 Run it alone: the machine has 2 cores.
 
     python3 benchmarks/bench_scale_memory.py                       # 10^7 spans, 10^6 requests, 3 runs
-    python3 benchmarks/bench_scale_memory.py --spans 1e6 --requests 1e5 --runs 1
+    python3 benchmarks/bench_scale_memory.py --spans 1e6 --requests 1e5 --annotate-requests 1e5 --runs 1
 """
 
 from __future__ import annotations
@@ -48,13 +52,11 @@ def measure(argv: list[str]) -> dict:
         return {"wall_s": wall, "peak_mb": usage.ru_maxrss / 1024, "stdout": out.read()}
 
 
-def _write_localize_store(path: Path, n_requests: int) -> int:
-    code = (
-        "import sys; from tracesleuth.analyses.localize.synthetic import simulate_scenario\n"
-        "from tracesleuth.io.store import SpanStore\n"
-        f"sc = simulate_scenario('load-imbalance', n_requests={n_requests}, random_state=0)\n"
-        f"SpanStore({str(path)!r}).append_spans(sc.spans.to_batches(131072))\n"
-        "print(sc.spans.num_rows)")
+def _write_store(path: Path, imports: str, spans: str) -> int:
+    """A new store at ``path`` holding the spans the Python expression ``spans`` makes (after
+    ``imports``), written by a fresh process (whose memory is not this one's); its spans."""
+    code = (f"{imports}\nfrom tracesleuth.io.store import SpanStore\nspans = {spans}\n"
+            f"SpanStore({str(path)!r}).append_spans(spans.to_batches(131072))\nprint(spans.num_rows)")
     return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
@@ -82,6 +84,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--spans", type=float, default=1e7, help="Synthetic spans for the table (0: skip).")
     p.add_argument("--requests", type=float, default=1e6, help="Requests localized (0: skip).")
+    p.add_argument("--annotate-requests", type=float, default=6e5, help="Requests annotations are derived from "
+                   "(0: skip).")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--dir", default=None, help="Where the stores are written (default: a temporary directory).")
     p.add_argument("--json", action="store_true")
@@ -97,9 +101,17 @@ def main(argv=None) -> int:
                 lambda way: ["table", str(made.path), "-o", tempfile.mkdtemp(dir=base) + "/table.parquet"],
                 args.runs, check_equal=False)}
         if args.requests:
-            n_spans = _write_localize_store(base / "localize", int(args.requests))
+            n_spans = _write_store(base / "localize", "from tracesleuth.analyses.localize.synthetic import "
+                                   "simulate_scenario", f"simulate_scenario('load-imbalance', "
+                                   f"n_requests={int(args.requests)}, random_state=0).spans")
             report["localize"] = {"requests": int(args.requests), "spans": n_spans, **_runs(
                 lambda way: ["localize", str(base / "localize"), "--json"], args.runs, check_equal=True)}
+        if args.annotate_requests:
+            n_spans = _write_store(base / "annotate", "from tracesleuth.analyses.annotate.synthetic import "
+                                   "planted_spans", f"planted_spans({int(args.annotate_requests)}, random_state=0)")
+            report["annotate derive"] = {"requests": int(args.annotate_requests), "spans": n_spans, **_runs(
+                lambda way: ["annotate", "derive", str(base / "annotate"), "-o", str(base / "annotations.yaml"),
+                             "--json"], args.runs, check_equal=True)}
     finally:
         shutil.rmtree(base, ignore_errors=True)
     if args.json:

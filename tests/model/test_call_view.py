@@ -110,6 +110,27 @@ def test_call_view_is_cached_partition_independent_and_needs_spans():
         TraceTable(frame=tt.frame, endpoint=tt.endpoint, operations=tt.operations).calls()
 
 
+def _instance_numbers(spans) -> pl.DataFrame:
+    """A span column: the number in the instance name of the spans that have one."""
+    frame = pl.from_arrow(S.plain_spans(spans.select([S.TRACE_ID, S.SPAN_ID, S.INSTANCE])))
+    return frame.drop_nulls(S.INSTANCE).select(S.TRACE_ID, S.SPAN_ID, z=pl.col(S.INSTANCE).str.extract(r"(\d+)")
+                                               .cast(pl.Int64), a=pl.lit(1.0))
+
+
+def test_span_columns_are_joined_by_span_id_whatever_the_partitioning():
+    rows = rpc_trace("1") + rpc_trace("2") + rpc_trace("3")
+    tt = build_trace_table(table(rows))
+    calls = tt.calls(span_columns=_instance_numbers)
+    assert calls.columns == [*CALL_COLUMNS, "a", "z"] and calls.drop("a", "z").equals(tt.calls(), null_equal=True)
+    assert calls.filter(pl.col(S.INSTANCE).is_null())["z"].null_count() == calls[S.INSTANCE].null_count() > 0
+    assert calls.filter(pl.col(S.INSTANCE) == "web-1")["z"].to_list() == [1] * 9
+    for p in (1, 4, 11):
+        assert build_trace_table(table(rows), partition_spans=p).calls(span_columns=_instance_numbers).equals(
+            calls, null_equal=True)
+    with pytest.raises(ValueError, match="call-view column"):
+        tt.calls(span_columns=lambda spans: _instance_numbers(spans).rename({"z": S.DEPTH}))
+
+
 def failing_trace(tid="1"):
     """A request whose spans fail in each way: status error (b), an exception event with the status
     left unset (c: handled, typed), an untyped exception after a plain event (d), a plain event only

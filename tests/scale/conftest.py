@@ -42,6 +42,21 @@ def synthetic_store(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def annotated_stores(tmp_path_factory):
+    """Two stores of the planted file service (:mod:`tracesleuth.analyses.annotate.synthetic`), whose
+    spans carry numeric attributes (features, memory), in parts of 700 spans: 600 requests to derive
+    annotations from, and 600 others with 1.5 ms more on two operations to check them against."""
+    from tracesleuth.analyses.annotate.synthetic import planted_spans
+
+    stores = []
+    for name, seed, delay_ns in (("derive", 1, 0), ("check", 2, 1_500_000)):
+        store = SpanStore(tmp_path_factory.mktemp(name) / "store")
+        store.append_spans(planted_spans(600, random_state=seed, delay_ns=delay_ns).to_batches(700), part_spans=700)
+        stores.append(SpanStore(store.path, create=False))
+    return tuple(stores)
+
+
+@pytest.fixture(scope="session")
 def events_store(tmp_path_factory):
     """A synthetic store whose spans carry events (typed and untyped exceptions, plain events),
     status messages and links, in several parts of which one was written before events were kept

@@ -105,3 +105,21 @@ def test_localization_with_clusters_on_the_workers_is_the_in_process_one(cluster
             est = RootCauseLocalization(random_state=0).fit(tables)
     assert est.result_.to_dict() == reference.result_.to_dict()
     assert reference.result_.n_clusters > 1
+
+
+def test_annotations_from_a_cluster_are_the_in_process_ones(cluster, annotated_stores):
+    """The calls' span attributes are read on the workers (the features function travels to
+    them); derived annotations and their check equal the in-process ones."""
+    from tracesleuth.analyses.annotate import PerformanceAnnotations
+
+    derive, check = annotated_stores
+    reference = PerformanceAnnotations(random_state=0).fit(root_tables(derive.read_spans())[0])
+    checked = PerformanceAnnotations(annotations=reference.annotations_).fit(root_tables(check.read_spans())[0])
+    results = []
+    for store, est in ((derive, PerformanceAnnotations(random_state=0)),
+                       (check, PerformanceAnnotations(annotations=reference.annotations_))):
+        with shuffle_by_trace(store.path, scheduler=cluster, partition_spans=1_000) as partitions:
+            tables, _ = root_tables(partitions, build=lambda p, e: p.table(e).to_trace_table())
+            results.append(est.fit(tables).result_.to_dict())
+    assert results == [reference.result_.to_dict(), checked.result_.to_dict()]
+    assert "size(entries)" in results[0]["features"] and results[1]["pass_rate"] < 1

@@ -58,6 +58,17 @@ def test_diagnose_json_equals_in_process(capsys, logged_store):
     assert not _left_over(logged_store)
 
 
+def test_annotate_check_json_equals_in_process(tmp_path, capsys, annotated_stores):
+    derive, check = (str(s.path) for s in annotated_stores)
+    annotations = tmp_path / "a.yaml"
+    assert main(["annotate", "derive", derive, "-o", str(annotations)]) == 0
+    capsys.readouterr()
+    _, ref, _ = run(capsys, "annotate", "check", str(annotations), check, "--json")
+    code, doc, _ = run(capsys, "annotate", "check", str(annotations), check, "--json", "--scheduler", "threads")
+    assert code == 0 and doc == ref and "size(entries)" in doc["features"]
+    assert not _left_over(annotated_stores[1])
+
+
 def test_table_on_a_local_cluster_prints_the_dashboard(tmp_path, capsys, trainticket_store):
     out = tmp_path / "table.parquet"
     code = main(["table", str(trainticket_store.path), "--scheduler", "local", "-o", str(out)])

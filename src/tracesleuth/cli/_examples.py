@@ -57,7 +57,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                         "tracesleuth annotate derive store/ --time 2023-01-29T09:00/2023-01-29T10:30 -o tt.yaml"),
     "annotate check": (f"tracesleuth annotate check annotations.yaml {_TT}/trace/08_45_trace.csv.gz",
                        "tracesleuth annotate check annotations.yaml store/ --time 2023-01-29T13:25/2023-01-29T15:45 "
-                       "--json"),
+                       "--json",
+                       "tracesleuth annotate check annotations.yaml store/ --scheduler serial "
+                       "--time 2023-01-29T13:25/2023-01-29T15:45"),
     "annotate predict": (f"tracesleuth annotate predict annotations.yaml {_TT}/fault_free "
                          "--change 'ts-basic-service:*+5ms' --under 100ms",),
 }

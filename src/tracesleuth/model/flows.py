@@ -45,6 +45,14 @@ null for a span with no server child (a database client, an internal span).
 
 Rows are ordered by request, then start offset, then depth (ties in input order). The work is
 numpy on integer-coded spans, partition-wise like the trace table's.
+
+**Span columns.** An analysis that needs more of each call's span than these columns (performance
+annotations read the spans' numeric attributes) gives :func:`call_frame` a function of the spans,
+``span_columns(spans) -> polars.DataFrame`` keyed by ``trace_id`` and ``span_id``: its other
+columns are joined to the calls (:func:`with_span_columns`, the one place of that rule). The
+function sees spans holding whole traces, so it runs where the spans are: on all of them in this
+process, or on each partition of a store's spans split by trace id (:mod:`tracesleuth.scale`),
+where the spans' nested columns never leave the partition.
 """
 
 from __future__ import annotations
@@ -72,7 +80,8 @@ CALL_SCHEMA = {S.TRACE_ID: pl.String, S.REQUEST: pl.Int64, S.SPAN_ID: pl.String,
            S.GAP_NS: pl.Int64}
 
 
-def call_frame(spans: pa.Table, endpoint: str, requests: pl.DataFrame, partition_spans: int) -> pl.DataFrame:
+def call_frame(spans: pa.Table, endpoint: str, requests: pl.DataFrame, partition_spans: int, *,
+               span_columns=None) -> pl.DataFrame:
     """The call view of the requests of ``endpoint`` (columns in the module docstring).
 
     Parameters
@@ -86,11 +95,14 @@ def call_frame(spans: pa.Table, endpoint: str, requests: pl.DataFrame, partition
         trace-table row order.
     partition_spans : int
         More spans than this are taken in partitions of whole traces, as the table was built.
+    span_columns : callable, optional
+        ``span_columns(spans) -> polars.DataFrame``: columns of the spans joined to the calls
+        (:func:`with_span_columns`).
 
     Returns
     -------
     polars.DataFrame
-        Shape (n_calls, 19), one row per span of every request.
+        Shape (n_calls, 19 + n_span_columns), one row per span of every request.
     """
     narrow = narrow_spans(spans)
     attributes = attributes_of(spans)
@@ -104,9 +116,45 @@ def call_frame(spans: pa.Table, endpoint: str, requests: pl.DataFrame, partition
             continue
         tree, _ = assemble_codes(codes, attributes)
         pieces.append(partition_calls(codes, tree, codes.operation_keys.index(endpoint), spans, rows_of))
-    if not pieces:
-        return pl.DataFrame(schema=CALL_SCHEMA)
-    return in_request_order(pieces)
+    calls = in_request_order(pieces) if pieces else pl.DataFrame(schema=CALL_SCHEMA)
+    return calls if span_columns is None else with_span_columns(calls, spans, span_columns)
+
+
+def with_span_columns(calls: pl.DataFrame, spans: pa.Table, span_columns) -> pl.DataFrame:
+    """The calls with the columns ``span_columns(spans)`` gives their spans.
+
+    Parameters
+    ----------
+    calls : polars.DataFrame
+        A call view (:func:`call_frame`), shape (n_calls, 19).
+    spans : pyarrow.Table
+        Spans holding every call's whole trace (:data:`~tracesleuth.schema.SPAN_SCHEMA`, plain or
+        dictionary-encoded strings): the input, or one partition by trace id of it.
+    span_columns : callable
+        ``span_columns(spans) -> polars.DataFrame`` with ``trace_id``, ``span_id`` (String) and
+        the columns to add, at most one row per span id (a span it leaves out gets nulls); those
+        columns must not be the call view's.
+
+    Returns
+    -------
+    polars.DataFrame
+        Shape (n_calls, 19 + n_added): the calls in their order, then the added columns sorted by
+        name (so that a view joined partition by partition has the same columns in the same
+        order as one joined at once, given the same columns).
+
+    Raises
+    ------
+    ValueError
+        ``span_columns`` gave a column of the call view, or no ``trace_id``/``span_id``.
+    """
+    found = span_columns(spans)
+    keys = [S.TRACE_ID, S.SPAN_ID]
+    clash = sorted(set(found.columns) & set(CALL_COLUMNS) - set(keys))
+    if clash or not set(keys) <= set(found.columns):
+        raise ValueError(f"span columns must hold trace_id and span_id and no other call-view column; got "
+                         f"{found.columns}")
+    added = sorted(c for c in found.columns if c not in keys)
+    return calls.join(found.select(*keys, *added), on=keys, how="left", maintain_order="left")
 
 
 def in_request_order(pieces: list) -> pl.DataFrame:

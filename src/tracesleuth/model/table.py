@@ -150,11 +150,20 @@ class TraceTable:
         """
         return tuple(c for c in self.frame.columns if c.startswith(NUMERIC_ATTRIBUTE_PREFIX))
 
-    def calls(self) -> pl.DataFrame:
+    def calls(self, *, span_columns=None) -> pl.DataFrame:
         """The requests' calls, one row per span: the request-flow view.
 
         Computed from :attr:`spans` on first use (the spans are encoded and assembled again,
         about the time of the table build) and kept.
+
+        Parameters
+        ----------
+        span_columns : callable, optional
+            ``span_columns(spans) -> polars.DataFrame`` keyed by ``trace_id`` and ``span_id``:
+            more columns of the calls' spans (e.g. the numeric attributes performance
+            annotations read), joined to the view by
+            :func:`~tracesleuth.model.flows.with_span_columns`. Such a view is built each time
+            (not kept: the plain view is what most analyses share).
 
         Returns
         -------
@@ -169,6 +178,8 @@ class TraceTable:
             ``exception_type`` (of the first ``exception`` event), ``caller_key``,
             ``server_service`` and ``gap_ns``
             (a client span's time outside the server span it calls, ns); see :mod:`.flows`.
+            With ``span_columns``, shape (n_calls, 19 + n_added), the added columns last, sorted
+            by name.
 
         Raises
         ------
@@ -181,15 +192,16 @@ class TraceTable:
         >>> calls = table.calls()                                              # doctest: +SKIP
         >>> calls.group_by("caller_key", "operation_key").agg(pl.len(), pl.col("gap_ns").median())  # doctest: +SKIP
         """
-        if "calls" not in self._cache:
-            if self.spans is None:
-                raise ParameterError("This TraceTable holds no spans (it was not made by build_trace_table), "
-                                     "so it has no call view.")
-            from .flows import call_frame
+        if self.spans is None:
+            raise ParameterError("This TraceTable holds no spans (it was not made by build_trace_table), "
+                                 "so it has no call view.")
+        from .flows import call_frame, with_span_columns
 
+        if "calls" not in self._cache:
             self._cache["calls"] = call_frame(self.spans, self.endpoint, self.frame.select(S.TRACE_ID, S.SPAN_ID),
                                               self.partition_spans)
-        return self._cache["calls"]
+        calls = self._cache["calls"]
+        return calls if span_columns is None else with_span_columns(calls, self.spans, span_columns)
 
     def instance_latencies(self) -> pl.DataFrame:
         """Every call's times by operation and instance, a long frame from :meth:`calls`.

@@ -28,6 +28,14 @@ cluster's requests), which need every request's values, not sums; and both work 
 minutes, whose tables fit one machine when the store does not. Localization's per-cluster PCA
 and tests run on the workers, a batch of clusters per task, through joblib's Dask backend
 (:func:`on_workers`): every cluster has its own seed, so the result is the in-process one.
+
+**Performance annotations** run here on the collected tables too, unchanged: what they need
+beyond the call view, each call's span attributes (the features and the memory attribute), is
+read where the spans are, by the task that builds a partition's calls
+(:meth:`CollectedTraceTable.calls <tracesleuth.scale.table.CollectedTraceTable.calls>` with
+``span_columns``), and reaches this process as a few ``Float64`` columns of the calls. Derivation
+fits and the check's tests need every call of an operation together; the result is the in-process
+one.
 """
 
 from __future__ import annotations

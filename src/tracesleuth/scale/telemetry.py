@@ -140,7 +140,7 @@ def _sorted_concat(frames: list, order: list) -> pl.DataFrame:
 def _telemetry_part(path: Path, span_range: tuple | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One task: :func:`trace_frames` of one partition of whole traces, its spans that start in
     ``span_range`` only (``[low_ns, high_ns)``; None: all)."""
-    spans = pl.read_parquet(path, columns=SPAN_COLUMNS)
+    spans = pl.read_ipc(path, columns=SPAN_COLUMNS)
     if span_range is not None:
         spans = spans.filter(pl.col(S.START_NS).is_between(*span_range, closed="left"))
     return trace_frames(spans)

@@ -1,7 +1,9 @@
 """Measurements for annotations: one row per call (span), its metrics and the features of its input.
 
-From trace tables (:meth:`tracesleuth.model.TraceTable.calls`, one row per span of each request)
-and the spans they were built from:
+From the call views of trace tables (:meth:`tracesleuth.model.TraceTable.calls`, one row per span
+of each request) with the measures of each call's span (:func:`span_measures`, given to the call
+view as its ``span_columns``: it runs where the spans are, on the spans read in this process or
+on each partition of a store's spans with ``--scheduler``, so both give the same frame):
 
 * metrics (:data:`~.model.METRICS`): ``time`` (the span's duration, ns), ``self_time`` (its
   exclusive time, ns) and ``memory`` (the span attribute
@@ -37,7 +39,7 @@ from ...instrument import MEMORY_ATTRIBUTE, feature_of_attribute
 from ...model.attributes import is_identifier
 
 __all__ = ["FEATURE_PREFIX", "feature_column", "feature_columns", "feature_of_column", "is_feature_key",
-           "measurements_from_tables", "operation_groups"]
+           "measurements_from_tables", "operation_groups", "span_measures"]
 
 #: Prefix of the feature columns: ``feature[depth(path)]``.
 FEATURE_PREFIX = "feature["
@@ -79,15 +81,32 @@ def is_feature_key(key: str) -> bool:
                 or is_identifier(key))
 
 
-def _span_columns(spans: pa.Table) -> pl.DataFrame:
-    """``trace_id``, ``span_id``, ``follows_from``, ``memory`` and the feature columns of every span
-    that has any (one row per span id)."""
-    names = [S.TRACE_ID, S.SPAN_ID, S.FOLLOWS_FROM] + ([S.ATTRIBUTES] if S.ATTRIBUTES in spans.column_names else [])
-    frame = pl.from_arrow(S.plain_spans(spans.select(names)))
-    ids = frame.select(S.TRACE_ID, S.SPAN_ID, S.FOLLOWS_FROM).unique([S.TRACE_ID, S.SPAN_ID], keep="first",
-                                                                     maintain_order=True)
-    if S.ATTRIBUTES not in frame.columns or frame[S.ATTRIBUTES].list.len().fill_null(0).sum() == 0:
-        return ids
+def span_measures(spans: pa.Table) -> pl.DataFrame:
+    """``trace_id``, ``span_id``, ``memory`` and the feature columns (Float64) of the spans that have
+    any, one row per span id (a repeated id: each column's first value), from the spans' attributes
+    (rules in the module docstring).
+
+    The call view's span columns (:meth:`tracesleuth.model.TraceTable.calls`): it runs on the
+    spans a table was built from, or on each partition of a store's spans split by trace id
+    (``--scheduler``), where the attributes are; a span's row depends on its trace's spans only.
+
+    Parameters
+    ----------
+    spans : pyarrow.Table
+        :data:`~tracesleuth.schema.SPAN_SCHEMA` (plain or dictionary-encoded strings; without an
+        ``attributes`` column, no measure).
+
+    Returns
+    -------
+    polars.DataFrame
+        Shape (n_spans_measured, 2 + n_measures): ``memory`` in bytes, features in their own units.
+    """
+    keys = pl.DataFrame(schema={S.TRACE_ID: pl.String, S.SPAN_ID: pl.String})
+    if S.ATTRIBUTES not in spans.column_names:
+        return keys
+    frame = pl.from_arrow(S.plain_spans(spans.select([S.TRACE_ID, S.SPAN_ID, S.ATTRIBUTES])))
+    if frame[S.ATTRIBUTES].list.len().fill_null(0).sum() == 0:
+        return keys
     long = (frame.select(S.TRACE_ID, S.SPAN_ID, S.ATTRIBUTES).explode(S.ATTRIBUTES).drop_nulls(S.ATTRIBUTES)
             .unnest(S.ATTRIBUTES)
             .select(S.TRACE_ID, S.SPAN_ID, "key",
@@ -95,16 +114,14 @@ def _span_columns(spans: pa.Table) -> pl.DataFrame:
                                       pl.col("str").cast(pl.Float64, strict=False)))
             .filter(pl.col("value").is_finite()))
     if long.height == 0:
-        return ids
-    keys = long["key"].unique().to_list()
+        return keys
     names_of = {k: ("memory" if k == MEMORY_ATTRIBUTE else feature_column(feature_of_attribute(k) or k))
-                for k in keys if k == MEMORY_ATTRIBUTE or is_feature_key(k)}
+                for k in long["key"].unique().to_list() if k == MEMORY_ATTRIBUTE or is_feature_key(k)}
     long = long.filter(pl.col("key").is_in(list(names_of))).with_columns(
         pl.col("key").replace_strict(names_of, return_dtype=pl.String))
     if long.height == 0:
-        return ids
-    wide = long.pivot(on="key", index=[S.TRACE_ID, S.SPAN_ID], values="value", aggregate_function="first")
-    return ids.join(wide, on=[S.TRACE_ID, S.SPAN_ID], how="left", maintain_order="left")
+        return keys
+    return long.pivot(on="key", index=[S.TRACE_ID, S.SPAN_ID], values="value", aggregate_function="first")
 
 
 def measurements_from_tables(tables: Sequence) -> pl.DataFrame:
@@ -140,16 +157,15 @@ def measurements_from_tables(tables: Sequence) -> pl.DataFrame:
                                  f"got {type(t).__name__}.")
         if t.n_requests == 0:
             raise EmptyDataError(f"the trace table of {t.endpoint} has no request: nothing to measure")
-        calls = t.calls()
+        calls = t.calls(span_columns=span_measures)
         starts = t.frame[S.START_NS].gather(calls[S.REQUEST]) + calls[S.START_OFFSET_NS]
-        calls = calls.select(S.OPERATION_KEY, S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.KIND,
+        calls = calls.select(S.OPERATION_KEY, S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.KIND, S.FOLLOWS_FROM,
                              starts.alias(S.START_NS), pl.col(S.DURATION_NS).alias("time"),
-                             pl.col(S.EXCLUSIVE_NS).alias("self_time"), S.SERVER_SERVICE)
+                             pl.col(S.EXCLUSIVE_NS).alias("self_time"), S.SERVER_SERVICE,
+                             *(c for c in calls.columns if c == "memory" or c.startswith(FEATURE_PREFIX)))
         # The entry span's parent lies outside the request: a root of the measured call graph.
         calls = calls.with_columns(pl.when(pl.col(S.PARENT_SPAN_ID).is_in(calls[S.SPAN_ID].implode()))
                                    .then(pl.col(S.PARENT_SPAN_ID)).alias(S.PARENT_SPAN_ID))
-        if t.spans is not None:
-            calls = calls.join(_span_columns(t.spans), on=[S.TRACE_ID, S.SPAN_ID], how="left", maintain_order="left")
         pieces.append(calls)
     frame = pl.concat(pieces, how="diagonal_relaxed") if len(pieces) > 1 else pieces[0]
     frame = frame.unique([S.TRACE_ID, S.SPAN_ID], keep="first", maintain_order=True)

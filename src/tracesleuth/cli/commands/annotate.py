@@ -11,8 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .._common import (Command, EndpointsOpt, FormatOpt, Group, JsonOpt, MappingOpt, PathsArg, SeedOpt, TimeOpt,
-                       emit_json, out, progress, read_period)
+from .._common import (Command, EndpointsOpt, FormatOpt, Group, JsonOpt, MappingOpt, PathsArg, SchedulerOpt, SeedOpt,
+                       TimeOpt, emit_json, open_scheduler, out, progress, root_tables_of)
 
 __all__ = ["register"]
 
@@ -29,10 +29,12 @@ AnnotationsArg = Annotated[Path, typer.Argument(help="An annotation file (YAML o
                                                      "annotate derive').", metavar="FILE", show_default=False)]
 
 
-def _tables(paths, endpoint, format, mapping, time_range=None):
-    from ...model import root_tables
-
-    return root_tables(read_period(paths, format, mapping, time_range), endpoint)
+def _tables(paths, endpoint, format, mapping, time_range, scheduler):
+    """The root tables of the input (:func:`~tracesleuth.cli._common.root_tables_of`): read whole, or,
+    with ``--scheduler``, built from a span store's partitions; the calls' span attributes (the
+    annotations' features) are then read partition by partition when the analysis measures the
+    calls (:func:`~tracesleuth.analyses.annotate.measurements.span_measures`)."""
+    return root_tables_of(paths, endpoint, format, mapping, time_range, open_scheduler(scheduler))
 
 
 def _period_ns(text: str) -> int | None:
@@ -73,7 +75,7 @@ def derive(paths: PathsArg,
                             "k-means clusters by the first elbow.")] = False,
            window: WindowOpt = 30, period: PeriodOpt = "60s", time_range: TimeOpt = None,
            endpoint: EndpointsOpt = None, seed: SeedOpt = 0, format: FormatOpt = None, mapping: MappingOpt = None,
-           json: JsonOpt = False) -> None:
+           scheduler: SchedulerOpt = None, json: JsonOpt = False) -> None:
     """Derive performance annotations (Rogora et al., HotCloud 2017) from traces: per operation and
     metric, a polynomial of the most correlated input feature (correlated), a mixture of clusters
     (clustered, chosen by BIC) or a constant, with how much its windows of calls vary from period to
@@ -90,7 +92,7 @@ def derive(paths: PathsArg,
                                  clustering="elbow" if paper else "bic", window=window, period_ns=_period_ns(period),
                                  random_state=seed)
     check_settings(est)
-    tables, skipped = _tables(paths, endpoint, format, mapping, time_range)
+    tables, skipped = _tables(paths, endpoint, format, mapping, time_range, scheduler)
     t0 = time.perf_counter()
     est.fit(tables)
     seconds = time.perf_counter() - t0
@@ -122,7 +124,7 @@ def check(annotations: AnnotationsArg, paths: PathsArg,
                                 help="Exit with code 1 when the share of assertions passed is below RATE (a "
                                 "performance test).")] = None,
           endpoint: EndpointsOpt = None, format: FormatOpt = None, mapping: MappingOpt = None,
-          json: JsonOpt = False) -> None:
+          scheduler: SchedulerOpt = None, json: JsonOpt = False) -> None:
     """Check annotations against new traces, as assertions: per annotation and window of calls, a
     one-sided test of its mean normal score against the variation the annotation was derived with,
     all assertions adjusted together (Benjamini-Hochberg); the share passed, which annotations fail
@@ -136,7 +138,7 @@ def check(annotations: AnnotationsArg, paths: PathsArg,
                                  min_calls=min_calls, period_ns=_period_ns(period))
     check_settings(est)
     given = load_annotations(annotations)  # a bad file fails before the traces are read
-    tables, skipped = _tables(paths, endpoint, format, mapping, time_range)
+    tables, skipped = _tables(paths, endpoint, format, mapping, time_range, scheduler)
     res = est.set_params(annotations=given).fit(tables).result_
     failed = fail_under is not None and (res.pass_rate is None or res.pass_rate < fail_under)
     if json:
@@ -194,7 +196,7 @@ def predict(annotations: AnnotationsArg, paths: PathsArg,
                               "quantile.")] = "sample",
             draws: Annotated[int, typer.Option("--draws", metavar="INT", help="Monte Carlo draws at least.")] = 2000,
             endpoint: EndpointsOpt = None, time_range: TimeOpt = None, seed: SeedOpt = 0, format: FormatOpt = None,
-            mapping: MappingOpt = None, json: JsonOpt = False) -> None:
+            mapping: MappingOpt = None, scheduler: SchedulerOpt = None, json: JsonOpt = False) -> None:
     """What if some operations were slower, faster or capped? The target's time predicted by
     replaying the recorded requests (the call graph learned from the traces) with the changed
     operations' times (Monte Carlo draws from replaced annotations), against its measured time."""
@@ -220,7 +222,7 @@ def predict(annotations: AnnotationsArg, paths: PathsArg,
     if not changes:
         raise ParameterError("Give a change: --change 'OPERATION+5ms' (or *0.5, <=50ms), or --replace PATTERN=FILE.")
     limit = parse_duration(under) if under is not None else None
-    tables, _ = _tables(paths, endpoint, format, mapping, time_range)
+    tables, _ = _tables(paths, endpoint, format, mapping, time_range, scheduler)
     with progress("replaying") as bar:
         bar.add_task("replay", spans=0)
         res = run_predict(given, measurements_from_tables(tables), changes, target=target, method=method,
@@ -268,7 +270,8 @@ def register(app: typer.Typer, evaluate_app: typer.Typer) -> None:
     ``command``)."""
     sub = typer.Typer(cls=Group, no_args_is_help=True, help="Performance annotations (Rogora et al., HotCloud "
                       "2017): derive per-operation performance models from traces, check new traces against "
-                      "them, predict what-if changes.")
+                      "them, predict what-if changes. A span store is also read partition by partition (--scheduler: "
+                      "serial, or Dask), with the same annotations, checks and predictions.")
     sub.command("derive", cls=Command)(derive)
     sub.command("check", cls=Command)(check)
     sub.command("predict", cls=Command)(predict)
