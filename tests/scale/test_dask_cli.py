@@ -50,7 +50,10 @@ def test_table_and_patterns_json_equal_in_process(tmp_path, capsys, synthetic_st
     assert not _left_over(synthetic_store)
 
 
-def test_diagnose_json_equals_in_process(capsys, logged_store):
+def test_diagnose_json_equals_in_process(capsys, monkeypatch, logged_store):
+    import tracesleuth.scale.telemetry as by_partitions
+
+    monkeypatch.setattr(by_partitions, "PARTITION_SPANS", 8_000)  # split, on Dask's threads
     store = str(logged_store.path)
     _, ref, _ = run(capsys, "diagnose", store, "--at", "2023-01-29T08:53:00", "--json")
     code, doc, _ = run(capsys, "diagnose", store, "--at", "2023-01-29T08:53:00", "--json", "--scheduler", "threads")

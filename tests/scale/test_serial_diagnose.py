@@ -34,7 +34,7 @@ def _left_over(store) -> list:
     return [p.name for p in store.path.parent.iterdir() if "tracesleuth-work" in p.name]
 
 
-@pytest.mark.parametrize("partition_spans", [2_000, 1_000_000])
+@pytest.mark.parametrize("partition_spans", [2_000, 1_000_000])  # split; one partition, read directly
 def test_logged_store_any_partitioning(serial, logged_store, partition_spans, assert_same_telemetry):
     at = parse_instant(LOGGED_AT, "--at")
     reference = Telemetry.from_tables(*read_store(logged_store.path, around_ns=(at, at)))
@@ -50,8 +50,9 @@ def test_whole_store_with_exceptions_and_a_part_written_before_events_were_kept(
                                                                                 assert_same_telemetry):
     reference = Telemetry.from_tables(*read_store(events_store.path))
     assert reference.spans["exception_type"].is_not_null().sum() > 10 and reference.logs is None
-    assert_same_telemetry(partitioned_telemetry(events_store.path, scheduler=serial, partition_spans=5_000),
-                          reference)
+    for partition_spans in (5_000, None):
+        assert_same_telemetry(partitioned_telemetry(events_store.path, scheduler=serial,
+                                                    partition_spans=partition_spans), reference)
 
 
 def test_traces_cut_by_the_range_read_are_cut_the_same_way(serial, synthetic_store, monkeypatch,
@@ -80,9 +81,14 @@ def test_traces_cut_by_the_range_read_are_cut_the_same_way(serial, synthetic_sto
                                                 partition_spans=4_000), reference)
 
 
+@pytest.mark.parametrize("partition_spans", [None, 3_000])  # the store read as one partition; split
 @pytest.mark.parametrize("store, at", [("logged_store", LOGGED_AT), ("incident_store", INCIDENT_AT)])
-def test_diagnose_json_equals_in_process(capsys, request, store, at):
+def test_diagnose_json_equals_in_process(capsys, request, monkeypatch, store, at, partition_spans):
+    import tracesleuth.scale.telemetry as by_partitions
+
     store = request.getfixturevalue(store)
+    if partition_spans:
+        monkeypatch.setattr(by_partitions, "PARTITION_SPANS", partition_spans)
 
     def run(*extra) -> dict:
         code = main(["diagnose", str(store.path), "--at", at, "--json", *extra])
@@ -129,9 +135,12 @@ def test_serial_diagnose_runs_without_dask(incident_store):
     assert out.stderr.strip().splitlines()[-1] == "[]"
 
 
-def test_analyze_at_json_equals_in_process(capsys, tmp_path, logged_store):
+def test_analyze_at_json_equals_in_process(capsys, tmp_path, monkeypatch, logged_store):
     """``analyze --at --scheduler``: the diagnosis from the partitions, the problem period's table and
     the baseline's (two stretches of traffic here: a period of several ranges) from the store."""
+    import tracesleuth.scale.telemetry as by_partitions
+
+    monkeypatch.setattr(by_partitions, "PARTITION_SPANS", 8_000)
     def run(*extra) -> dict:
         code = main(["analyze", str(logged_store.path), "--at", LOGGED_AT, "--only", "compare", "--json",
                      "-o", str(tmp_path / "r.html"), *extra])

@@ -54,7 +54,7 @@ SPAN_COLUMNS = [S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.SERVICE, S.OPERATION,
 
 
 def partitioned_telemetry(store, *, scheduler: Scheduler, around_ns: tuple | None = None, workdir=None,
-                          partition_spans: int = PARTITION_SPANS) -> Telemetry:
+                          partition_spans: int | None = None) -> Telemetry:
     """The diagnosis's :class:`~tracesleuth.analyses.diagnose.telemetry.Telemetry` of a span
     store, built partition by partition: equal to
     ``Telemetry.from_tables(*read_store(store, around_ns=around_ns))``.
@@ -72,9 +72,11 @@ def partitioned_telemetry(store, *, scheduler: Scheduler, around_ns: tuple | Non
         the log records written then; default the whole store.
     workdir : str or Path, optional
         As for :func:`~tracesleuth.scale.table.shuffle_by_trace`; removed at the end.
-    partition_spans : int, default=PARTITION_SPANS
-        Spans per partition of whole traces (the memory of one task); the result does not depend
-        on it.
+    partition_spans : int, optional
+        Spans per partition of whole traces (the memory of one task); default
+        :data:`~tracesleuth.model.table.PARTITION_SPANS`. The result does not depend on it. When
+        the store's hours read hold no more spans than that, they are one partition: read here
+        directly (their :data:`SPAN_COLUMNS` only), without a split.
 
     Returns
     -------
@@ -107,8 +109,11 @@ def partitioned_telemetry(store, *, scheduler: Scheduler, around_ns: tuple | Non
     parts = store_parts(opened)
     if span_range is not None:
         parts = parts.during(*span_range)
+    partition_spans = partition_spans or PARTITION_SPANS
     built = []
-    if parts.files:
+    if parts.files and parts.n_spans <= partition_spans:  # one partition: no split
+        built = [_store_telemetry(opened, span_range)]
+    elif parts.files:
         with shuffle_by_trace(parts, scheduler=scheduler, workdir=workdir, partition_spans=partition_spans,
                               light=True) as partitions:
             built = scheduler.map(_telemetry_part, [(f, span_range) for f in partitions.files],
@@ -140,7 +145,15 @@ def _sorted_concat(frames: list, order: list) -> pl.DataFrame:
 def _telemetry_part(path: Path, span_range: tuple | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """One task: :func:`trace_frames` of one partition of whole traces, its spans that start in
     ``span_range`` only (``[low_ns, high_ns)``; None: all)."""
-    spans = pl.read_ipc(path, columns=SPAN_COLUMNS)
-    if span_range is not None:
-        spans = spans.filter(pl.col(S.START_NS).is_between(*span_range, closed="left"))
-    return trace_frames(spans)
+    return trace_frames(_in_range(pl.read_ipc(path, columns=SPAN_COLUMNS), span_range))
+
+
+def _store_telemetry(store, span_range: tuple | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`trace_frames` of a store's spans that start in ``span_range``, when they are one
+    partition: read directly (in store order), their :data:`SPAN_COLUMNS` only."""
+    return trace_frames(_in_range(store.scan().select(SPAN_COLUMNS), span_range).collect())
+
+
+def _in_range(spans, span_range: tuple | None):
+    """The spans (a polars DataFrame or LazyFrame) that start in ``span_range`` (None: all)."""
+    return spans if span_range is None else spans.filter(pl.col(S.START_NS).is_between(*span_range, closed="left"))
