@@ -125,6 +125,8 @@ def main(argv=None) -> int:
     from tracesleuth.scale.synthetic import write_synthetic_store
 
     results = []
+    if args.dir:
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
     for size in [int(float(s)) for s in args.sizes.split(",")]:
         base = Path(tempfile.mkdtemp(prefix="bench-dask-", dir=args.dir))
         try:

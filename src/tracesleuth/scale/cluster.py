@@ -229,6 +229,9 @@ def _client(scheduler: str, stack: ExitStack, n_workers, memory_limit, processes
     # Worker log lines (a restarted worker, a spilled partition) are Dask's, not the command's output.
     stack.enter_context(dask.config.set({"distributed.logging.distributed": "error"}))
     if scheduler == "local":
+        # A worker of one thread uses one core: Dask sets that for OpenMP (Arrow's pool too) and
+        # BLAS before a worker starts; polars' pool is set the same way.
+        stack.enter_context(dask.config.set({"distributed.nanny.pre-spawn-environ.POLARS_MAX_THREADS": 1}))
         workers = n_workers or max(1, min(os.cpu_count() or 1, LOCAL_WORKERS))
         memory = memory_limit or min(WORKER_MEMORY, _total_memory() // workers)
         try:
