@@ -36,6 +36,20 @@ def test_any_partitioning_gives_the_in_process_table_and_calls(serial, synthetic
     assert not workdir.exists()
 
 
+def test_a_projection_of_the_call_view_reads_only_its_columns_and_is_not_kept(serial, synthetic_store):
+    reference = build_trace_table(synthetic_store.read_spans())
+    columns = ["gap_ns", "request", "operation_key", "span_id"]  # any order, as asked
+    with dask_trace_table(synthetic_store.path, scheduler=serial, partition_spans=8_000) as table:
+        collected = table.to_trace_table()
+        projected = collected.calls(columns=columns)
+        assert projected.equals(reference.calls(columns=columns))
+        assert projected.columns == columns and "calls" not in collected._cache
+        assert collected.calls().equals(reference.calls())          # the whole view, kept
+        assert collected.calls(columns=columns).equals(projected)   # now a selection of it
+        with pytest.raises(ValueError, match="not columns of the call view"):
+            table.calls(collected.part_of_row, collected.frame, columns=["no_such_column"])
+
+
 def test_other_endpoints_and_a_period_from_one_split(serial, synthetic_store, assert_same):
     spans = synthetic_store.read_spans()
     with shuffle_by_trace(synthetic_store.path, scheduler=serial, partition_spans=8_000) as partitions:

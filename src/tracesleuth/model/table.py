@@ -150,7 +150,7 @@ class TraceTable:
         """
         return tuple(c for c in self.frame.columns if c.startswith(NUMERIC_ATTRIBUTE_PREFIX))
 
-    def calls(self, *, span_columns=None) -> pl.DataFrame:
+    def calls(self, *, span_columns=None, columns: Sequence[str] | None = None) -> pl.DataFrame:
         """The requests' calls, one row per span: the request-flow view.
 
         Computed from :attr:`spans` on first use (the spans are encoded and assembled again,
@@ -164,6 +164,11 @@ class TraceTable:
             annotations read), joined to the view by
             :func:`~tracesleuth.model.flows.with_span_columns`. Such a view is built each time
             (not kept: the plain view is what most analyses share).
+        columns : sequence of str, optional
+            Only these columns of the view, in this order: an analysis that reads a few of them
+            asks for those, and a table built partition by partition (:mod:`tracesleuth.scale`)
+            then reads only those from its partitions' calls (here, they are selected from the
+            kept view).
 
         Returns
         -------
@@ -179,7 +184,7 @@ class TraceTable:
             ``server_service`` and ``gap_ns``
             (a client span's time outside the server span it calls, ns); see :mod:`.flows`.
             With ``span_columns``, shape (n_calls, 19 + n_added), the added columns last, sorted
-            by name.
+            by name; with ``columns``, shape (n_calls, len(columns)).
 
         Raises
         ------
@@ -201,7 +206,8 @@ class TraceTable:
             self._cache["calls"] = call_frame(self.spans, self.endpoint, self.frame.select(S.TRACE_ID, S.SPAN_ID),
                                               self.partition_spans)
         calls = self._cache["calls"]
-        return calls if span_columns is None else with_span_columns(calls, self.spans, span_columns)
+        calls = calls if span_columns is None else with_span_columns(calls, self.spans, span_columns)
+        return calls if columns is None else calls.select(columns)
 
     def instance_latencies(self) -> pl.DataFrame:
         """Every call's times by operation and instance, a long frame from :meth:`calls`.

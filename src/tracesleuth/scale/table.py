@@ -174,7 +174,8 @@ class DaskTraceTable:
             endpoints=self.endpoints, dropped_attributes=self.dropped_attributes,
             partition_spans=self.partition_spans, source=self, part_of_row=frame[PART].to_numpy())
 
-    def calls(self, part_of_row: np.ndarray, requests: pl.DataFrame, *, span_columns=None) -> pl.DataFrame:
+    def calls(self, part_of_row: np.ndarray, requests: pl.DataFrame, *, span_columns=None,
+              columns: Sequence[str] | None = None) -> pl.DataFrame:
         """The call view (:meth:`TraceTable.calls <tracesleuth.model.TraceTable.calls>`) of collected
         requests, built on Dask from the spans shuffled by trace id.
 
@@ -189,12 +190,15 @@ class DaskTraceTable:
             and joined per partition (:func:`~tracesleuth.model.flows.with_span_columns`) by the
             task that builds the partition's calls; it must be importable by the workers (a
             module-level function).
+        columns : sequence of str, optional
+            Only these columns, in this order, read from the partitions' calls (the others are
+            never in this process).
 
         Returns
         -------
         polars.DataFrame
             Shape (n_calls, 19 + n_added): the added columns are those of any partition (null
-            where a partition's spans have none), sorted by name.
+            where a partition's spans have none), sorted by name; with ``columns``, those.
         """
         rows = requests.select(S.TRACE_ID, S.SPAN_ID).with_columns(
             pl.Series(S.REQUEST, np.arange(requests.height, dtype=np.int64)), pl.Series(PART, part_of_row))
@@ -203,7 +207,8 @@ class DaskTraceTable:
             tasks = [(self.by_trace[k], self.endpoint, group.drop(PART), self.partition_spans,
                       folder / f"calls-{k:06d}.arrow", span_columns)
                      for (k,), group in rows.partition_by(PART, as_dict=True).items()]
-            return in_request_order_from_files(self.scheduler.map(_calls_part, tasks, "building the call view"))
+            return in_request_order_from_files(self.scheduler.map(_calls_part, tasks, "building the call view"),
+                                               columns)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -288,7 +293,7 @@ class CollectedTraceTable(TraceTable):
         """The table's input, for a report (:class:`StoreSpans`)."""
         return StoreSpans.of(self.source, self.source.store)
 
-    def calls(self, *, span_columns=None) -> pl.DataFrame:
+    def calls(self, *, span_columns=None, columns: Sequence[str] | None = None) -> pl.DataFrame:
         """The call view (as :meth:`TraceTable.calls <tracesleuth.model.TraceTable.calls>`), built on
         Dask from the spans shuffled by trace id when first asked for, and kept.
 
@@ -298,13 +303,17 @@ class CollectedTraceTable(TraceTable):
             As for :meth:`TraceTable.calls <tracesleuth.model.TraceTable.calls>`: run on each
             partition's spans where the partition's calls are built (the spans stay there);
             such a view is built each time, not kept.
+        columns : sequence of str, optional
+            Only these columns, in this order. Unless the whole view is kept already, only they
+            are read from the partitions' calls, and that view is not kept (an analysis that reads
+            a few columns of a large view holds only those: localization, 13 of 19).
         """
-        if span_columns is not None:
+        if span_columns is not None or (columns is not None and "calls" not in self._cache):
             return self.source.calls(self.part_of_row, self.frame.select(S.TRACE_ID, S.SPAN_ID),
-                                     span_columns=span_columns)
+                                     span_columns=span_columns, columns=columns)
         if "calls" not in self._cache:
             self._cache["calls"] = self.source.calls(self.part_of_row, self.frame.select(S.TRACE_ID, S.SPAN_ID))
-        return self._cache["calls"]
+        return self._cache["calls"] if columns is None else self._cache["calls"].select(columns)
 
 
 @dataclass
@@ -659,7 +668,7 @@ def _calls_part(path: str, endpoint: str, requests: pl.DataFrame, partition_span
     return Path(out)
 
 
-def in_request_order_from_files(paths: list) -> pl.DataFrame:
+def in_request_order_from_files(paths: list, columns: Sequence[str] | None = None) -> pl.DataFrame:
     """The call-view pieces written by :func:`_calls_part` as one frame in request order, built a
     column at a time from the files (Arrow IPC): the memory beside the result is one column's, the
     pieces are never all in memory at once (as the pieces given to
@@ -667,15 +676,21 @@ def in_request_order_from_files(paths: list) -> pl.DataFrame:
 
     The call view's columns come first; the span columns some pieces have and others have not
     (a partition's spans without a given attribute) follow, sorted by name, null in the pieces
-    without them.
+    without them. With ``columns``, only those, in that order (the others are not read).
     """
     from ..model.flows import CALL_COLUMNS, CALL_SCHEMA
 
     if not paths:
-        return pl.DataFrame(schema=CALL_SCHEMA)
+        empty = pl.DataFrame(schema=CALL_SCHEMA)
+        return empty if columns is None else empty.select(columns)
     schemas = [pl.read_ipc_schema(p) for p in paths]
     dtypes = {name: dtype for schema in reversed(schemas) for name, dtype in schema.items()}
     names = list(CALL_COLUMNS) + sorted(set(dtypes) - set(CALL_COLUMNS))
+    if columns is not None:
+        missing = [c for c in columns if c not in dtypes]
+        if missing:
+            raise ValueError(f"not columns of the call view: {missing}")
+        names = list(columns)
 
     def column(name: str) -> pl.Series:
         return pl.concat([pl.read_ipc(p, columns=[name])[name] if name in schema else

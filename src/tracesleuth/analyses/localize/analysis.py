@@ -535,9 +535,10 @@ class RootCauseLocalization(Analysis):
         notes: list[Note] = []
         calls_parts, raw_parts, clusters, offset = [], [], [], 0
         for t in tables:
-            raw = t.calls().select(S.REQUEST, S.SPAN_ID, S.PARENT_SPAN_ID, S.OPERATION_KEY, S.SERVICE, S.INSTANCE,
+            # Only the columns read: a table built by partitions reads only these from them.
+            raw = t.calls(columns=[S.REQUEST, S.SPAN_ID, S.PARENT_SPAN_ID, S.OPERATION_KEY, S.SERVICE, S.INSTANCE,
                                    S.KIND, S.CALLER_KEY, S.SERVER_SERVICE, S.DURATION_NS, S.EXCLUSIVE_NS,
-                                   S.START_OFFSET_NS, S.GAP_NS).with_columns(pl.col(S.REQUEST) + offset)
+                                   S.START_OFFSET_NS, S.GAP_NS]).with_columns(pl.col(S.REQUEST) + offset)
             part = with_occurrences(per_operation(raw) if self.columns == "operation" else raw)
             if t.frame.height:
                 found = cluster_requests(part, t.frame[S.SIGNATURE], t.endpoint, len(clusters), offset)
