@@ -90,6 +90,8 @@ def main(argv=None) -> int:
     p.add_argument("--dir", default=None, help="Where the stores are written (default: a temporary directory).")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    if args.dir:
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="bench-scale-memory-", dir=args.dir))
     report: dict = {"runs": args.runs}
     try:
