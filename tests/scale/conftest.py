@@ -3,6 +3,10 @@ the tests must hold on a busy 2-core machine), and the stores they read."""
 
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
+
 import pytest
 
 from tracesleuth.io.store import SpanStore
@@ -113,6 +117,20 @@ def assert_same():
 #: The minutes of TrainTicket's 2023-01-29 the logged store holds (traces and their log records;
 #: a fault injected at 08:43:04, another at 08:52:06).
 LOGGED_MINUTES = ("08_43", "08_44", "08_45", "08_52", "08_53")
+
+
+@pytest.fixture
+def dask_modules_after():
+    """``dask_modules_after(code)``: run the Python statements ``code`` in a new interpreter and
+    return the Dask modules it imported (``serial`` must import none)."""
+
+    def run(code: str) -> list[str]:
+        probe = (code + "\nimport sys\nprint(sorted(m for m in sys.modules "
+                 "if m.split('.')[0] in ('dask', 'distributed')), file=sys.stderr)")
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+        return ast.literal_eval(out.stderr.strip().splitlines()[-1])
+
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -6,8 +6,6 @@ whatever the partitioning; with log records and without, with traces cut by the 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -125,14 +123,11 @@ def test_not_a_store_is_named(capsys, tmp_path):
     assert "not a span store" in capsys.readouterr().err
 
 
-def test_serial_diagnose_runs_without_dask(incident_store):
+def test_serial_diagnose_runs_without_dask(incident_store, dask_modules_after):
     """Nothing of Dask is imported by ``diagnose --scheduler serial``."""
-    code = (f"import sys; from tracesleuth.cli import main\n"
-            f"assert main(['diagnose', {str(incident_store.path)!r}, '--at', {INCIDENT_AT!r}, '--scheduler', "
-            f"'serial', '--json']) == 0\n"
-            f"print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')), file=sys.stderr)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stderr.strip().splitlines()[-1] == "[]"
+    assert dask_modules_after(f"from tracesleuth.cli import main\n"
+                              f"assert main(['diagnose', {str(incident_store.path)!r}, '--at', {INCIDENT_AT!r}, "
+                              f"'--scheduler', 'serial', '--json']) == 0") == []
 
 
 def test_analyze_at_json_equals_in_process(capsys, tmp_path, monkeypatch, logged_store):

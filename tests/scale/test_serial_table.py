@@ -6,8 +6,6 @@ partitioning; its analyses' JSON equals the in-process JSON; nothing is left beh
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -97,14 +95,11 @@ def test_exceptions_and_a_part_written_before_events_were_kept(serial, events_st
         assert_same(table, reference)
 
 
-def test_serial_runs_without_dask(synthetic_store):
+def test_serial_runs_without_dask(synthetic_store, dask_modules_after):
     """Nothing of Dask is imported: ``serial`` is for a machine without it too."""
-    code = (f"import sys; from tracesleuth.scale import connect, dask_trace_table\n"
-            f"with connect('serial') as s, dask_trace_table({str(synthetic_store.path)!r}, scheduler=s, "
-            f"partition_spans=10_000) as t:\n    t.to_trace_table().calls()\n"
-            f"print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert dask_modules_after(f"from tracesleuth.scale import connect, dask_trace_table\n"
+                              f"with connect('serial') as s, dask_trace_table({str(synthetic_store.path)!r}, "
+                              f"scheduler=s, partition_spans=10_000) as t:\n    t.to_trace_table().calls()") == []
 
 
 def test_a_part_that_cannot_be_read_is_named_and_nothing_is_left(serial, tmp_path, synthetic_store):
