@@ -324,7 +324,7 @@ class TracePartitions:
     Attributes
     ----------
     files : tuple of Path
-        One Parquet file per partition of whole traces (SPAN_SCHEMA).
+        One Arrow IPC file (lz4) per partition of whole traces (SPAN_SCHEMA).
     operations : dict of str to str
         ``{operation key: operation name}`` of every operation (empty when :attr:`light`).
     endpoints : dict of str to int
@@ -698,8 +698,9 @@ def in_request_order_from_files(paths: list, columns: Sequence[str] | None = Non
                                     eager=True).alias(name)
                           for p, schema in zip(paths, schemas)], rechunk=False)
 
-    order = pl.Series(np.argsort(column(S.REQUEST).to_numpy(), kind="stable"))
-    return pl.DataFrame([column(name).gather(order) for name in names])
+    requests = column(S.REQUEST)  # the order, and the view's column: read once
+    order = pl.Series(np.argsort(requests.to_numpy(), kind="stable"))
+    return pl.DataFrame([(requests if name == S.REQUEST else column(name)).gather(order) for name in names])
 
 
 def _write_ipc(spans: pa.Table, path) -> None:
