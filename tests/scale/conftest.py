@@ -24,6 +24,15 @@ def cluster():
 
 
 @pytest.fixture(scope="session")
+def serial():
+    """A :class:`tracesleuth.scale.Scheduler` that runs every task here, one after another."""
+    from tracesleuth.scale import connect
+
+    with connect("serial") as scheduler:
+        yield scheduler
+
+
+@pytest.fixture(scope="session")
 def trainticket_store(tmp_path_factory, shared_data):
     """The TrainTicket day (328,848 spans) ingested into a store (Hive partitions by hour)."""
     from tracesleuth.ingest import ingest

@@ -14,14 +14,8 @@ import pytest
 from tracesleuth.analyses.annotate.measurements import measurements_from_tables, span_measures
 from tracesleuth.cli import main
 from tracesleuth.model import build_trace_table, root_tables
-from tracesleuth.scale import connect
+
 from tracesleuth.scale.table import in_request_order_from_files, shuffle_by_trace
-
-
-@pytest.fixture(scope="module")
-def serial():
-    with connect("serial") as scheduler:
-        yield scheduler
 
 
 @pytest.mark.parametrize("partition_spans", [500, 1_000_000])

@@ -12,7 +12,7 @@ import pytest
 from tracesleuth.analyses.diagnose import telemetry as T
 from tracesleuth.analyses.diagnose.telemetry import Telemetry, read_store
 from tracesleuth.cli import main
-from tracesleuth.scale import connect
+
 from tracesleuth.scale.telemetry import partitioned_telemetry
 from tracesleuth.units import parse_instant
 
@@ -20,12 +20,6 @@ from tracesleuth.units import parse_instant
 LOGGED_AT = "2023-01-29T08:53:00"
 #: A moment inside the incident of the incident store (from 400 s on).
 INCIDENT_AT = "2026-01-01T00:07:30"
-
-
-@pytest.fixture(scope="module")
-def serial():
-    with connect("serial") as scheduler:
-        yield scheduler
 
 
 def _left_over(store) -> list:

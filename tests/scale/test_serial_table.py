@@ -7,20 +7,16 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import polars as pl
 import pytest
 
 from tracesleuth.model import build_trace_table
 from tracesleuth.model.table import traces_starting_between
-from tracesleuth.scale import connect, dask_trace_table
+from tracesleuth.scale import dask_trace_table
 from tracesleuth.scale.table import shuffle_by_trace
 
 HOUR_NS = 3_600_000_000_000
-
-
-@pytest.fixture(scope="module")
-def serial():
-    with connect("serial") as scheduler:
-        yield scheduler
 
 
 @pytest.mark.parametrize("partition_spans", [3_000, 25_000, 1_000_000])
@@ -46,6 +42,28 @@ def test_a_projection_of_the_call_view_reads_only_its_columns_and_is_not_kept(se
         assert collected.calls(columns=columns).equals(projected)   # now a selection of it
         with pytest.raises(ValueError, match="not columns of the call view"):
             table.calls(collected.part_of_row, collected.frame, columns=["no_such_column"])
+
+
+def _service_counts(calls):
+    return calls.group_by("service", "flag").len()
+
+
+def test_a_reduction_of_the_call_view_runs_per_partition_and_adds_up(serial, synthetic_store):
+    """``map_calls``: each partition's calls (whole requests, with the per-request columns asked
+    for) reduced where they are built; the pieces add up to the in-process view's reduction."""
+    reference = build_trace_table(synthetic_store.read_spans())
+    flags = pl.DataFrame({"flag": np.arange(reference.n_requests) % 3 == 0})
+    want = _service_counts(reference.calls().with_columns(flags["flag"].gather(reference.calls()["request"])))
+    with dask_trace_table(synthetic_store.path, scheduler=serial, partition_spans=8_000) as table:
+        collected = table.to_trace_table()
+        pieces = collected.map_calls(_service_counts, columns=["request", "service"], request_columns=flags)
+        assert len(pieces) == len(table.parts) > 1 and "calls" not in collected._cache
+        got = pl.concat(pieces).group_by("service", "flag").agg(pl.col("len").sum())
+        assert got.sort("service", "flag").equals(want.sort("service", "flag"))
+        whole = collected.calls()  # kept: one piece from here on
+        assert len(collected.map_calls(len)) == 1 and collected.map_calls(len)[0] == whole.height
+    (alone,) = reference.map_calls(_service_counts, columns=["service"], request_columns=flags)
+    assert alone.sort("service", "flag").equals(want.sort("service", "flag"))
 
 
 def test_other_endpoints_and_a_period_from_one_split(serial, synthetic_store, assert_same):

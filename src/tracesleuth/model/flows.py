@@ -57,6 +57,8 @@ where the spans' nested columns never leave the partition.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -155,6 +157,40 @@ def with_span_columns(calls: pl.DataFrame, spans: pa.Table, span_columns) -> pl.
                          f"{found.columns}")
     added = sorted(c for c in found.columns if c not in keys)
     return calls.join(found.select(*keys, *added), on=keys, how="left", maintain_order="left")
+
+
+def with_request_columns(calls: pl.DataFrame, request_columns: pl.DataFrame | None,
+                         columns: Sequence[str] | None = None) -> pl.DataFrame:
+    """The calls (their ``columns``, all when None) with per-request columns: row ``r`` of
+    ``request_columns`` joined to the calls whose ``request`` is ``r``.
+
+    Parameters
+    ----------
+    calls : polars.DataFrame
+        A call view (:func:`call_frame`), shape (n_calls, k).
+    request_columns : polars.DataFrame or None
+        Shape (n_requests, j), in the order the view's ``request`` numbers; none of its columns
+        a call-view column.
+    columns : sequence of str, optional
+
+    Returns
+    -------
+    polars.DataFrame
+        Shape (n_calls, len(columns) + j), the calls in their order.
+
+    Raises
+    ------
+    ValueError
+        A column of ``request_columns`` is a call-view column.
+    """
+    picked = calls if columns is None else calls.select(columns)
+    if request_columns is None or request_columns.width == 0:
+        return picked
+    clash = sorted(set(request_columns.columns) & set(calls.columns))
+    if clash:
+        raise ValueError(f"request columns must not be call-view columns; got {clash}")
+    rows = calls[S.REQUEST]
+    return picked.with_columns([request_columns[c].gather(rows) for c in request_columns.columns])
 
 
 def in_request_order(pieces: list) -> pl.DataFrame:

@@ -209,6 +209,42 @@ class TraceTable:
         calls = calls if span_columns is None else with_span_columns(calls, self.spans, span_columns)
         return calls if columns is None else calls.select(columns)
 
+    def map_calls(self, fn, *, columns: Sequence[str] | None = None,
+                  request_columns: pl.DataFrame | None = None) -> list:
+        """``fn`` applied to the call view in pieces of whole requests: what an analysis reduces
+        (counts, sums, the rows it keeps) without the whole view in one place.
+
+        Here the view is one piece (the kept view); a table built on Dask
+        (:mod:`tracesleuth.scale`) applies ``fn`` to each partition's calls in the task that
+        builds them, and only ``fn``'s results reach this process. A request's calls are always
+        in one piece, in the view's order.
+
+        Parameters
+        ----------
+        fn : callable
+            ``fn(calls) -> object``, ``calls`` a polars DataFrame of the view's rows of some
+            requests. On Dask it runs on the workers: a module-level function (or a
+            ``functools.partial`` of one) whose result pickles.
+        columns : sequence of str, optional
+            Only these columns of the view, as for :meth:`calls`.
+        request_columns : polars.DataFrame, optional
+            Shape (n_requests, k), in :attr:`frame`'s row order: per-request values joined to each
+            call of the request (by the ``request`` column), after ``columns``.
+
+        Returns
+        -------
+        list
+            ``fn``'s results, one per piece (here one), in the order of the pieces.
+
+        Raises
+        ------
+        ParameterError
+            When the table holds no spans (as :meth:`calls`).
+        """
+        from .flows import with_request_columns
+
+        return [fn(with_request_columns(self.calls(), request_columns, columns))]
+
     def instance_latencies(self) -> pl.DataFrame:
         """Every call's times by operation and instance, a long frame from :meth:`calls`.
 

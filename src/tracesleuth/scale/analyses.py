@@ -21,13 +21,20 @@ satisfying it), its recall within ``sqrt(ln(2 / delta) / (2 p))`` (``p`` the sam
 the sub-interval). The result's notes give ``epsilon`` and, per sub-interval, the F-score on the
 sample beside the exact one.
 
-**Request-flow comparison** and **root-cause localization** run here on the collected tables
-of their periods (their call views built on Dask). Both compare distributions of requests
-(Kolmogorov-Smirnov and Mann-Whitney tests, a decision tree, pooled rank tests; PCA of a
-cluster's requests), which need every request's values, not sums; and both work on periods of
-minutes, whose tables fit one machine when the store does not. Localization's per-cluster PCA
-and tests run on the workers, a batch of clusters per task, through joblib's Dask backend
-(:func:`on_workers`): every cluster has its own seed, so the result is the in-process one.
+**Request-flow comparison** runs here on the collected tables of its periods (one row per
+request: its categories' Kolmogorov-Smirnov and share tests, the decision tree need every
+request's values), but its call views (one row per span, ten or more per request) never reach
+this process: each partition's calls are reduced on the worker that builds them
+(:meth:`CollectedTraceTable.map_calls <tracesleuth.scale.table.CollectedTraceTable.map_calls>`,
+:mod:`tracesleuth.analyses.compare.calls`) to the pooled tests' series (about 32 bytes a call,
+ranked here), counts that add up (calls made, error origins, kinds, spans per service), and the
+calls of the few categories whose mutations are explained. The result is the in-process one.
+
+**Root-cause localization** runs here on the collected tables and call view of its period. It
+compares distributions of requests (PCA of a cluster's requests, Mann-Whitney tests), which need
+every request's values, not sums; its per-cluster PCA and tests run on the workers, a batch of
+clusters per task, through joblib's Dask backend (:func:`on_workers`): every cluster has its own
+seed, so the result is the in-process one.
 
 **Performance annotations** run here on the collected tables too, unchanged: what they need
 beyond the call view, each call's span attributes (the features and the memory attribute), is

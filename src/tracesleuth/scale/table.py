@@ -200,15 +200,42 @@ class DaskTraceTable:
             Shape (n_calls, 19 + n_added): the added columns are those of any partition (null
             where a partition's spans have none), sorted by name; with ``columns``, those.
         """
-        rows = requests.select(S.TRACE_ID, S.SPAN_ID).with_columns(
-            pl.Series(S.REQUEST, np.arange(requests.height, dtype=np.int64)), pl.Series(PART, part_of_row))
         folder = Path(tempfile.mkdtemp(prefix="calls-", dir=self.workdir))
         try:
-            tasks = [(self.by_trace[k], self.endpoint, group.drop(PART), self.partition_spans,
+            tasks = [(self.by_trace[k], self.endpoint, rows, self.partition_spans,
                       folder / f"calls-{k:06d}.arrow", span_columns)
-                     for (k,), group in rows.partition_by(PART, as_dict=True).items()]
+                     for k, rows in _request_files(folder, part_of_row, requests)]
             return in_request_order_from_files(self.scheduler.map(_calls_part, tasks, "building the call view"),
                                                columns)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def map_calls(self, part_of_row: np.ndarray, requests: pl.DataFrame, fn, *, columns: Sequence[str] | None = None,
+                  request_columns: pl.DataFrame | None = None) -> list:
+        """``fn`` applied to each partition's calls in the task that builds them
+        (:meth:`TraceTable.map_calls <tracesleuth.model.TraceTable.map_calls>`).
+
+        Parameters
+        ----------
+        part_of_row, requests
+            As for :meth:`calls`.
+        fn : callable
+            ``fn(calls) -> object``, importable by the workers; its results come back.
+        columns : sequence of str, optional
+        request_columns : polars.DataFrame, optional
+            Shape (n_requests, k), in collected-table order: each task is given its partition's
+            rows.
+
+        Returns
+        -------
+        list
+            ``fn``'s results, one per partition with requests, in partition order.
+        """
+        folder = Path(tempfile.mkdtemp(prefix="calls-", dir=self.workdir))
+        try:
+            tasks = [(self.by_trace[k], self.endpoint, rows, self.partition_spans, fn, columns)
+                     for k, rows in _request_files(folder, part_of_row, requests, request_columns)]
+            return self.scheduler.map(_map_calls_part, tasks, "reducing the call view")
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -314,6 +341,16 @@ class CollectedTraceTable(TraceTable):
         if "calls" not in self._cache:
             self._cache["calls"] = self.source.calls(self.part_of_row, self.frame.select(S.TRACE_ID, S.SPAN_ID))
         return self._cache["calls"] if columns is None else self._cache["calls"].select(columns)
+
+    def map_calls(self, fn, *, columns: Sequence[str] | None = None,
+                  request_columns: pl.DataFrame | None = None) -> list:
+        """``fn`` applied to each partition's calls on the workers, in the task that builds them (as
+        :meth:`TraceTable.map_calls <tracesleuth.model.TraceTable.map_calls>`; one piece, the
+        kept view, when the whole view is here already)."""
+        if "calls" in self._cache:
+            return super().map_calls(fn, columns=columns, request_columns=request_columns)
+        return self.source.map_calls(self.part_of_row, self.frame.select(S.TRACE_ID, S.SPAN_ID), fn, columns=columns,
+                                     request_columns=request_columns)
 
 
 @dataclass
@@ -654,18 +691,52 @@ def _table_part(path: Path, out: Path, operations: list, instanced: set, chosen)
     return Path(out), frame.height, int(frame[S.LATENCY_NS].max())
 
 
-def _calls_part(path: str, endpoint: str, requests: pl.DataFrame, partition_spans: int, out: Path,
-                span_columns=None) -> Path:
-    """The calls of one partition's requests (with ``span_columns`` of their spans, see
-    :func:`~tracesleuth.model.flows.call_frame`), numbered as the collected table's rows, written
-    to ``out`` (Arrow IPC): the command's process reads them back a column at a time."""
-    from ..model.flows import call_frame
+def _request_files(folder: Path, part_of_row: np.ndarray, requests: pl.DataFrame,
+                   request_columns: pl.DataFrame | None = None) -> list[tuple[int, Path]]:
+    """``(k, file)`` per table part ``k``, in order: its requests' ``trace_id``, ``span_id``,
+    ``request`` (their rows in the collected table) and ``request_columns``, written to ``folder``
+    (Arrow IPC) for the part's task to read (a task's arguments stay small)."""
+    rows = requests.select(S.TRACE_ID, S.SPAN_ID).with_columns(
+        pl.Series(S.REQUEST, np.arange(requests.height, dtype=np.int64)), pl.Series(PART, part_of_row))
+    if request_columns is not None:
+        rows = pl.concat([rows, request_columns], how="horizontal")
+    files = []
+    for (k,), group in sorted(rows.partition_by(PART, as_dict=True).items()):
+        files.append((k, folder / f"requests-{k:06d}.arrow"))
+        group.drop(PART).write_ipc(files[-1][1])
+    return files
 
-    calls = call_frame(_read_by_trace(path), endpoint, requests.select(S.TRACE_ID, S.SPAN_ID), partition_spans,
+
+def _part_calls(path: str, endpoint: str, requests: Path, partition_spans: int, span_columns=None,
+                columns: Sequence[str] | None = None) -> pl.DataFrame:
+    """The calls of one partition's requests (the file :func:`_request_files` wrote), with
+    ``span_columns`` of their spans (:func:`~tracesleuth.model.flows.call_frame`) and the file's
+    request columns (:func:`~tracesleuth.model.flows.with_request_columns`, after ``columns``),
+    numbered as the collected table's rows."""
+    from ..model.flows import call_frame, with_request_columns
+
+    rows = pl.read_ipc(requests)
+    keys = [S.TRACE_ID, S.SPAN_ID, S.REQUEST]
+    calls = call_frame(_read_by_trace(path), endpoint, rows.select(S.TRACE_ID, S.SPAN_ID), partition_spans,
                        span_columns=span_columns)
-    calls = calls.with_columns(requests[S.REQUEST].gather(calls[S.REQUEST]).alias(S.REQUEST))
+    calls = with_request_columns(calls, rows.drop(keys))
+    calls = calls.with_columns(rows[S.REQUEST].gather(calls[S.REQUEST]).alias(S.REQUEST))
+    return calls if columns is None else calls.select([*columns, *rows.drop(keys).columns])
+
+
+def _calls_part(path: str, endpoint: str, requests: Path, partition_spans: int, out: Path,
+                span_columns=None) -> Path:
+    """The calls of one partition's requests (:func:`_part_calls`) written to ``out`` (Arrow
+    IPC): the command's process reads them back a column at a time."""
+    calls = _part_calls(path, endpoint, requests, partition_spans, span_columns)
     _atomic_write(out, calls.write_ipc)
     return Path(out)
+
+
+def _map_calls_part(path: str, endpoint: str, requests: Path, partition_spans: int, fn,
+                    columns: Sequence[str] | None):
+    """``fn`` of one partition's calls (:func:`_part_calls`)."""
+    return fn(_part_calls(path, endpoint, requests, partition_spans, None, columns))
 
 
 def in_request_order_from_files(paths: list, columns: Sequence[str] | None = None) -> pl.DataFrame:

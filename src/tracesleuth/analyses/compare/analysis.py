@@ -29,8 +29,9 @@ from .mutations import (FlowGraph, Mutation, Precursor, adjust_p_values, localiz
                         structural_contribution)
 from .notes import (BelowTopK, CategoriesUntested, NoCommonCategory, NoSignificantChange, NoSpans, NothingSlower,
                     PooledOnly, PrecursorsRelaxed, WorkloadMix)
-from .pooled import CallDrop, Pooled, PooledChange, ServiceTime, pooled_changes
-from .services import ServiceSuspect, error_origins, rank_services
+from .calls import PeriodCalls, read_period
+from .pooled import CallDrop, Pooled, PooledChange, ServiceTime, pooled_from
+from .services import ServiceSuspect, rank_services
 
 __all__ = ["ComparisonResult", "RequestFlowComparison"]
 
@@ -157,19 +158,14 @@ def _table(x: Any, name: str):
     return x
 
 
-def _service_calls(calls: pl.DataFrame | None) -> tuple[tuple[str, int], ...]:
-    """``(service, spans)`` of a call view, by name (empty without one)."""
-    if calls is None:
-        return ()
-    return tuple(calls.group_by(S.SERVICE).len().sort(S.SERVICE).rows())
-
-
-def _calls(table, notes: list, name: str) -> pl.DataFrame | None:
-    try:
-        return table.calls()
-    except ParameterError:
-        notes.append(NoSpans(name))
-        return None
+def _sides(entry: dict) -> tuple[list, list]:
+    """The categories whose requests a mutation compares (Section 3.2): a response-time mutation's
+    own in both periods; a structural one's precursors (baseline; none when it has none) and its own
+    (problem)."""
+    own = [entry["row"][S.SIGNATURE]]
+    if entry["kind"] == "response-time":
+        return own, own
+    return [p.category for p in entry["precursors"]], own
 
 
 class RequestFlowComparison(Analysis):
@@ -350,10 +346,18 @@ class RequestFlowComparison(Analysis):
                 entries.append(dict(kind="response-time", row=r, p_value=p,
                                     contribution=response_time_contribution(r["problem_count"], r["baseline_mean_ns"],
                                                                             r["problem_mean_ns"])))
+        entries.sort(key=lambda e: (e["contribution"] <= 0, -abs(e["contribution"]), e["kind"], e["row"][S.SIGNATURE]))
+        for e in entries[:self.top_k]:
+            e["sides"] = _sides(e)
+        # --- the call views, read once (:mod:`.calls`) ---------------------------------------
+        code = {sig: k for k, sig in enumerate(cats[S.SIGNATURE].to_list())}
+        ask = [e["sides"] for e in entries[:self.top_k] if e["sides"][0]]
+        cb = self._read(baseline, fb, code, {code[s] for side, _ in ask for s in side}, notes, "baseline")
+        cp = self._read(problem, fp, code, {code[s] for _, side in ask for s in side}, notes, "problem")
         # --- edges and operations pooled over categories (:mod:`.pooled`) --------------------
-        cb, cp = _calls(baseline, notes, "baseline"), _calls(problem, notes, "problem")
-        found = Pooled() if cb is None or cp is None else pooled_changes(
-            cb, cp, alpha=self.alpha, correction=self.correction, min_calls=self.min_calls)
+        found = Pooled() if cb is None or cp is None else pooled_from(
+            cb.series, cp.series, cb.call_counts, cp.call_counts, alpha=self.alpha, correction=self.correction,
+            min_calls=self.min_calls)
         pooled = found.changes
         if not entries and not pooled and not found.call_drops:
             reason = NoSignificantChange(float(self.alpha), str(self.correction), len(testable), float(self.sm_threshold),
@@ -367,7 +371,6 @@ class RequestFlowComparison(Analysis):
         if mix:
             notes.append(WorkloadMix(len(mix)))
 
-        entries.sort(key=lambda e: (e["contribution"] <= 0, -abs(e["contribution"]), e["kind"], e["row"][S.SIGNATURE]))
         # --- where the time went, low-level differences (top_k only) --------------------------
         kinds = self._kinds(cb, cp)
         req_b = fb.select(pl.int_range(pl.len(), dtype=pl.Int64).alias(S.REQUEST), S.SIGNATURE)
@@ -376,18 +379,13 @@ class RequestFlowComparison(Analysis):
         for rank, e in enumerate(entries, start=1):
             r = e["row"]
             explain = rank <= self.top_k
-            if e["kind"] == "response-time":
-                side_b, side_p = [r[S.SIGNATURE]], [r[S.SIGNATURE]]
-            else:
-                side_b = [p.category for p in e["precursors"]] or None
-                side_p = [r[S.SIGNATURE]]
             edges, ops, low = (), (), ()
-            if explain and side_b:
+            if explain and e["sides"][0]:
+                side_b, side_p = e["sides"]
                 ib = req_b.filter(pl.col(S.SIGNATURE).is_in(side_b))[S.REQUEST]
                 ip = req_p.filter(pl.col(S.SIGNATURE).is_in(side_p))[S.REQUEST]
                 if cb is not None and cp is not None:
-                    edges, ops = localize(cb.filter(pl.col(S.REQUEST).is_in(ib.implode())),
-                                          cp.filter(pl.col(S.REQUEST).is_in(ip.implode())),
+                    edges, ops = localize(cb.calls_of(code[s] for s in side_b), cp.calls_of(code[s] for s in side_p),
                                           len(ib), len(ip), alpha=self.alpha, correction=self.correction,
                                           min_requests=self.min_requests)
                 labels = ("baseline", "problem") if e["kind"] == "response-time" else ("precursor", "mutation")
@@ -396,10 +394,10 @@ class RequestFlowComparison(Analysis):
             div, div_service, div_children = None, None, ()
             graph = FlowGraph.of(structures[r[S.SIGNATURE]]) if explain else None
             precursor_graph = None
-            if e.get("sides") is not None:
-                div, div_service, div_children = self._divergence_service(*e["sides"], kinds)
+            if e.get("divergence") is not None:
+                div, div_service, div_children = self._divergence_service(*e["divergence"], kinds)
                 if explain:
-                    mine, other, index, added, removed = e["sides"]
+                    mine, other, index, added, removed = e["divergence"]
                     graph = FlowGraph.of(mine, index, added)
                     precursor_graph = FlowGraph.of(other, None, removed)
             elif explain and e.get("precursors"):
@@ -417,8 +415,8 @@ class RequestFlowComparison(Analysis):
         if len(mutations) > self.top_k:
             notes.append(BelowTopK(len(mutations) - self.top_k, self.top_k))
         services = rank_services(mutations[:self.top_k], endpoint=endpoint,
-                                 errors_baseline=None if cb is None else error_origins(cb),
-                                 errors_problem=None if cp is None else error_origins(cp),
+                                 errors_baseline=None if cb is None else cb.errors,
+                                 errors_problem=None if cp is None else cp.errors,
                                  n_baseline=nb, n_problem=np_, alpha=self.alpha, pooled=pooled,
                                  service_times=found.service_times, call_drops=found.call_drops,
                                  min_rise=self.min_rise)
@@ -427,7 +425,8 @@ class RequestFlowComparison(Analysis):
         result = ComparisonResult(significant=True, reason=None, endpoint=endpoint, n_baseline=nb, n_problem=np_,
                                   services=services, mutations=tuple(mutations), notes=tuple(notes),
                                   pooled=pooled, service_times=found.service_times,
-                                  call_drops=found.call_drops, service_calls=_service_calls(cp))
+                                  call_drops=found.call_drops,
+                                  service_calls=() if cp is None else tuple(cp.service_calls.rows()))
         return {"result_": result, "categories_": cats, "endpoint_": endpoint}
 
     # ----------------------------------------------------------------------------------------
@@ -469,13 +468,13 @@ class RequestFlowComparison(Analysis):
                                  mean_ns=None if mean is None else float(mean)))
         means = [(p.mean_ns, p.weight) for p in pre if p.mean_ns is not None]
         reference = (sum(m * w for m, w in means) / sum(w for _, w in means)) if means else base_mean
-        sides = None
+        divergence = None
         if pre:
             other = structures[pre[0].category]
             found = divergence_sides(mine, other)
             if found is not None:
-                sides = (mine, other, *found)
-        return dict(kind="structural", row=r, p_value=r["share_p_value"], precursors=pre, sides=sides,
+                divergence = (mine, other, *found)
+        return dict(kind="structural", row=r, p_value=r["share_p_value"], precursors=pre, divergence=divergence,
                     workload_mix=self._is_mix(r, fb, fp),
                     contribution=structural_contribution(added, r["problem_mean_ns"], reference))
 
@@ -496,13 +495,26 @@ class RequestFlowComparison(Analysis):
         return bool(stats.mannwhitneyu(xp, xb, alternative="greater", method="asymptotic").pvalue >= self.alpha)
 
     @staticmethod
-    def _kinds(cb: pl.DataFrame | None, cp: pl.DataFrame | None) -> dict[str, tuple[str, str]]:
-        """``{operation key: (service, most common kind)}`` from the call views."""
-        frames = [c.select(S.OPERATION_KEY, S.SERVICE, S.KIND) for c in (cb, cp) if c is not None]
+    def _read(table, frame: pl.DataFrame, code: dict, explained: set, notes: list, name: str) -> PeriodCalls | None:
+        """:func:`.calls.read_period` of a period (a :class:`~.notes.NoSpans` note when it has no
+        call view)."""
+        found = read_period(table, frame[S.SIGNATURE].replace_strict(code, return_dtype=pl.Int64).to_numpy(),
+                            explained)
+        if found is None:
+            notes.append(NoSpans(name))
+        return found
+
+    @staticmethod
+    def _kinds(cb: PeriodCalls | None, cp: PeriodCalls | None) -> dict[str, tuple[str, str]]:
+        """``{operation key: (service, most common kind)}`` over both periods' spans (a tie goes to
+        the kind first by name)."""
+        frames = [c.kinds for c in (cb, cp) if c is not None]
         if not frames:
             return {}
-        g = pl.concat(frames).group_by(S.OPERATION_KEY).agg(pl.col(S.SERVICE).first(), pl.col(S.KIND).mode().first())
-        return {k: (s, kind) for k, s, kind in g.rows()}
+        g = (pl.concat(frames).group_by(S.OPERATION_KEY, S.SERVICE, S.KIND).agg(pl.col("count").sum())
+             .sort(S.OPERATION_KEY, "count", S.KIND, descending=[False, True, False])
+             .group_by(S.OPERATION_KEY, maintain_order=True).first())
+        return {k: (s, kind) for k, s, kind in g.select(S.OPERATION_KEY, S.SERVICE, S.KIND).rows()}
 
     @staticmethod
     def _divergence_service(mine, other, index: int, added: list, removed: list,

@@ -99,7 +99,8 @@ from ... import schema as S
 from ...units import format_duration_ns
 from .mutations import adjust_p_values
 
-__all__ = ["CallDrop", "Pooled", "PooledChange", "ServiceTime", "pooled_changes"]
+__all__ = ["CallDrop", "Pooled", "PooledChange", "ServiceTime", "call_counts_of", "pooled_changes", "pooled_from",
+           "series_of", "sum_call_counts", "with_children"]
 
 
 @dataclass(frozen=True)
@@ -278,7 +279,7 @@ def _exceedance_p(x: np.ndarray, mean: np.ndarray, var: np.ndarray) -> np.ndarra
     return np.where(x > 0, stats.nbinom.sf(x - 1, r, mean / var), 1.0)
 
 
-def _with_children(calls: pl.DataFrame) -> pl.DataFrame:
+def with_children(calls: pl.DataFrame) -> pl.DataFrame:
     """The call view with, per span, ``stratum``: the set of operation keys its children call, as
     the sum of their distinct keys' 64-bit hashes (0 for a leaf; order-free, and a collision of
     two sets needs a 64-bit coincidence: grouping on it is much faster than on the joined key
@@ -292,10 +293,17 @@ def _with_children(calls: pl.DataFrame) -> pl.DataFrame:
         pl.col("stratum").fill_null(0), pl.col("calls_out").fill_null(0))
 
 
-def _series(calls: pl.DataFrame) -> pl.DataFrame:
-    """One row per call and series of a call view :func:`_with_children`: ``kind``, ``service``,
-    ``caller`` (the client span's service, for a gap; null for a self time), ``key``,
-    ``stratum`` and ``value``."""
+#: The name columns of :func:`series_of`, Categorical there (4 bytes a row), String in results.
+_NAMES = ["kind", S.SERVICE, "caller", "key"]
+
+
+def series_of(calls: pl.DataFrame) -> pl.DataFrame:
+    """The series the pooled tests rank, one row per call and series of a call view of whole
+    requests, :func:`with_children`: ``kind``, ``service``, ``caller`` (the client span's service, for a gap; null for
+    a self time), ``key`` (Categorical), ``stratum`` (UInt64) and ``value`` (Int64, ns).
+
+    Rows of pieces of a period's requests concatenate into the period's series (the row order
+    does not matter to :func:`pooled_from`)."""
     client = pl.col(S.SERVER_SERVICE).is_not_null()
     own = calls.filter(~client & pl.col(S.EXCLUSIVE_NS).is_not_null()).select(
         pl.lit("self").alias("kind"), S.SERVICE, pl.lit(None, pl.String).alias("caller"),
@@ -304,20 +312,28 @@ def _series(calls: pl.DataFrame) -> pl.DataFrame:
         pl.lit("gap").alias("kind"), pl.col(S.SERVER_SERVICE).alias(S.SERVICE), pl.col(S.SERVICE).alias("caller"),
         (pl.col(S.CALLER_KEY).fill_null("(entry)") + " -> " + pl.col(S.OPERATION_KEY)).alias("key"), "stratum",
         pl.col(S.GAP_NS).cast(pl.Int64).alias("value"))
-    return pl.concat([own, gap])
+    return pl.concat([own, gap]).with_columns(pl.col(_NAMES).cast(pl.Categorical))
 
 
-def _call_series(calls: pl.DataFrame) -> pl.DataFrame:
-    """The calls-made series (module docstring) of a call view :func:`_with_children`: per span that
-    is no client call, ``value`` = minus its children's calls into other services (so that a rise
-    of the value is a drop of the calls)."""
-    return calls.filter(pl.col(S.SERVER_SERVICE).is_null()).select(
-        S.SERVICE, pl.col(S.OPERATION_KEY).alias("key"), (-pl.col("calls_out")).alias("value"))
+def call_counts_of(calls: pl.DataFrame) -> pl.DataFrame:
+    """The calls-made series (module docstring) of a call view of whole requests,
+    :func:`with_children`, as counts: per
+    operation (``service``, ``key``) of the spans that are no client call and ``value`` = minus a
+    span's children's calls into other services (a rise of the value is a drop of the calls), the
+    spans ``count``. Counts of pieces of a period add up (:func:`sum_call_counts`)."""
+    return (calls.filter(pl.col(S.SERVER_SERVICE).is_null())
+            .group_by(S.SERVICE, pl.col(S.OPERATION_KEY).alias("key"), (-pl.col("calls_out")).alias("value"))
+            .agg(pl.len().cast(pl.Int64).alias("count")))
+
+
+def sum_call_counts(counts: list) -> pl.DataFrame:
+    """:func:`call_counts_of` of pieces summed into the period's."""
+    return pl.concat(counts).group_by(S.SERVICE, "key", "value").agg(pl.col("count").sum())
 
 
 def _per_stratum(base: pl.DataFrame, prob: pl.DataFrame) -> pl.DataFrame:
     """One row per stratum (``kind``, ``service``, ``key``, ``stratum``; ``caller`` follows from the
-    key) of the two periods' :func:`_series` present in both periods:
+    key) of the two periods' :func:`series_of` present in both periods:
     calls ``n`` (baseline), ``m`` (problem), ``N``, the problem rank sum ``W`` and its expectation
     ``E`` and tie-corrected variance ``V``, ``U``, the means, the exceedances ``x`` over the
     baseline maximum, and the van Elteren weight ``w``; sorted (same input, same bits out)."""
@@ -346,7 +362,7 @@ def _per_stratum(base: pl.DataFrame, prob: pl.DataFrame) -> pl.DataFrame:
     # strata are put in one order before their float sums below: same input, same bits out.
     per = per.with_columns((pl.col("sum_p") / pl.col("m")).alias("mean_p"),
                            (pl.col("sum_b") / pl.col("n")).alias("mean_b"))
-    return per.drop("sid").sort(strat).with_columns(
+    return per.drop("sid").with_columns(pl.col(_NAMES).cast(pl.String)).sort(strat).with_columns(
         (1.0 / (pl.col("N") + 1)).alias("w"),
         (pl.col("m") * (pl.col("N") + 1) / 2).alias("E"),
         (pl.col("n") * pl.col("m") / 12 * ((pl.col("N") + 1) - pl.col("ties").fill_null(0.0)
@@ -400,10 +416,23 @@ def pooled_changes(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, *, alpha:
     -------
     Pooled
     """
-    if base_calls.height == 0 or prob_calls.height == 0:
+    base_calls, prob_calls = with_children(base_calls), with_children(prob_calls)
+    return pooled_from(series_of(base_calls), series_of(prob_calls), call_counts_of(base_calls),
+                       call_counts_of(prob_calls), alpha=alpha, correction=correction, min_calls=min_calls)
+
+
+def pooled_from(base_series: pl.DataFrame, prob_series: pl.DataFrame, base_counts: pl.DataFrame,
+                prob_counts: pl.DataFrame, *, alpha: float, correction: str, min_calls: int) -> Pooled:
+    """:func:`pooled_changes` of the periods' :func:`series_of` and :func:`call_counts_of` (each
+    period's pieces concatenated, resp. summed): what a period read piece by piece gives.
+
+    Returns
+    -------
+    Pooled
+    """
+    if base_series.height == 0 or prob_series.height == 0:
         return Pooled()
-    base_calls, prob_calls = _with_children(base_calls), _with_children(prob_calls)
-    per = _per_stratum(_series(base_calls), _series(prob_calls))
+    per = _per_stratum(base_series, prob_series)
     if per.height == 0:
         return Pooled()
     series = ["kind", S.SERVICE]
@@ -418,7 +447,7 @@ def pooled_changes(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, *, alpha:
                                 baseline_calls=int(row["calls_b"]), problem_calls=int(row["calls_p"]),
                                 p_value=pval, auc=float(row["auc"]), added_ns=float(row["added_ns"])))
     out.sort(key=lambda c: (-c.added_ns, c.kind, c.key))
-    calls = _fewer_calls(_call_series(base_calls), _call_series(prob_calls), min_calls)
+    calls = _fewer_calls(base_counts, prob_counts, min_calls)
     drops = [CallDrop(service=row[S.SERVICE], key=row["key"], baseline_calls_per_span=float(row["mean_b"]),
                       problem_calls_per_span=float(row["mean_p"]), baseline_spans=int(row["n"]),
                       problem_spans=int(row["m"]), p_value=pval, fewer=int(row["x"]), drop=float(row["x"] / row["m"]))
@@ -429,18 +458,23 @@ def pooled_changes(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, *, alpha:
 
 
 def _fewer_calls(base: pl.DataFrame, prob: pl.DataFrame, min_calls: int) -> pl.DataFrame:
-    """Per operation of :func:`_call_series`: spans ``n`` and ``m``, mean calls ``mean_b`` and ``mean_p``,
-    the problem spans ``x`` that call less than every baseline span, and ``p_tail``, the tail test's
-    p-value of ``x`` (:func:`_exceedance_p`); operations with ``min_calls`` spans a side whose mean fell.
+    """Per operation of :func:`call_counts_of`: spans ``n`` and ``m``, mean calls ``mean_b`` and
+    ``mean_p``, the problem spans ``x`` that call less than every baseline span, and ``p_tail``, the
+    tail test's p-value of ``x`` (:func:`_exceedance_p`); operations with ``min_calls`` spans a side
+    whose mean fell.
 
     No ranks: the tail test needs only each operation's baseline least (the series holds minus the
-    calls, so its maximum), which keeps the 1.4 million spans of 100,000 requests cheap."""
+    calls, so its maximum), so counts of each value are enough (the sums below are of integers:
+    exact, whatever the pieces)."""
     keys = [S.SERVICE, "key"]
-    b = base.group_by(keys).agg(pl.len().cast(pl.Float64).alias("n"), (-pl.col("value")).mean().alias("mean_b"),
-                                pl.col("value").max().alias("most"))
+    spans = pl.col("count").sum().cast(pl.Float64)
+    b = base.group_by(keys).agg(spans.alias("n"), (-pl.col("value") * pl.col("count")).sum().alias("_calls_b"),
+                                pl.col("value").max().alias("most")).with_columns(
+        (pl.col("_calls_b") / pl.col("n")).alias("mean_b")).drop("_calls_b")
     p = prob.join(b.select(*keys, "most"), on=keys).group_by(keys).agg(
-        pl.len().cast(pl.Float64).alias("m"), (-pl.col("value")).mean().alias("mean_p"),
-        (pl.col("value") > pl.col("most")).sum().cast(pl.Float64).alias("x"))
+        spans.alias("m"), (-pl.col("value") * pl.col("count")).sum().alias("_calls_p"),
+        pl.col("count").filter(pl.col("value") > pl.col("most")).sum().cast(pl.Float64).alias("x")).with_columns(
+        (pl.col("_calls_p") / pl.col("m")).alias("mean_p")).drop("_calls_p")
     j = b.join(p, on=keys).filter((pl.col("n") >= min_calls) & (pl.col("m") >= min_calls)
                                   & (pl.col("mean_p") < pl.col("mean_b"))).sort(keys)
     lam = (j["m"] / (j["n"] + 1)).to_numpy()

@@ -1,0 +1,41 @@
+"""The comparison on tables built partition by partition: each period's call view reduced per
+partition (:mod:`tracesleuth.analyses.compare.calls`) gives the in-process result."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracesleuth.analyses.compare import RequestFlowComparison
+from tracesleuth.analyses.compare.synthetic import ENDPOINT, simulate_scenario
+from tracesleuth.io.store import SpanStore
+from tracesleuth.scale import dask_trace_table
+
+
+def _store(path, spans) -> SpanStore:
+    store = SpanStore(path)
+    store.append_spans(spans.to_batches(2_000), part_spans=2_000)
+    return SpanStore(path, create=False)
+
+
+@pytest.mark.parametrize("kind", ["slowed-handler", "early-return", "reroute", "new-slow-path"])
+def test_the_comparison_reduced_per_partition_is_the_in_process_one(serial, tmp_path, kind):
+    scenario = simulate_scenario(kind, n_requests=1_500, random_state=7)
+    reference = RequestFlowComparison(random_state=0).fit(*scenario.tables())
+    stores = [_store(tmp_path / name, spans) for name, spans in (("problem", scenario.problem),
+                                                                 ("baseline", scenario.baseline))]
+    with (dask_trace_table(stores[0].path, ENDPOINT, scheduler=serial, partition_spans=6_000) as problem,
+          dask_trace_table(stores[1].path, ENDPOINT, scheduler=serial, partition_spans=6_000) as baseline):
+        assert len(problem.parts) > 2 and len(baseline.parts) > 2
+        tables = problem.to_trace_table(), baseline.to_trace_table()
+        found = RequestFlowComparison(random_state=0).fit(*tables)
+        assert all("calls" not in t._cache for t in tables)  # the views were reduced on the workers
+    assert found.result_.to_dict() == reference.result_.to_dict()
+    assert found.categories_.equals(reference.categories_)
+    result = reference.result_
+    assert result.significant and result.service_calls
+    if kind != "new-slow-path":  # explained mutations (edges, operations from the kept calls)
+        assert any(m.operations for m in result.mutations)
+    if kind == "slowed-handler":
+        assert result.pooled and any(m.edges for m in result.mutations)
+    if kind == "early-return":
+        assert result.call_drops
