@@ -323,11 +323,12 @@ def trace_table(paths: list[Path], endpoint: str | None, fmt: str | None, mappin
 
 
 def root_tables_of(paths: list[Path], endpoint, fmt: str | None, mapping: str | None, time_range: str | None,
-                   scheduler=None) -> tuple[list, dict]:
+                   scheduler=None, columns=None) -> tuple[list, dict]:
     """One trace table per root endpoint of an input (:func:`tracesleuth.model.root_tables`): read
     whole in this process, or, with a scheduler (:func:`dask_scheduler`), built partition by
-    partition from one span store and collected, their call views built from the partitions while
-    the scheduler is open. ``--time`` selects the traces that start in it either way.
+    partition from one span store and collected (only ``columns`` of them, when given, besides the
+    row order's), their call views built from the partitions while the scheduler is open.
+    ``--time`` selects the traces that start in it either way.
 
     Raises
     ------
@@ -342,7 +343,7 @@ def root_tables_of(paths: list[Path], endpoint, fmt: str | None, mapping: str | 
 
     period = parse_time_range(time_range, "--time") if time_range else None
     partitions = scheduler.keep(shuffle_by_trace(input_store(paths, fmt, mapping), scheduler=scheduler, period=period))
-    return root_tables(partitions, endpoint, build=lambda p, e: p.table(e).to_trace_table())
+    return root_tables(partitions, endpoint, build=lambda p, e: p.table(e).to_trace_table(columns))
 
 
 def input_store(paths: list[Path], fmt: str | None = None, mapping: str | None = None) -> Path:

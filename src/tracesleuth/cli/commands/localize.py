@@ -89,7 +89,8 @@ def localize(paths: PathsArg,
     check_settings(est)  # a wrong setting fails before the tables are built
     with dask_scheduler(scheduler) as dask:
         t0 = time.perf_counter()
-        tables, skipped = root_tables_of(paths, endpoint, format, mapping, time_range, dask)
+        tables, skipped = root_tables_of(paths, endpoint, format, mapping, time_range, dask,
+                                         columns=RootCauseLocalization.table_columns)
         if dask is None:
             est.fit(tables)
         else:
