@@ -123,3 +123,26 @@ def test_annotations_from_a_cluster_are_the_in_process_ones(cluster, annotated_s
             results.append(est.fit(tables).result_.to_dict())
     assert results == [reference.result_.to_dict(), checked.result_.to_dict()]
     assert "size(entries)" in results[0]["features"] and results[1]["pass_rate"] < 1
+
+
+def test_the_comparison_with_call_views_reduced_on_the_workers_is_the_in_process_one(cluster, tmp_path):
+    """Each period's calls reduced in worker processes (the reduction and its Categorical names
+    pickled back): the in-process comparison."""
+    from tracesleuth.analyses.compare import RequestFlowComparison
+    from tracesleuth.analyses.compare.synthetic import ENDPOINT, simulate_scenario
+    from tracesleuth.io.store import SpanStore
+
+    scenario = simulate_scenario("slowed-handler", n_requests=1_500, random_state=7)
+    reference = RequestFlowComparison(random_state=0).fit(*scenario.tables())
+    tables = []
+    for name, spans in (("problem", scenario.problem), ("baseline", scenario.baseline)):
+        SpanStore(tmp_path / name).append_spans(spans.to_batches(2_000), part_spans=2_000)
+        tables.append(dask_trace_table(tmp_path / name, ENDPOINT, scheduler=cluster, partition_spans=6_000))
+    try:
+        assert all(len(t.parts) > 2 for t in tables)
+        found = RequestFlowComparison(random_state=0).fit(*(t.to_trace_table() for t in tables))
+    finally:
+        for t in tables:
+            t.close()
+    assert found.result_.to_dict() == reference.result_.to_dict()
+    assert reference.result_.pooled and any(m.edges for m in reference.result_.mutations)
