@@ -3,6 +3,8 @@ partition (:mod:`tracesleuth.analyses.compare.calls`) gives the in-process resul
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tracesleuth.analyses.compare import RequestFlowComparison
@@ -31,6 +33,9 @@ def test_the_comparison_reduced_per_partition_is_the_in_process_one(serial, tmp_
         assert all("calls" not in t._cache for t in tables)  # the views were reduced on the workers
     assert found.result_.to_dict() == reference.result_.to_dict()
     assert found.categories_.equals(reference.categories_)
+    # In this process, tables larger than a partition reduce their views partition by partition.
+    pieces = RequestFlowComparison(random_state=0).fit(*(replace(t, partition_spans=6_000) for t in scenario.tables()))
+    assert pieces.result_.to_dict() == reference.result_.to_dict()
     result = reference.result_
     assert result.significant and result.service_calls
     if kind != "new-slow-path":  # explained mutations (edges, operations from the kept calls)

@@ -6,6 +6,7 @@ partitioning; its analyses' JSON equals the in-process JSON; nothing is left beh
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
@@ -64,6 +65,10 @@ def test_a_reduction_of_the_call_view_runs_per_partition_and_adds_up(serial, syn
         assert len(collected.map_calls(len)) == 1 and collected.map_calls(len)[0] == whole.height
     (alone,) = reference.map_calls(_service_counts, columns=["service"], request_columns=flags)
     assert alone.sort("service", "flag").equals(want.sort("service", "flag"))
+    # In this process too, a table larger than a partition is reduced partition by partition,
+    # its view never whole nor kept; each request's calls in one piece, in the view's order.
+    pieces = replace(reference, partition_spans=8_000).map_calls(lambda calls: calls)
+    assert len(pieces) > 1 and pl.concat(pieces).sort("request", maintain_order=True).equals(reference.calls())
 
 
 def test_other_endpoints_and_a_period_from_one_split(serial, synthetic_store, assert_same):
@@ -178,3 +183,14 @@ def test_a_part_that_disappears_during_the_split_is_named_and_nothing_is_left(se
     with pytest.raises(TraceFormatError, match=gone.name):
         dask_trace_table(store, scheduler=serial, partition_spans=5_000)
     assert not [p for p in tmp_path.iterdir() if "tracesleuth-work" in p.name]
+
+
+def test_localization_reads_a_large_table_partition_by_partition_in_this_process(synthetic_store):
+    from tracesleuth.analyses.localize import RootCauseLocalization
+
+    table = build_trace_table(synthetic_store.read_spans())
+    reference = RootCauseLocalization(random_state=0).fit(table).result_
+    pieces = replace(table, partition_spans=8_000)
+    assert len(pieces.map_calls(len)) > 1
+    assert RootCauseLocalization(random_state=0).fit(pieces).result_.to_dict() == reference.to_dict()
+    assert "calls" not in pieces._cache

@@ -57,7 +57,7 @@ where the spans' nested columns never leave the partition.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import polars as pl
@@ -106,20 +106,39 @@ def call_frame(spans: pa.Table, endpoint: str, requests: pl.DataFrame, partition
     polars.DataFrame
         Shape (n_calls, 19 + n_span_columns), one row per span of every request.
     """
+    pieces = list(call_pieces(spans, endpoint, requests, partition_spans))
+    calls = in_request_order(pieces) if pieces else pl.DataFrame(schema=CALL_SCHEMA)
+    return calls if span_columns is None else with_span_columns(calls, spans, span_columns)
+
+
+def call_pieces(spans: pa.Table, endpoint: str, requests: pl.DataFrame, partition_spans: int) -> Iterator[pl.DataFrame]:
+    """The call view in pieces, one per partition of whole traces with requests (one piece when the
+    spans are at most ``partition_spans``), each in row order, ``request`` numbering
+    ``requests``' rows: :func:`call_frame` is :func:`in_request_order` of them, and a reduction
+    that needs no more than whole requests reads them one at a time
+    (:meth:`~tracesleuth.model.TraceTable.map_calls`).
+
+    Parameters
+    ----------
+    spans, endpoint, requests, partition_spans
+        As for :func:`call_frame`.
+
+    Yields
+    ------
+    polars.DataFrame
+        Shape (n_piece_calls, 19).
+    """
     narrow = narrow_spans(spans)
     attributes = attributes_of(spans)
     rows_of = requests.select(S.TRACE_ID, S.SPAN_ID).with_row_index(S.REQUEST).with_columns(
         pl.col(S.REQUEST).cast(pl.Int64))
     parts = trace_partitions(spans, partition_spans) if spans.num_rows > partition_spans else [None]
-    pieces = []
     for rows in parts:
         codes = encode_spans(narrow if rows is None else take_rows(narrow, rows), rows)
         if endpoint not in codes.operation_keys:
             continue
         tree, _ = assemble_codes(codes, attributes)
-        pieces.append(partition_calls(codes, tree, codes.operation_keys.index(endpoint), spans, rows_of))
-    calls = in_request_order(pieces) if pieces else pl.DataFrame(schema=CALL_SCHEMA)
-    return calls if span_columns is None else with_span_columns(calls, spans, span_columns)
+        yield partition_calls(codes, tree, codes.operation_keys.index(endpoint), spans, rows_of)
 
 
 def with_span_columns(calls: pl.DataFrame, spans: pa.Table, span_columns) -> pl.DataFrame:

@@ -214,10 +214,12 @@ class TraceTable:
         """``fn`` applied to the call view in pieces of whole requests: what an analysis reduces
         (counts, sums, the rows it keeps) without the whole view in one place.
 
-        Here the view is one piece (the kept view); a table built on Dask
-        (:mod:`tracesleuth.scale`) applies ``fn`` to each partition's calls in the task that
-        builds them, and only ``fn``'s results reach this process. A request's calls are always
-        in one piece, in the view's order.
+        Here the view is one piece when it is kept already or the spans fit one partition
+        (``partition_spans``); otherwise the pieces are the partitions of whole traces the view
+        is built from (:func:`~tracesleuth.model.flows.call_pieces`), one at a time, and the whole
+        view is neither built nor kept. A table built on Dask (:mod:`tracesleuth.scale`) applies
+        ``fn`` to each partition's calls in the task that builds them, and only ``fn``'s results
+        reach this process. A request's calls are always in one piece, in the view's order.
 
         Parameters
         ----------
@@ -241,9 +243,12 @@ class TraceTable:
         ParameterError
             When the table holds no spans (as :meth:`calls`).
         """
-        from .flows import with_request_columns
+        from .flows import call_pieces, with_request_columns
 
-        return [fn(with_request_columns(self.calls(), request_columns, columns))]
+        if "calls" in self._cache or self.spans is None or self.spans.num_rows <= self.partition_spans:
+            return [fn(with_request_columns(self.calls(), request_columns, columns))]
+        return [fn(with_request_columns(piece, request_columns, columns)) for piece in
+                call_pieces(self.spans, self.endpoint, self.frame.select(S.TRACE_ID, S.SPAN_ID), self.partition_spans)]
 
     def instance_latencies(self) -> pl.DataFrame:
         """Every call's times by operation and instance, a long frame from :meth:`calls`.
