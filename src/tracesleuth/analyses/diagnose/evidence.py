@@ -11,7 +11,9 @@ family                    test (problem vs baseline)                            
                           above ``min_slowdown`` (a shift test, not any shift)      service
 ``gap``                   the same, on the gap of the edges a service is called by  :func:`~tracesleuth.model.gaps.gap_owner`
 ``error_origin``          error-origin spans per span of the service                the service
-``error_logs``            error-level log records per span of the service           the service
+``error_logs``            error-level log records per span of the service, of its   the service
+                          spans that are an error-log origin (no span below them
+                          in the trace has any: issue 28)
 ``log_templates``         each template's records per span, both ways (a statement  the service
                           that stops or starts running; Nezha, Yu et al., FSE 2023,
                           Section 3.3)
@@ -328,7 +330,8 @@ def _error_origin_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame
 def _error_log_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame:
     if not (problem.has_logs and baseline.has_logs):
         return _items([])
-    counts = _by_period(problem, baseline, lambda t: t.spans.filter(pl.col("error_logs") > 0)
+    # Only the deepest records of a trace: its callers' records are the error on its way up.
+    counts = _by_period(problem, baseline, lambda t: t.spans.filter(pl.col("error_log_origin"))
                         .group_by(S.SERVICE, "endpoint").agg(pl.col("error_logs").sum().cast(pl.Float64)
                                                              .alias("count")))
     return _rate_items("error_logs", counts, _by_period(problem, baseline, _span_exposure), [S.SERVICE], [S.SERVICE],

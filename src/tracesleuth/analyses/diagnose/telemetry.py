@@ -11,6 +11,13 @@ analysis uses.
 A span **failed** when its status is ``error`` or it has an ``exception`` event; it is the **origin**
 of an error when it failed and none of its children did (Build 2 of issue 28: "an error span
 without an error child").
+
+Error-level log records follow the same rule, one level up: an error propagates to the callers, and
+each may log it on its way out (a caller that got an HTTP 500, or an empty answer, logs an ERROR too).
+A span's error-level records are an **error-log origin** when no span below it in its trace (a
+descendant, not only a child: a service's server span reaches its callee through its own client
+span) has error-level records: the deepest records are where the error began (issue 28). Like the
+error origin it is a trace's own: partitions of whole traces cannot change it.
 """
 
 from __future__ import annotations
@@ -31,10 +38,10 @@ __all__ = ["AFTER_S", "ERROR_SEVERITY", "HISTORY_S", "LOG_COLUMNS", "PERIOD_CHOI
 #: Row order of :attr:`Telemetry.spans`: by request, then by span (``(trace_id, span_id)`` is
 #: unique, so the order is total and does not depend on how the spans were read or partitioned).
 SPAN_ORDER = ["request_start_ns", S.TRACE_ID, S.START_NS, S.SPAN_ID]
-#: The columns of :attr:`Telemetry.spans` (:func:`trace_frames`' and the two log counts).
-SPAN_COLUMNS = [S.TRACE_ID, S.SPAN_ID, S.SERVICE, S.OPERATION, S.INSTANCE, S.START_NS, S.DURATION_NS, "error",
-                "exception_type", "origin", "own_ns", "gap_ns", "callee", "parent_service", "request_start_ns",
-                "endpoint"]
+#: The columns of :func:`trace_frames`' spans (:attr:`Telemetry.spans` adds the three log columns).
+SPAN_COLUMNS = [S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.SERVICE, S.OPERATION, S.INSTANCE, S.START_NS,
+                S.DURATION_NS, "error", "exception_type", "origin", "own_ns", "gap_ns", "callee", "parent_service",
+                "request_start_ns", "endpoint"]
 #: Row order of :attr:`Telemetry.requests` (one row per trace: total).
 REQUEST_ORDER = [S.START_NS, S.TRACE_ID]
 #: The log columns the diagnosis reads (:func:`read_logs`); a record's body and attributes are not.
@@ -116,13 +123,14 @@ class Telemetry:
     Attributes
     ----------
     spans : polars.DataFrame
-        One row per span, shape (n_spans, 18), in :data:`SPAN_ORDER`: ``trace_id``, ``span_id``,
-        ``service``, ``operation``, ``instance``, ``start_ns``, ``duration_ns``, ``error`` (bool),
-        ``exception_type``, ``origin`` (bool, the span is an error's origin), ``own_ns``
+        One row per span, shape (n_spans, 20), in :data:`SPAN_ORDER`: ``trace_id``, ``span_id``,
+        ``parent_span_id``, ``service``, ``operation``, ``instance``, ``start_ns``, ``duration_ns``,
+        ``error`` (bool), ``exception_type``, ``origin`` (bool, the span is an error's origin), ``own_ns``
         (exclusive time of a span that calls no other service, else 0), ``gap_ns`` (exclusive time
         of a span that calls another service, else 0), ``callee`` (that service, else null),
         ``request_start_ns`` and ``endpoint`` (its request's), ``parent_service``, ``error_logs``
-        (its error-level log records), ``log_records`` (all its log records).
+        (its error-level log records), ``log_records`` (all its log records), ``error_log_origin``
+        (bool: it has error-level records and no span below it in its trace has any).
     requests : polars.DataFrame
         One row per trace with an entry span, shape (n_requests, 8): ``trace_id``, ``start_ns``,
         ``latency_ns``, ``endpoint`` (``service:operation`` of its entry span), ``error`` (a span
@@ -165,7 +173,7 @@ class Telemetry:
         Parameters
         ----------
         spans : polars.DataFrame
-            :func:`trace_frames`' spans, shape (n_spans, 16): :data:`SPAN_COLUMNS`, in
+            :func:`trace_frames`' spans, shape (n_spans, 17): :data:`SPAN_COLUMNS`, in
             :data:`SPAN_ORDER`.
         requests : polars.DataFrame
             :func:`trace_frames`' requests, shape (n_requests, 8), in :data:`REQUEST_ORDER`.
@@ -199,7 +207,7 @@ class Telemetry:
             frame = frame.with_columns(pl.lit(None, pl.Int64).alias("error_logs"),
                                        pl.lit(None, pl.Int64).alias("log_records"))
         frame = frame.with_columns(pl.col("error_logs").fill_null(0), pl.col("log_records").fill_null(0))
-        return cls(frame, requests, log_frame)
+        return cls(_with_error_log_origin(frame), requests, log_frame)
 
     def during(self, period: Period) -> "Telemetry":
         """The requests starting in the period's ranges, with their spans and log records."""
@@ -221,6 +229,32 @@ class Telemetry:
         return self.logs is not None
 
 
+def _with_error_log_origin(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with ``error_log_origin``: the span has error-level log records and no descendant
+    in its trace has any.
+
+    The spans with records mark their ancestors, one level per step (parent ids within the trace),
+    until no new ancestor is found: as many steps as the deepest chain above a record, each a join
+    of the marked spans only. A parent id that is not in the trace (an orphan's) ends its chain.
+    """
+    keys = [S.TRACE_ID, S.SPAN_ID]
+    links = frame.select(S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID)
+
+    def parents(of: pl.DataFrame) -> pl.DataFrame:
+        return (links.join(of, on=keys, how="semi").filter(pl.col(S.PARENT_SPAN_ID).is_not_null())
+                .select(S.TRACE_ID, pl.col(S.PARENT_SPAN_ID).alias(S.SPAN_ID)).unique())
+
+    step = parents(frame.filter(pl.col("error_logs") > 0).select(keys))
+    above = step.head(0)
+    while step.height:
+        above = pl.concat([above, step])
+        step = parents(step).join(above, on=keys, how="anti")   # a cycle of malformed parent ids ends here
+    # ``above`` is unique (every step is, and new): the left join keeps one row per span.
+    below = (frame.select(keys).join(above.with_columns(pl.lit(True).alias("_below")), on=keys, how="left",
+                                     maintain_order="left")["_below"].fill_null(False))
+    return frame.with_columns(((pl.col("error_logs") > 0) & ~below).alias("error_log_origin"))
+
+
 def trace_frames(spans) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The spans and requests of :class:`Telemetry`, before log records: what each trace gives by
     itself (a span's parent, children and request are in its trace), so that partitions of whole
@@ -235,9 +269,9 @@ def trace_frames(spans) -> tuple[pl.DataFrame, pl.DataFrame]:
     Returns
     -------
     spans : polars.DataFrame
-        One row per span of a trace with an entry span, shape (n_spans, 16): the columns of
-        :attr:`Telemetry.spans` but ``error_logs`` and ``log_records`` (:data:`SPAN_COLUMNS`), in
-        :data:`SPAN_ORDER`.
+        One row per span of a trace with an entry span, shape (n_spans, 17): the columns of
+        :attr:`Telemetry.spans` but ``error_logs``, ``log_records`` and ``error_log_origin``
+        (:data:`SPAN_COLUMNS`), in :data:`SPAN_ORDER`.
     requests : polars.DataFrame
         One row per trace with an entry span: :attr:`Telemetry.requests` (``error_log`` False,
         ``log_records`` 0), in :data:`REQUEST_ORDER`.
