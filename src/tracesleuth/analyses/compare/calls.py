@@ -28,6 +28,7 @@ import polars as pl
 
 from ... import schema as S
 from ...errors import ParameterError
+from ...model.flows import in_request_order
 from .pooled import call_counts_of, series_of, sum_call_counts, with_children
 from .services import error_origins
 
@@ -115,15 +116,13 @@ def _piece(calls: pl.DataFrame, explained: list) -> PeriodCalls:
 
 
 def _merge(pieces: list) -> PeriodCalls:
-    """The pieces' :class:`PeriodCalls` as the period's: series and explained calls concatenated (the
-    latter in request order: a stable sort, each request in one piece), counts summed."""
+    """The pieces' :class:`PeriodCalls` as the period's: series concatenated, explained calls in
+    request order (:func:`~tracesleuth.model.flows.in_request_order`), counts summed."""
     def summed(name: str, keys: list, value: str) -> pl.DataFrame:
         frame = pl.concat([getattr(p, name) for p in pieces])
         return frame.group_by(keys).agg(pl.col(value).sum()).sort(keys)
 
-    explained = pl.concat([p.explained for p in pieces], rechunk=False)
-    if len(pieces) > 1:
-        explained = explained[np.argsort(explained[S.REQUEST].to_numpy(), kind="stable")]
+    explained = in_request_order([p.explained for p in pieces])
     return PeriodCalls(
         series=pl.concat([p.series for p in pieces], rechunk=False), call_counts=sum_call_counts([p.call_counts for p in pieces]),
         errors=summed("errors", [S.SERVICE], "requests"),
