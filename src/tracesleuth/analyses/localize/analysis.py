@@ -86,8 +86,8 @@ from .._contract import Analysis, Interval, Options, Seed, ServiceSuspect
 from .._notes import Note, WithNotes
 from .._statistics import proportion_p_values
 from ..._text import shorten
-from .changes import SeriesChange, window_changes
 from ...model.flows import in_request_order
+from .changes import SeriesChange, window_changes
 from .clusters import adjust_clusters, cluster_requests, latency_matrices, per_operation, with_occurrences
 from .instances import InstanceSuspect, dissimilarity_ratios
 from .notes import (AlmostAllAnomalous, ClusterNotTested, ClustersSkipped, ClustersTooSmall, FalseAlarmsOnly,
