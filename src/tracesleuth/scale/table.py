@@ -716,12 +716,12 @@ def _part_calls(path: str, endpoint: str, requests: Path, partition_spans: int, 
     from ..model.flows import call_frame, with_request_columns
 
     rows = pl.read_ipc(requests)
-    keys = [S.TRACE_ID, S.SPAN_ID, S.REQUEST]
+    extra = rows.drop(S.TRACE_ID, S.SPAN_ID, S.REQUEST)
     calls = call_frame(_read_by_trace(path), endpoint, rows.select(S.TRACE_ID, S.SPAN_ID), partition_spans,
                        span_columns=span_columns)
-    calls = with_request_columns(calls, rows.drop(keys))
+    calls = with_request_columns(calls, extra)  # by the partition's request numbers, then renumbered
     calls = calls.with_columns(rows[S.REQUEST].gather(calls[S.REQUEST]).alias(S.REQUEST))
-    return calls if columns is None else calls.select([*columns, *rows.drop(keys).columns])
+    return calls if columns is None else calls.select([*columns, *extra.columns])
 
 
 def _calls_part(path: str, endpoint: str, requests: Path, partition_spans: int, out: Path,

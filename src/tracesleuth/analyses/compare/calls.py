@@ -12,8 +12,9 @@ of the call view (one row per span, ten or more per request) is, per period:
   and operations, :func:`~.mutations.localize`): the columns that needs, names Categorical.
 
 :meth:`TraceTable.map_calls <tracesleuth.model.TraceTable.map_calls>` gives it the view in pieces
-of whole requests: one piece in this process; on Dask, each partition's calls reduced on the worker
-that builds them, so the view itself never reaches the command's process. Every result is the same
+of whole requests: in this process the partitions of whole traces the view is built from, one at a
+time (one piece for a table within one partition); on Dask, each partition's calls reduced on the
+worker that builds them, so the view itself never reaches the command's process. Every result is the same
 whatever the pieces: the series are ranked per stratum (order-free, integer sums), the counts are
 sums, and the explained calls are put back in request order.
 """
@@ -29,7 +30,7 @@ import polars as pl
 from ... import schema as S
 from ...errors import ParameterError
 from ...model.flows import in_request_order
-from .pooled import call_counts_of, series_of, sum_call_counts, with_children
+from .pooled import call_counts_of, series_of, with_children
 from .services import error_origins
 
 __all__ = ["PeriodCalls", "read_period"]
@@ -124,7 +125,8 @@ def _merge(pieces: list) -> PeriodCalls:
 
     explained = in_request_order([p.explained for p in pieces])
     return PeriodCalls(
-        series=pl.concat([p.series for p in pieces], rechunk=False), call_counts=sum_call_counts([p.call_counts for p in pieces]),
+        series=pl.concat([p.series for p in pieces], rechunk=False),
+        call_counts=summed("call_counts", [S.SERVICE, "key", "value"], "count"),
         errors=summed("errors", [S.SERVICE], "requests"),
         kinds=summed("kinds", [S.OPERATION_KEY, S.SERVICE, S.KIND], "count"),
         service_calls=summed("service_calls", [S.SERVICE], "len"), explained=explained)

@@ -100,7 +100,7 @@ from ...units import format_duration_ns
 from .mutations import adjust_p_values
 
 __all__ = ["CallDrop", "Pooled", "PooledChange", "ServiceTime", "call_counts_of", "pooled_changes", "pooled_from",
-           "series_of", "sum_call_counts", "with_children"]
+           "series_of", "with_children"]
 
 
 @dataclass(frozen=True)
@@ -320,15 +320,10 @@ def call_counts_of(calls: pl.DataFrame) -> pl.DataFrame:
     :func:`with_children`, as counts: per
     operation (``service``, ``key``) of the spans that are no client call and ``value`` = minus a
     span's children's calls into other services (a rise of the value is a drop of the calls), the
-    spans ``count``. Counts of pieces of a period add up (:func:`sum_call_counts`)."""
+    spans ``count``. Counts of pieces of a period add up."""
     return (calls.filter(pl.col(S.SERVER_SERVICE).is_null())
             .group_by(S.SERVICE, pl.col(S.OPERATION_KEY).alias("key"), (-pl.col("calls_out")).alias("value"))
             .agg(pl.len().cast(pl.Int64).alias("count")))
-
-
-def sum_call_counts(counts: list) -> pl.DataFrame:
-    """:func:`call_counts_of` of pieces summed into the period's."""
-    return pl.concat(counts).group_by(S.SERVICE, "key", "value").agg(pl.col("count").sum())
 
 
 def _per_stratum(base: pl.DataFrame, prob: pl.DataFrame) -> pl.DataFrame:
