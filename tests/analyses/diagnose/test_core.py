@@ -246,6 +246,41 @@ def test_log_series_are_missing_where_no_log_was_collected():
     assert quiet >= 7
 
 
+def _recorded_windows(seed: int) -> np.ndarray:
+    """Request starts (ns) of 10 recorded windows of 5 min at 1.5 requests/s, 30 min apart, the
+    5th silent for 45 s."""
+    rng = np.random.default_rng(seed)
+    windows = []
+    for w in range(10):
+        start = w * 1800.0
+        times = start + np.cumsum(rng.exponential(1 / 1.5, 600))
+        times = times[times < start + 300]
+        windows.append(times[(times < start + 120) | (times >= start + 165)] if w == 4 else times)
+    return (np.concatenate(windows) * 1e9).astype(np.int64)
+
+
+def test_stretches_of_traffic_do_not_depend_on_how_much_is_read():
+    """The break rule's rate is the traffic's within its stretches: the stretches of one window
+    read alone (with 10 min either side) are those of the whole day read, and the 45 s silence is
+    a break in both, on every one of 20 seeds (with the rate over the whole span, the day's breaks
+    diluted it to 0.2 requests/s and the silence was a break only in the window read alone); on
+    Poisson traffic without a break, no break on >= 19 of 20 seeds (level 0.01)."""
+    from tracesleuth.analyses.diagnose.timeline import blocks
+
+    same = quiet = 0
+    for seed in range(20):
+        starts = _recorded_windows(seed)
+        low, high = 4 * 1800 * 10**9 - 600 * 10**9, 4 * 1800 * 10**9 + 900 * 10**9
+        part = starts[(starts >= low) & (starts < high)]
+        read_alone = [(int(part[a]), int(part[b - 1])) for a, b in blocks(part, 0.01)]
+        in_day = [(int(starts[a]), int(starts[b - 1])) for a, b in blocks(starts, 0.01)
+                  if low <= starts[a] and starts[b - 1] < high]
+        same += read_alone == in_day and len(read_alone) == 2
+        poisson = np.cumsum(np.random.default_rng(100 + seed).exponential(1 / 1.5, 2000)) * 1e9
+        quiet += len(blocks(poisson.astype(np.int64), 0.01)) == 1
+    assert same == 20 and quiet >= 19
+
+
 def test_result_answers_every_question_and_is_json():
     spans = incident_spans(fault="delay", service="cart", random_state=3)
     est = Diagnosis(at=_at(spans))

@@ -3,8 +3,11 @@ baseline, found in the store's request series (Build 1 of issue 28).
 
 * **Blocks.** A store can hold separate stretches of traffic (recorded windows, a collector that was
   down). A gap between consecutive requests is a break when a Poisson arrival process at the
-  stretch's rate makes it implausible: ``n exp(-rate * gap) < level`` (Bonferroni over the ``n``
-  gaps), so the rule follows the traffic instead of a fixed number of seconds.
+  stretches' rate makes it implausible: ``n exp(-rate * gap) < level`` (Bonferroni over the ``n``
+  gaps), so the rule follows the traffic instead of a fixed number of seconds. The rate is fitted to
+  the gaps that are not breaks (:func:`blocks`), so the stretches do not depend on how much of the
+  store is read (measured on the recorded faults: code faults with logs first 10 -> 11 of 12, every
+  other score unchanged).
 * **Onset.** The latest change, in the ``lookback_s`` before the moment the user gives, of the
   requests' series (:data:`SERIES`: log latency, errors, error-level records, spans and log records
   per request) and of each service's series (per request that reaches it, and per span of its own:
@@ -94,20 +97,45 @@ class Timeline:
     caveats: tuple = ()
 
 
-def blocks(start_ns: np.ndarray, level: float) -> list[tuple[int, int]]:
+def blocks(start_ns: np.ndarray, level: float, max_iter: int = 50) -> list[tuple[int, int]]:
     """Index ranges ``[i, j)`` of the stretches of traffic in sorted request start times.
 
-    A gap is a break when ``n * exp(-rate * gap) < level``, ``rate`` the requests per ns over the
-    whole span (see the module docstring).
+    A gap is a break when ``n * exp(-rate * gap) < level`` (Bonferroni over the ``n`` gaps), ``rate``
+    the arrival rate within the stretches: the maximum-likelihood rate of an exponential fitted to
+    the gaps that are not breaks, found by fixed-point iteration from the rate over the whole span
+    (each round drops the gaps the last rate makes breaks and refits; it stops when the breaks stay
+    the same, at most ``max_iter`` rounds). The rate over the whole span, breaks included, depends on
+    how much of the store is read: a day of recorded windows dilutes it to a tenth, and a 64 s
+    silence in traffic of 1.5 requests/s was a break in six hours read and not in the day (the
+    same diagnosis gave two answers, measured on the recorded TrainTicket day at 09:23: the
+    problem period ran on into the next incident's traffic when the day was read).
+
+    Parameters
+    ----------
+    start_ns : numpy.ndarray, shape (n,)
+        Request start times, sorted (Unix epoch ns).
+    level : float
+        Family-wise level of the break rule.
+    max_iter : int, default=50
+        Most refits of the rate.
+
+    Returns
+    -------
+    list of (int, int)
+        The stretches, in time order, covering ``range(n)``.
     """
     n = start_ns.size
     if n < 2:
         return [(0, n)]
     gaps = np.diff(start_ns).astype(float)
-    # The rate over the whole span, breaks included: diluted by them, so the rule errs towards
-    # keeping a stretch whole (bursty traffic's short silences are not breaks).
-    rate = (n - 1) / max(float(start_ns[-1] - start_ns[0]), 1.0)
-    breaks = np.flatnonzero(n * np.exp(-rate * gaps) < level) + 1
+    inside = np.ones(gaps.size, dtype=bool)
+    for _ in range(max_iter):
+        rate = inside.sum() / max(float(gaps[inside].sum()), 1.0)
+        now = n * np.exp(-rate * gaps) >= level
+        if np.array_equal(now, inside) or not now.any():
+            break
+        inside = now
+    breaks = np.flatnonzero(~inside) + 1
     edges = [0, *breaks.tolist(), n]
     return [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
 
