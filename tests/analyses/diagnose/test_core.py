@@ -310,6 +310,25 @@ def test_the_baseline_leaves_out_an_earlier_incident_seen_in_one_service():
     assert clean >= 7
 
 
+def test_the_baseline_stops_at_an_earlier_change_in_the_same_stretch():
+    """db's own time grows by half from 150 s and stays so; catalog fails half its spans from 400 s;
+    the moment is 500 s. The onset is catalog's errors, and the baseline is the traffic before db's
+    change (ends within 10 s of it), not after it, on >= 7 of 8 seeds (taking the stretch after its
+    last change, 0 of 8: the baseline held db's incident)."""
+    clean = 0
+    for seed in SEEDS:
+        spans = pl.from_arrow(incident_spans(fault="delay", service="db", magnitude=0.5, onset_s=150.0,
+                                             random_state=seed))
+        first = int(spans["start_ns"].min())
+        coin = pl.Series(np.random.default_rng(seed).random(spans.height) < 0.5)
+        fails = (pl.col("service") == "catalog") & (pl.col("kind") == "server") & (
+            pl.col("start_ns") >= first + 400 * 10**9) & coin
+        spans = spans.with_columns(status=pl.when(fails).then(pl.lit("error")).otherwise(pl.col("status")))
+        result = Diagnosis(at=first + 500 * 10**9).fit(spans.to_arrow()).result_
+        clean += "catalog" in result.onset.series and max(h for _, h in result.baseline.ranges) <= first + 160 * 10**9
+    assert clean >= 7
+
+
 def test_result_answers_every_question_and_is_json():
     spans = incident_spans(fault="delay", service="cart", random_state=3)
     est = Diagnosis(at=_at(spans))

@@ -29,9 +29,10 @@ baseline, found in the store's request series (Build 1 of issue 28).
   fault's, was the day's logs ending at 10:00:08; every other score unchanged).
 * **Problem period.** From the onset, at most ``max_problem_s``, to the end of the stretch of
   traffic the user's moment is in; always holding that moment (:func:`_problem_range`).
-* **Baseline.** The most recent stretch before the onset whose own series show no change: the
-  block's requests before the onset (after its own latest change, if it has one); then earlier
-  blocks, each up to its own onset (an earlier incident's requests are skipped), until
+* **Baseline.** The most recent requests before the onset whose own series show no change: the
+  block's requests before the onset, then earlier blocks, each up to its first change for the worse
+  (an earlier incident's requests are skipped; what follows a change for the worse is not clean even
+  when the change is older than the onset: an incident that began before the onset found), until
   ``min_baseline_requests`` are gathered. A stretch's changes are searched in the onset's series,
   every service's included (:func:`_stretch_changes`): an earlier incident in one service barely
   moves the requests' own series (measured on the recorded faults: the 09:25 fault's baseline held
@@ -349,10 +350,8 @@ def _clean_baseline(telemetry: Telemetry, starts: np.ndarray, before_ns: int, wa
     taken, skipped, n = [], 0, 0
     for a, b in reversed(stretches):
         changes = _stretch_changes(telemetry, starts, a, b, logged, level)
-        if changes and taken:   # an earlier stretch that changed: take it up to its first change only
+        if changes:   # a stretch that changed: take it up to its first change only
             b, skipped = a + min(changes), skipped + 1
-        elif changes:           # the stretch just before the onset: after its last change
-            a = a + max(changes)
         taken.append((a, b))
         n += b - a
         if n >= wanted:
