@@ -7,9 +7,9 @@ deleted afterwards, never committed) and its trace table built
   and ``--memory`` GB each: wall time, time of each step, the peak memory (VmHWM) of each worker
   process and of the client, and the per-partition cost of each step (task seconds per
   partition of 500,000 spans: the figures the plan for 10^10 spans in ``docs/scale-out.md``
-  starts from);
+  starts from), and the CPU time of the worker processes per partition and of the client;
 * in this process (:func:`tracesleuth.model.build_trace_table` on the store read whole), up to
-  ``--in-process-max`` spans: wall time and peak memory (in a child process each, so that each
+  ``--in-process-max`` spans: wall time, CPU time (per 500,000 spans) and peak memory (in a child process each, so that each
   peak is its own).
 
 Every figure is the median of ``--runs`` runs (one run above 10^7 spans). Run alone: the
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -41,20 +40,28 @@ def peak_rss_mb() -> float:
     return float("nan")
 
 
+def cpu_s() -> float:
+    """This process's CPU time so far (user + system, every thread), seconds."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def in_process(store: str) -> dict:
-    """Child process: read the store and build its table; time and peak memory."""
+    """Child process: read the store and build its table; time, CPU time and peak memory."""
     import tracesleuth
     from tracesleuth.model import build_trace_table
     from tracesleuth.io.store import SpanStore
 
     tracesleuth.use_system_allocator()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_s()
     spans = SpanStore(store, create=False).read_spans()
     t1 = time.perf_counter()
     table = build_trace_table(spans)
     t2 = time.perf_counter()
-    return {"read_s": t1 - t0, "build_s": t2 - t1, "total_s": t2 - t0, "requests": table.n_requests,
-            "peak_mb": peak_rss_mb()}
+    return {"read_s": t1 - t0, "build_s": t2 - t1, "total_s": t2 - t0, "cpu_s": cpu_s() - c0,
+            "requests": table.n_requests, "peak_mb": peak_rss_mb()}
 
 
 def on_dask(store: str, workers: int, memory_gb: float, partition_spans: int) -> dict:
@@ -71,13 +78,18 @@ def on_dask(store: str, workers: int, memory_gb: float, partition_spans: int) ->
 
     with connect("local", n_workers=workers, memory_limit=int(memory_gb * 2**30), on_progress=on_progress) as sched:
         sched.client.run(_reset_peak)
-        t0 = time.perf_counter()
+        worker_cpu = sum(sched.client.run(cpu_s).values())
+        t0, c0 = time.perf_counter(), cpu_s()
         with dask_trace_table(store, scheduler=sched, partition_spans=partition_spans) as table:
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), cpu_s()
+            worker_cpu = sum(sched.client.run(cpu_s).values()) - worker_cpu
             requests, partitions = table.n_requests, len(table.by_trace)
         worker_peaks = sorted(sched.client.run(peak_rss_mb).values())
+    # CPU time of the worker processes (the nannies and the scheduler's are not counted) and of the
+    # client, against the in-process build's CPU time: the cost without the wait of two workers
+    # sharing two cores with the rest.
     out = {"total_s": t1 - t0, "requests": requests, "partitions": partitions, "worker_peak_mb": worker_peaks,
-           "client_peak_mb": peak_rss_mb(), "steps": {}}
+           "client_peak_mb": peak_rss_mb(), "worker_cpu_s": worker_cpu, "client_cpu_s": c1 - c0, "steps": {}}
     first = t0
     for label, (start, end, total) in steps.items():
         # A step's tasks start when the previous step ends; its wall time over the tasks, times the
@@ -147,11 +159,15 @@ def main(argv=None) -> int:
                "worker_peak_mb": max(max(r["worker_peak_mb"]) for r in dask_runs),
                "client_peak_mb": round(median(dask_runs, "client_peak_mb")),
                "partitions": dask_runs[0]["partitions"],
+               "worker_cpu_s_per_partition": round(median(dask_runs, "worker_cpu_s") / dask_runs[0]["partitions"], 3),
+               "client_cpu_s": round(median(dask_runs, "client_cpu_s"), 2),
                "steps": {label: {k: round(statistics.median(r["steps"][label][k] for r in dask_runs), 2)
                                  for k in ("wall_s", "task_s", "tasks")} for label in dask_runs[0]["steps"]},
                "requests": dask_runs[0]["requests"]}
         if local_runs:
             row.update(in_process_s=round(median(local_runs, "total_s"), 2),
+                       in_process_cpu_s_per_partition=round(median(local_runs, "cpu_s") * args.partition_spans
+                                                            / made.spans, 3),
                        in_process_peak_mb=round(median(local_runs, "peak_mb")),
                        in_process_spans_per_s=round(made.spans / median(local_runs, "total_s")))
             assert local_runs[0]["requests"] == row["requests"]
@@ -164,9 +180,13 @@ def main(argv=None) -> int:
                   f"client {row['client_peak_mb']:,} MB, {row['partitions']} partitions")
             for label, st in row["steps"].items():
                 print(f"    {label}: {st['wall_s']:.1f} s for {st['tasks']:.0f} tasks, {st['task_s']:.2f} s per task")
+            print(f"    CPU: the workers {row['worker_cpu_s_per_partition']:.2f} s a partition of "
+                  f"{args.partition_spans:,} spans, the client {row['client_cpu_s']:.1f} s in all")
             if local_runs:
                 print(f"  in-process: {row['in_process_s']:.1f} s ({row['in_process_spans_per_s']:,} spans/s), "
-                      f"peak {row['in_process_peak_mb']:,} MB")
+                      f"peak {row['in_process_peak_mb']:,} MB, CPU {row['in_process_cpu_s_per_partition']:.2f} s per "
+                      f"{args.partition_spans:,} spans (the workers' CPU a partition: "
+                      f"{row['worker_cpu_s_per_partition'] / row['in_process_cpu_s_per_partition']:.2f} times)")
     if args.json:
         print(json.dumps(results, indent=1))
     return 0
