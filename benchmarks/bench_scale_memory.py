@@ -1,6 +1,7 @@
 """Memory in one process (issue 32): a span store's trace table, root-cause localization and
-derived performance annotations, the store read whole against ``--scheduler serial`` (partition by
-partition, no Dask).
+derived performance annotations, the store read whole (``--scheduler whole``) against ``--scheduler
+serial`` (partition by partition, no Dask) and, with ``--default``, the command as given (the default:
+serial for a store of more spans than one partition).
 
 Each measurement is one ``tracesleuth`` command in a fresh process; its wall time and its peak
 resident memory (``ru_maxrss`` of that process, from ``os.wait4``) are printed, the median of
@@ -36,7 +37,9 @@ import tempfile
 import time
 from pathlib import Path
 
-WAYS = {"read whole": [], "serial": ["--scheduler", "serial"]}
+WAYS = {"read whole": ["--scheduler", "whole"], "serial": ["--scheduler", "serial"]}
+#: ``--default``: the command without ``--scheduler`` too (what the default rule chooses).
+DEFAULT = {"default": []}
 
 
 def measure(argv: list[str]) -> dict:
@@ -60,23 +63,23 @@ def _write_store(path: Path, imports: str, spans: str) -> int:
     return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
-def _runs(argv_of, runs: int, check_equal: bool) -> dict:
+def _runs(argv_of, runs: int, check_equal: bool, ways: dict) -> dict:
     """Median wall time and peak of each way (runs alternate the ways)."""
-    found: dict = {way: [] for way in WAYS}
+    found: dict = {way: [] for way in ways}
     for _ in range(runs):
-        for way, extra in WAYS.items():
+        for way, extra in ways.items():
             found[way].append(measure(argv_of(way) + extra))
     row = {}
     for way, ms in found.items():
         row[way] = {"wall_s": round(statistics.median(m["wall_s"] for m in ms), 1),
                     "peak_mb": round(statistics.median(m["peak_mb"] for m in ms))}
     if check_equal:
-        docs = [json.loads(found[way][0]["stdout"]) for way in WAYS]
+        docs = [json.loads(found[way][0]["stdout"]) for way in ways]
         for d in docs:
             d.pop("seconds", None)
-        row["same_json"] = docs[0] == docs[1]
+        row["same_json"] = all(d == docs[0] for d in docs)
         if not row["same_json"]:
-            raise RuntimeError("the serial scheduler's JSON differs from the in-process one")
+            raise RuntimeError(f"the JSON differs between the ways ({', '.join(ways)})")
     return row
 
 
@@ -88,8 +91,11 @@ def main(argv=None) -> int:
                    "(0: skip).")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--dir", default=None, help="Where the stores are written (default: a temporary directory).")
+    p.add_argument("--default", action="store_true", help="Also run each command without --scheduler (the "
+                   "default rule's choice).")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    ways = {**WAYS, **(DEFAULT if args.default else {})}
     if args.dir:
         Path(args.dir).mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="bench-scale-memory-", dir=args.dir))
@@ -101,19 +107,19 @@ def main(argv=None) -> int:
             made = write_synthetic_store(base / "spans", int(args.spans), seed=0, hours=3)
             report["table"] = {"spans": made.spans, **_runs(  # each run's table in a new directory
                 lambda way: ["table", str(made.path), "-o", tempfile.mkdtemp(dir=base) + "/table.parquet"],
-                args.runs, check_equal=False)}
+                args.runs, check_equal=False, ways=ways)}
         if args.requests:
             n_spans = _write_store(base / "localize", "from tracesleuth.analyses.localize.synthetic import "
                                    "simulate_scenario", f"simulate_scenario('load-imbalance', "
                                    f"n_requests={int(args.requests)}, random_state=0).spans")
             report["localize"] = {"requests": int(args.requests), "spans": n_spans, **_runs(
-                lambda way: ["localize", str(base / "localize"), "--json"], args.runs, check_equal=True)}
+                lambda way: ["localize", str(base / "localize"), "--json"], args.runs, check_equal=True, ways=ways)}
         if args.annotate_requests:
             n_spans = _write_store(base / "annotate", "from tracesleuth.analyses.annotate.synthetic import "
                                    "planted_spans", f"planted_spans({int(args.annotate_requests)}, random_state=0)")
             report["annotate derive"] = {"requests": int(args.annotate_requests), "spans": n_spans, **_runs(
                 lambda way: ["annotate", "derive", str(base / "annotate"), "-o", str(base / "annotations.yaml"),
-                             "--json"], args.runs, check_equal=True)}
+                             "--json"], args.runs, check_equal=True, ways=ways)}
     finally:
         shutil.rmtree(base, ignore_errors=True)
     if args.json:
@@ -124,10 +130,10 @@ def main(argv=None) -> int:
             continue
         size = f"{row['spans']:,} spans" + (f", {row['requests']:,} requests" if "requests" in row else "")
         print(f"{name} ({size}), median of {args.runs}:")
-        for way in WAYS:
+        for way in ways:
             print(f"  {way:>10}: {row[way]['wall_s']:.1f} s, peak {row[way]['peak_mb']:,} MB")
         if "same_json" in row:
-            print(f"  same JSON both ways: {row['same_json']}")
+            print(f"  same JSON every way: {row['same_json']}")
     return 0
 
 

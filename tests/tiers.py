@@ -127,6 +127,8 @@ SLOW = {
         "test_result_alone_groups_by_latency", "test_sections_and_a_figure_per_plot",
         "test_split_lines_only_where_sub_intervals_meet"},
     "scale/test_serial_annotate.py": {"test_annotate_json_equal_in_process"},
+    "scale/test_serial_default.py": {"test_all_endpoints_reads_a_large_store_whole_and_says_so",
+        "test_localize_by_default_gives_the_json_of_whole"},
     "scale/test_serial_diagnose.py": {"test_analyze_at_json_equals_in_process", "test_diagnose_json_equals_in_process",
         "test_diagnose_with_a_problem_period_given", "test_logged_store_any_partitioning",
         "test_serial_diagnose_runs_without_dask", "test_traces_cut_by_the_range_read_are_cut_the_same_way",

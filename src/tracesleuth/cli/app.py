@@ -15,9 +15,10 @@ from rich.table import Table
 from .._signals import signal_name
 from ..errors import NothingStoredError, TraceSleuthError
 from ._common import (BOOLEAN_WORDS, PATHS, Command, CommandInterrupted, EndpointOpt, FormatOpt, Group, JsonOpt,
-                      MappingOpt, PathsArg, SchedulerOpt, SeedOpt, TimeOpt, check_paths, command_scope, dask_scheduler,
-                      emit_json, err, input_store, keep_open, open_scheduler, out, parse_instant, parse_time_range,
-                      progress, read_input, read_period, select_period, trace_table, write_frame)
+                      MappingOpt, PathsArg, SchedulerOpt, SeedOpt, TimeOpt, check_paths, choose_scheduler,
+                      command_scope, dask_scheduler, emit_json, err, input_store, keep_open, open_scheduler, out,
+                      parse_instant, parse_time_range, progress, read_input, read_period, select_period, trace_table,
+                      write_frame)
 
 
 app = typer.Typer(name="tracesleuth", cls=Group, no_args_is_help=True, add_completion=False,
@@ -214,15 +215,15 @@ def info(paths: PathsArg, format: FormatOpt = None, mapping: MappingOpt = None, 
 @app.command(cls=Command)
 def table(paths: PathsArg,
           output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", show_default=False,
-                                                         help="Write the table (.parquet or .csv; with --scheduler, "
-                                                         "FILE.parquet is a new directory of one part per "
-                                                         "partition).")] = None,
+                                                         help="Write the table (.parquet or .csv; with --scheduler "
+                                                         "given, other than whole, FILE.parquet is a new directory "
+                                                         "of one part per partition).")] = None,
           endpoint: EndpointOpt = None, time_range: TimeOpt = None, format: FormatOpt = None,
           mapping: MappingOpt = None, scheduler: SchedulerOpt = None, json: JsonOpt = False) -> None:
     """The per-request trace table of an endpoint: latency and exclusive time per operation."""
     from ..model.table import ATTRIBUTE_PREFIX, EXCLUSIVE_PREFIX, INSTANCE_PREFIX, build_trace_table
 
-    with dask_scheduler(scheduler) as dask:
+    with dask_scheduler(choose_scheduler(paths, scheduler, format, mapping)) as dask:
         if dask is None:
             tt = build_trace_table(read_period(paths, format, mapping, time_range), endpoint)
             if output is not None:
@@ -235,8 +236,8 @@ def table(paths: PathsArg,
             dt = dask.keep(dask_trace_table(input_store(paths, format, mapping), endpoint, scheduler=dask,
                                             period=period))
             columns = dt.columns
-            if output is not None and output.suffix.lower() in (".parquet", ".pq"):
-                dt.to_parquet(output)
+            if output is not None and scheduler is not None and output.suffix.lower() in (".parquet", ".pq"):
+                dt.to_parquet(output)  # serial chosen by default (a large store): one file, as read whole
             elif output is not None:
                 write_frame(dt.to_trace_table().frame, output)
             first = [c for c in columns if c.startswith(EXCLUSIVE_PREFIX)][:4]
@@ -777,7 +778,12 @@ def analyze(paths: PathsArg,
     period = parse_time_range(time_range, "--time") if time_range else None
     if at is not None and period is not None:
         raise ParameterError("give --at (a moment inside an incident) or --time (the period to analyse), not both")
-    dask = open_scheduler(scheduler)
+    # Each input built its own way (choose_scheduler): a large store partition by partition, a
+    # baseline of trace files read whole; a scheduler given is used for both.
+    chosen = choose_scheduler(paths, scheduler, format, mapping)
+    chosen_baseline = choose_scheduler(baseline, scheduler, format, mapping) if baseline else None
+    opened = open_scheduler(chosen or chosen_baseline)
+    dask, baseline_dask = (opened if chosen else None), (opened if chosen_baseline else None)
     baseline_period = None
     if at is not None and dask is None:
         diagnosis, spans, baseline_spans = _diagnosed_periods(input_store(paths, format, mapping), at)
@@ -799,7 +805,7 @@ def analyze(paths: PathsArg,
         spans = read.spans
         keep_open(on_workers(dask))
     if baseline:
-        baseline_table = trace_table(baseline, tt.endpoint, format, mapping, dask)
+        baseline_table = trace_table(baseline, tt.endpoint, format, mapping, baseline_dask)
     elif baseline_spans is not None:
         baseline_table = build_trace_table(baseline_spans, tt.endpoint)
     elif baseline_period is not None:

@@ -445,6 +445,10 @@ class SpanStore:
         """The log parts, in order (by hour, then by number)."""
         return self._parts(LOGS.kind)
 
+    def count_spans(self) -> int:
+        """The spans stored, from the parts' Parquet footers (no span is read)."""
+        return sum(pq.ParquetFile(f).metadata.num_rows for f in self.span_files())
+
     def scan(self) -> pl.LazyFrame:
         """All spans as a polars LazyFrame (nothing read until collected); the columns a part
         written before events and links were kept lacks (:data:`~tracesleuth.schema.LATER_SPAN_COLUMNS`)

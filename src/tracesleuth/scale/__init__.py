@@ -8,9 +8,10 @@ the attribute columns are reductions over the partitions. The analyses then run 
 (:mod:`.analyses`): what is big and adds up is done on the workers, the rest in this process
 (each function says which).
 
-``tracesleuth table|patterns|compare|localize|paths|diagnose|analyze STORE --scheduler
-serial|local|threads|ADDRESS`` uses this; without ``--scheduler`` nothing here is imported, and
-Dask is needed only for a Dask scheduler.
+``tracesleuth table|patterns|compare|localize|paths|annotate|diagnose|analyze STORE --scheduler
+serial|local|threads|ADDRESS`` uses this, and so does the default (``serial``) for one store of more
+spans than one partition (:func:`tracesleuth.cli._common.choose_scheduler`); for other input, or
+``--scheduler whole``, nothing here is imported. Dask is needed only for a Dask scheduler.
 
 Modules: :mod:`.cluster` (the scheduler: serial, a local cluster, threads or an address; progress),
 :mod:`.spans` (a store's parts, checked), :mod:`.table` (the trace table by partitions),

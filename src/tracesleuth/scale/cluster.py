@@ -3,7 +3,8 @@ is shown.
 
 * ``serial``: no Dask: each step's partitions one after another in this process, the spans
   split by trace id on disk first (:func:`~tracesleuth.scale.table.shuffle_by_trace`), so the
-  memory is one partition's and a table's, never the whole store's.
+  memory is one partition's and a table's, never the whole store's. The command line's default
+  for one store of more spans than one partition (:func:`tracesleuth.cli._common.choose_scheduler`).
 * ``threads``: Dask's threaded scheduler in this process (no cluster; one machine's cores).
 * ``local``: a :class:`distributed.LocalCluster` started for the command and stopped after it:
   one worker process per core (at most :data:`LOCAL_WORKERS`), one thread each, each with a

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._common import (Command, EndpointsOpt, FormatOpt, Group, JsonOpt, MappingOpt, PathsArg, SchedulerOpt, SeedOpt,
-                       TimeOpt, emit_json, open_scheduler, out, progress, root_tables_of)
+                       TimeOpt, choose_scheduler, emit_json, open_scheduler, out, progress, root_tables_of)
 
 __all__ = ["register"]
 
@@ -34,7 +34,8 @@ def _tables(paths, endpoint, format, mapping, time_range, scheduler):
     with ``--scheduler``, built from a span store's partitions; the calls' span attributes (the
     annotations' features) are then read partition by partition when the analysis measures the
     calls (:func:`~tracesleuth.analyses.annotate.measurements.span_measures`)."""
-    return root_tables_of(paths, endpoint, format, mapping, time_range, open_scheduler(scheduler))
+    return root_tables_of(paths, endpoint, format, mapping, time_range,
+                          open_scheduler(choose_scheduler(paths, scheduler, format, mapping)))
 
 
 def _period_ns(text: str) -> int | None:
@@ -270,8 +271,9 @@ def register(app: typer.Typer, evaluate_app: typer.Typer) -> None:
     ``command``)."""
     sub = typer.Typer(cls=Group, no_args_is_help=True, help="Performance annotations (Rogora et al., HotCloud "
                       "2017): derive per-operation performance models from traces, check new traces against "
-                      "them, predict what-if changes. A span store is also read partition by partition (--scheduler: "
-                      "serial, or Dask), with the same annotations, checks and predictions.")
+                      "them, predict what-if changes. A span store is also read partition by partition (by default when it "
+                      "holds more than one partition; --scheduler: serial, or Dask), with the same annotations, "
+                      "checks and predictions.")
     sub.command("derive", cls=Command)(derive)
     sub.command("check", cls=Command)(check)
     sub.command("predict", cls=Command)(predict)

@@ -11,9 +11,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, SchedulerOpt, SeedOpt,
-                            dask_scheduler, emit_json, out, parse_time_range, read_input, run_evaluation,
-                            select_period, trace_table)
+from .._common import (WHOLE, Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, SchedulerOpt,
+                       SeedOpt, choose_scheduler, dask_scheduler, emit_json, out, parse_time_range, read_input,
+                       run_evaluation, select_period, trace_table)
 from ...errors import ParameterError
 
 __all__ = ["register", "show"]
@@ -114,23 +114,30 @@ def compare(paths: Annotated[Optional[list[Path]], typer.Argument(
     if all_endpoints:
         if endpoint is not None:
             raise ParameterError("--endpoint and --all-endpoints exclude each other")
-        if scheduler is not None:
+        if scheduler not in (None, WHOLE):
             raise ParameterError("--all-endpoints runs in this process only: compare one endpoint (--endpoint) with "
                                  "--scheduler")
+        large = scheduler is None and any(choose_scheduler(p, None, format, mapping) for p, _ in sources)
+        notes = ["--all-endpoints runs in this process only: the store was read whole, not partition by partition "
+                 "(memory of the whole store); compare one endpoint (--endpoint) to read it in the memory of one "
+                 "partition"] if large else []
         base_spans, problem_spans = _periods(sources, format, mapping)
-        _compare_all(problem_spans, base_spans, settings, json)
+        _compare_all(problem_spans, base_spans, settings, json, notes)
         return
-    with dask_scheduler(scheduler) as dask:
+    # Each input built its own way (choose_scheduler): a large store partition by partition, trace
+    # files read whole; a scheduler given is used for both.
+    (base, base_period), (prob, prob_period) = sources
+    chosen = [choose_scheduler(p, scheduler, format, mapping) for p in (prob, base)]
+    with dask_scheduler(chosen[0] or chosen[1]) as dask:
         if dask is None:
             base_spans, problem_spans = _periods(sources, format, mapping)
             problem_table = build_trace_table(problem_spans, endpoint)
             baseline_table = build_trace_table(base_spans, problem_table.endpoint)
         else:
-            (base, base_period), (prob, prob_period) = sources
-            problem_table = trace_table(prob, endpoint, format, mapping, dask, period=prob_period,
-                                        option="--problem-time")
-            baseline_table = trace_table(base, problem_table.endpoint, format, mapping, dask, period=base_period,
-                                         option="--baseline-time")
+            problem_table = trace_table(prob, endpoint, format, mapping, dask if chosen[0] else None,
+                                        period=prob_period, option="--problem-time")
+            baseline_table = trace_table(base, problem_table.endpoint, format, mapping, dask if chosen[1] else None,
+                                         period=base_period, option="--baseline-time")
         t0 = time.perf_counter()
         est = RequestFlowComparison(**settings).fit(problem_table, baseline_table)  # call views built on Dask
     seconds = time.perf_counter() - t0
@@ -143,14 +150,16 @@ def compare(paths: Annotated[Optional[list[Path]], typer.Argument(
     show(res)
 
 
-def _compare_all(problem_spans, baseline_spans, settings: dict, json: bool) -> None:
+def _compare_all(problem_spans, baseline_spans, settings: dict, json: bool, notes: list[str]) -> None:
+    """``compare --all-endpoints``; ``notes``: how the input was read, when the default would have
+    read it otherwise (printed last, or a ``notes`` list in the JSON)."""
     from ...analyses.compare.endpoints import compare_endpoints
 
     t0 = time.perf_counter()
     found = compare_endpoints(problem_spans, baseline_spans, **settings)
     seconds = time.perf_counter() - t0
     if json:
-        emit_json({"seconds": seconds, **found.to_dict()})
+        emit_json({"seconds": seconds, **found.to_dict(), **({"notes": notes} if notes else {})})
         return
     out.print(f"{len(found.results)} endpoints compared ({len(found.skipped)} skipped); {seconds:.2f} s.",
               markup=False)
@@ -165,6 +174,8 @@ def _compare_all(problem_spans, baseline_spans, settings: dict, json: bool) -> N
         if result.services:
             top = ", ".join(f"{s.service} ({s.score:.2f})" for s in result.services[:3])
             out.print(f"  {endpoint}: {top}", markup=False)
+    for note in notes:
+        out.print(f"note: {note}", markup=False)
 
 
 def evaluate_compare(

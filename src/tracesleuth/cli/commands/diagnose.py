@@ -9,8 +9,8 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from .._common import (Command, JsonOpt, NezhaDataOpt, SchedulerOpt, dask_scheduler, emit_json, out, parse_instant,
-                       parse_time_range, run_evaluation)
+from .._common import (Command, JsonOpt, NezhaDataOpt, SchedulerOpt, choose_scheduler, dask_scheduler, emit_json, out,
+                       parse_instant, parse_time_range, run_evaluation)
 from ...errors import ParameterError
 
 __all__ = ["register"]
@@ -48,6 +48,7 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
     if around[1] < first or around[0] > last:
         raise ParameterError(f"{utc_text(around[0])} is outside the store, which holds spans from {utc_text(first)} "
                              f"to {utc_text(last)}.")
+    scheduler = choose_scheduler([store], scheduler)
     if scheduler is None:
         result = Diagnosis(**settings).fit(*read_store(store, around_ns=around)).result_
     else:

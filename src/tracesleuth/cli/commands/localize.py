@@ -11,7 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._common import (Command, EndpointsOpt, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SchedulerOpt,
-                       SeedOpt, TimeOpt, dask_scheduler, emit_json, out, root_tables_of, run_evaluation)
+                       SeedOpt, TimeOpt, choose_scheduler, dask_scheduler, emit_json, out, root_tables_of,
+                       run_evaluation)
 
 __all__ = ["register", "show"]
 
@@ -87,7 +88,7 @@ def localize(paths: PathsArg,
                 **(PAPER_SETTINGS if paper else {})}
     est = RootCauseLocalization(**settings)
     check_settings(est)  # a wrong setting fails before the tables are built
-    with dask_scheduler(scheduler) as dask:
+    with dask_scheduler(choose_scheduler(paths, scheduler, format, mapping)) as dask:
         t0 = time.perf_counter()
         tables, skipped = root_tables_of(paths, endpoint, format, mapping, time_range, dask,
                                          columns=RootCauseLocalization.table_columns)

@@ -11,8 +11,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .._common import (Command, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SchedulerOpt, SeedOpt, TimeOpt,
-                       emit_json, err, open_scheduler, out, progress, root_tables_of, run_evaluation)
+from .._common import (WHOLE, Command, FormatOpt, JsonOpt, MappingOpt, NezhaDataOpt, PathsArg, SchedulerOpt, SeedOpt,
+                       TimeOpt, choose_scheduler, emit_json, err, open_scheduler, out, progress, root_tables_of,
+                       run_evaluation)
 from ...errors import ParameterError, TraceFormatError
 
 __all__ = ["read_messages", "register"]
@@ -96,13 +97,14 @@ def paths(paths: PathsArg,
                       quantum_ns=parse_duration(quantum), max_delay_ns=parse_duration(max_delay))
     check_settings(est)
     if messages:
-        if endpoint or time_range or scheduler:
+        if endpoint or time_range or scheduler not in (None, WHOLE):
             given = '--endpoint' if endpoint else '--time' if time_range else '--scheduler'
             raise ParameterError(f"{given} selects or builds traces' requests; a message log has no endpoints or "
                                  "traces")
         data = read_messages(paths)
     else:
-        data, _ = root_tables_of(paths, endpoint, format, mapping, time_range, open_scheduler(scheduler))
+        data, _ = root_tables_of(paths, endpoint, format, mapping, time_range,
+                                 open_scheduler(choose_scheduler(paths, scheduler, format, mapping)))
     t0 = time.perf_counter()
     with progress(algorithm) as bar:
         bar.add_task(algorithm, spans=0)

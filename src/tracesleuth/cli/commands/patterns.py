@@ -14,7 +14,8 @@ from rich.table import Table
 from ...units import format_duration_ns
 
 from .._common import (Command, EndpointOpt, FormatOpt, JsonOpt, MappingOpt, PathsArg, SchedulerOpt, SeedOpt,
-                       TimeOpt, emit_json, open_scheduler, out, parse_time_range, progress, trace_table, write_frame)
+                       TimeOpt, choose_scheduler, emit_json, open_scheduler, out, parse_time_range, progress,
+                       trace_table, write_frame)
 
 __all__ = ["register", "show"]
 
@@ -112,9 +113,10 @@ def patterns(paths: PathsArg, endpoint: EndpointOpt = None, interval: IntervalOp
              format: FormatOpt = None, mapping: MappingOpt = None, scheduler: SchedulerOpt = None,
              sample: Annotated[Optional[int], typer.Option(
                  "--sample", metavar="INT", show_default=False,
-                 help="With --scheduler: search a uniform sample of this many requests, then score the patterns and "
-                      "label every request on Dask (exact scores; the sample's error bound in the notes). Default: "
-                      "the whole table.")] = None,
+                 help="With a table built by partitions (--scheduler, or by default from a store of more than one "
+                      "partition): search a uniform sample of this many requests, then score the patterns and "
+                      "label every request by partitions (exact scores; the sample's error bound in the notes). "
+                      "Default: the whole table.")] = None,
              json: JsonOpt = False) -> None:
     """Latency degradation patterns (Cortellessa & Traini, ICPE 2020): which exclusive-time ranges and
     attributes explain each degraded latency sub-interval, with precision, recall and F-score."""
@@ -129,7 +131,8 @@ def patterns(paths: PathsArg, endpoint: EndpointOpt = None, interval: IntervalOp
 
         raise ParameterError(f"The '--solver' option must be one of {', '.join(ESTIMATORS)}. Got {solver!r} instead.")
     period = parse_time_range(time_range, "--time") if time_range else None
-    tt = trace_table(paths, endpoint, format, mapping, open_scheduler(scheduler), period=period, collect=False)
+    dask = open_scheduler(choose_scheduler(paths, scheduler, format, mapping))
+    tt = trace_table(paths, endpoint, format, mapping, dask, period=period, collect=False)
     t0 = time.perf_counter()
     settings = {**(PAPER_SETTINGS if paper else {}), **({} if min_support is None else {"min_support": min_support}),
                 "generations": generations}
