@@ -47,6 +47,8 @@ def test_the_rule(synthetic_store, monkeypatch):
     assert choose_scheduler([store, store], None) is None  # not one store
     assert choose_scheduler([store], None, "parquet") is None  # --format: as before, read whole
     assert choose_scheduler([store], None, None, "canonical") is None
+    # diagnose counts only the store's hours it reads: none of 1970's
+    assert choose_scheduler([store], None, period=(0, 3600 * 10**9)) is None
     monkeypatch.setattr(table, "PARTITION_SPANS", n_spans)
     assert choose_scheduler([store], None) is None  # exactly one partition
 

@@ -291,7 +291,7 @@ WHOLE = "whole"
 
 
 def choose_scheduler(paths: list[Path], scheduler: str | None, fmt: str | None = None,
-                     mapping: str | None = None) -> str | None:
+                     mapping: str | None = None, period: tuple[int, int] | None = None) -> str | None:
     """The scheduler a command builds its input's tables with (for :func:`dask_scheduler`), or
     None to read the input whole in this process. The one rule of every command that takes
     ``--scheduler``.
@@ -307,6 +307,9 @@ def choose_scheduler(paths: list[Path], scheduler: str | None, fmt: str | None =
     fmt, mapping : str or None
         ``--format`` and ``--mapping``: given, the input is read whole (a store's spans are in the
         canonical schema already; ``--scheduler`` refuses them).
+    period : (int, int), optional
+        Only the spans of the store's hours that may hold traces starting in ``[low_ns, high_ns)``
+        are counted (a command that reads only those: ``diagnose``).
 
     Returns
     -------
@@ -335,7 +338,13 @@ def choose_scheduler(paths: list[Path], scheduler: str | None, fmt: str | None =
 
     if fmt or mapping or len(paths) != 1 or not is_store(paths[0]):
         return None
-    return "serial" if SpanStore(paths[0], create=False).count_spans() > table.PARTITION_SPANS else None
+    if period is None:
+        n_spans = SpanStore(paths[0], create=False).count_spans()
+    else:
+        from ..scale.spans import store_parts
+
+        n_spans = store_parts(paths[0]).during(*period).n_spans
+    return "serial" if n_spans > table.PARTITION_SPANS else None
 
 
 def open_scheduler(scheduler: str | None):

@@ -35,7 +35,7 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
     per-span and per-request rows partition by partition (the same answer, the memory of one
     partition and of those rows, not of the spans)."""
     from ...analyses.diagnose.analysis import Diagnosis
-    from ...analyses.diagnose.telemetry import read_store, store_range, utc_text
+    from ...analyses.diagnose.telemetry import read_range, read_store, store_range, utc_text
 
     if at is not None and time is not None:
         raise ParameterError("give --at (a moment inside the incident) or --time (the problem period), not both")
@@ -48,7 +48,7 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
     if around[1] < first or around[0] > last:
         raise ParameterError(f"{utc_text(around[0])} is outside the store, which holds spans from {utc_text(first)} "
                              f"to {utc_text(last)}.")
-    scheduler = choose_scheduler([store], scheduler)
+    scheduler = choose_scheduler([store], scheduler, period=read_range(around))
     if scheduler is None:
         result = Diagnosis(**settings).fit(*read_store(store, around_ns=around)).result_
     else:
