@@ -231,7 +231,7 @@ class Diagnosis(Analysis):
         suspects = _suspects(features[S.SERVICE].to_list(), confidence, evidence, problem, baseline,
                              self.level, self.min_slowdown)
         notes = _notes(timeline, telemetry.has_logs)
-        why = self._verdict(suspects, problem)
+        why = self._verdict(suspects, problem, timeline.onset)
         result = DiagnosisResult(why.verdict, suspects, float(1 - confidence.sum()), timeline.onset,
                                  timeline.problem, timeline.baseline, notes + (why,))
         around = telemetry.requests.filter((pl.col(S.START_NS) >= timeline.baseline.start_ns)
@@ -239,16 +239,17 @@ class Diagnosis(Analysis):
         return {"result_": result, "evidence_": tuple(evidence), "features_": features, "model_": model,
                 "requests_": around.select(S.START_NS, "latency_ns")}
 
-    def _verdict(self, suspects: tuple, problem: Telemetry) -> Verdict:
-        """The verdict and its reason (:class:`~.notes.Verdict`)."""
+    def _verdict(self, suspects: tuple, problem: Telemetry, onset: Onset | None) -> Verdict:
+        """The verdict and its reason (:class:`~.notes.Verdict`): nobody is named on a weak onset."""
         top = suspects[0] if suspects else None
+        weak = onset is not None and not onset.significant
         if problem.n_requests < MIN_PROBLEM_REQUESTS or top is None:
             verdict = "too thin"
         else:
-            verdict = "named" if top.confidence >= self.min_confidence else "uncertain"
+            verdict = "named" if top.confidence >= self.min_confidence and not weak else "uncertain"
         return Verdict(verdict, problem.n_requests, MIN_PROBLEM_REQUESTS,
                        None if top is None else top.service, None if top is None else top.confidence,
-                       self.min_confidence)
+                       self.min_confidence, weak)
 
 
 def feature_frame(evidence) -> pl.DataFrame:
@@ -298,7 +299,7 @@ def _notes(timeline, has_logs: bool) -> tuple:
     notes = []
     if timeline.onset is not None:
         o = timeline.onset
-        notes.append(OnsetFound(o.time_ns, o.series, o.p_value))
+        notes.append(OnsetFound(o.time_ns, o.series, o.p_value, o.level, o.significant))
     p, b = timeline.problem, timeline.baseline
     notes += [kind(t.start_ns, t.end_ns, t.n_requests, t.how, len(t.ranges), t.n_skipped)
               for kind, t in ((ProblemPeriod, p), (BaselinePeriod, b))]

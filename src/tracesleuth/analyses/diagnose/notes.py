@@ -52,14 +52,26 @@ class OnsetFound(DiagnosisNote):
     series : str
         The series that changed (e.g. ``"latency"``).
     p_value : float
+    level : float
+        The level the series was held to (:class:`~.timeline.Onset`).
+    significant : bool
+        False: no series changed significantly with all the series counted; this is the clearest
+        change of one series (a weak onset: the verdict is at most uncertain).
     """
 
     kind: ClassVar[str] = "onset"
     time_ns: int
     series: str
     p_value: float
+    level: float = 0.01
+    significant: bool = True
 
     def describe(self) -> str:
+        if not self.significant:
+            return (f"Onset uncertain: no series changed significantly once all those tested are counted; the "
+                    f"clearest change is of the {self.series}, at {utc_text(self.time_ns)} (Pettitt p = "
+                    f"{self.p_value:.2g}, significant at {self.level:g} only by itself). Give --time if you know "
+                    "when it began.")
         return f"Onset {utc_text(self.time_ns)}: the {self.series} changed (Pettitt p = {self.p_value:.2g})."
 
 
@@ -152,7 +164,8 @@ class Verdict(DiagnosisNote):
 
     ``"too thin"``: the problem period holds fewer than ``min_requests`` requests, or (``service``
     None) no service shows a change; ``"named"``: the first suspect's ``confidence`` reaches
-    ``min_confidence``; ``"uncertain"``: it does not.
+    ``min_confidence`` and the onset is significant; ``"uncertain"``: it does not, or the onset is
+    weak (``weak_onset``: the periods compared rest on a change that is not significant).
 
     Attributes
     ----------
@@ -165,6 +178,8 @@ class Verdict(DiagnosisNote):
     confidence : float or None
         Its confidence.
     min_confidence : float
+    weak_onset : bool
+        The onset is not significant (:class:`OnsetFound`).
     """
 
     kind: ClassVar[str] = "verdict"
@@ -174,6 +189,7 @@ class Verdict(DiagnosisNote):
     service: str | None = None
     confidence: float | None = None
     min_confidence: float = 0.5
+    weak_onset: bool = False
 
     def describe(self) -> str:
         if self.n_requests < self.min_requests:
@@ -182,5 +198,8 @@ class Verdict(DiagnosisNote):
             return "no service shows a change between the baseline and the problem period"
         if self.verdict == "named":
             return f"{self.service} has confidence {self.confidence:.2f} (>= {self.min_confidence:g})"
+        if self.weak_onset:
+            return (f"the most suspicious, {self.service}, has confidence {self.confidence:.2f}, but the onset is "
+                    "not significant: the periods compared may not be the incident's")
         return (f"the most suspicious, {self.service}, has confidence {self.confidence:.2f} "
                 f"(< {self.min_confidence:g})")

@@ -38,7 +38,8 @@ def diagnosis_section(result, requests=None) -> Section:
                   ("what changed", ", ".join(top.operations[:3]) or "—"),
                   ("instances", ", ".join(top.instances[:3]) or "—")]
     if result.onset is not None:
-        facts.append(("since", f"{result.onset.to_dict()['time']} ({result.onset.series})"))
+        weak = "" if result.onset.significant else "; uncertain: not significant once every series tested is counted"
+        facts.append(("since", f"{result.onset.to_dict()['time']} ({result.onset.series}{weak})"))
     facts.append(("probability that nobody is to blame", f"{result.nobody:.2f}"))
     section.add(KeyValues(facts))
     if result.services:
