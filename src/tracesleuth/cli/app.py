@@ -669,10 +669,11 @@ def _show_incident(result) -> None:
         out.print(f"Ground truth: {result.fault_hits_path} (the requests the fault hit)", markup=False)
 
 
-def _diagnosed_periods(store: Path, at: str, scheduler=None):
-    """(fitted Diagnosis, problem spans, baseline spans) of ``analyze STORE --at TIME``; with a
-    scheduler (:func:`dask_scheduler`), the diagnosis built partition by partition and, instead of
-    the spans, the periods' ranges (:attr:`Period.parts <tracesleuth.analyses.diagnose.telemetry.Period.parts>`),
+def _diagnosed_periods(store: Path, at_ns: int, scheduler=None):
+    """(fitted Diagnosis, problem spans, baseline spans) of ``analyze STORE --at TIME``, from the part
+    of the store ``tracesleuth diagnose --at`` reads (:func:`~tracesleuth.analyses.diagnose.telemetry.read_range`);
+    with a scheduler (:func:`dask_scheduler`), the diagnosis built partition by partition and, instead
+    of the spans, the periods' ranges (:attr:`Period.parts <tracesleuth.analyses.diagnose.telemetry.Period.parts>`),
     whose tables are built from the store by the scheduler too."""
     from ..analyses.diagnose import Diagnosis
     from ..analyses.diagnose.telemetry import read_store
@@ -680,11 +681,12 @@ def _diagnosed_periods(store: Path, at: str, scheduler=None):
     if scheduler is not None:
         from ..scale.telemetry import partitioned_telemetry
 
-        telemetry = partitioned_telemetry(store, scheduler=scheduler)
-        diagnosis = Diagnosis(at=parse_instant(at, "--at")).fit(telemetry)
+        telemetry = partitioned_telemetry(store, scheduler=scheduler, around_ns=(at_ns, at_ns))
+        diagnosis = Diagnosis(at=at_ns).fit(telemetry)
         return diagnosis, diagnosis.result_.problem.parts, diagnosis.result_.baseline.parts
-    spans, logs = read_store(store)
-    diagnosis = Diagnosis(at=parse_instant(at, "--at")).fit(spans, logs)
+    spans, logs = read_store(store, around_ns=(at_ns, at_ns))
+    spans = spans.to_arrow()   # read around a moment: a polars frame; the tables are built from Arrow
+    diagnosis = Diagnosis(at=at_ns).fit(spans, logs)
     result = diagnosis.result_
 
     def during(period):
@@ -780,15 +782,21 @@ def analyze(paths: PathsArg,
         raise ParameterError("give --at (a moment inside an incident) or --time (the period to analyse), not both")
     # Each input built its own way (choose_scheduler): a large store partition by partition, a
     # baseline of trace files read whole; a scheduler given is used for both.
-    chosen = choose_scheduler(paths, scheduler, format, mapping)
+    at_ns = None if at is None else parse_instant(at, "--at")
+    if at_ns is not None:
+        from ..analyses.diagnose.telemetry import check_in_store, read_range
+
+        check_in_store(input_store(paths, format, mapping), (at_ns, at_ns))
+    chosen = choose_scheduler(paths, scheduler, format, mapping,
+                              period=read_range((at_ns, at_ns)) if at_ns is not None else period)
     chosen_baseline = choose_scheduler(baseline, scheduler, format, mapping) if baseline else None
     opened = open_scheduler(chosen or chosen_baseline)
     dask, baseline_dask = (opened if chosen else None), (opened if chosen_baseline else None)
     baseline_period = None
     if at is not None and dask is None:
-        diagnosis, spans, baseline_spans = _diagnosed_periods(input_store(paths, format, mapping), at)
+        diagnosis, spans, baseline_spans = _diagnosed_periods(input_store(paths, format, mapping), at_ns)
     elif at is not None:  # the problem period's table and the baseline's built from the store below
-        diagnosis, period, baseline_period = _diagnosed_periods(input_store(paths, format, mapping), at, dask)
+        diagnosis, period, baseline_period = _diagnosed_periods(input_store(paths, format, mapping), at_ns, dask)
     if diagnosis is not None and dask is None:
         read = spans
         tt = build_trace_table(spans, endpoint)

@@ -32,7 +32,7 @@ from ... import schema as S
 from ...errors import ParameterError
 
 __all__ = ["AFTER_S", "ERROR_SEVERITY", "HISTORY_S", "LOG_COLUMNS", "PERIOD_CHOICES", "REQUEST_ORDER", "SPAN_COLUMNS",
-           "SPAN_ORDER", "Period", "Telemetry", "period_words", "read_logs", "read_range", "read_store", "store_range",
+           "SPAN_ORDER", "Period", "Telemetry", "check_in_store", "period_words", "read_logs", "read_range", "read_store", "store_range",
            "trace_frames", "utc_text"]
 
 #: Row order of :attr:`Telemetry.spans`: by request, then by span (``(trace_id, span_id)`` is
@@ -439,6 +439,15 @@ def read_store(path: Path, *, around_ns: tuple | None = None):
     low, high = read_range(around_ns)
     spans = store.scan().filter(pl.col("start_ns").is_between(low, high, closed="left")).collect()
     return spans, read_logs(store, (low, high))
+
+
+def check_in_store(store: Path, around_ns: tuple) -> None:
+    """Raise a :class:`~tracesleuth.errors.ParameterError` naming the store's range when the moments
+    ``around_ns`` (a moment twice, or a period; Unix epoch ns) are all outside it."""
+    first, last = store_range(store)
+    if around_ns[1] < first or around_ns[0] > last:
+        raise ParameterError(f"{utc_text(around_ns[0])} is outside the store, which holds spans from "
+                             f"{utc_text(first)} to {utc_text(last)}.")
 
 
 def store_range(store: Path) -> tuple[int, int]:

@@ -405,6 +405,7 @@ def _stretch_changes(telemetry: Telemetry, starts: np.ndarray, a: int, b: int, l
     change = latest_change(np.log(np.maximum(requests["latency_ns"].to_numpy().astype(float), 1.0)), level=level,
                            min_size=MIN_SEGMENT)
     every = _series_tests(telemetry, int(starts[a]), int(starts[b - 1]), logged)
-    times = [t for t, *_ in _changes_among(every, level) + _changes_among(_tests(requests, logged=logged), level)]
+    own = every[:len(SERIES)]   # the requests' own series come first (:func:`_series_tests`)
+    times = [t for t, *_ in _changes_among(every, level) + _changes_among(own, level)]
     cuts = [int(np.searchsorted(starts, t, side="left")) - a for t in times]
     return cuts + ([change.index] if change else [])

@@ -35,7 +35,7 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
     per-span and per-request rows partition by partition (the same answer, the memory of one
     partition and of those rows, not of the spans)."""
     from ...analyses.diagnose.analysis import Diagnosis
-    from ...analyses.diagnose.telemetry import read_range, read_store, store_range, utc_text
+    from ...analyses.diagnose.telemetry import check_in_store, read_range, read_store, store_range
 
     if at is not None and time is not None:
         raise ParameterError("give --at (a moment inside the incident) or --time (the problem period), not both")
@@ -43,11 +43,8 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
                     time=None if time is None else parse_time_range(time, "--time"),
                     baseline_time=None if baseline_time is None else parse_time_range(baseline_time, "--baseline-time"),
                     min_confidence=min_confidence, model=None if model is None else str(model))
-    first, last = store_range(store)
-    around = settings["time"] or (settings["at"] if settings["at"] is not None else last,) * 2
-    if around[1] < first or around[0] > last:
-        raise ParameterError(f"{utc_text(around[0])} is outside the store, which holds spans from {utc_text(first)} "
-                             f"to {utc_text(last)}.")
+    around = settings["time"] or (settings["at"] if settings["at"] is not None else store_range(store)[1],) * 2
+    check_in_store(store, around)
     scheduler = choose_scheduler([store], scheduler, period=read_range(around))
     if scheduler is None:
         result = Diagnosis(**settings).fit(*read_store(store, around_ns=around)).result_
