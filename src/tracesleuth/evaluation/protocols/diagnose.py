@@ -125,9 +125,10 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
         A ranking model file instead of the shipped one.
     fit : path, optional
         Fit the ranking model (:func:`~tracesleuth.analyses.diagnose.ranking.fit_ranking_model`) on every case (the recorded
-        faults and the seeded incidents, healthy periods included) and write it there; the
-        calibration is then also given held out (each recorded case scored by a model fitted
-        without it).
+        faults and the seeded incidents, healthy periods included), its L2 penalty chosen by
+        leave-one-out log-likelihood (:func:`~tracesleuth.analyses.diagnose.ranking.choose_penalty`),
+        and write it there; the calibration is then also given held out (each recorded case scored
+        by a model fitted without it).
 
     Returns
     -------
@@ -232,15 +233,17 @@ def _fit_and_hold_out(cases, simulated, path, scores, calibration):
     recorded case with a model fitted without it (leave one out) for the held-out calibration."""
     import json
 
-    from ...analyses.diagnose.ranking import fit_ranking_model
+    from ...analyses.diagnose.ranking import choose_penalty, fit_ranking_model
 
+    penalty, likelihoods = choose_penalty(cases, simulated)
     fitted_on = (f"{len(cases)} recorded faults of ../shared/data (inject + 90 s) and {len(simulated)} seeded "
-                 "incidents and healthy periods")
-    full = fit_ranking_model(cases + simulated, fitted_on=fitted_on)
+                 f"incidents and healthy periods; L2 penalty {penalty:g}, the best leave-one-out log-likelihood "
+                 "of the recorded faults among " + ", ".join(f"{k:g}: {v:.1f}" for k, v in likelihoods.items()))
+    full = fit_ranking_model(cases + simulated, penalty=penalty, fitted_on=fitted_on)
     Path(path).write_text(json.dumps(full.to_dict(), indent=1) + "\n")
-    held_out = []
+    held_out = []   # the penalty is chosen on all the cases: one setting, its choice not held out
     for i, (features, truth) in enumerate(cases):
-        others = fit_ranking_model(cases[:i] + cases[i + 1:] + simulated)
+        others = fit_ranking_model(cases[:i] + cases[i + 1:] + simulated, penalty=penalty)
         confidence = others.probabilities(features)
         held_out.append({"confidence": float(confidence.max()) if confidence.size else None,
                          "right": bool(confidence.size) and truth is not None and int(np.argmax(confidence)) == truth})
