@@ -483,6 +483,22 @@ def test_stratified_rates_ignore_a_change_of_the_request_mix():
     assert stratified_rate_p_values([50], [100], [0], [0], [0], "greater")[0] == 1.0
 
 
+@pytest.mark.slow
+def test_fit_writes_a_model_with_a_chosen_penalty_and_a_held_out_calibration(shared_data, tmp_path, monkeypatch):
+    """``evaluate diagnose --fit``: the model written loads, its penalty is one of the grid, and the
+    calibration is also given held out, over the recorded faults."""
+    from tracesleuth.analyses.diagnose import load_model
+    from tracesleuth.analyses.diagnose.ranking import PENALTIES
+    from tracesleuth.evaluation.protocols.diagnose import evaluate
+
+    monkeypatch.setenv("TRACESLEUTH_CACHE", str(tmp_path))
+    ev = evaluate(quick=True, data_dir=shared_data / "nezha", fit=tmp_path / "model.json")
+    model = load_model(tmp_path / "model.json")
+    assert model.extra["penalty"] in PENALTIES and "leave-one-out" in model.fitted_on
+    held_out = [c for c in ev.calibration if c.get("held_out")]
+    assert sum(c["cases"] for c in held_out) == ev.counts["recorded faults"]
+
+
 def test_ranking_model_learns_which_family_points_at_the_culprit():
     from tracesleuth.analyses.diagnose import FAMILIES, fit_ranking_model
 

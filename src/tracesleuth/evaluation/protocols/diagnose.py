@@ -128,7 +128,7 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
         faults and the seeded incidents, healthy periods included), its L2 penalty chosen by
         leave-one-out log-likelihood (:func:`~tracesleuth.analyses.diagnose.ranking.choose_penalty`),
         and write it there; the calibration is then also given held out (each recorded case scored
-        by a model fitted without it).
+        by a model fitted, and its penalty chosen, without it).
 
     Returns
     -------
@@ -230,7 +230,9 @@ def _case(fitted, culprit):
 
 def _fit_and_hold_out(cases, simulated, path, scores, calibration):
     """Fit the ranking model on the recorded and seeded cases, write it to ``path``; score each
-    recorded case with a model fitted without it (leave one out) for the held-out calibration."""
+    recorded case with a model fitted without it, its penalty chosen without it too (nested leave one
+    out), for the held-out calibration (measured: the top decile 11 cases at 0.98, 9 right; with the
+    penalty chosen once on every case, 10 at 0.98, 9 right: choosing it on the case flatters)."""
     import json
 
     from ...analyses.diagnose.ranking import choose_penalty, fit_ranking_model
@@ -241,9 +243,10 @@ def _fit_and_hold_out(cases, simulated, path, scores, calibration):
                  "of the recorded faults among " + ", ".join(f"{k:g}: {v:.1f}" for k, v in likelihoods.items()))
     full = fit_ranking_model(cases + simulated, penalty=penalty, fitted_on=fitted_on)
     Path(path).write_text(json.dumps(full.to_dict(), indent=1) + "\n")
-    held_out = []   # the penalty is chosen on all the cases: one setting, its choice not held out
+    held_out = []
     for i, (features, truth) in enumerate(cases):
-        others = fit_ranking_model(cases[:i] + cases[i + 1:] + simulated, penalty=penalty)
+        rest = cases[:i] + cases[i + 1:]   # the penalty too is chosen without the case (nested)
+        others = fit_ranking_model(rest + simulated, penalty=choose_penalty(rest, simulated)[0])
         confidence = others.probabilities(features)
         held_out.append({"confidence": float(confidence.max()) if confidence.size else None,
                          "right": bool(confidence.size) and truth is not None and int(np.argmax(confidence)) == truth})
