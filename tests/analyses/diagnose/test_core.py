@@ -452,6 +452,11 @@ def test_analyze_at_opens_the_report_with_the_diagnosis(incident_store, tmp_path
     assert row["analysis"] == "compare" and row["first"] == first and row["agrees"] == (first == "db")
     html = report.read_text()
     assert html.index('id="diagnosis"') < html.index('id="agreement"') < html.index('id="what-changed"')
+    # the diagnosis analyze opens with is diagnose's: the same part of the store read, the same answer
+    assert main(["diagnose", str(incident_store), "--at", "2026-01-01T00:07:30", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == doc["diagnosis"]
+    assert main(["analyze", str(incident_store), "--at", "2031-01-01T00:00:00", "--only", "compare"]) == 2
+    assert "is outside the store, which holds spans from" in capsys.readouterr().err
 
 
 def test_agreement_says_where_another_analysis_first_service_stands():
