@@ -18,7 +18,9 @@ family                    test (problem vs baseline)                            
                           that stops or starts running; Nezha, Yu et al., FSE 2023,
                           Section 3.3)
 ``calls_dropped``         an edge's calls per request that reaches the caller,      the caller
-                          lower
+                          lower; the edges into other services and to the
+                          caller's own operations (a query, a client span: an
+                          early return skips both)
 ``new_operations``        an operation not seen in the baseline, per request        the service
 ========================= ======================================================== ==================
 
@@ -351,8 +353,15 @@ def _template_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame:
 
 def _dropped_call_items(problem: Telemetry, baseline: Telemetry, level: float) -> pl.DataFrame:
     def edges(t: Telemetry) -> pl.DataFrame:
-        return (t.spans.filter(pl.col("parent_service").is_not_null() & (pl.col("parent_service") != pl.col(S.SERVICE)))
-                .group_by(pl.col("parent_service").alias(S.SERVICE), pl.col(S.SERVICE).alias("callee"), "endpoint")
+        # A call into another service, or one of the caller's own operations (a query, a client
+        # span): an early return skips both (measured on the live shop: the early returns in
+        # items-service and cart-service, whose downstream work is their own queries, ranked 3rd
+        # and 4th; now first; on the recorded faults the culprit first 20 -> 19 of 35, in the top
+        # 3 23 -> 24).
+        own = pl.col("parent_service") == pl.col(S.SERVICE)
+        callee = pl.when(own).then(pl.concat_str(S.SERVICE, S.OPERATION, separator=":")).otherwise(pl.col(S.SERVICE))
+        return (t.spans.filter(pl.col("parent_service").is_not_null())
+                .group_by(pl.col("parent_service").alias(S.SERVICE), callee.alias("callee"), "endpoint")
                 .agg(pl.len().cast(pl.Float64).alias("count")))
     reach = _by_period(problem, baseline, _reach)
     # A caller that is itself reached less often does not own its callees' drop: its caller does.
