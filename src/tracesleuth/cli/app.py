@@ -782,11 +782,12 @@ def analyze(paths: PathsArg,
         raise ParameterError("give --at (a moment inside an incident) or --time (the period to analyse), not both")
     # Each input built its own way (choose_scheduler): a large store partition by partition, a
     # baseline of trace files read whole; a scheduler given is used for both.
-    at_ns = None if at is None else parse_instant(at, "--at")
-    if at_ns is not None:
-        from ..analyses.diagnose.telemetry import check_in_store, read_range
+    at_ns = store = None
+    if at is not None:
+        from ..analyses.diagnose.telemetry import moments_in_store, read_range
 
-        check_in_store(input_store(paths, format, mapping), (at_ns, at_ns))
+        at_ns, store = parse_instant(at, "--at"), input_store(paths, format, mapping)
+        moments_in_store(store, (at_ns, at_ns))
     chosen = choose_scheduler(paths, scheduler, format, mapping,
                               period=read_range((at_ns, at_ns)) if at_ns is not None else period)
     chosen_baseline = choose_scheduler(baseline, scheduler, format, mapping) if baseline else None
@@ -794,9 +795,9 @@ def analyze(paths: PathsArg,
     dask, baseline_dask = (opened if chosen else None), (opened if chosen_baseline else None)
     baseline_period = None
     if at is not None and dask is None:
-        diagnosis, spans, baseline_spans = _diagnosed_periods(input_store(paths, format, mapping), at_ns)
+        diagnosis, spans, baseline_spans = _diagnosed_periods(store, at_ns)
     elif at is not None:  # the problem period's table and the baseline's built from the store below
-        diagnosis, period, baseline_period = _diagnosed_periods(input_store(paths, format, mapping), at_ns, dask)
+        diagnosis, period, baseline_period = _diagnosed_periods(store, at_ns, dask)
     if diagnosis is not None and dask is None:
         read = spans
         tt = build_trace_table(spans, endpoint)

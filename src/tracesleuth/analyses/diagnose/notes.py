@@ -63,7 +63,7 @@ class OnsetFound(DiagnosisNote):
     time_ns: int
     series: str
     p_value: float
-    level: float = 0.01
+    level: float
     significant: bool = True
 
     def describe(self) -> str:

@@ -10,8 +10,9 @@ utility ``beta_0``. The probability that ``s`` is the culprit is
 the probability that the evidence names nobody. The coefficients are fitted by maximum likelihood on
 the evaluation's cases (recorded faults, simulated incidents, and fault-free periods whose answer is
 "nobody"), with an L2 penalty (``penalty``) that keeps them finite when a family separates the cases
-perfectly, chosen by leave-one-out log-likelihood (:func:`choose_penalty`); ``tracesleuth evaluate diagnose --fit FILE`` refits and writes them. The shipped model
-(``ranking_model.json``) says which cases it was fitted on.
+perfectly, chosen by leave-one-out log-likelihood (:func:`choose_penalty`); ``tracesleuth evaluate
+diagnose --fit FILE`` refits and writes them. The shipped model (``ranking_model.json``) says which
+cases it was fitted on.
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ def _stack(cases) -> tuple:
     likelihood: their only alternative is "nobody")."""
     features, owner, culprit_rows, nobody = [], [], [], 0
     n = 0
-    for k, (x, truth) in enumerate(cases):
+    for x, truth in cases:
         x = np.asarray(x, float).reshape(-1, len(FAMILIES))
         if x.shape[0] == 0:
             continue

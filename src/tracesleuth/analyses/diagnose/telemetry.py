@@ -32,8 +32,8 @@ from ... import schema as S
 from ...errors import ParameterError
 
 __all__ = ["AFTER_S", "ERROR_SEVERITY", "HISTORY_S", "LOG_COLUMNS", "PERIOD_CHOICES", "REQUEST_ORDER", "SPAN_COLUMNS",
-           "SPAN_ORDER", "Period", "Telemetry", "check_in_store", "period_words", "read_logs", "read_range", "read_store", "store_range",
-           "trace_frames", "utc_text"]
+           "SPAN_ORDER", "Period", "Telemetry", "moments_in_store", "period_words", "read_logs", "read_range",
+           "read_store", "store_range", "trace_frames", "utc_text"]
 
 #: Row order of :attr:`Telemetry.spans`: by request, then by span (``(trace_id, span_id)`` is
 #: unique, so the order is total and does not depend on how the spans were read or partitioned).
@@ -441,13 +441,23 @@ def read_store(path: Path, *, around_ns: tuple | None = None):
     return spans, read_logs(store, (low, high))
 
 
-def check_in_store(store: Path, around_ns: tuple) -> None:
-    """Raise a :class:`~tracesleuth.errors.ParameterError` naming the store's range when the moments
-    ``around_ns`` (a moment twice, or a period; Unix epoch ns) are all outside it."""
+def moments_in_store(store: Path, around_ns: tuple | None = None) -> tuple[int, int]:
+    """The moments a diagnosis reads around (``diagnose``'s and ``analyze --at``'s ``around_ns``:
+    a moment twice, or a period; Unix epoch ns), checked against the store; None: its last span's
+    start, twice.
+
+    Raises
+    ------
+    ParameterError
+        The moments are all outside the store (naming the store's range).
+    """
     first, last = store_range(store)
+    if around_ns is None:
+        return last, last
     if around_ns[1] < first or around_ns[0] > last:
         raise ParameterError(f"{utc_text(around_ns[0])} is outside the store, which holds spans from "
                              f"{utc_text(first)} to {utc_text(last)}.")
+    return around_ns
 
 
 def store_range(store: Path) -> tuple[int, int]:

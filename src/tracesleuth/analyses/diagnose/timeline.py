@@ -95,7 +95,7 @@ class Onset:
     time_ns: int
     series: str
     p_value: float
-    level: float = 0.01
+    level: float
     significant: bool = True
 
     def to_dict(self) -> dict:

@@ -35,7 +35,7 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
     per-span and per-request rows partition by partition (the same answer, the memory of one
     partition and of those rows, not of the spans)."""
     from ...analyses.diagnose.analysis import Diagnosis
-    from ...analyses.diagnose.telemetry import check_in_store, read_range, read_store, store_range
+    from ...analyses.diagnose.telemetry import moments_in_store, read_range, read_store
 
     if at is not None and time is not None:
         raise ParameterError("give --at (a moment inside the incident) or --time (the problem period), not both")
@@ -43,8 +43,7 @@ def diagnose(store: Annotated[Path, typer.Argument(metavar="STORE", help="A span
                     time=None if time is None else parse_time_range(time, "--time"),
                     baseline_time=None if baseline_time is None else parse_time_range(baseline_time, "--baseline-time"),
                     min_confidence=min_confidence, model=None if model is None else str(model))
-    around = settings["time"] or (settings["at"] if settings["at"] is not None else store_range(store)[1],) * 2
-    check_in_store(store, around)
+    around = moments_in_store(store, settings["time"] or (None if settings["at"] is None else (settings["at"],) * 2))
     scheduler = choose_scheduler([store], scheduler, period=read_range(around))
     if scheduler is None:
         result = Diagnosis(**settings).fit(*read_store(store, around_ns=around)).result_
