@@ -77,19 +77,31 @@ def on_dask(store: str, workers: int, memory_gb: float, partition_spans: int) ->
         steps.setdefault(label, [now, now, total])[1] = now
 
     with connect("local", n_workers=workers, memory_limit=int(memory_gb * 2**30), on_progress=on_progress) as sched:
+        from dask.utils import key_split
+        from distributed import get_task_stream
+
         sched.client.run(_reset_peak)
         worker_cpu = sum(sched.client.run(cpu_s).values())
         t0, c0 = time.perf_counter(), cpu_s()
-        with dask_trace_table(store, scheduler=sched, partition_spans=partition_spans) as table:
+        with get_task_stream(sched.client) as stream, \
+                dask_trace_table(store, scheduler=sched, partition_spans=partition_spans) as table:
             t1, c1 = time.perf_counter(), cpu_s()
             worker_cpu = sum(sched.client.run(cpu_s).values()) - worker_cpu
             requests, partitions = table.n_requests, len(table.by_trace)
         worker_peaks = sorted(sched.client.run(peak_rss_mb).values())
+    # Dask's own record of each task: the seconds from its start to its end on a worker (its
+    # "compute" interval), summed by the task's function.
+    task_seconds: dict[str, float] = {}
+    for task in stream.data:
+        name = key_split(task["key"])
+        task_seconds[name] = task_seconds.get(name, 0.0) + sum(
+            s["stop"] - s["start"] for s in task["startstops"] if s["action"] == "compute")
     # CPU time of the worker processes (the nannies and the scheduler's are not counted) and of the
     # client, against the in-process build's CPU time: the cost without the wait of two workers
     # sharing two cores with the rest.
     out = {"total_s": t1 - t0, "requests": requests, "partitions": partitions, "worker_peak_mb": worker_peaks,
-           "client_peak_mb": peak_rss_mb(), "worker_cpu_s": worker_cpu, "client_cpu_s": c1 - c0, "steps": {}}
+           "client_peak_mb": peak_rss_mb(), "worker_cpu_s": worker_cpu, "client_cpu_s": c1 - c0,
+           "task_seconds": task_seconds, "steps": {}}
     first = t0
     for label, (start, end, total) in steps.items():
         # A step's tasks start when the previous step ends; its wall time over the tasks, times the
@@ -161,6 +173,10 @@ def main(argv=None) -> int:
                "partitions": dask_runs[0]["partitions"],
                "worker_cpu_s_per_partition": round(median(dask_runs, "worker_cpu_s") / dask_runs[0]["partitions"], 3),
                "client_cpu_s": round(median(dask_runs, "client_cpu_s"), 2),
+               # Dask's task stream: the seconds its tasks ran, per 500,000 spans read, by function.
+               "task_s_per_partition": {name: round(statistics.median(r["task_seconds"].get(name, 0.0) for r in dask_runs)
+                                                    * args.partition_spans / made.spans, 3)
+                                        for name in dask_runs[0]["task_seconds"]},
                "steps": {label: {k: round(statistics.median(r["steps"][label][k] for r in dask_runs), 2)
                                  for k in ("wall_s", "task_s", "tasks")} for label in dask_runs[0]["steps"]},
                "requests": dask_runs[0]["requests"]}
@@ -180,13 +196,17 @@ def main(argv=None) -> int:
                   f"client {row['client_peak_mb']:,} MB, {row['partitions']} partitions")
             for label, st in row["steps"].items():
                 print(f"    {label}: {st['wall_s']:.1f} s for {st['tasks']:.0f} tasks, {st['task_s']:.2f} s per task")
+            tasks = row["task_s_per_partition"]
+            print(f"    task-seconds per {args.partition_spans:,} spans (Dask's task stream): {sum(tasks.values()):.2f} ("
+                  + ", ".join(f"{name} {v:.2f}" for name, v in tasks.items()) + ")")
             print(f"    CPU: the workers {row['worker_cpu_s_per_partition']:.2f} s a partition of "
                   f"{args.partition_spans:,} spans, the client {row['client_cpu_s']:.1f} s in all")
             if local_runs:
                 print(f"  in-process: {row['in_process_s']:.1f} s ({row['in_process_spans_per_s']:,} spans/s), "
                       f"peak {row['in_process_peak_mb']:,} MB, CPU {row['in_process_cpu_s_per_partition']:.2f} s per "
                       f"{args.partition_spans:,} spans (the workers' CPU a partition: "
-                      f"{row['worker_cpu_s_per_partition'] / row['in_process_cpu_s_per_partition']:.2f} times)")
+                      f"{row['worker_cpu_s_per_partition'] / row['in_process_cpu_s_per_partition']:.2f} times; "
+                      f"the task-seconds {sum(tasks.values()) / row['in_process_cpu_s_per_partition']:.2f} times)")
     if args.json:
         print(json.dumps(results, indent=1))
     return 0
