@@ -126,7 +126,8 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
     fit : path, optional
         Fit the ranking model (:func:`~tracesleuth.analyses.diagnose.ranking.fit_ranking_model`) on every case (the recorded
         faults and the seeded incidents, healthy periods included), its L2 penalty chosen by
-        leave-one-out log-likelihood (:func:`~tracesleuth.analyses.diagnose.ranking.choose_penalty`),
+        leave-one-out log-likelihood and its confidences contaminated as much as those leave-one-out
+        predictions show (:func:`~tracesleuth.analyses.diagnose.ranking.choose_penalty`),
         and write it there; the calibration is then also given held out (each recorded case scored
         by a model fitted, and its penalty chosen, without it).
 
@@ -230,23 +231,26 @@ def _case(fitted, culprit):
 
 def _fit_and_hold_out(cases, simulated, path, scores, calibration):
     """Fit the ranking model on the recorded and seeded cases, write it to ``path``; score each
-    recorded case with a model fitted without it, its penalty chosen without it too (nested leave one
-    out), for the held-out calibration (measured: the top decile 11 cases at 0.98, 9 right; with the
-    penalty chosen once on every case, 10 at 0.98, 9 right: choosing it on the case flatters)."""
+    recorded case with a model fitted without it, its penalty and contamination chosen without it too
+    (nested leave one out), for the held-out calibration (measured without contamination: the top
+    decile 11 cases at 0.98, 9 right; with the penalty chosen once on every case, 10 at 0.98, 9 right:
+    choosing it on the case flatters)."""
     import json
 
     from ...analyses.diagnose.ranking import choose_penalty, fit_ranking_model
 
-    penalty, likelihoods = choose_penalty(cases, simulated)
+    penalty, contamination, likelihoods = choose_penalty(cases, simulated)
     fitted_on = (f"{len(cases)} recorded faults of ../shared/data (inject + 90 s) and {len(simulated)} seeded "
                  f"incidents and healthy periods; L2 penalty {penalty:g}, the best leave-one-out log-likelihood "
-                 "of the recorded faults among " + ", ".join(f"{k:g}: {v:.1f}" for k, v in likelihoods.items()))
-    full = fit_ranking_model(cases + simulated, penalty=penalty, fitted_on=fitted_on)
+                 "of the recorded faults among " + ", ".join(f"{k:g}: {v:.1f}" for k, v in likelihoods.items())
+                 + f"; contamination {contamination:.3f}, that of those leave-one-out predictions")
+    full = fit_ranking_model(cases + simulated, penalty=penalty, contamination=contamination, fitted_on=fitted_on)
     Path(path).write_text(json.dumps(full.to_dict(), indent=1) + "\n")
     held_out = []
     for i, (features, truth) in enumerate(cases):
         rest = cases[:i] + cases[i + 1:]   # the penalty too is chosen without the case (nested)
-        others = fit_ranking_model(rest + simulated, penalty=choose_penalty(rest, simulated)[0])
+        penalty, contamination, _ = choose_penalty(rest, simulated)
+        others = fit_ranking_model(rest + simulated, penalty=penalty, contamination=contamination)
         confidence = others.probabilities(features)
         held_out.append({"confidence": float(confidence.max()) if confidence.size else None,
                          "right": bool(confidence.size) and truth is not None and int(np.argmax(confidence)) == truth})
