@@ -519,6 +519,7 @@ def test_fit_writes_a_model_with_a_chosen_penalty_and_a_held_out_calibration(sha
     assert 0.0 <= model.contamination <= 0.5
     held_out = [c for c in ev.calibration if c.get("held_out")]
     assert sum(c["cases"] for c in held_out) == ev.counts["recorded faults"]
+    assert 0.0 <= ev.scores["held_out_top1"] <= 1.0 and "held out" in ev.describe()
 
 
 def test_ranking_model_learns_which_family_points_at_the_culprit():

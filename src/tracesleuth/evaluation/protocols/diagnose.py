@@ -57,7 +57,8 @@ class DiagnosisEvaluation:
         lines = [f"{k}: {v}" for k, v in self.counts.items()]
         lines += [f"{k}: {v:.2f}" for k, v in self.scores.items()]
         lines.append("calibration (confidence decile: cases, mean confidence, accuracy):")
-        lines += [f"  {c['decile']}: {c['cases']}, {c['confidence']:.2f}, {c['accuracy']:.2f}" for c in self.calibration]
+        lines += [f"  {c['decile']}{' held out' if c.get('held_out') else ''}: {c['cases']}, {c['confidence']:.2f}, "
+                  f"{c['accuracy']:.2f}" for c in self.calibration]
         return "\n".join(lines)
 
 
@@ -128,8 +129,9 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
         faults and the seeded incidents, healthy periods included), its L2 penalty chosen by
         leave-one-out log-likelihood and its confidences contaminated as much as those leave-one-out
         predictions show (:func:`~tracesleuth.analyses.diagnose.ranking.choose_penalty`),
-        and write it there; the calibration is then also given held out (each recorded case scored
-        by a model fitted, and its penalty chosen, without it).
+        and write it there; the calibration and the top-1 (``held_out_top1``) are then also given
+        held out (each recorded case scored by a model fitted, and its penalty and contamination
+        chosen, without it).
 
     Returns
     -------
@@ -255,6 +257,7 @@ def _fit_and_hold_out(cases, simulated, path, scores, calibration):
         held_out.append({"confidence": float(confidence.max()) if confidence.size else None,
                          "right": bool(confidence.size) and truth is not None and int(np.argmax(confidence)) == truth})
     table = _calibration(held_out)
+    scores = {**scores, "held_out_top1": float(np.mean([h["right"] for h in held_out])) if held_out else 0.0}
     gaps = [abs(c["confidence"] - c["accuracy"]) for c in table if c["cases"] >= MIN_DECILE_CASES]
     if gaps:
         scores = {**scores, "max_held_out_calibration_gap": max(gaps)}
