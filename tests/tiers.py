@@ -42,7 +42,7 @@ SLOW = {
         "test_analyze_at_opens_the_report_with_the_diagnosis", "test_cli_diagnose",
         "test_low_traffic_delays_floor", "test_recorded_onlineboutique_faults", "test_seeded_incidents_floor",
         "test_the_penalty_chosen_grows_when_the_evidence_is_noise",
-        "test_the_contamination_is_how_often_held_out_evidence_misled",
+        "test_the_contamination_is_how_often_held_out_evidence_misled", "test_log_evidence_needs_log_records_in_both_periods",
         "test_tarone_level_keeps_the_family_wise_error_and_gains_power", "test_the_problem_period_holds_the_moment_given"},
     "analyses/localize/test_changes.py": {"test_trainticket_cpu_contention_is_found_from_its_windows_alone"},
     "analyses/localize/test_command.py": {"test_localize_json_names_the_service_method_and_instance",

@@ -677,6 +677,23 @@ def test_error_logs_count_at_their_origin(culprit):
     assert first >= 7
 
 
+def test_log_evidence_needs_log_records_in_both_periods():
+    """Log records whose collection stopped before the onset (a store holding logs for part of the
+    day, as the recorded TrainTicket day's end at 10:00:08): no log family is weighed, a note says
+    which period holds none, and nobody is named, on 8 of 8 seeds (before the rule, every template
+    of the baseline "stopped" at once: log-template evidence on 8 of 8)."""
+    from tracesleuth.analyses.diagnose.telemetry import Telemetry
+
+    for seed in SEEDS:
+        spans, logs, at, _ = _propagated_error_logs(seed, "db", share=0.0)
+        stop = int(pl.from_arrow(spans)["start_ns"].min()) + int((ONSET_S - 60) * 1e9)
+        fitted = Diagnosis(at=at).fit(Telemetry.from_tables(spans, logs.filter(pl.col("time_ns") < stop)))
+        assert not {e.family for e in fitted.evidence_} & {"error_logs", "log_templates"}
+        assert [n.period for n in fitted.result_.notes if n.kind == "no_logs"] == ["problem"]
+        assert fitted.result_.verdict != "named"
+    assert "holds no log record" in fitted.result_.describe()
+
+
 def test_error_log_origin_is_a_traces_own():
     """Built from partitions of whole traces (as ``--scheduler`` does), the error-log origins are
     those of all the spans at once."""

@@ -230,7 +230,7 @@ class Diagnosis(Analysis):
         confidence = model.probabilities(features.drop(S.SERVICE).to_numpy())
         suspects = _suspects(features[S.SERVICE].to_list(), confidence, evidence, problem, baseline,
                              self.level, self.min_slowdown)
-        notes = _notes(timeline, telemetry.has_logs)
+        notes = _notes(timeline, telemetry.has_logs, problem, baseline)
         why = self._verdict(suspects, problem, timeline.onset)
         result = DiagnosisResult(why.verdict, suspects, float(1 - confidence.sum()), timeline.onset,
                                  timeline.problem, timeline.baseline, notes + (why,))
@@ -294,7 +294,7 @@ def _instances(service: str, problem: Telemetry, baseline: Telemetry, level: flo
     return standing_out or tuple(sorted(name for _, _, name in found))
 
 
-def _notes(timeline, has_logs: bool) -> tuple:
+def _notes(timeline, has_logs: bool, problem: Telemetry, baseline: Telemetry) -> tuple:
     """The onset, the periods and the caveats (:mod:`.notes`), in that order."""
     notes = []
     if timeline.onset is not None:
@@ -306,4 +306,6 @@ def _notes(timeline, has_logs: bool) -> tuple:
     notes += timeline.caveats
     if not has_logs:
         notes.append(NoLogRecords())
+    else:
+        notes += [NoLogRecords(name) for name, t in (("problem", problem), ("baseline", baseline)) if not t.logged]
     return tuple(notes)

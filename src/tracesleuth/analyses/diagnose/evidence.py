@@ -330,7 +330,7 @@ def _error_origin_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame
 
 
 def _error_log_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame:
-    if not (problem.has_logs and baseline.has_logs):
+    if not (problem.logged and baseline.logged):
         return _items([])
     # Only the deepest records of a trace: its callers' records are the error on its way up.
     counts = _by_period(problem, baseline, lambda t: t.spans.filter(pl.col("error_log_origin"))
@@ -341,7 +341,7 @@ def _error_log_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame:
 
 
 def _template_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame:
-    if not (problem.has_logs and baseline.has_logs):
+    if not (problem.logged and baseline.logged):
         return _items([])
     counts = _by_period(problem, baseline, lambda t: t.logs.filter(pl.col(S.TEMPLATE_ID).is_not_null()
                                                                     & pl.col("endpoint").is_not_null())

@@ -150,12 +150,18 @@ class SmallBaseline(DiagnosisNote):
 
 @dataclass(frozen=True)
 class NoLogRecords(DiagnosisNote):
-    """A caveat: the store holds no log records, so no log-template evidence was weighed."""
+    """A caveat: no log evidence was weighed, because the store holds no log records, or (``period``
+    given) that period holds none while the store has some: the collection of records stopped or
+    had not begun (every service falling silent at once is not a change of theirs)."""
 
     kind: ClassVar[str] = "no_logs"
+    period: str | None = None
 
     def describe(self) -> str:
-        return "Log evidence: none recorded (the store holds no log records)."
+        if self.period is None:
+            return "Log evidence: none recorded (the store holds no log records)."
+        return (f"Log evidence: none weighed (the {self.period} period holds no log record while the store has "
+                "some: their collection stopped or had not begun).")
 
 
 @dataclass(frozen=True)

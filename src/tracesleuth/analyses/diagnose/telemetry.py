@@ -226,7 +226,16 @@ class Telemetry:
 
     @property
     def has_logs(self) -> bool:
+        """The store has log records (maybe none in this period)."""
         return self.logs is not None
+
+    @property
+    def logged(self) -> bool:
+        """This period holds a log record: its log series mean something. Where none was collected
+        every service would read as having fallen silent at once (measured on the recorded
+        TrainTicket day, whose records end at 10:00:08: the faults after it had every baseline
+        template "stopped", and the service with the most templates weighed as a culprit)."""
+        return self.logs is not None and self.logs.height > 0
 
 
 def _with_error_log_origin(frame: pl.DataFrame) -> pl.DataFrame:
