@@ -16,12 +16,17 @@ deleted afterwards:
   (the run fails otherwise);
 * ``--annotate-requests`` requests of the planted file service
   (:mod:`tracesleuth.analyses.annotate.synthetic`, 4.5 spans each, numeric span attributes as
-  features): ``tracesleuth annotate derive STORE -o FILE --json``; both ways' JSON must be equal.
+  features): ``tracesleuth annotate derive STORE -o FILE --json``; both ways' JSON must be equal;
+* ``--compare-spans`` synthetic spans over two hours, each hour a period: ``tracesleuth compare STORE
+  --baseline-time HOUR1 --problem-time HOUR2 --json`` on a 2-worker LocalCluster (``--scheduler
+  local``) and ``--scheduler serial``: the command's process (the workers' memory is theirs);
+  both ways' JSON must be equal. Off by default (2 x 10^7 spans: about 2 minutes a run).
 
 Run it alone: the machine has 2 cores.
 
     python3 benchmarks/bench_scale_memory.py                       # 10^7 spans, 10^6 requests, 3 runs
     python3 benchmarks/bench_scale_memory.py --spans 1e6 --requests 1e5 --annotate-requests 1e5 --runs 1
+    python3 benchmarks/bench_scale_memory.py --spans 0 --requests 0 --annotate-requests 0 --compare-spans 2e7
 """
 
 from __future__ import annotations
@@ -89,6 +94,8 @@ def main(argv=None) -> int:
     p.add_argument("--requests", type=float, default=1e6, help="Requests localized (0: skip).")
     p.add_argument("--annotate-requests", type=float, default=6e5, help="Requests annotations are derived from "
                    "(0: skip).")
+    p.add_argument("--compare-spans", type=float, default=0, help="Synthetic spans over two hours compared hour "
+                   "against hour, on a LocalCluster and serial (default 0: skip).")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--dir", default=None, help="Where the stores are written (default: a temporary directory).")
     p.add_argument("--default", action="store_true", help="Also run each command without --scheduler (the "
@@ -120,6 +127,16 @@ def main(argv=None) -> int:
             report["annotate derive"] = {"requests": int(args.annotate_requests), "spans": n_spans, **_runs(
                 lambda way: ["annotate", "derive", str(base / "annotate"), "-o", str(base / "annotations.yaml"),
                              "--json"], args.runs, check_equal=True, ways=ways)}
+        if args.compare_spans:
+            from tracesleuth.scale.synthetic import START_NS, write_synthetic_store
+            from tracesleuth.units import utc_text
+
+            made = write_synthetic_store(base / "compare", int(args.compare_spans), seed=0, hours=2)
+            hour = [utc_text(START_NS + k * 3600 * 10**9) for k in range(3)]
+            report["compare"] = {"spans": made.spans, **_runs(
+                lambda way: ["compare", str(made.path), "--baseline-time", f"{hour[0]}/{hour[1]}", "--problem-time",
+                             f"{hour[1]}/{hour[2]}", "--json"], args.runs, check_equal=True,
+                ways={"local": ["--scheduler", "local"], "serial": ["--scheduler", "serial"]})}
     finally:
         shutil.rmtree(base, ignore_errors=True)
     if args.json:
@@ -130,7 +147,7 @@ def main(argv=None) -> int:
             continue
         size = f"{row['spans']:,} spans" + (f", {row['requests']:,} requests" if "requests" in row else "")
         print(f"{name} ({size}), median of {args.runs}:")
-        for way in ways:
+        for way in (w for w in row if isinstance(row[w], dict)):
             print(f"  {way:>10}: {row[way]['wall_s']:.1f} s, peak {row[way]['peak_mb']:,} MB")
         if "same_json" in row:
             print(f"  same JSON every way: {row['same_json']}")

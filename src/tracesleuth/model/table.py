@@ -209,6 +209,19 @@ class TraceTable:
         calls = calls if span_columns is None else with_span_columns(calls, self.spans, span_columns)
         return calls if columns is None else calls.select(columns)
 
+    def spill_directory(self):
+        """A new directory where the pieces :meth:`map_calls` gives may leave what is too large to
+        send back (files every process of the table's scheduler reads), or None: here the pieces
+        run in this process, and their results stay in memory. The caller removes it.
+
+        Returns
+        -------
+        pathlib.Path or None
+            None for a table built in this process (a table built on Dask: a directory in its work
+            directory, :class:`~tracesleuth.scale.table.CollectedTraceTable`).
+        """
+        return None
+
     def map_calls(self, fn, *, columns: Sequence[str] | None = None,
                   request_columns: pl.DataFrame | None = None) -> list:
         """``fn`` applied to the call view in pieces of whole requests: what an analysis reduces

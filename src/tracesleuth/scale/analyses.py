@@ -26,9 +26,13 @@ request: its categories' Kolmogorov-Smirnov and share tests, the decision tree n
 request's values), but its call views (one row per span, ten or more per request) never reach
 this process: each partition's calls are reduced on the worker that builds them
 (:meth:`CollectedTraceTable.map_calls <tracesleuth.scale.table.CollectedTraceTable.map_calls>`,
-:mod:`tracesleuth.analyses.compare.calls`) to the pooled tests' series (about 32 bytes a call,
-ranked here), counts that add up (calls made, error origins, kinds, spans per service), and the
-calls of the few categories whose mutations are explained. The result is the in-process one.
+:mod:`tracesleuth.analyses.compare.calls`) to the pooled tests' series (about 32 bytes a call),
+counts that add up (calls made, error origins, kinds, spans per service), and the calls of the few
+categories whose mutations are explained. The series are written by the tasks into the table's
+work directory by bucket of strata (:meth:`CollectedTraceTable.spill_directory
+<tracesleuth.scale.table.CollectedTraceTable.spill_directory>`) and ranked here one bucket of both
+periods at a time, so this process never holds a period's series whole. The result is the
+in-process one.
 
 **Root-cause localization** runs here on the collected tables and call view of its period. It
 compares distributions of requests (PCA of a cluster's requests, Mann-Whitney tests), which need

@@ -342,6 +342,12 @@ class CollectedTraceTable(TraceTable):
             self._cache["calls"] = self.source.calls(self.part_of_row, self.frame.select(S.TRACE_ID, S.SPAN_ID))
         return self._cache["calls"] if columns is None else self._cache["calls"].select(columns)
 
+    def spill_directory(self) -> Path:
+        """A new directory in the Dask table's work directory (which every worker reaches), for
+        what the tasks of :meth:`map_calls` leave on disk (:meth:`TraceTable.spill_directory
+        <tracesleuth.model.TraceTable.spill_directory>`); the caller removes it."""
+        return Path(tempfile.mkdtemp(prefix="spill-", dir=self.source.workdir))
+
     def map_calls(self, fn, *, columns: Sequence[str] | None = None,
                   request_columns: pl.DataFrame | None = None) -> list:
         """``fn`` applied to each partition's calls on the workers, in the task that builds them (as

@@ -29,7 +29,7 @@ from .mutations import (FlowGraph, Mutation, Precursor, adjust_p_values, localiz
                         structural_contribution)
 from .notes import (BelowTopK, CategoriesUntested, NoCommonCategory, NoSignificantChange, NoSpans, NothingSlower,
                     PooledOnly, PrecursorsRelaxed, WorkloadMix)
-from .calls import PeriodCalls, read_period
+from .calls import PeriodCalls, read_period, spill_directories
 from .pooled import CallDrop, Pooled, PooledChange, ServiceTime, pooled_from
 from .services import ServiceSuspect, rank_services
 
@@ -352,12 +352,13 @@ class RequestFlowComparison(Analysis):
         # --- the call views, read once (:mod:`.calls`) ---------------------------------------
         code = {sig: k for k, sig in enumerate(cats[S.SIGNATURE].to_list())}
         ask = [e["sides"] for e in entries[:self.top_k] if e["sides"][0]]
-        cb = self._read(baseline, fb, code, {code[s] for side, _ in ask for s in side}, notes, "baseline")
-        cp = self._read(problem, fp, code, {code[s] for _, side in ask for s in side}, notes, "problem")
-        # --- edges and operations pooled over categories (:mod:`.pooled`) --------------------
-        found = Pooled() if cb is None or cp is None else pooled_from(
-            cb.series, cp.series, cb.call_counts, cp.call_counts, alpha=self.alpha, correction=self.correction,
-            min_calls=self.min_calls)
+        with spill_directories(baseline, problem) as (spill_b, spill_p):
+            cb = self._read(baseline, fb, code, {code[s] for side, _ in ask for s in side}, notes, "baseline", spill_b)
+            cp = self._read(problem, fp, code, {code[s] for _, side in ask for s in side}, notes, "problem", spill_p)
+            # --- edges and operations pooled over categories (:mod:`.pooled`) ----------------
+            found = Pooled() if cb is None or cp is None else pooled_from(
+                cb.series, cp.series, cb.call_counts, cp.call_counts, alpha=self.alpha, correction=self.correction,
+                min_calls=self.min_calls)
         pooled = found.changes
         if not entries and not pooled and not found.call_drops:
             reason = NoSignificantChange(float(self.alpha), str(self.correction), len(testable), float(self.sm_threshold),
@@ -495,11 +496,12 @@ class RequestFlowComparison(Analysis):
         return bool(stats.mannwhitneyu(xp, xb, alternative="greater", method="asymptotic").pvalue >= self.alpha)
 
     @staticmethod
-    def _read(table, frame: pl.DataFrame, code: dict, explained: set, notes: list, name: str) -> PeriodCalls | None:
+    def _read(table, frame: pl.DataFrame, code: dict, explained: set, notes: list, name: str,
+              spill) -> PeriodCalls | None:
         """:func:`.calls.read_period` of a period (a :class:`~.notes.NoSpans` note when it has no
         call view)."""
         found = read_period(table, frame[S.SIGNATURE].replace_strict(code, return_dtype=pl.Int64).to_numpy(),
-                            explained)
+                            explained, spill)
         if found is None:
             notes.append(NoSpans(name))
         return found

@@ -93,14 +93,15 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 from scipy import stats
 
 from ... import schema as S
 from ...units import format_duration_ns
 from .mutations import adjust_p_values
 
-__all__ = ["CallDrop", "Pooled", "PooledChange", "ServiceTime", "call_counts_of", "pooled_changes", "pooled_from",
-           "series_of", "with_children"]
+__all__ = ["CallDrop", "Pooled", "PooledChange", "ServiceTime", "SpilledSeries", "call_counts_of", "pooled_changes",
+           "pooled_from", "series_of", "spill_series", "with_children"]
 
 
 @dataclass(frozen=True)
@@ -315,6 +316,63 @@ def series_of(calls: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([own, gap]).with_columns(pl.col(_NAMES).cast(pl.Categorical))
 
 
+@dataclass(frozen=True)
+class SpilledSeries:
+    """A period's :func:`series_of` written to disk piece by piece (:func:`spill_series`), its
+    strata in :data:`SPILL_BUCKETS` buckets: what :func:`pooled_from` ranks one bucket at a time,
+    so the command's process never holds a period's series whole.
+
+    Attributes
+    ----------
+    files : tuple of (str, dict)
+        Per piece, its Arrow IPC file and ``{bucket: [record batch, ...]}``.
+    """
+
+    files: tuple
+
+    @property
+    def height(self) -> int:
+        """Rows in all the pieces."""
+        return sum(pl.scan_ipc(path).select(pl.len()).collect().item() for path, _ in self.files)
+
+    def bucket(self, k: int) -> pl.DataFrame:
+        """The rows of the strata of bucket ``k``, from every piece."""
+        batches = []
+        for path, groups in self.files:
+            if groups.get(k):
+                with pa.ipc.open_file(pa.memory_map(path)) as reader:
+                    batches += [reader.get_batch(i) for i in groups[k]]
+        return pl.from_arrow(pa.Table.from_batches(batches)) if batches else pl.DataFrame()
+
+
+def _rows_of_bucket(series, k: int) -> pl.DataFrame:
+    """The rows of ``series`` (a frame or a :class:`SpilledSeries`) whose stratum is in bucket ``k``."""
+    return series.bucket(k) if isinstance(series, SpilledSeries) else series.filter(_bucket(series) == k)
+
+
+def _bucket(series: pl.DataFrame) -> pl.Series:
+    """Each row's stratum bucket, from the names' text (the same in every process)."""
+    names = [pl.col(c).cast(pl.String) for c in ("kind", S.SERVICE, "key")]
+    return series.select(pl.struct(*names, "stratum").hash(seed=_SEED) % SPILL_BUCKETS).to_series()
+
+
+def spill_series(series: pl.DataFrame, path) -> tuple[str, dict]:
+    """Write one piece's :func:`series_of` to ``path`` (Arrow IPC, uncompressed: read once, from the
+    page cache) sorted by stratum bucket, one record batch per bucket; ``(path, {bucket: [batch]})``
+    for :class:`SpilledSeries`."""
+    bucket = _bucket(series).to_numpy()
+    counts = np.bincount(bucket, minlength=SPILL_BUCKETS)
+    table = series.to_arrow()
+    table = table.take(np.argsort(bucket, kind="stable")).combine_chunks()
+    ends, groups = np.cumsum(counts), {}
+    with pa.ipc.new_file(str(path), table.schema) as writer:
+        for k in np.flatnonzero(counts).tolist():
+            first = writer.stats.num_record_batches
+            writer.write_table(table.slice(int(ends[k] - counts[k]), int(counts[k])))
+            groups[k] = list(range(first, writer.stats.num_record_batches))
+    return str(path), groups
+
+
 def call_counts_of(calls: pl.DataFrame) -> pl.DataFrame:
     """The calls-made series (module docstring) of a call view of whole requests,
     :func:`with_children`, as counts: per
@@ -326,13 +384,35 @@ def call_counts_of(calls: pl.DataFrame) -> pl.DataFrame:
             .agg(pl.len().cast(pl.Int64).alias("count")))
 
 
-def _per_stratum(base: pl.DataFrame, prob: pl.DataFrame) -> pl.DataFrame:
+#: Strata buckets of the periods' series written to disk (:func:`spill_series`): the command's
+#: process ranks one bucket of both periods at a time.
+SPILL_BUCKETS = 16
+#: The columns naming a stratum.
+_STRATUM = ["kind", S.SERVICE, "key", "stratum"]
+
+
+def _per_stratum(base, prob) -> pl.DataFrame:
     """One row per stratum (``kind``, ``service``, ``key``, ``stratum``; ``caller`` follows from the
     key) of the two periods' :func:`series_of` present in both periods:
     calls ``n`` (baseline), ``m`` (problem), ``N``, the problem rank sum ``W`` and its expectation
     ``E`` and tie-corrected variance ``V``, ``U``, the means, the exceedances ``x`` over the
-    baseline maximum, and the van Elteren weight ``w``; sorted (same input, same bits out)."""
-    strat = ["kind", S.SERVICE, "key", "stratum"]
+    baseline maximum, and the van Elteren weight ``w``; sorted (same input, same bits out).
+
+    ``base`` and ``prob`` are frames, or :class:`SpilledSeries` (then ranked one bucket of strata
+    at a time: every figure of a stratum is its own, so the rows are those of the frames)."""
+    if not (isinstance(base, SpilledSeries) or isinstance(prob, SpilledSeries)):
+        return _finished(_stratum_sums(base, prob))
+    found = [_stratum_sums(_rows_of_bucket(base, k), _rows_of_bucket(prob, k)) for k in range(SPILL_BUCKETS)]
+    found = [f for f in found if f is not None]
+    return _finished(pl.concat(found) if found else None)
+
+
+def _stratum_sums(base: pl.DataFrame, prob: pl.DataFrame) -> pl.DataFrame | None:
+    """:func:`_per_stratum`'s sums of the strata of ``base`` and ``prob`` (unsorted, names
+    Categorical); None when either is empty."""
+    if base.height == 0 or prob.height == 0:
+        return None
+    strat = _STRATUM
     both = pl.concat([base.with_columns(pl.lit(False).alias("problem")),
                       prob.with_columns(pl.lit(True).alias("problem"))])
     # One 64-bit id per stratum: ranking and grouping on it is much faster than on three strings.
@@ -353,11 +433,18 @@ def _per_stratum(base: pl.DataFrame, prob: pl.DataFrame) -> pl.DataFrame:
         (pl.col("value").filter(pl.col("problem"))
          > pl.col("value").filter(~pl.col("problem")).max()).sum().cast(pl.Float64).alias("x"),
     ).with_columns((pl.col("N") - pl.col("m")).alias("n")).filter((pl.col("m") > 0) & (pl.col("n") > 0))
-    # Values are integer ns, so the per-stratum sums above are exact whatever the row order; the
-    # strata are put in one order before their float sums below: same input, same bits out.
+    return per.drop("sid").with_columns(pl.col(_NAMES).cast(pl.String))
+
+
+def _finished(per: pl.DataFrame | None) -> pl.DataFrame:
+    """:func:`_stratum_sums`' rows sorted, with their means, weights and moments."""
+    if per is None:
+        return pl.DataFrame()
+    # Values are integer ns, so the per-stratum sums are exact whatever the row order; the strata
+    # are put in one order before their float sums below: same input, same bits out.
     per = per.with_columns((pl.col("sum_p") / pl.col("m")).alias("mean_p"),
                            (pl.col("sum_b") / pl.col("n")).alias("mean_b"))
-    return per.drop("sid").with_columns(pl.col(_NAMES).cast(pl.String)).sort(strat).with_columns(
+    return per.sort(_STRATUM).with_columns(
         (1.0 / (pl.col("N") + 1)).alias("w"),
         (pl.col("m") * (pl.col("N") + 1) / 2).alias("E"),
         (pl.col("n") * pl.col("m") / 12 * ((pl.col("N") + 1) - pl.col("ties").fill_null(0.0)
@@ -416,10 +503,11 @@ def pooled_changes(base_calls: pl.DataFrame, prob_calls: pl.DataFrame, *, alpha:
                        call_counts_of(prob_calls), alpha=alpha, correction=correction, min_calls=min_calls)
 
 
-def pooled_from(base_series: pl.DataFrame, prob_series: pl.DataFrame, base_counts: pl.DataFrame,
-                prob_counts: pl.DataFrame, *, alpha: float, correction: str, min_calls: int) -> Pooled:
+def pooled_from(base_series, prob_series, base_counts: pl.DataFrame, prob_counts: pl.DataFrame, *, alpha: float,
+                correction: str, min_calls: int) -> Pooled:
     """:func:`pooled_changes` of the periods' :func:`series_of` and :func:`call_counts_of` (each
-    period's pieces concatenated, resp. summed): what a period read piece by piece gives.
+    period's pieces concatenated, or written to disk (:class:`SpilledSeries`), resp. summed): what
+    a period read piece by piece gives.
 
     Returns
     -------
