@@ -324,8 +324,8 @@ class SpilledSeries:
 
     Attributes
     ----------
-    files : tuple of (str, dict)
-        Per piece, its Arrow IPC file and ``{bucket: [record batch, ...]}``.
+    files : tuple of (str, dict, int)
+        Per piece, its Arrow IPC file, ``{bucket: [record batch, ...]}`` and its rows.
     """
 
     files: tuple
@@ -333,12 +333,12 @@ class SpilledSeries:
     @property
     def height(self) -> int:
         """Rows in all the pieces."""
-        return sum(pl.scan_ipc(path).select(pl.len()).collect().item() for path, _ in self.files)
+        return sum(rows for _, _, rows in self.files)
 
     def bucket(self, k: int) -> pl.DataFrame:
         """The rows of the strata of bucket ``k``, from every piece."""
         batches = []
-        for path, groups in self.files:
+        for path, groups, _ in self.files:
             if groups.get(k):
                 with pa.ipc.open_file(pa.memory_map(path)) as reader:
                     batches += [reader.get_batch(i) for i in groups[k]]
@@ -356,10 +356,10 @@ def _bucket(series: pl.DataFrame) -> pl.Series:
     return series.select(pl.struct(*names, "stratum").hash(seed=_SEED) % SPILL_BUCKETS).to_series()
 
 
-def spill_series(series: pl.DataFrame, path) -> tuple[str, dict]:
+def spill_series(series: pl.DataFrame, path) -> tuple[str, dict, int]:
     """Write one piece's :func:`series_of` to ``path`` (Arrow IPC, uncompressed: read once, from the
-    page cache) sorted by stratum bucket, one record batch per bucket; ``(path, {bucket: [batch]})``
-    for :class:`SpilledSeries`."""
+    page cache) sorted by stratum bucket, one record batch per bucket; ``(path, {bucket: [batch]},
+    rows)`` for :class:`SpilledSeries`."""
     bucket = _bucket(series).to_numpy()
     counts = np.bincount(bucket, minlength=SPILL_BUCKETS)
     table = series.to_arrow()
@@ -370,7 +370,7 @@ def spill_series(series: pl.DataFrame, path) -> tuple[str, dict]:
             first = writer.stats.num_record_batches
             writer.write_table(table.slice(int(ends[k] - counts[k]), int(counts[k])))
             groups[k] = list(range(first, writer.stats.num_record_batches))
-    return str(path), groups
+    return str(path), groups, series.height
 
 
 def call_counts_of(calls: pl.DataFrame) -> pl.DataFrame:
