@@ -225,6 +225,25 @@ sys.exit(main(["info", "x"]))
     assert done.stderr == "interrupted by SIGTERM while starting: nothing done\n"
 
 
+@pytest.mark.parametrize("module", ["tracesleuth._signals", "tracesleuth.cli"])
+def test_ctrl_c_before_the_signal_guard_began_is_one_line_and_130(module):
+    """Ctrl-C while Python imports the guard's own module (inside ``main``) or the command line
+    (``python -m tracesleuth``, before ``main``): one line and 130, not a traceback (CI once sent
+    it there, in a fresh virtual environment whose first run compiles every module)."""
+    code = f"""
+import os, runpy, signal, sys
+class Stop:
+    def find_spec(self, name, path=None, target=None):
+        if name == {module!r}:
+            os.kill(os.getpid(), signal.SIGINT)
+sys.meta_path.insert(0, Stop())
+sys.argv = ["tracesleuth", "info", "x"]
+runpy.run_module("tracesleuth", run_name="__main__")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (130, "interrupted by SIGINT while starting: nothing done\n")
+
+
 @pytest.mark.parametrize("where, line, stored", [
     ("check_paths", "interrupted by SIGTERM before the ingest began: nothing committed\n", False),
     ("_print_ingest", "interrupted by SIGTERM after the ingest committed\n", True)])

@@ -13,11 +13,15 @@ def main(argv: list[str] | None = None) -> int:
     so that a command stopped by either cleans up (``ingest`` drops what it staged; a Dask
     cluster is closed) and exits ``128 + signal`` (130, 143) with one line on stderr.
     """
-    import signal
     import sys
 
-    from .._signals import SignalGuard, signal_name
+    try:
+        import signal
 
+        from .._signals import SignalGuard, signal_name
+    except KeyboardInterrupt:  # Ctrl-C before the guard below began (while Python imported it)
+        sys.stderr.write("interrupted by SIGINT while starting: nothing done\n")
+        return 130
     with SignalGuard():
         try:
             from .. import use_system_allocator
