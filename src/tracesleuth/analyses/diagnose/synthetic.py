@@ -1,7 +1,9 @@
 """Seeded incidents with a known culprit and onset, for tests and the quality floors.
 
 A small shop: ``frontend`` calls ``cart`` (which calls ``db``) and ``catalog``; ``cart`` calls ``db``
-through a client span (its gap is the network's). Requests arrive as a Poisson process; every
+through a client span (its gap is the network's); a service named in ``asynchronous`` is called through a
+producer span its caller does not wait for (OpenTelemetry's kind for the initiator of an asynchronous
+request), so nothing in it, nor in the network into it, adds to the request's latency. Requests arrive as a Poisson process; every
 service's own time is log-normal. At the onset one fault starts in one service:
 
 * ``"delay"``: its own time grows by ``magnitude`` (a factor, 1.0 = doubled);
@@ -27,7 +29,7 @@ SERVICES = {"frontend": (4.0, ("cart", "catalog")), "cart": (6.0, ("db",)), "cat
 
 def incident_spans(*, fault: str | None = "delay", service: str = "cart", magnitude: float = 1.0,
                    n_requests: int = 1200, duration_s: float = 600.0, onset_s: float = 400.0,
-                   random_state=None) -> pa.Table:
+                   asynchronous: tuple = (), random_state=None) -> pa.Table:
     """Spans of ``n_requests`` over ``duration_s``, with ``fault`` in ``service`` from ``onset_s``.
 
     Parameters
@@ -41,6 +43,8 @@ def incident_spans(*, fault: str | None = "delay", service: str = "cart", magnit
     n_requests : int
     duration_s, onset_s : float
         Seconds from the start (2026-01-01T00:00Z).
+    asynchronous : tuple of str, default=()
+        Services their callers call asynchronously (a producer span, not waited for).
     random_state : int or numpy Generator, optional
 
     Returns
@@ -66,12 +70,12 @@ def incident_spans(*, fault: str | None = "delay", service: str = "cart", magnit
     for r, start_s in enumerate(starts):
         faulty = fault is not None and start_s >= onset_s
         _call(rows, rng, f"{r:032x}", None, "frontend", origin + int(start_s * 1e9), fault if faulty else None,
-              service, magnitude, [0])
+              service, magnitude, [0], asynchronous)
     columns = {name: [row.get(name) for row in rows] for name in S.SPAN_SCHEMA.names}
     return pa.Table.from_pydict(columns, schema=S.SPAN_SCHEMA)
 
 
-def _call(rows, rng, trace, parent, name, start_ns, fault, culprit, magnitude, counter) -> int:
+def _call(rows, rng, trace, parent, name, start_ns, fault, culprit, magnitude, counter, asynchronous=()) -> int:
     """Add the span of ``name`` (and its callees) to ``rows``; return its end (ns)."""
     median_ms, callees = SERVICES[name]
     own = rng.lognormal(np.log(median_ms), 0.25) * 1e6
@@ -89,9 +93,12 @@ def _call(rows, rng, trace, parent, name, start_ns, fault, culprit, magnitude, c
             gap += magnitude * gap + 20e6
         counter[0] += 1
         client = f"{counter[0]:016x}"
-        end = _call(rows, rng, trace, client, callee, t + int(gap / 2), fault, culprit, magnitude, counter)
-        rows.append(_row(trace, client, span_id, name, f"call {callee}", "client", t, end + int(gap / 2)))
-        t = end + int(gap / 2)
+        end = _call(rows, rng, trace, client, callee, t + int(gap / 2), fault, culprit, magnitude, counter,
+                    asynchronous)
+        waits = callee not in asynchronous
+        rows.append(_row(trace, client, span_id, name, f"call {callee}", "client" if waits else "producer", t,
+                         end + int(gap / 2)))
+        t = end + int(gap / 2) if waits else t
     end = t + int(own / 2)
     row = _row(trace, span_id, parent, name, f"{name} handler", "server", start_ns, end)
     if failed:
