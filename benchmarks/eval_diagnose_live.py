@@ -12,6 +12,7 @@ moment the fault was switched on; ``--json`` gives every case.
     python benchmarks/eval_diagnose_live.py --quick --magnitude small
     python benchmarks/eval_diagnose_live.py                  # 5 services x 5 faults x 2 magnitudes
     python benchmarks/eval_diagnose_live.py --json > live.json
+    python benchmarks/eval_diagnose_live.py --fault network-delay --seed 100   # one row of the grid
 
 A case whose run is no result (the shop could not keep up with its load on a busy machine: the
 demo's own health check) is counted apart, not scored. This lives beside the benchmarks, not in
@@ -88,6 +89,8 @@ def main(argv=None) -> int:
     parser.add_argument("--magnitude", choices=("small", "large"), default="large",
                         help="with --quick: which of MAGNITUDES' two sizes (default large)")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load per case (half baseline)")
+    parser.add_argument("--fault", action="append", choices=tuple(MAGNITUDES),
+                        help="only this fault type (repeatable); each case keeps its seed in the full grid")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args(argv)
@@ -99,6 +102,8 @@ def main(argv=None) -> int:
              if args.quick else [(s, f, m) for f, sizes in MAGNITUDES.items() for s in services for m in sizes])
     rows = []
     for i, (service, fault, magnitude) in enumerate(cases):
+        if args.fault and fault not in args.fault:
+            continue
         with tempfile.TemporaryDirectory(prefix="tracesleuth-live-") as tmp:
             rows.append(run_case(service, fault, magnitude, duration_s=args.duration, seed=args.seed + i,
                                  workdir=Path(tmp)))

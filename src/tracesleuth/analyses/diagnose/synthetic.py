@@ -29,7 +29,7 @@ SERVICES = {"frontend": (4.0, ("cart", "catalog")), "cart": (6.0, ("db",)), "cat
 
 def incident_spans(*, fault: str | None = "delay", service: str = "cart", magnitude: float = 1.0,
                    n_requests: int = 1200, duration_s: float = 600.0, onset_s: float = 400.0,
-                   asynchronous: tuple = (), random_state=None) -> pa.Table:
+                   asynchronous: tuple = (), reach: dict | None = None, random_state=None) -> pa.Table:
     """Spans of ``n_requests`` over ``duration_s``, with ``fault`` in ``service`` from ``onset_s``.
 
     Parameters
@@ -45,6 +45,9 @@ def incident_spans(*, fault: str | None = "delay", service: str = "cart", magnit
         Seconds from the start (2026-01-01T00:00Z).
     asynchronous : tuple of str, default=()
         Services their callers call asynchronously (a producer span, not waited for).
+    reach : dict of str to float, optional
+        Service -> the share of its callers' spans that call it (default: every one): a service few
+        requests reach.
     random_state : int or numpy Generator, optional
 
     Returns
@@ -70,12 +73,13 @@ def incident_spans(*, fault: str | None = "delay", service: str = "cart", magnit
     for r, start_s in enumerate(starts):
         faulty = fault is not None and start_s >= onset_s
         _call(rows, rng, f"{r:032x}", None, "frontend", origin + int(start_s * 1e9), fault if faulty else None,
-              service, magnitude, [0], asynchronous)
+              service, magnitude, [0], asynchronous, reach or {})
     columns = {name: [row.get(name) for row in rows] for name in S.SPAN_SCHEMA.names}
     return pa.Table.from_pydict(columns, schema=S.SPAN_SCHEMA)
 
 
-def _call(rows, rng, trace, parent, name, start_ns, fault, culprit, magnitude, counter, asynchronous=()) -> int:
+def _call(rows, rng, trace, parent, name, start_ns, fault, culprit, magnitude, counter, asynchronous=(),
+          reach=None) -> int:
     """Add the span of ``name`` (and its callees) to ``rows``; return its end (ns)."""
     median_ms, callees = SERVICES[name]
     own = rng.lognormal(np.log(median_ms), 0.25) * 1e6
@@ -87,14 +91,17 @@ def _call(rows, rng, trace, parent, name, start_ns, fault, culprit, magnitude, c
     failed = here and fault == "exception" and rng.random() < min(magnitude, 1.0)
     skip = here and fault == "early-return" and rng.random() < min(magnitude, 1.0)
     t = start_ns + int(own / 2)
+    reach = reach or {}
     for callee in (() if skip or failed else callees):
+        if callee in reach and rng.random() >= reach[callee]:
+            continue
         gap = rng.lognormal(np.log(0.8), 0.3) * 1e6
         if fault == "network" and callee == culprit:
             gap += magnitude * gap + 20e6
         counter[0] += 1
         client = f"{counter[0]:016x}"
         end = _call(rows, rng, trace, client, callee, t + int(gap / 2), fault, culprit, magnitude, counter,
-                    asynchronous)
+                    asynchronous, reach)
         waits = callee not in asynchronous
         rows.append(_row(trace, client, span_id, name, f"call {callee}", "client" if waits else "producer", t,
                          end + int(gap / 2)))
