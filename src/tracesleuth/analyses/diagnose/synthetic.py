@@ -1,10 +1,11 @@
 """Seeded incidents with a known culprit and onset, for tests and the quality floors.
 
 A small shop: ``frontend`` calls ``cart`` (which calls ``db``) and ``catalog``; ``cart`` calls ``db``
-through a client span (its gap is the network's); a service named in ``asynchronous`` is called through a
-producer span its caller does not wait for (OpenTelemetry's kind for the initiator of an asynchronous
-request), so nothing in it, nor in the network into it, adds to the request's latency. Requests arrive as a Poisson process; every
-service's own time is log-normal. At the onset one fault starts in one service:
+through a client span (its gap is the network's). A service named in ``asynchronous`` is called
+through a producer span its caller does not wait for (OpenTelemetry's kind for the initiator of an
+asynchronous request), so nothing in it, nor in the network into it, adds to the request's latency;
+one in ``reach`` is called by a share of its callers' spans only. Requests arrive as a Poisson
+process; every service's own time is log-normal. At the onset one fault starts in one service:
 
 * ``"delay"``: its own time grows by ``magnitude`` (a factor, 1.0 = doubled);
 * ``"network"``: the gap of calls into it grows by ``magnitude`` x its caller's usual gap + 20 ms;
@@ -78,8 +79,8 @@ def incident_spans(*, fault: str | None = "delay", service: str = "cart", magnit
     return pa.Table.from_pydict(columns, schema=S.SPAN_SCHEMA)
 
 
-def _call(rows, rng, trace, parent, name, start_ns, fault, culprit, magnitude, counter, asynchronous=(),
-          reach=None) -> int:
+def _call(rows, rng, trace, parent, name, start_ns, fault, culprit, magnitude, counter, asynchronous,
+          reach) -> int:
     """Add the span of ``name`` (and its callees) to ``rows``; return its end (ns)."""
     median_ms, callees = SERVICES[name]
     own = rng.lognormal(np.log(median_ms), 0.25) * 1e6
@@ -91,7 +92,6 @@ def _call(rows, rng, trace, parent, name, start_ns, fault, culprit, magnitude, c
     failed = here and fault == "exception" and rng.random() < min(magnitude, 1.0)
     skip = here and fault == "early-return" and rng.random() < min(magnitude, 1.0)
     t = start_ns + int(own / 2)
-    reach = reach or {}
     for callee in (() if skip or failed else callees):
         if callee in reach and rng.random() >= reach[callee]:
             continue

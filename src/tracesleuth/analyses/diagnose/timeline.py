@@ -43,10 +43,10 @@ baseline, found in the store's request series (Build 1 of issue 28).
   (an earlier incident's requests are skipped; what follows a change for the worse is not clean even
   when the change is older than the onset: an incident that began before the onset found), until
   ``min_baseline_requests`` are gathered. A stretch's changes are searched in the onset's series,
-  every service's and every edge's gap included (:func:`_stretch_changes`): an earlier incident in one service barely
-  moves the requests' own series (measured on the recorded faults: the 09:25 fault's baseline held
-  the 09:21 incident, and ts-basic-service ranked 7th; now first; code faults with logs first 11 of
-  12, in the top 3 12 of 12).
+  every service's and every edge's gap included (:func:`_stretch_changes`): an earlier incident in
+  one service barely moves the requests' own series (measured on the recorded faults: the 09:25
+  fault's baseline held the 09:21 incident, and ts-basic-service ranked 7th; now first; code faults
+  with logs first 11 of 12, in the top 3 12 of 12).
 """
 
 from __future__ import annotations
@@ -312,8 +312,8 @@ def _onset_before(telemetry: Telemetry, starts: np.ndarray, at: int, lookback_s:
     that its callers call asynchronously (a producer span) moves no request's latency and no
     service's own time, only the gap on the edge into it (measured on the live shop: items-service,
     which web-service calls asynchronously, with 10 or 40 ms of network delay: "no change in the
-    store" in 5 of 8 runs; its gap rose from 3.5 to 13.9 ms, and the family of gaps finds it at
-    +7.6 s and ranks items-service first), while hundreds of noisy gap series in the first family
+    store" in 5 of 7 runs, its gap risen from 3.5 to 13.9 ms; with the family of gaps, items-service
+    first in 7 of 7, onsets within 8 s), while hundreds of noisy gap series in the first family
     cost it its power and move the onset to the latest queueing blip (measured on the recorded faults,
     gaps in the first family: onset within 30 s 0.571 -> 0.514; as a second family: every score
     unchanged). The two families, each at ``level``, hold a change that is not there to at most
