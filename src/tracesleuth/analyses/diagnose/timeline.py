@@ -185,13 +185,23 @@ def _tests(frame: pl.DataFrame, where: str = "", logged: list | None = None) -> 
         if logged is not None and column in _LOG_COLUMNS:
             rows = frame.filter(_within(frame[S.START_NS].to_numpy(), logged))
         values = rows[column].to_numpy().astype(float)
-        values = np.log(np.maximum(values, 1.0)) if column == "latency_ns" else values
+        values = _log_ns(values) if column == "latency_ns" else values
         tests.append((rows, f"{name} {where}".strip(), values, worse))
     return tests
 
 
 #: The :data:`SERIES` columns counted from log records.
 _LOG_COLUMNS = ("error_log", "log_records")
+
+
+def _log_ns(values: np.ndarray) -> np.ndarray:
+    """Times (ns) on the log scale the change points are searched on, floored at 1 ns."""
+    return np.log(np.maximum(values.astype(float), 1.0))
+
+
+def _of_requests_in(low: int, high: int) -> pl.Expr:
+    """The spans whose request starts in ``[low, high]`` (ns)."""
+    return pl.col("request_start_ns").is_between(low, high)
 
 
 def _within(times: np.ndarray, ranges: list) -> np.ndarray:
@@ -347,13 +357,12 @@ def _gap_tests(spans: pl.DataFrame, low: int, high: int) -> list[tuple]:
     that start in ``[low, high]``: per caller -> callee, one row per span of the caller that calls the
     callee, its exclusive time (network, queueing, serialisation: ``gap_ns``) on a log scale, a rise
     the worse."""
-    frame = (spans.filter((pl.col("request_start_ns") >= low) & (pl.col("request_start_ns") <= high)
-                          & pl.col("callee").is_not_null())
+    frame = (spans.filter(_of_requests_in(low, high) & pl.col("callee").is_not_null())
              .select(S.SERVICE, "callee", pl.col("request_start_ns").alias(S.START_NS), "gap_ns")
              .filter(pl.len().over(S.SERVICE, "callee") >= 2 * MIN_SEGMENT)
              .sort(S.SERVICE, "callee", S.START_NS, maintain_order=True))
-    return [(group, f"gap of {caller} -> {callee}", np.log(np.maximum(group["gap_ns"].to_numpy().astype(float), 1.0)),
-             1) for (caller, callee), group in frame.group_by(S.SERVICE, "callee", maintain_order=True)]
+    return [(group, f"gap of {caller} -> {callee}", _log_ns(group["gap_ns"].to_numpy()), 1)
+            for (caller, callee), group in frame.group_by(S.SERVICE, "callee", maintain_order=True)]
 
 
 def _service_span_series(spans: pl.DataFrame, low: int, high: int) -> pl.DataFrame:
@@ -362,8 +371,7 @@ def _service_span_series(spans: pl.DataFrame, low: int, high: int) -> pl.DataFra
     an error-level record, and its log records; ``spans`` is constant (a span is one span). A
     service's spans outnumber the requests that reach it, so a change in a service few requests
     reach still shows."""
-    return (spans.filter((pl.col("request_start_ns") >= low) & (pl.col("request_start_ns") <= high)
-                         & pl.col("callee").is_null())
+    return (spans.filter(_of_requests_in(low, high) & pl.col("callee").is_null())
             .select(S.SERVICE, pl.col("request_start_ns").alias(S.START_NS), pl.col("own_ns").alias("latency_ns"),
                     "error", (pl.col("error_logs") > 0).alias("error_log"), pl.lit(1, pl.Int64).alias("spans"),
                     "log_records")
@@ -373,7 +381,7 @@ def _service_span_series(spans: pl.DataFrame, low: int, high: int) -> pl.DataFra
 def _service_series(spans: pl.DataFrame, low: int, high: int) -> pl.DataFrame:
     """Per service, one row per request that reaches it, in :data:`SERIES`'s columns: its own time
     (as ``latency_ns``), failed spans, error-level records, spans and log records in that request."""
-    return (spans.filter((pl.col("request_start_ns") >= low) & (pl.col("request_start_ns") <= high))
+    return (spans.filter(_of_requests_in(low, high))
             .group_by(S.SERVICE, S.TRACE_ID)
             .agg(pl.col("request_start_ns").first().alias(S.START_NS), pl.col("own_ns").sum().alias("latency_ns"),
                  pl.col("error").any(), (pl.col("error_logs").sum() > 0).alias("error_log"),
@@ -436,8 +444,7 @@ def _stretch_changes(telemetry: Telemetry, starts: np.ndarray, a: int, b: int, l
     if b - a < 2 * MIN_SEGMENT:
         return []
     requests = telemetry.requests[a:b]
-    change = latest_change(np.log(np.maximum(requests["latency_ns"].to_numpy().astype(float), 1.0)), level=level,
-                           min_size=MIN_SEGMENT)
+    change = latest_change(_log_ns(requests["latency_ns"].to_numpy()), level=level, min_size=MIN_SEGMENT)
     every = _series_tests(telemetry, int(starts[a]), int(starts[b - 1]), logged)
     own = every[:len(SERIES)]   # the requests' own series come first (:func:`_series_tests`)
     gaps = _gap_tests(telemetry.spans, int(starts[a]), int(starts[b - 1]))
