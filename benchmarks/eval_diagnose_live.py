@@ -13,6 +13,7 @@ moment the fault was switched on; ``--json`` gives every case.
     python benchmarks/eval_diagnose_live.py                  # 5 services x 5 faults x 2 magnitudes
     python benchmarks/eval_diagnose_live.py --json > live.json
     python benchmarks/eval_diagnose_live.py --fault network-delay --seed 100   # one row of the grid
+    python benchmarks/eval_diagnose_live.py --fault cpu-burn --keep-misses misses/  # keep misses' stores
 
 A case whose run is no result (the shop could not keep up with its load on a busy machine: the
 demo's own health check) is counted apart, not scored. This lives beside the benchmarks, not in
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -92,6 +94,9 @@ def main(argv=None) -> int:
     parser.add_argument("--fault", action="append", choices=tuple(MAGNITUDES),
                         help="only this fault type (repeatable); each case keeps its seed in the full grid")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep-misses", type=Path, metavar="DIR",
+                        help="keep the work directory (store, logs) of each case whose injected service is "
+                             "not ranked first in DIR/<service>-<fault>-<magnitude>-<seed>, to look into")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args(argv)
     from tracesleuth.demo._protocol import LIVE_SERVICES
@@ -107,6 +112,8 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory(prefix="tracesleuth-live-") as tmp:
             rows.append(run_case(service, fault, magnitude, duration_s=args.duration, seed=args.seed + i,
                                  workdir=Path(tmp)))
+            if args.keep_misses is not None and rows[-1]["rank"] != 1:
+                shutil.copytree(tmp, args.keep_misses / f"{service}-{fault}-{magnitude}-{args.seed + i}")
         if not args.json:
             r = rows[-1]
             print(f"{service:<24}{fault:<15}{magnitude!s:<10} run={r['run']:<13} rank={r['rank']} "
