@@ -5,7 +5,9 @@ through a client span (its gap is the network's). A service named in ``asynchron
 through a producer span its caller does not wait for (OpenTelemetry's kind for the initiator of an
 asynchronous request), so nothing in it, nor in the network into it, adds to the request's latency;
 one in ``reach`` is called by a share of its callers' spans only. Requests arrive as a Poisson
-process; every service's own time is log-normal. At the onset one fault starts in one service:
+process; every service's own time is log-normal. ``host_slowdown`` slows the whole host from the
+onset: every own time and every gap grows by that factor (a busier machine), whatever the fault.
+At the onset one fault starts in one service:
 
 * ``"delay"``: its own time grows by ``magnitude`` (a factor, 1.0 = doubled);
 * ``"network"``: the gap of calls into it grows by ``magnitude`` x its caller's usual gap + 20 ms;
@@ -30,7 +32,8 @@ SERVICES = {"frontend": (4.0, ("cart", "catalog")), "cart": (6.0, ("db",)), "cat
 
 def incident_spans(*, fault: str | None = "delay", service: str = "cart", magnitude: float = 1.0,
                    n_requests: int = 1200, duration_s: float = 600.0, onset_s: float = 400.0,
-                   asynchronous: tuple = (), reach: dict | None = None, random_state=None) -> pa.Table:
+                   asynchronous: tuple = (), reach: dict | None = None, host_slowdown: float = 0.0,
+                   random_state=None) -> pa.Table:
     """Spans of ``n_requests`` over ``duration_s``, with ``fault`` in ``service`` from ``onset_s``.
 
     Parameters
@@ -49,6 +52,8 @@ def incident_spans(*, fault: str | None = "delay", service: str = "cart", magnit
     reach : dict of str to float, optional
         Service -> the share of its callers' spans that call it (default: every one): a service few
         requests reach.
+    host_slowdown : float, default=0.0
+        From the onset, every service's own time and every gap is ``1 + host_slowdown`` times longer.
     random_state : int or numpy Generator, optional
 
     Returns
@@ -74,16 +79,16 @@ def incident_spans(*, fault: str | None = "delay", service: str = "cart", magnit
     for r, start_s in enumerate(starts):
         faulty = fault is not None and start_s >= onset_s
         _call(rows, rng, f"{r:032x}", None, "frontend", origin + int(start_s * 1e9), fault if faulty else None,
-              service, magnitude, [0], asynchronous, reach or {})
+              service, magnitude, [0], asynchronous, reach or {}, 1 + host_slowdown * (start_s >= onset_s))
     columns = {name: [row.get(name) for row in rows] for name in S.SPAN_SCHEMA.names}
     return pa.Table.from_pydict(columns, schema=S.SPAN_SCHEMA)
 
 
 def _call(rows, rng, trace, parent, name, start_ns, fault, culprit, magnitude, counter, asynchronous,
-          reach) -> int:
+          reach, slow) -> int:
     """Add the span of ``name`` (and its callees) to ``rows``; return its end (ns)."""
     median_ms, callees = SERVICES[name]
-    own = rng.lognormal(np.log(median_ms), 0.25) * 1e6
+    own = rng.lognormal(np.log(median_ms), 0.25) * 1e6 * slow
     here = fault is not None and name == culprit
     if here and fault == "delay":
         own *= 1 + magnitude
@@ -95,13 +100,13 @@ def _call(rows, rng, trace, parent, name, start_ns, fault, culprit, magnitude, c
     for callee in (() if skip or failed else callees):
         if callee in reach and rng.random() >= reach[callee]:
             continue
-        gap = rng.lognormal(np.log(0.8), 0.3) * 1e6
+        gap = rng.lognormal(np.log(0.8), 0.3) * 1e6 * slow
         if fault == "network" and callee == culprit:
             gap += magnitude * gap + 20e6
         counter[0] += 1
         client = f"{counter[0]:016x}"
         end = _call(rows, rng, trace, client, callee, t + int(gap / 2), fault, culprit, magnitude, counter,
-                    asynchronous, reach)
+                    asynchronous, reach, slow)
         waits = callee not in asynchronous
         rows.append(_row(trace, client, span_id, name, f"call {callee}", "client" if waits else "producer", t,
                          end + int(gap / 2)))
