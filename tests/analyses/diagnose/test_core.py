@@ -257,7 +257,10 @@ def test_a_slowdown_of_the_whole_host_is_no_service_s_evidence():
     for seed in range(12):
         spans = incident_spans(fault="early-return", service="cart", magnitude=0.3, host_slowdown=0.3,
                                random_state=seed)
-        first += Diagnosis(at=_at(spans)).fit(spans).result_.services[0].service == "cart"
+        result = Diagnosis(at=_at(spans)).fit(spans).result_
+        first += result.services[0].service == "cart"
+        common = [n.slowdown for n in result.notes if n.kind == "common_slowdown"]
+        assert len(common) == 1 and 0.2 <= common[0] <= 0.4  # the host's 30%, said in a note
         healthy = incident_spans(fault=None, host_slowdown=0.3, random_state=seed)
         try:
             quiet += Diagnosis(at=_at(healthy)).fit(healthy).result_.verdict != "named"

@@ -27,8 +27,8 @@ from ... import schema as S
 from ...errors import ParameterError
 from .._contract import NONE, Analysis, InstanceOf, Interval, Seed
 from .._notes import WithNotes
-from .evidence import FAMILIES, gather_evidence, shift_p_value
-from .notes import BaselinePeriod, NoLogRecords, OnsetFound, ProblemPeriod, Verdict
+from .evidence import FAMILIES, common_slowdown, gather_evidence, shift_p_value
+from .notes import BaselinePeriod, CommonSlowdown, NoLogRecords, OnsetFound, ProblemPeriod, Verdict
 from .ranking import load_model
 from .telemetry import Period, Telemetry
 from .timeline import Onset, find_timeline
@@ -224,13 +224,15 @@ class Diagnosis(Analysis):
                                  lookback_s=self.lookback_s, max_problem_s=self.max_problem_s,
                                  min_baseline_requests=self.min_baseline_requests, level=self.level)
         problem, baseline = telemetry.during(timeline.problem), telemetry.during(timeline.baseline)
-        evidence = gather_evidence(problem, baseline, level=self.level, min_slowdown=self.min_slowdown)
+        common = common_slowdown(problem, baseline)
+        slowdown = (1 + self.min_slowdown) * (1 + common) - 1  # beyond the host's own (common_slowdown)
+        evidence = gather_evidence(problem, baseline, level=self.level, min_slowdown=slowdown)
         model = load_model(self.model)
         features = feature_frame(evidence)
         confidence = model.probabilities(features.drop(S.SERVICE).to_numpy())
         suspects = _suspects(features[S.SERVICE].to_list(), confidence, evidence, problem, baseline,
-                             self.level, self.min_slowdown)
-        notes = _notes(timeline, telemetry.has_logs, problem, baseline)
+                             self.level, slowdown)
+        notes = _notes(timeline, telemetry.has_logs, problem, baseline, common)
         why = self._verdict(suspects, problem, timeline.onset)
         result = DiagnosisResult(why.verdict, suspects, float(1 - confidence.sum()), timeline.onset,
                                  timeline.problem, timeline.baseline, notes + (why,))
@@ -294,7 +296,7 @@ def _instances(service: str, problem: Telemetry, baseline: Telemetry, level: flo
     return standing_out or tuple(sorted(name for _, _, name in found))
 
 
-def _notes(timeline, has_logs: bool, problem: Telemetry, baseline: Telemetry) -> tuple:
+def _notes(timeline, has_logs: bool, problem: Telemetry, baseline: Telemetry, common: float) -> tuple:
     """The onset, the periods and the caveats (:mod:`.notes`), in that order."""
     notes = []
     if timeline.onset is not None:
@@ -304,6 +306,8 @@ def _notes(timeline, has_logs: bool, problem: Telemetry, baseline: Telemetry) ->
     notes += [kind(t.start_ns, t.end_ns, t.n_requests, t.how, len(t.ranges), t.n_skipped)
               for kind, t in ((ProblemPeriod, p), (BaselinePeriod, b))]
     notes += timeline.caveats
+    if common > 0:
+        notes.append(CommonSlowdown(common))
     if not has_logs:
         notes.append(NoLogRecords())
     else:

@@ -12,6 +12,7 @@ kind                      decision
 ``problem``               :class:`ProblemPeriod` - the period diagnosed
 ``baseline``              :class:`BaselinePeriod` - the period it is compared with
 ``small_baseline``        :class:`SmallBaseline` - a baseline short of requests (a caveat)
+``common_slowdown``       :class:`CommonSlowdown` - every time rose together; tested beyond it
 ``no_logs``               :class:`NoLogRecords` - no log evidence (a caveat)
 ``verdict``               :class:`Verdict` - why someone is named, nobody is sure, or it is too thin
 ========================= ============================================================
@@ -25,7 +26,7 @@ from typing import Any, ClassVar
 from .._notes import Note
 from .telemetry import period_words, utc_text
 
-__all__ = ["BaselinePeriod", "DiagnosisNote", "NoLogRecords", "OnsetFound", "ProblemPeriod", "SmallBaseline",
+__all__ = ["BaselinePeriod", "CommonSlowdown", "DiagnosisNote", "NoLogRecords", "OnsetFound", "ProblemPeriod", "SmallBaseline",
            "Verdict"]
 
 
@@ -146,6 +147,25 @@ class SmallBaseline(DiagnosisNote):
     def describe(self) -> str:
         return (f"Caveat: the baseline holds {self.n_requests} requests, fewer than the {self.wanted} wanted: the "
                 "best available.")
+
+
+@dataclass(frozen=True)
+class CommonSlowdown(DiagnosisNote):
+    """The times of the problem period rose together (a busier host, more load), so each time item
+    was tested for a rise beyond it (:func:`~.evidence.common_slowdown`).
+
+    Attributes
+    ----------
+    slowdown : float
+        The common slowdown, > 0 (0.2: 20% slower).
+    """
+
+    kind: ClassVar[str] = "common_slowdown"
+    slowdown: float
+
+    def describe(self) -> str:
+        return (f"Every service's times rose together by about {self.slowdown:.0%} (the median operation and "
+                "edge): a time counts as evidence only where it rose beyond that.")
 
 
 @dataclass(frozen=True)
