@@ -27,7 +27,7 @@ from ... import schema as S
 from ...errors import ParameterError
 from .._contract import NONE, Analysis, InstanceOf, Interval, Seed
 from .._notes import WithNotes
-from .evidence import FAMILIES, common_slowdown, gather_evidence, shift_p_value
+from .evidence import FAMILIES, common_slowdown, gather_evidence, shift_p_value, time_samples
 from .notes import BaselinePeriod, CommonSlowdown, NoLogRecords, OnsetFound, ProblemPeriod, Verdict
 from .ranking import load_model
 from .telemetry import Period, Telemetry
@@ -224,9 +224,10 @@ class Diagnosis(Analysis):
                                  lookback_s=self.lookback_s, max_problem_s=self.max_problem_s,
                                  min_baseline_requests=self.min_baseline_requests, level=self.level)
         problem, baseline = telemetry.during(timeline.problem), telemetry.during(timeline.baseline)
-        common = common_slowdown(problem, baseline)
+        samples = time_samples(problem, baseline)
+        common = common_slowdown(samples)
         slowdown = (1 + self.min_slowdown) * (1 + common) - 1  # beyond the host's own (common_slowdown)
-        evidence = gather_evidence(problem, baseline, level=self.level, min_slowdown=slowdown)
+        evidence = gather_evidence(problem, baseline, samples, level=self.level, min_slowdown=slowdown)
         model = load_model(self.model)
         features = feature_frame(evidence)
         confidence = model.probabilities(features.drop(S.SERVICE).to_numpy())

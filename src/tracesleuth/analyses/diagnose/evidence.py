@@ -42,7 +42,7 @@ from ...model.gaps import gap_owner
 from .telemetry import Telemetry
 
 __all__ = ["FAMILIES", "MAX_WEIGHT", "Evidence", "common_slowdown", "gather_evidence", "rate_p_values",
-           "shift_p_value", "stratified_rate_p_values"]
+           "shift_p_value", "stratified_rate_p_values", "time_samples"]
 
 #: The evidence families, in the order features and tables list them.
 FAMILIES = ("self_time", "gap", "error_origin", "error_logs", "log_templates", "calls_dropped", "new_operations")
@@ -139,14 +139,16 @@ def rate_p_values(c_p, n_p, c_b, n_b, alternative: str) -> np.ndarray:
     return np.where((total > 0) & (n_p > 0) & (n_b > 0), np.clip(p, 0.0, 1.0), 1.0)
 
 
-def gather_evidence(problem: Telemetry, baseline: Telemetry, *, level: float, min_slowdown: float
-                    ) -> list[Evidence]:
+def gather_evidence(problem: Telemetry, baseline: Telemetry, samples: dict, *, level: float,
+                    min_slowdown: float) -> list[Evidence]:
     """Every family's evidence per service, strongest first.
 
     Parameters
     ----------
     problem, baseline : Telemetry
         The two periods.
+    samples : dict
+        :func:`time_samples` of the two periods (read once, shared with :func:`common_slowdown`).
     level : float
         Significance level (the gap rule's "rose").
     min_slowdown : float
@@ -158,8 +160,8 @@ def gather_evidence(problem: Telemetry, baseline: Telemetry, *, level: float, mi
         At most one per (family, service): the service's strongest item in the family.
     """
     items = pl.concat([
-        _time_items(problem, baseline, "own_ns", min_slowdown),
-        _gap_items(problem, baseline, min_slowdown, level),
+        _time_items(samples, min_slowdown),
+        _gap_items(samples, min_slowdown, level),
         _error_origin_items(problem, baseline),
         _error_log_items(problem, baseline),
         _template_items(problem, baseline),
@@ -179,7 +181,19 @@ def gather_evidence(problem: Telemetry, baseline: Telemetry, *, level: float, mi
     return sorted(out, key=lambda e: (-e.weight, e.family, e.service))
 
 
-def common_slowdown(problem: Telemetry, baseline: Telemetry) -> float:
+#: The time families' items: the column of per-request times and the item's keys.
+_TIME_ITEMS = {"own_ns": [S.SERVICE, S.OPERATION], "gap_ns": [S.SERVICE, "callee"]}
+
+
+def time_samples(problem: Telemetry, baseline: Telemetry) -> dict:
+    """Each request's time per item of the ``self_time`` (``"own_ns"``) and ``gap`` (``"gap_ns"``)
+    families: ``{column: (problem frame, baseline frame)}``, each frame the item's keys, ``trace_id``
+    and ``_value`` (ns, the request's mean; the requests are the independent units)."""
+    return {column: (_per_request(problem.spans, column, keys), _per_request(baseline.spans, column, keys))
+            for column, keys in _TIME_ITEMS.items()}
+
+
+def common_slowdown(samples: dict) -> float:
     """The slowdown every time item shares: the median, over the items of the ``self_time`` and
     ``gap`` families (operations and edges with >= :data:`MIN_SAMPLES` requests in both periods),
     of the ratio of the problem's median per-request time to the baseline's, minus 1; 0 when the
@@ -197,16 +211,20 @@ def common_slowdown(problem: Telemetry, baseline: Telemetry) -> float:
     10%), and categories-service was named first at 0.69 on a 1.07 -> 1.37 ms gap and a 16 us query
     slowdown; with the common slowdown, account-service is named at 0.94.
 
+    Parameters
+    ----------
+    samples : dict
+        :func:`time_samples` of the two periods.
+
     Returns
     -------
     float
         >= 0; e.g. 0.15 for a common 15% slowdown.
     """
     ratios = []
-    for column, keys in (("own_ns", [S.SERVICE, S.OPERATION]), ("gap_ns", [S.SERVICE, "callee"])):
-        medians = [_per_request(t.spans, column, keys).group_by(keys)
-                   .agg(pl.col("_value").median().alias(name), pl.len().alias(f"n_{name}"))
-                   for t, name in ((problem, "p"), (baseline, "b"))]
+    for column, keys in _TIME_ITEMS.items():
+        medians = [frame.group_by(keys).agg(pl.col("_value").median().alias(name), pl.len().alias(f"n_{name}"))
+                   for frame, name in zip(samples[column], ("p", "b"))]
         both = medians[0].join(medians[1], on=keys).filter((pl.col("n_p") >= MIN_SAMPLES)
                                                            & (pl.col("n_b") >= MIN_SAMPLES))
         ratios.extend(np.log(both["p"].to_numpy() / both["b"].to_numpy()))
@@ -240,18 +258,14 @@ def _time_tests(problem: pl.DataFrame, baseline: pl.DataFrame, keys: list[str], 
     return rows
 
 
-def _time_items(problem: Telemetry, baseline: Telemetry, column: str, min_slowdown: float) -> pl.DataFrame:
-    keys = [S.SERVICE, S.OPERATION]
-    rows = _time_tests(_per_request(problem.spans, column, keys), _per_request(baseline.spans, column, keys),
-                       keys, min_slowdown)
+def _time_items(samples: dict, min_slowdown: float) -> pl.DataFrame:
+    rows = _time_tests(*samples["own_ns"], _TIME_ITEMS["own_ns"], min_slowdown)
     return _items([{"family": "self_time", S.SERVICE: r["key"][0], "item": r["key"][1], "p_value": r["p_value"],
                     "baseline": r["baseline"], "problem": r["problem"]} for r in rows])
 
 
-def _gap_items(problem: Telemetry, baseline: Telemetry, min_slowdown: float, level: float) -> pl.DataFrame:
-    keys = [S.SERVICE, "callee"]
-    rows = _time_tests(_per_request(problem.spans, "gap_ns", keys), _per_request(baseline.spans, "gap_ns", keys),
-                       keys, min_slowdown)
+def _gap_items(samples: dict, min_slowdown: float, level: float) -> pl.DataFrame:
+    rows = _time_tests(*samples["gap_ns"], _TIME_ITEMS["gap_ns"], min_slowdown)
     if not rows:
         return _items([])
     # The relative rise of each edge's median gap per request (0 where the baseline's is 0), and

@@ -26,8 +26,8 @@ from typing import Any, ClassVar
 from .._notes import Note
 from .telemetry import period_words, utc_text
 
-__all__ = ["BaselinePeriod", "CommonSlowdown", "DiagnosisNote", "NoLogRecords", "OnsetFound", "ProblemPeriod", "SmallBaseline",
-           "Verdict"]
+__all__ = ["BaselinePeriod", "CommonSlowdown", "DiagnosisNote", "NoLogRecords", "OnsetFound", "ProblemPeriod",
+           "SmallBaseline", "Verdict"]
 
 
 @dataclass(frozen=True)
