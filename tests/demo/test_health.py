@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from tracesleuth.demo import EXIT_BROKEN, EXIT_NOT_RECOVERED, RECOVERY_F_SCORE, DemoResult, Fault, IncidentResult
-from tracesleuth.demo._health import MAX_FAILED_SHARE, MIN_RATE_SHARE, achieved_rate, assess_run, modelled_quantiles_ns
+from tracesleuth.demo._health import (MAX_FAILED_SHARE, MIN_RATE_SHARE, achieved_rate, assess_run, blurred_requests,
+                                      modelled_quantiles_ns)
 
 MS = 1_000_000
 
@@ -54,6 +55,50 @@ def test_queueing_beyond_the_modelled_times_is_an_overload():
     busy = _health(load_average=os.cpu_count() + 3.5)
     assert not busy.broken and "the machine was busy: its load average was" in busy.overloaded
     assert _health(load_average=0.5).ok
+
+
+def _stalled_run(seed: int, *, stalled: int, on_both: bool = True):
+    """1,000 requests, 100 carrying A1 (+50 ms in rpc a) and 100 A2 (+50 ms in a and b: A2's requests
+    are slow in a by design, never blurred for A1); ``stalled`` undegraded requests were slowed
+    35 ms (past the 25 ms midpoint, by 5 standard deviations) in a, and in b too when ``on_both``;
+    40 more slowed 15 ms (short of it, by 5) in both."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.normal(30, 2, 1000) * MS, rng.normal(10, 1, 1000) * MS
+    marks = np.array([None] * 1000, dtype=object)
+    marks[:100], marks[100:200] = "A1", "A2"
+    a[:200] += 50 * MS
+    b[100:200] += 50 * MS
+    stall = rng.choice(np.arange(200, 1000), stalled + 40, replace=False)
+    a[stall[:stalled]] += 35 * MS
+    b[stall[:stalled]] += 35 * MS if on_both else 0
+    a[stall[stalled:]] += 15 * MS
+    b[stall[stalled:]] += 15 * MS
+    return blurred_requests({"s:a": a, "s:b": b}, marks, [("A1", ("s:a",)), ("A2", ("s:a", "s:b", "s:gone"))],
+                            recovery_f_score=RECOVERY_F_SCORE)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_requests_a_slow_spell_made_look_degraded_are_counted(seed):
+    """The count is exact over 20 seeds: past the midpoint on every RPC of the degradation is
+    blurred, short of it (or past it on only one of two RPCs) is not; the tolerance follows from
+    the recovery F-score (2 x 100 x (1 / 0.95 - 1) = 10.5)."""
+    a1, a2 = _stalled_run(seed, stalled=12)
+    assert (a1.affected, a1.blurred, a1.tolerated, a1.too_many) == (100, 12, 10, True)
+    assert (a2.rpcs, a2.blurred, a2.too_many) == (("s:a", "s:b"), 12, True)
+    a1, a2 = _stalled_run(seed, stalled=12, on_both=False)
+    assert a1.blurred == 12 and a2.blurred == 0
+    assert not any(b.too_many for b in _stalled_run(seed, stalled=10))
+
+
+def test_a_slow_spell_that_blurs_a_degradation_is_an_overload():
+    blurred = _stalled_run(0, stalled=12)
+    h = _health(blurred=blurred, load_average=0.5)
+    assert not h.broken and "queueing made 12 undegraded requests look like A1" in h.overloaded
+    assert h.to_dict()["blurred"][0] == {"degradation": "A1", "rpcs": ["s:a"], "affected": 100, "blurred": 12,
+                                         "tolerated": 10}
+    o = _demo(h, {"A1": 0.94, "A2": 0.99}).outcome()
+    assert (o.status, o.exit_code) == ("broken", EXIT_BROKEN) and "A1 (F 0.940)" in o.message
+    assert _health(blurred=_stalled_run(0, stalled=10)).ok
 
 
 def test_achieved_rate():

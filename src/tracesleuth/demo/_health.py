@@ -16,7 +16,10 @@ Two kinds of trouble are told apart:
   than the services' modelled times (:data:`DISTURBANCE_FACTOR`), or the machine had more
   runnable processes than cores (its load average above the core count): queueing on a busy
   machine then adds as much as a degradation does. The scores may still be right (the ground
-  truth says); when they are not, the overload is named as the cause.
+  truth says); when they are not, the overload is named as the cause. Beside these averages,
+  :func:`blurred_requests` counts the requests a slow spell alone made look degraded (a few
+  seconds of a busy host slow a few dozen requests and leave the median and the load average as
+  they were): when they are more than a recovered pattern could absorb, the run is overloaded too.
 
 Beside them, what became of the telemetry: every process counts the spans and log records it
 recorded, exported, failed to export and had dropped before export (:class:`~._account.ProcessAccount`,
@@ -27,6 +30,7 @@ names it, and the outcome says so.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -35,8 +39,8 @@ import numpy as np
 from ..units import NS_PER_S, format_duration_ns
 from ._account import NO_TELEMETRY, ProcessAccount, SignalAccount
 
-__all__ = ["DISTURBANCE_FACTOR", "MAX_FAILED_SHARE", "MAX_LOST_SHARE", "MIN_RATE_SHARE", "RunHealth",
-           "assess_run"]
+__all__ = ["DISTURBANCE_FACTOR", "MAX_FAILED_SHARE", "MAX_LOST_SHARE", "MIN_RATE_SHARE", "Blur", "RunHealth",
+           "assess_run", "blurred_requests"]
 
 #: Share of the requests sent that may fail (error status, timeout, refused) in a run that is a result.
 MAX_FAILED_SHARE = 0.01
@@ -48,6 +52,96 @@ MAX_LOST_SHARE = 0.01
 #: modelled median plus one injected delay (50 ms), or their spread (90th percentile minus median)
 #: exceeds the modelled spread plus that delay: queueing then adds as much as a degradation does.
 DISTURBANCE_FACTOR = 2.0
+
+
+@dataclass(frozen=True)
+class Blur:
+    """The requests without any degradation that the machine alone made look as if they had one.
+
+    A degradation adds :data:`~tracesleuth.evaluation.eshopper.DELAY_NS` (50 ms) to each of its
+    RPCs. An undegraded request whose exclusive time in *every* one of those RPCs exceeds the
+    midpoint between the undegraded requests (their median) and the degraded ones (that median
+    plus the delay) is nearer the degraded requests on each of them: queueing added at least half
+    a degradation, and no inequality on those RPCs (what a pattern is made of, Section 3.2 of
+    Cortellessa & Traini) puts it on the right side without losing degraded requests as well.
+
+    A pattern that holds all ``affected`` requests and these ``blurred`` ones scores
+    F = 2 affected / (2 affected + blurred); :attr:`tolerated` is the most that keeps that F at the
+    recovery threshold. More than that and a miss is the machine's, not the analysis's: no
+    threshold of ours, the derivation's only input is the recovery F-score.
+
+    Attributes
+    ----------
+    degradation : str
+    rpcs : tuple of str
+        The RPCs it delays, ``"service:operation"``.
+    affected : int
+        Requests carrying it.
+    blurred : int
+        Undegraded requests past the midpoint on every RPC of ``rpcs`` (requests carrying another
+        degradation that shares an RPC are slow there by design, not by queueing: not counted).
+    tolerated : int
+        ``floor(2 affected (1 / F - 1))`` for the recovery F-score ``F``.
+    """
+
+    degradation: str
+    rpcs: tuple[str, ...]
+    affected: int
+    blurred: int
+    tolerated: int
+
+    @property
+    def too_many(self) -> bool:
+        return self.blurred > self.tolerated
+
+    def describe(self) -> str:
+        """One line, e.g. ``"queueing made 6 undegraded requests look like A1 ..."``."""
+        return (f"queueing made {self.blurred} undegraded requests look like {self.degradation} (their "
+                f"{', '.join(self.rpcs)} exclusive time past the midpoint between the undegraded requests' and "
+                f"{self.degradation}'s; at most {self.tolerated} leave its {self.affected} requests recoverable)")
+
+    def to_dict(self) -> dict:
+        return {"degradation": self.degradation, "rpcs": list(self.rpcs), "affected": self.affected,
+                "blurred": self.blurred, "tolerated": self.tolerated}
+
+
+def blurred_requests(exclusive_ns, marks, degradations, *, recovery_f_score: float) -> tuple[Blur, ...]:
+    """Count, per degradation, the requests without it that queueing made look degraded (:class:`Blur`).
+
+    Parameters
+    ----------
+    exclusive_ns : mapping of str to array-like of float, each shape (n_requests,)
+        Each RPC's exclusive time per request, ns (NaN or None where the request has no such span).
+    marks : sequence of str or None, shape (n_requests,)
+        The degradation each request carries (the ground truth), None for none.
+    degradations : iterable of (str, sequence of str)
+        Each degradation's name and the RPCs it delays (keys of ``exclusive_ns``; missing ones are
+        left out, and a degradation with none is not counted).
+    recovery_f_score : float
+        The F-score a recovered degradation's pattern reaches, in (0, 1].
+
+    Returns
+    -------
+    tuple of Blur
+    """
+    from ..evaluation.eshopper import DELAY_NS
+
+    marks = np.array([m if m is not None else "" for m in marks], dtype=object)
+    undegraded = marks == ""
+    out = []
+    for name, rpcs in degradations:
+        rpcs = tuple(r for r in rpcs if r in exclusive_ns)
+        affected = int((marks == name).sum())
+        if not rpcs or not affected:
+            continue
+        past = undegraded.copy()
+        for rpc in rpcs:
+            x = np.array([np.nan if v is None else v for v in exclusive_ns[rpc]], dtype=np.float64)
+            normal = x[undegraded & np.isfinite(x)]
+            past &= np.isfinite(x) & (x > (np.median(normal) if normal.size else np.inf) + DELAY_NS / 2)
+        out.append(Blur(name, rpcs, affected, int(past.sum()),
+                        math.floor(2 * affected * (1 / recovery_f_score - 1) + 1e-9)))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -82,6 +176,9 @@ class RunHealth:
         Why the load was not what was asked (failures, rate, lost traces); empty when it was.
     overloaded : str or None
         Why the undegraded requests are too slow to tell the degradations apart, or None.
+    blurred : tuple of Blur
+        Per degradation, the requests without it that queueing made look degraded
+        (:func:`blurred_requests`); empty when not counted.
     telemetry : tuple of ProcessAccount
         What each process (service instance, load generator) recorded of its spans and log
         records and what became of them, by instance.
@@ -105,6 +202,7 @@ class RunHealth:
     load_average: float | None = None
     broken: tuple[str, ...] = ()
     overloaded: str | None = None
+    blurred: tuple[Blur, ...] = ()
     telemetry: tuple[ProcessAccount, ...] = ()
     telemetry_unreported: tuple[str, ...] = ()
 
@@ -189,6 +287,7 @@ class RunHealth:
         and ``telemetry_loss``)."""
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
         out["broken"] = list(self.broken)
+        out["blurred"] = [b.to_dict() for b in self.blurred]
         out["telemetry"] = [p.to_dict() for p in self.telemetry]
         out["telemetry_unreported"] = list(self.telemetry_unreported)
         return out | {"failed_share": self.failed_share, "ok": self.ok, "reason": self.reason(),
@@ -247,7 +346,7 @@ def modelled_quantiles_ns(seed: int) -> tuple[float, float]:
 
 def assess_run(*, planned: int, sent: int, completed: int, failed: int, analysed: int, lost: int, rate_per_s: float,
                achieved_rate_per_s: float, undegraded_latency_ns, seed: int, cpu_cores: float | None = None,
-               load_average: float | None = None, telemetry=(), telemetry_unreported=()) -> RunHealth:
+               load_average: float | None = None, blurred=(), telemetry=(), telemetry_unreported=()) -> RunHealth:
     """Check a live run's load and latencies against the thresholds of this module.
 
     Parameters
@@ -266,6 +365,9 @@ def assess_run(*, planned: int, sent: int, completed: int, failed: int, analysed
         CPU the run used during the load, in cores.
     load_average : float, optional
         The machine's 1-minute load average at the end of the load.
+    blurred : iterable of Blur, optional
+        :func:`blurred_requests`; a degradation with more than it tolerates makes the run
+        overloaded.
     telemetry : iterable of ProcessAccount, optional
         What each process recorded of its telemetry and what became of it.
     telemetry_unreported : iterable of str, optional
@@ -301,10 +403,13 @@ def assess_run(*, planned: int, sent: int, completed: int, failed: int, analysed
     if load_average is not None and load_average > n_cores:
         overloaded.append(f"the machine was busy: its load average was {load_average:.1f} on {n_cores} cores (more "
                           "runnable processes than cores, so requests waited for a CPU)")
+    blurred = tuple(blurred)
+    overloaded += [b.describe() for b in blurred if b.too_many]
     return RunHealth(requests_planned=planned, requests_sent=sent, requests_completed=completed,
                      requests_failed=failed, requests_analysed=analysed, rate_per_s=float(rate_per_s),
                      achieved_rate_per_s=float(achieved_rate_per_s), latency_p50_ns=p50, latency_p90_ns=p90,
                      modelled_p50_ns=m50, modelled_p90_ns=m90, cpu_cores=cpu_cores, n_cores=n_cores,
                      load_average=load_average, broken=tuple(broken), overloaded="; ".join(overloaded) or None,
+                     blurred=blurred,
                      telemetry=tuple(sorted(telemetry, key=lambda p: p.instance)),
                      telemetry_unreported=tuple(telemetry_unreported))

@@ -19,7 +19,7 @@ from ..errors import ParameterError
 from ..evaluation.eshopper import HOMEPAGE_CALLS, draw_degradations
 from ..units import NS_PER_MS
 from ._account import ProcessAccount
-from ._health import achieved_rate, assess_run
+from ._health import achieved_rate, assess_run, blurred_requests
 from ._protocol import (DEFAULT_FAULT_SHARE, DELAY_FAULTS, FAULT_HITS_COLUMNS, FAULT_KINDS, FAULT_PATH, HEALTH_PATH,
                         LIVE_SERVICES, LOAD_GENERATOR, DemoConfig, Fault, LiveDegradation, call_service,
                         child_environment)
@@ -572,9 +572,9 @@ def _load_counts(loads: dict) -> dict:
     return {k: sum(int(load.get(k, 0)) for _, load in loads.values()) for k in ("sent", "completed", "failed")}
 
 
-def _health(run: _Run, labels, trace_ids, undegraded_latency_ns, *, seed: int):
-    """The run's health from its ground truth (``labels``: every phase's rows) and the trace
-    ids found in the store."""
+def _health(run: _Run, labels, trace_ids, undegraded_latency_ns, *, seed: int, blurred=()):
+    """The run's health from its ground truth (``labels``: every phase's rows), the trace ids
+    found in the store and the requests queueing made look degraded (:func:`blurred_requests`)."""
     import polars as pl
 
     counts = _load_counts(run.loads)
@@ -587,7 +587,7 @@ def _health(run: _Run, labels, trace_ids, undegraded_latency_ns, *, seed: int):
     return assess_run(planned=planned, sent=counts["sent"], completed=counts["completed"], failed=counts["failed"],
                       analysed=len(trace_ids), lost=lost, rate_per_s=rate, achieved_rate_per_s=achieved,
                       undegraded_latency_ns=undegraded_latency_ns, seed=seed, cpu_cores=run.cpu_cores,
-                      load_average=run.load_average, telemetry=run.telemetry,
+                      load_average=run.load_average, blurred=blurred, telemetry=run.telemetry,
                       telemetry_unreported=run.telemetry_unreported)
 
 
@@ -630,7 +630,10 @@ def _analyse(run: _Run, *, report_path, seed, generations, duration_s, noised, i
     estimator = LatencyDegradationPatterns(random_state=seed, generations=generations, interval=bounds,
                                            **ESTIMATOR_PARAMS).fit(table)
     match = match_clusters(truth, estimator.labels_, degradations=names)
-    health = _health(run, labels, table.frame["trace_id"].to_list(), latency[~affected], seed=seed)
+    exclusive = {rpc: table.frame[f"exclusive_ns[{rpc}]"].to_numpy() for d in shown for rpc in d.rpcs
+                 if f"exclusive_ns[{rpc}]" in table.frame.columns}
+    blurred = blurred_requests(exclusive, truth, [(d.name, d.rpcs) for d in shown], recovery_f_score=RECOVERY_F_SCORE)
+    health = _health(run, labels, table.frame["trace_id"].to_list(), latency[~affected], seed=seed, blurred=blurred)
     timings["analysis_s"] = time.perf_counter() - t
 
     res = estimator.result_
