@@ -39,8 +39,8 @@ recorded CPU and network faults raised their service's series 13-3,400x.
 the callee (network into it, its queue: the usual attribution, as in the method matrices) or the
 caller (CPU contention in the caller delays all its outgoing calls). Which, decides the one rule
 every analysis uses (:func:`~tracesleuth.model.gaps.gap_owner`): the callee, unless the caller's
-gaps into its other services rose more, against this edge's, than the callee's from its other
-callers. On OnlineBoutique,
+gaps into its other services rose more (found risen by the test, or by their size against this
+edge's) than the callee's from its other callers. On OnlineBoutique,
 CPU contention in the frontend raised its gaps to 6 of its 7 callees (blamed: the frontend) and a
 network delay into the currency service raised the gaps of both its callers (blamed: currency).
 """
