@@ -6,7 +6,8 @@ injected delays apart) - never a silent wrong result. They hold beside a second 
 process (``python3 -c 'while True: pass' &``): the default rate leaves the shop half a core's
 work. Such a process can still slow a few dozen requests by half a degradation while the median
 and the load average stay as they were (A1 at F 0.923 with 8 such requests, load average 1.6,
-seen here): the run counts them (``RunHealth.blurred``) and names them as the cause of a miss. Each test checks, through /proc, that no process of the run is left behind.
+seen here): the run counts them (``RunHealth.blurred``) and names them as the cause of a miss.
+Each test checks, through /proc, that no process of the run is left behind.
 """
 
 from __future__ import annotations

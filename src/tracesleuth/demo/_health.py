@@ -136,9 +136,10 @@ def blurred_requests(exclusive_ns, marks, degradations, *, recovery_f_score: flo
             continue
         past = undegraded.copy()
         for rpc in rpcs:
-            x = np.array([np.nan if v is None else v for v in exclusive_ns[rpc]], dtype=np.float64)
+            x = np.asarray(exclusive_ns[rpc], dtype=np.float64)  # None -> NaN
             normal = x[undegraded & np.isfinite(x)]
             past &= np.isfinite(x) & (x > (np.median(normal) if normal.size else np.inf) + DELAY_NS / 2)
+        # F = 2n / (2n + b) >= recovery_f_score  <=>  b <= 2n (1/F - 1); 1e-9 absorbs float error at whole numbers
         out.append(Blur(name, rpcs, affected, int(past.sum()),
                         math.floor(2 * affected * (1 / recovery_f_score - 1) + 1e-9)))
     return tuple(out)

@@ -82,7 +82,7 @@ def gap_owner(edges: pl.DataFrame) -> pl.Series:
     rows = edges.select("caller", "callee", pl.col("rise").cast(pl.Float64),
                         pl.col("rose").cast(pl.Boolean)).with_row_index("_row")
 
-    def others(end: str, name: str, risen_counts: bool) -> pl.DataFrame:  # the median support of the end's other edges
+    def others(end: str, name: str, risen_counts: bool) -> pl.DataFrame:  # median support of the other edges
         other = rows.select(end, pl.col("_row").alias("_other"), pl.col("rise").alias("_rise_other"),
                             pl.col("rose").alias("_rose_other"))
         by_size = pl.min_horizontal(pl.col("_rise_other").clip(0.0) / pl.col("rise"), 1.0)
@@ -91,12 +91,10 @@ def gap_owner(edges: pl.DataFrame) -> pl.Series:
                 .with_columns((by_test if risen_counts else by_size).alias("_support"))
                 .group_by("_row").agg(pl.col("_support").median().alias(name)))
 
-    def support(name: str) -> pl.Expr:  # NO_OTHER_EDGE when the end has no other edge
-        return pl.col(name).fill_null(NO_OTHER_EDGE)
-
     return (rows.join(others("caller", "_out", False), on="_row", how="left")
             .join(others("callee", "_in", True), on="_row", how="left")
             .sort("_row")
-            .select(pl.when(pl.col("rose") & (pl.col("rise") > 0) & (support("_out") > support("_in")))
+            .with_columns(pl.col("_out", "_in").fill_null(NO_OTHER_EDGE))   # an end with no other edge
+            .select(pl.when(pl.col("rose") & (pl.col("rise") > 0) & (pl.col("_out") > pl.col("_in")))
                     .then(pl.col("caller")).otherwise(pl.col("callee")).alias("owner"))
             .to_series())
