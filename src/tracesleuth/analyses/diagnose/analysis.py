@@ -227,7 +227,7 @@ class Diagnosis(Analysis):
         samples = time_samples(problem, baseline)
         common = common_slowdown(samples)
         slowdown = (1 + self.min_slowdown) * (1 + common) - 1  # beyond the host's own (common_slowdown)
-        evidence = gather_evidence(problem, baseline, samples, level=self.level, min_slowdown=slowdown)
+        evidence = gather_evidence(problem, baseline, samples, level=self.level, min_slowdown=slowdown, common=common)
         model = load_model(self.model)
         features = feature_frame(evidence)
         confidence = model.probabilities(features.drop(S.SERVICE).to_numpy())

@@ -140,7 +140,7 @@ def rate_p_values(c_p, n_p, c_b, n_b, alternative: str) -> np.ndarray:
 
 
 def gather_evidence(problem: Telemetry, baseline: Telemetry, samples: dict, *, level: float,
-                    min_slowdown: float) -> list[Evidence]:
+                    min_slowdown: float, common: float = 0.0) -> list[Evidence]:
     """Every family's evidence per service, strongest first.
 
     Parameters
@@ -159,9 +159,10 @@ def gather_evidence(problem: Telemetry, baseline: Telemetry, samples: dict, *, l
     list of Evidence
         At most one per (family, service): the service's strongest item in the family.
     """
+    own_time = _time_items(samples, min_slowdown)
     items = pl.concat([
-        _time_items(samples, min_slowdown),
-        _gap_items(samples, min_slowdown, level),
+        own_time,
+        _gap_items(samples, min_slowdown, level, own_time, common),
         _error_origin_items(problem, baseline),
         _error_log_items(problem, baseline),
         _template_items(problem, baseline),
@@ -264,16 +265,24 @@ def _time_items(samples: dict, min_slowdown: float) -> pl.DataFrame:
                     "baseline": r["baseline"], "problem": r["problem"]} for r in rows])
 
 
-def _gap_items(samples: dict, min_slowdown: float, level: float) -> pl.DataFrame:
+def _relative_rise(problem, baseline):
+    """``problem / baseline - 1`` of two medians, 0 where the baseline's is 0."""
+    return pl.when(baseline > 0).then(problem / baseline - 1).otherwise(0.0)
+
+
+def _gap_items(samples: dict, min_slowdown: float, level: float, own_time: pl.DataFrame,
+               common: float) -> pl.DataFrame:
     rows = _time_tests(*samples["gap_ns"], _TIME_ITEMS["gap_ns"], min_slowdown)
     if not rows:
         return _items([])
-    # The relative rise of each edge's median gap per request (0 where the baseline's is 0), and
-    # whether its shift test found it risen.
-    edges = pl.DataFrame({"caller": [r["key"][0] for r in rows], "callee": [r["key"][1] for r in rows],
-                          "rise": [r["problem"] / r["baseline"] - 1 if r["baseline"] > 0 else 0.0 for r in rows],
-                          "rose": [r["p_value"] <= level for r in rows]})
-    owners = gap_owner(edges).to_list()
+    # The relative rise of each edge's median gap per request and of each operation's own time, and
+    # whether the edge's shift test found it risen.
+    edges = (pl.DataFrame({"caller": [r["key"][0] for r in rows], "callee": [r["key"][1] for r in rows],
+                           "problem": [r["problem"] for r in rows], "baseline": [r["baseline"] for r in rows],
+                           "rose": [r["p_value"] <= level for r in rows]}, schema_overrides={"problem": pl.Float64, "baseline": pl.Float64})
+             .with_columns(_relative_rise(pl.col("problem"), pl.col("baseline")).alias("rise")))
+    own = own_time.select(pl.col(S.SERVICE).alias("service"), _relative_rise(pl.col("problem"), pl.col("baseline")).alias("rise"))
+    owners = gap_owner(edges, own, common).to_list()
     return _items([{"family": "gap", S.SERVICE: owner, "item": f"{r['key'][0]} -> {r['key'][1]}",
                     "p_value": r["p_value"], "baseline": r["baseline"], "problem": r["problem"]}
                    for r, owner in zip(rows, owners)])

@@ -39,8 +39,8 @@ recorded CPU and network faults raised their service's series 13-3,400x.
 the callee (network into it, its queue: the usual attribution, as in the method matrices) or the
 caller (CPU contention in the caller delays all its outgoing calls). Which, decides the one rule
 every analysis uses (:func:`~tracesleuth.model.gaps.gap_owner`): the callee, unless the caller's
-gaps into its other services rose more (found risen by the test, or by their size against this
-edge's) than the callee's from its other callers. On OnlineBoutique,
+gaps into its other services and its own self time rose more (found risen by the test, or by
+their size against this edge's) than the callee's from its other callers. On OnlineBoutique,
 CPU contention in the frontend raised its gaps to 6 of its 7 callees (blamed: the frontend) and a
 network delay into the currency service raised the gaps of both its callers (blamed: currency).
 """
@@ -157,7 +157,7 @@ def window_changes(calls: pl.DataFrame, *, n_splits: int = 9, level: float = 0.0
         return (), 0
     t0, t1 = int(series["first"].min()), int(series["last"].max())
     cuts = t0 + (t1 - t0) * np.arange(1, n_splits + 1) / (n_splits + 1)
-    found, n_tested, gap_rises = [], 0, {}
+    found, n_tested, gap_rises, own_rises = [], 0, {}, []
     for i, (gap, caller_key, operation, callee, caller) in enumerate(
             series.select("gap", "caller_key", S.OPERATION_KEY, "callee", "caller_service").iter_rows()):
         kind, key = ("gap", f"{caller_key} -> {operation}") if gap else ("self", operation)
@@ -172,10 +172,12 @@ def window_changes(calls: pl.DataFrame, *, n_splits: int = 9, level: float = 0.0
         rise = ma / max(mb, 1.0)
         if kind == "gap":  # the largest relative rise of the pair's series
             gap_rises[(caller, callee)] = max(gap_rises.get((caller, callee), -np.inf), rise - 1)
+        else:
+            own_rises.append((callee, rise - 1))
         if p < level and effect >= min_effect and rise > 1:
             found.append(dict(kind=kind, key=key, callee=callee, caller=caller, onset_ns=int(at), p=p, effect=effect,
                               before=len(before), after=len(after), mb=mb, ma=ma, rise=rise))
-    blamed = _blame(found, gap_rises)
+    blamed = _blame(found, gap_rises, own_rises)
     out = [SeriesChange(kind=f["kind"], key=f["key"], service=s, caller_service=f["caller"],
                         callee_service=f["callee"] if f["kind"] == "gap" else None, onset_ns=f["onset_ns"],
                         calls_before=f["before"], calls_after=f["after"], median_before_ns=f["mb"],
@@ -236,16 +238,18 @@ def _best_cut(times: np.ndarray, values: np.ndarray, cuts: np.ndarray, min_calls
     return float(p[i]), int(times[k]), values[:k], values[k:], float(u[i] / (k * (n - k)))
 
 
-def _blame(found: list[dict], gap_rises: dict) -> list[str]:
+def _blame(found: list[dict], gap_rises: dict, own_rises: list) -> list[str]:
     """The service each rise points to: its own for self time; for a gap, the owner by the one rule
     (:func:`~tracesleuth.model.gaps.gap_owner`) over every tested (caller, callee) service pair's
     relative rise (``gap_rises``: its series' median after its best cut over before, less 1), risen
-    when found."""
+    when found, and each self-time series' relative rise (``own_rises``: ``(service, rise)``)."""
     if not gap_rises:
         return [f["callee"] for f in found]
     pairs = sorted(gap_rises)
     risen = {(f["caller"], f["callee"]) for f in found if f["kind"] == "gap"}
     edges = pl.DataFrame({"caller": [a for a, _ in pairs], "callee": [b for _, b in pairs],
                           "rise": [float(gap_rises[pair]) for pair in pairs], "rose": [p in risen for p in pairs]})
-    owners = dict(zip(pairs, gap_owner(edges).to_list()))
+    own = pl.DataFrame({"service": [a for a, _ in own_rises], "rise": [float(r) for _, r in own_rises]},
+                       schema={"service": pl.String, "rise": pl.Float64})
+    owners = dict(zip(pairs, gap_owner(edges, own).to_list()))
     return [owners[(f["caller"], f["callee"])] if f["kind"] == "gap" else f["callee"] for f in found]
