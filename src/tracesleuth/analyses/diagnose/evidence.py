@@ -153,6 +153,9 @@ def gather_evidence(problem: Telemetry, baseline: Telemetry, samples: dict, *, l
         Significance level (the gap rule's "rose").
     min_slowdown : float
         The least relative slowdown a time test detects (:func:`shift_p_value`).
+    common : float, default=0.0
+        The host's common slowdown (:func:`common_slowdown`), which the gap rule reads rises beyond
+        (:func:`~tracesleuth.model.gaps.gap_owner`).
 
     Returns
     -------
@@ -265,9 +268,9 @@ def _time_items(samples: dict, min_slowdown: float) -> pl.DataFrame:
                     "baseline": r["baseline"], "problem": r["problem"]} for r in rows])
 
 
-def _relative_rise(problem, baseline):
-    """``problem / baseline - 1`` of two medians, 0 where the baseline's is 0."""
-    return pl.when(baseline > 0).then(problem / baseline - 1).otherwise(0.0)
+#: An item's relative rise: ``problem / baseline - 1`` of its two medians, 0 where the baseline's is 0.
+_RISE = (pl.when(pl.col("baseline") > 0).then(pl.col("problem") / pl.col("baseline") - 1).otherwise(0.0)
+         .alias("rise"))
 
 
 def _gap_items(samples: dict, min_slowdown: float, level: float, own_time: pl.DataFrame,
@@ -277,11 +280,11 @@ def _gap_items(samples: dict, min_slowdown: float, level: float, own_time: pl.Da
         return _items([])
     # The relative rise of each edge's median gap per request and of each operation's own time, and
     # whether the edge's shift test found it risen.
-    edges = (pl.DataFrame({"caller": [r["key"][0] for r in rows], "callee": [r["key"][1] for r in rows],
-                           "problem": [r["problem"] for r in rows], "baseline": [r["baseline"] for r in rows],
-                           "rose": [r["p_value"] <= level for r in rows]}, schema_overrides={"problem": pl.Float64, "baseline": pl.Float64})
-             .with_columns(_relative_rise(pl.col("problem"), pl.col("baseline")).alias("rise")))
-    own = own_time.select(pl.col(S.SERVICE).alias("service"), _relative_rise(pl.col("problem"), pl.col("baseline")).alias("rise"))
+    edges = pl.DataFrame({"caller": [r["key"][0] for r in rows], "callee": [r["key"][1] for r in rows],
+                          "problem": [r["problem"] for r in rows], "baseline": [r["baseline"] for r in rows],
+                          "rose": [r["p_value"] <= level for r in rows]},
+                         schema_overrides={"problem": pl.Float64, "baseline": pl.Float64}).with_columns(_RISE)
+    own = own_time.select(pl.col(S.SERVICE).alias("service"), _RISE)
     owners = gap_owner(edges, own, common).to_list()
     return _items([{"family": "gap", S.SERVICE: owner, "item": f"{r['key'][0]} -> {r['key'][1]}",
                     "p_value": r["p_value"], "baseline": r["baseline"], "problem": r["problem"]}
