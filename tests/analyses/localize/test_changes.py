@@ -82,6 +82,17 @@ def test_gaps_are_blamed_on_the_end_common_to_the_rises():
     assert "blamed on the caller" in next(c for c in found if c.service == "frontend").describe()
 
 
+@pytest.mark.parametrize("starved", [True, False])
+def test_a_lone_caller_is_blamed_when_its_own_work_rose_too(starved):
+    # the one rule (tracesleuth.model.gaps): a caller with one callee is judged by its own self time
+    rng = np.random.default_rng(4)
+    rows = (_series(rng, 40, "web:GET cart", "web", rise_from=25, factor=30, server="cart", caller="web:GET /")
+            + _series(rng, 40, "web:GET /", "web", rise_from=25 if starved else None, factor=30))
+    found, _ = C.window_changes(_calls(rows))
+    blamed = {c.key: c.service for c in found}
+    assert blamed["web:GET / -> web:GET cart"] == ("web" if starved else "cart")
+
+
 def test_long_series_use_the_rank_sums_with_the_normal_approximation():
     rng = np.random.default_rng(3)
     n = C.EXACT_MAX_CALLS + 600
