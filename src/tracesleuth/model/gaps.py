@@ -113,21 +113,22 @@ def gap_owner(edges: pl.DataFrame, own: pl.DataFrame | None = None, common: floa
     rows = edges.select("caller", "callee", beyond(pl.col("rise")).alias("rise"),
                         pl.col("rose").cast(pl.Boolean)).with_row_index("_row")
 
-    def others(end: str, name: str, risen_counts: bool) -> pl.DataFrame:  # median support of the other edges
+    def others(end: str, name: str) -> pl.DataFrame:  # the median support of the end's other edges
         other = rows.select(end, pl.col("_row").alias("_other"), pl.col("rise").alias("_rise_other"),
                             pl.col("rose").alias("_rose_other"))
         by_size = pl.min_horizontal(pl.col("_rise_other").clip(0.0) / pl.col("rise"), 1.0)
-        by_test = pl.when(pl.col("_rose_other") & (pl.col("_rise_other") > 0)).then(1.0).otherwise(by_size)
+        if end == "callee":   # another caller's gap the test found risen counts fully for the callee
+            by_size = pl.when(pl.col("_rose_other") & (pl.col("_rise_other") > 0)).then(1.0).otherwise(by_size)
         supports = [rows.join(other, on=end).filter(pl.col("_other") != pl.col("_row"))
-                    .select("_row", (by_test if risen_counts else by_size).alias("_support"))]
-        if end == "caller" and own is not None:   # the caller's own work, by its relative rise
+                    .select("_row", by_size.alias("_support"))]
+        if end == "caller" and own is not None:   # the caller's own work: one edge, its median rise
             work = own.group_by(pl.col("service").alias("caller")).agg(beyond(pl.col("rise")).median()
                                                                        .alias("_rise_other"))
             supports.append(rows.join(work, on="caller").select("_row", by_size.alias("_support")))
         return pl.concat(supports).group_by("_row").agg(pl.col("_support").median().alias(name))
 
-    return (rows.join(others("caller", "_out", False), on="_row", how="left")
-            .join(others("callee", "_in", True), on="_row", how="left")
+    return (rows.join(others("caller", "_out"), on="_row", how="left")
+            .join(others("callee", "_in"), on="_row", how="left")
             .sort("_row")
             .with_columns(pl.col("_out", "_in").fill_null(NO_OTHER_EDGE))   # an end with no other edge
             .select(pl.when(pl.col("rose") & (pl.col("rise") > 0) & (pl.col("_out") > pl.col("_in")))
