@@ -144,7 +144,8 @@ class Diagnosis(Analysis):
     lookback_s : float, default=900
         How far before ``at`` the onset is searched, seconds.
     max_problem_s : float, default=300
-        The longest problem period, seconds from the onset.
+        The longest problem period, seconds from the onset; also how far after ``at`` the onset
+        search reads when it finds no change before ``at`` (the onset itself is never after ``at``).
     min_baseline_requests : int, default=300
         Requests the baseline search gathers before it stops looking further back.
     level : float, default=0.01

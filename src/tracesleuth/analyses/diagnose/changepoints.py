@@ -16,7 +16,8 @@ change of the requests' series (latency, errors, error-level log records) before
   may sit elsewhere in the series (measured on the recorded faults: onset found 30 -> 31 of 35,
   within 60 s 21 -> 24, the injected service first 14 -> 17).
 * :func:`latest_change` - binary segmentation (Scott & Knott, 1974) that keeps the segment *after*
-  each significant change: the last change before the moment, with its p-value and direction.
+  each significant change at or before the moment, and the segment *before* each one after it: the
+  last change before the moment, with its p-value and direction.
 * :func:`smallest_p_value` and :func:`tarone_level` - the onset is searched in hundreds of series at
   once (every service's), and Bonferroni divides the level by all of them, although many cannot reach
   it whatever their order (about half on the TrainTicket day): a series of 25 values, one that holds
@@ -173,7 +174,8 @@ def tarone_level(smallest, level: float) -> float:
     return level / (int(fits[0]) + 1) if fits.size else level
 
 
-def latest_change(x, *, level: float, min_size: int = 10, direction: int | None = None) -> Change | None:
+def latest_change(x, *, level: float, min_size: int = 10, direction: int | None = None,
+                  until: int | None = None) -> Change | None:
     """The latest significant change of ``x`` (binary segmentation, keeping the later segment).
 
     Parameters
@@ -187,6 +189,10 @@ def latest_change(x, *, level: float, min_size: int = 10, direction: int | None 
         cannot be told from noise).
     direction : {1, -1} or None, default=None
         Only rises (1), only falls (-1), or either (:func:`pettitt`).
+    until : int or None, default=None
+        The latest change whose new regime begins at ``x[until]`` or before: a change found later is
+        a boundary of the search, which goes on in the segment before it (the values after
+        ``until`` add power to a change before it). None: ``n - 1``.
 
     Returns
     -------
@@ -195,14 +201,17 @@ def latest_change(x, *, level: float, min_size: int = 10, direction: int | None 
         None when the whole series shows none.
     """
     x = np.asarray(x, float)
-    start, found = 0, None
-    while x.size - start >= 2 * min_size:
-        change = pettitt(x[start:], direction)
+    last = x.size - 1 if until is None else until
+    start, end, found = 0, x.size, None
+    while end - start >= 2 * min_size:
+        change = pettitt(x[start:end], direction)
         if change is None or change.p_value > level:
             break
         index = start + change.index
-        if index - start < min_size or x.size - index < min_size:
+        if index - start < min_size or end - index < min_size:
             break
-        found = Change(index, change.p_value, change.direction)
-        start = index
+        if index <= last:
+            found, start = Change(index, change.p_value, change.direction), index
+        else:
+            end = index
     return found

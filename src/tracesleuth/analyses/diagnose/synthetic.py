@@ -17,12 +17,14 @@ At the onset one fault starts in one service:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 
 from ... import schema as S
 
-__all__ = ["FAULTS", "SERVICES", "incident_spans", "planted_case"]
+__all__ = ["FAULTS", "RANDOM_FAULTS", "SERVICES", "RandomIncident", "incident_spans", "planted_case", "random_incident"]
 
 FAULTS = ("delay", "network", "exception", "early-return")
 #: Service -> (its own time's median ms, what it calls).
@@ -149,3 +151,184 @@ def planted_case(random_state=0):
         return float(bool(services) and services[0].service == "catalog")
     return PlantedCase(args=(pl.from_arrow(spans),), settings={"at": at, "random_state": random_state},
                        score=score, floor=1.0)
+
+
+#: The faults :func:`random_incident` plants: those of :data:`FAULTS`, and ``"instance-delay"`` (the
+#: own time of one instance of a service with several grows).
+RANDOM_FAULTS = (*FAULTS, "instance-delay")
+
+
+@dataclass(frozen=True)
+class RandomIncident:
+    """A seeded incident in a random shop (:func:`random_incident`).
+
+    Attributes
+    ----------
+    spans : pyarrow.Table
+        In :data:`~tracesleuth.schema.SPAN_SCHEMA`.
+    culprit : str
+        The service the fault is in.
+    instance : str or None
+        The slowed instance of an ``"instance-delay"`` fault.
+    onset_ns, at_ns : int
+        When the fault began, and a moment inside it (50 s later), Unix epoch ns.
+    fault : str
+    magnitude : float
+    """
+
+    spans: object
+    culprit: str
+    instance: str | None
+    onset_ns: int
+    at_ns: int
+    fault: str
+    magnitude: float
+
+
+def random_incident(fault: str, *, n_services: int | None = None, n_requests: int = 1500, duration_s: float = 600.0,
+                    onset_s: float = 400.0, random_state=None) -> RandomIncident:
+    """An incident in a shop drawn at random, to check the diagnosis away from the one shop it was built on.
+
+    The shop: ``n_services`` (default 6-14) services, each called by one earlier service and, with
+    probability 0.3, by a second (a call graph, not a tree); each has 1-3 operations and 1-3
+    instances; each operation calls each of its service's callees with a probability drawn once
+    (0.5-1), sometimes asynchronously (a producer span, 1 in 8 edges). Own times are log-normal with
+    a median of 0.5-30 ms and a dispersion of 0.2-0.8 per operation, gaps 0.3-3 ms per edge. Two
+    things happen that are not the fault: a bystander service fails 2% of its spans all along (an
+    error span with an exception event, its callers' client spans failing with it), and the request
+    rate changes by a factor 0.7-1.4 at a random moment. The fault starts at ``onset_s`` in a service
+    other than the entry one, with a magnitude drawn from its range:
+
+    * ``"delay"``: own time x (1.5-4); ``"instance-delay"``: the same on one of its >= 2 instances;
+    * ``"network"``: the gap into it + (1-3) x the gap + 5-20 ms;
+    * ``"exception"``: 20-100% of its spans fail (error status, exception event; the caller's client
+      span fails and, half the time, the caller's own span too: an error seen by every ancestor);
+    * ``"early-return"``: 30-100% of its spans stop calling downstream (the service has a callee).
+
+    Parameters
+    ----------
+    fault : str
+        One of :data:`RANDOM_FAULTS`.
+    n_services : int, optional
+        At least 3.
+    n_requests : int, default=1500
+    duration_s, onset_s : float
+        Seconds from the start (2026-01-01T00:00Z).
+    random_state : int or numpy Generator, optional
+
+    Returns
+    -------
+    RandomIncident
+
+    Raises
+    ------
+    ParameterError
+        An unknown fault, or fewer than 3 services.
+    """
+    from ...errors import ParameterError
+
+    if fault not in RANDOM_FAULTS:
+        raise ParameterError(f"fault must be one of {', '.join(RANDOM_FAULTS)}. Got {fault!r} instead.")
+    rng = np.random.default_rng(random_state)
+    n = int(rng.integers(6, 15)) if n_services is None else n_services
+    if n < 3:
+        raise ParameterError(f"n_services must be at least 3. Got {n} instead.")
+    shop = _random_shop(rng, n)
+    candidates = [s for s in shop if s != "service-00" and (fault != "instance-delay" or len(shop[s]["instances"]) > 1)
+                  and (fault != "early-return" or shop[s]["callees"])]
+    if not candidates:   # no service with two instances: give one a second
+        culprit = str(rng.choice([s for s in shop if s != "service-00"]))
+        shop[culprit]["instances"].append(f"{culprit}-1")
+    else:
+        culprit = str(rng.choice(candidates))
+    bystander = str(rng.choice([s for s in shop if s not in ("service-00", culprit)]))
+    low, high = {"delay": (1.5, 4.0), "instance-delay": (1.5, 4.0), "network": (1.0, 3.0),
+                 "exception": (0.2, 1.0), "early-return": (0.3, 1.0)}[fault]
+    plan = {"fault": fault, "culprit": culprit, "magnitude": float(rng.uniform(low, high)),
+            "instance": str(rng.choice(shop[culprit]["instances"])) if fault == "instance-delay" else None,
+            "extra_ms": float(rng.uniform(5, 20)), "bystander": bystander}
+    origin = 1_767_225_600 * 10**9
+    change_s, factor = rng.uniform(0, duration_s), rng.uniform(0.7, 1.4)
+    starts = np.sort(np.r_[rng.uniform(0, change_s, int(n_requests * change_s / duration_s)),
+                           rng.uniform(change_s, duration_s, int(n_requests * factor * (1 - change_s / duration_s)))])
+    rows: list[dict] = []
+    counter = [0]
+    for r, start_s in enumerate(starts):
+        entry = shop["service-00"]
+        operation = int(rng.integers(len(entry["operations"])))
+        _random_call(rows, rng, shop, f"{r:032x}", None, "service-00", operation, origin + int(start_s * 1e9),
+                     plan if start_s >= onset_s else None, plan["bystander"], counter)
+    columns = {name: [row.get(name) for row in rows] for name in S.SPAN_SCHEMA.names}
+    return RandomIncident(pa.Table.from_pydict(columns, schema=S.SPAN_SCHEMA), culprit, plan["instance"],
+                          origin + int(onset_s * 1e9), origin + int((onset_s + 50) * 1e9), fault, plan["magnitude"])
+
+
+def _random_shop(rng: np.random.Generator, n: int) -> dict:
+    """Services ``service-00`` (the entry) .. of :func:`random_incident`'s shop: per service its
+    operations (own time median ms and dispersion, and per callee the chance a span calls it), its
+    instances, and per callee the edge's gap median ms and whether it is asynchronous."""
+    names = [f"service-{i:02d}" for i in range(n)]
+    callers = {name: set() for name in names}
+    for i in range(1, n):
+        callers[names[i]].add(names[int(rng.integers(i))])
+        if i > 1 and rng.random() < 0.3:
+            callers[names[i]].add(names[int(rng.integers(i))])
+    shop = {}
+    for name in names:
+        callees = [c for c in names if name in callers[c]]
+        shop[name] = {
+            "callees": {c: {"gap_ms": float(rng.uniform(0.3, 3.0)), "asynchronous": bool(rng.random() < 0.125)}
+                        for c in callees},
+            "operations": [{"median_ms": float(np.exp(rng.uniform(np.log(0.5), np.log(30)))),
+                            "sigma": float(rng.uniform(0.2, 0.8)),
+                            "calls": {c: float(rng.uniform(0.5, 1.0)) for c in callees}}
+                           for _ in range(int(rng.integers(1, 4)))],
+            "instances": [f"{name}-{k}" for k in range(int(rng.integers(1, 4)))]}
+    return shop
+
+
+def _random_call(rows, rng, shop, trace, parent, name, operation, start_ns, plan, bystander, counter) -> tuple:
+    """Add the span of ``name``'s ``operation`` (and its callees') to ``rows``; return its end (ns)
+    and whether it failed."""
+    service, op = shop[name], shop[name]["operations"][operation]
+    instance = service["instances"][int(rng.integers(len(service["instances"])))]
+    own = rng.lognormal(np.log(op["median_ms"]), op["sigma"]) * 1e6
+    here = plan is not None and plan["culprit"] == name
+    if here and (plan["fault"] == "delay" or plan["fault"] == "instance-delay" and instance == plan["instance"]):
+        own *= plan["magnitude"]
+    counter[0] += 1
+    span_id = f"{counter[0]:016x}"
+    raised = (here and plan["fault"] == "exception" and rng.random() < min(plan["magnitude"], 1.0)
+              or name == bystander and rng.random() < 0.02)
+    skip = here and plan["fault"] == "early-return" and rng.random() < plan["magnitude"]
+    failed = raised
+    t = start_ns + int(own / 2)
+    for callee, chance in op["calls"].items():
+        if skip or raised or rng.random() >= chance:
+            continue
+        edge = service["callees"][callee]
+        gap = rng.lognormal(np.log(edge["gap_ms"]), 0.3) * 1e6
+        if plan is not None and plan["fault"] == "network" and plan["culprit"] == callee:
+            gap += plan["magnitude"] * gap + plan["extra_ms"] * 1e6
+        counter[0] += 1
+        client = f"{counter[0]:016x}"
+        callee_op = int(rng.integers(len(shop[callee]["operations"])))
+        end, callee_failed = _random_call(rows, rng, shop, trace, client, callee, callee_op, t + int(gap / 2), plan,
+                                          bystander, counter)
+        waits = not edge["asynchronous"]
+        row = _row(trace, client, span_id, name, f"call {callee}", "client" if waits else "producer", t,
+                   end + int(gap / 2) if waits else t + int(gap / 2))
+        if callee_failed and waits:
+            row["status"] = "error"
+            failed = failed or rng.random() < 0.5
+        rows.append(row)
+        t = end + int(gap / 2) if waits else t
+    row = _row(trace, span_id, parent, name, f"{name} op{operation}", "server", start_ns, t + int(own / 2))
+    row["instance"] = instance
+    if failed:
+        row["status"] = "error"
+    if raised:
+        row["events"] = [{"time_ns": row["end_ns"], "name": "exception",
+                          "attributes": [{"key": "exception.type", "str": "RuntimeError"}]}]
+    rows.append(row)
+    return row["end_ns"], failed

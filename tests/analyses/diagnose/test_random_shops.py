@@ -1,0 +1,52 @@
+"""The diagnosis on shops it was not built on (:func:`random_incident`): 6-14 services in a random call
+graph, operations, instances, asynchronous edges, a bystander that fails all along and a change of
+load, over many seeds per fault (floors, not one lucky shop)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from tracesleuth.analyses.diagnose import Diagnosis
+from tracesleuth.analyses.diagnose.synthetic import RANDOM_FAULTS, random_incident
+from tracesleuth.errors import EmptyDataError, ParameterError
+
+SEEDS = range(30)
+#: Culprit first of 30 seeds (measured on 30 seeds each: 30 for every fault but "instance-delay", 27;
+#: before the onset search read the problem period after the moment, "instance-delay" 14, with "no
+#: change in the store" for 12: one slowed instance of two or three, 50 s after its onset).
+FLOORS = {"delay": 28, "network": 28, "exception": 28, "early-return": 28, "instance-delay": 24}
+
+
+@pytest.mark.parametrize("fault", RANDOM_FAULTS)
+def test_random_shops_floor(fault):
+    first = wrong_named = instance = no_answer = 0
+    for seed in SEEDS:
+        incident = random_incident(fault, random_state=seed)
+        try:
+            result = Diagnosis(at=incident.at_ns).fit(pl.from_arrow(incident.spans)).result_
+        except EmptyDataError:
+            no_answer += 1
+            continue
+        top = result.services[0] if result.services else None
+        right = top is not None and top.service == incident.culprit
+        first += right
+        wrong_named += result.verdict == "named" and not right
+        instance += right and incident.instance is not None and top.instances[:1] == (incident.instance,)
+    assert first >= FLOORS[fault], (first, no_answer)
+    assert wrong_named == 0   # measured 0 of 150
+    if fault == "instance-delay":
+        assert instance == first   # measured: the slowed instance first whenever its service is
+
+
+def test_random_incident_is_seeded_and_checks_its_settings():
+    a, b = random_incident("exception", random_state=3), random_incident("exception", random_state=3)
+    assert a.spans.equals(b.spans) and a.culprit == b.culprit and a.culprit != "service-00"
+    spans = pl.from_arrow(a.spans)
+    assert a.culprit in spans["service"].to_list() and spans["trace_id"].n_unique() > 1000
+    slowed = random_incident("instance-delay", random_state=3)
+    assert slowed.instance is not None and slowed.instance.startswith(slowed.culprit)
+    with pytest.raises(ParameterError, match="fault must be one of"):
+        random_incident("meteor")
+    with pytest.raises(ParameterError, match="at least 3"):
+        random_incident("delay", n_services=2)
