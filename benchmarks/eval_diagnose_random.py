@@ -1,4 +1,5 @@
-"""The diagnosis on random shops (:func:`tracesleuth.analyses.diagnose.synthetic.random_incident`): per
+"""The diagnosis on random shops (:func:`tracesleuth.analyses.diagnose.synthetic.random_incident`, scored by
+:func:`~tracesleuth.analyses.diagnose.synthetic.score_random_incidents`): per
 fault, how often the culprit comes first, how often a wrong service is named, how often there is no
 answer ("no change in the store"), the slowed instance's place, and the median onset error.
 
@@ -13,38 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-
-import polars as pl
-
-
-def run(fault: str, seeds: int, at_s: float, requests: int) -> dict:
-    from tracesleuth.analyses.diagnose import Diagnosis
-    from tracesleuth.analyses.diagnose.synthetic import random_incident
-    from tracesleuth.errors import EmptyDataError
-
-    first = wrong_named = no_answer = instance = 0
-    onset_errors = []
-    for seed in range(seeds):
-        incident = random_incident(fault, n_requests=requests, random_state=seed)
-        try:
-            result = Diagnosis(at=incident.onset_ns + int(at_s * 1e9)).fit(pl.from_arrow(incident.spans)).result_
-        except EmptyDataError:
-            no_answer += 1
-            continue
-        top = result.services[0] if result.services else None
-        right = top is not None and top.service == incident.culprit
-        first += right
-        wrong_named += result.verdict == "named" and not right
-        instance += right and incident.instance is not None and top.instances[:1] == (incident.instance,)
-        onset_errors.append(abs(result.onset.time_ns - incident.onset_ns) / 1e9)
-    return {"fault": fault, "seeds": seeds, "first": first, "top1": first / seeds, "wrong_named": wrong_named,
-            "no_answer": no_answer, "instance_first": instance if fault == "instance-delay" else None,
-            "median_abs_onset_error_s": statistics.median(onset_errors) if onset_errors else None}
 
 
 def main() -> None:
-    from tracesleuth.analyses.diagnose.synthetic import RANDOM_FAULTS
+    from tracesleuth.analyses.diagnose.synthetic import RANDOM_FAULTS, score_random_incidents
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=30)
@@ -53,7 +26,7 @@ def main() -> None:
     parser.add_argument("--faults", nargs="+", default=list(RANDOM_FAULTS), choices=RANDOM_FAULTS)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    rows = [run(f, args.seeds, args.at, args.requests) for f in args.faults]
+    rows = [score_random_incidents(f, seeds=args.seeds, at_s=args.at, n_requests=args.requests) for f in args.faults]
     if args.json:
         print(json.dumps({"seeds": args.seeds, "at_s": args.at, "requests": args.requests, "faults": rows}, indent=1))
         return

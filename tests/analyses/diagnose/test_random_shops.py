@@ -7,11 +7,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tracesleuth.analyses.diagnose import Diagnosis
-from tracesleuth.analyses.diagnose.synthetic import RANDOM_FAULTS, random_incident
-from tracesleuth.errors import EmptyDataError, ParameterError
+from tracesleuth.analyses.diagnose.synthetic import RANDOM_FAULTS, random_incident, score_random_incidents
+from tracesleuth.errors import ParameterError
 
-SEEDS = range(30)
 #: Culprit first of 30 seeds (measured on 30 seeds each: 30 for every fault but "instance-delay", 27;
 #: before the onset search read the problem period after the moment, "instance-delay" 14, with "no
 #: change in the store" for 12: one slowed instance of two or three, 50 s after its onset).
@@ -20,23 +18,11 @@ FLOORS = {"delay": 28, "network": 28, "exception": 28, "early-return": 28, "inst
 
 @pytest.mark.parametrize("fault", RANDOM_FAULTS)
 def test_random_shops_floor(fault):
-    first = wrong_named = instance = no_answer = 0
-    for seed in SEEDS:
-        incident = random_incident(fault, random_state=seed)
-        try:
-            result = Diagnosis(at=incident.at_ns).fit(pl.from_arrow(incident.spans)).result_
-        except EmptyDataError:
-            no_answer += 1
-            continue
-        top = result.services[0] if result.services else None
-        right = top is not None and top.service == incident.culprit
-        first += right
-        wrong_named += result.verdict == "named" and not right
-        instance += right and incident.instance is not None and top.instances[:1] == (incident.instance,)
-    assert first >= FLOORS[fault], (first, no_answer)
-    assert wrong_named == 0   # measured 0 of 150
-    if fault == "instance-delay":
-        assert instance == first   # measured: the slowed instance first whenever its service is
+    scores = score_random_incidents(fault, seeds=30)
+    assert scores["first"] >= FLOORS[fault], scores
+    assert scores["wrong_named"] == 0   # measured 0 of 150
+    if fault == "instance-delay":   # measured: the slowed instance first whenever its service is
+        assert scores["instance_first"] == scores["first"]
 
 
 def test_random_incident_is_seeded_and_checks_its_settings():

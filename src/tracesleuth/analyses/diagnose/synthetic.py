@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from ... import schema as S
 
-__all__ = ["FAULTS", "RANDOM_FAULTS", "SERVICES", "RandomIncident", "incident_spans", "planted_case", "random_incident"]
+__all__ = ["FAULTS", "RANDOM_FAULTS", "SERVICES", "RandomIncident", "incident_spans", "planted_case", "random_incident", "score_random_incidents"]
 
 FAULTS = ("delay", "network", "exception", "early-return")
 #: Service -> (its own time's median ms, what it calls).
@@ -261,6 +261,46 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     columns = {name: [row.get(name) for row in rows] for name in S.SPAN_SCHEMA.names}
     return RandomIncident(pa.Table.from_pydict(columns, schema=S.SPAN_SCHEMA), culprit, plan["instance"],
                           origin + int(onset_s * 1e9), origin + int((onset_s + 50) * 1e9), fault, plan["magnitude"])
+
+
+def score_random_incidents(fault: str, *, seeds: int = 30, at_s: float = 50.0, n_requests: int = 1500) -> dict:
+    """Diagnose :func:`random_incident` of ``fault`` for seeds ``0 .. seeds - 1``, each told the moment
+    ``at_s`` after the onset, and count the answers.
+
+    Returns
+    -------
+    dict
+        ``fault``, ``seeds``, ``first`` (the culprit first), ``top1`` (``first / seeds``),
+        ``wrong_named`` (another service named), ``no_answer`` (no change found: EmptyDataError),
+        ``instance_first`` (an ``"instance-delay"``'s slowed instance first in the culprit's
+        instances, when the culprit is first; None for other faults), and
+        ``median_abs_onset_error_s`` (None without an answer).
+    """
+    import statistics
+
+    import polars as pl
+
+    from ...errors import EmptyDataError
+    from .analysis import Diagnosis
+
+    first = wrong_named = no_answer = instance = 0
+    onset_errors = []
+    for seed in range(seeds):
+        incident = random_incident(fault, n_requests=n_requests, random_state=seed)
+        try:
+            result = Diagnosis(at=incident.onset_ns + int(at_s * 1e9)).fit(pl.from_arrow(incident.spans)).result_
+        except EmptyDataError:
+            no_answer += 1
+            continue
+        top = result.services[0] if result.services else None
+        right = top is not None and top.service == incident.culprit
+        first += right
+        wrong_named += result.verdict == "named" and not right
+        instance += right and incident.instance is not None and top.instances[:1] == (incident.instance,)
+        onset_errors.append(abs(result.onset.time_ns - incident.onset_ns) / 1e9)
+    return {"fault": fault, "seeds": seeds, "first": first, "top1": first / seeds, "wrong_named": wrong_named,
+            "no_answer": no_answer, "instance_first": instance if fault == "instance-delay" else None,
+            "median_abs_onset_error_s": statistics.median(onset_errors) if onset_errors else None}
 
 
 def _random_shop(rng: np.random.Generator, n: int) -> dict:
