@@ -203,7 +203,8 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     * ``"network"``: the gap into it + (1-3) x the gap + 5-20 ms;
     * ``"exception"``: 20-100% of its spans fail (error status, exception event; the caller's client
       span fails and, half the time, the caller's own span too: an error seen by every ancestor);
-    * ``"early-return"``: 30-100% of its spans stop calling downstream (the service has a callee).
+    * ``"early-return"``: 30-100% of its spans stop calling downstream (a service with a callee; the
+      entry one when no other has).
 
     Parameters
     ----------
@@ -234,19 +235,13 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     if n < 3:
         raise ParameterError(f"n_services must be at least 3. Got {n} instead.")
     shop = _random_shop(rng, n)
-    candidates = [s for s in shop if s != "service-00" and (fault != "instance-delay" or len(shop[s]["instances"]) > 1)
-                  and (fault != "early-return" or shop[s]["callees"])]
-    if not candidates:   # no service with two instances: give one a second
-        culprit = str(rng.choice([s for s in shop if s != "service-00"]))
-        shop[culprit]["instances"].append(f"{culprit}-1")
-    else:
-        culprit = str(rng.choice(candidates))
+    culprit = _random_culprit(rng, shop, fault)
     bystander = str(rng.choice([s for s in shop if s not in ("service-00", culprit)]))
     low, high = {"delay": (1.5, 4.0), "instance-delay": (1.5, 4.0), "network": (1.0, 3.0),
                  "exception": (0.2, 1.0), "early-return": (0.3, 1.0)}[fault]
     plan = {"fault": fault, "culprit": culprit, "magnitude": float(rng.uniform(low, high)),
             "instance": str(rng.choice(shop[culprit]["instances"])) if fault == "instance-delay" else None,
-            "extra_ms": float(rng.uniform(5, 20)), "bystander": bystander}
+            "extra_ms": float(rng.uniform(5, 20))}
     origin = 1_767_225_600 * 10**9
     change_s, factor = rng.uniform(0, duration_s), rng.uniform(0.7, 1.4)
     starts = np.sort(np.r_[rng.uniform(0, change_s, int(n_requests * change_s / duration_s)),
@@ -257,7 +252,7 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
         entry = shop["service-00"]
         operation = int(rng.integers(len(entry["operations"])))
         _random_call(rows, rng, shop, f"{r:032x}", None, "service-00", operation, origin + int(start_s * 1e9),
-                     plan if start_s >= onset_s else None, plan["bystander"], counter)
+                     plan if start_s >= onset_s else None, bystander, counter)
     columns = {name: [row.get(name) for row in rows] for name in S.SPAN_SCHEMA.names}
     return RandomIncident(pa.Table.from_pydict(columns, schema=S.SPAN_SCHEMA), culprit, plan["instance"],
                           origin + int(onset_s * 1e9), origin + int((onset_s + 50) * 1e9), fault, plan["magnitude"])
@@ -301,6 +296,24 @@ def score_random_incidents(fault: str, *, seeds: int = 30, at_s: float = 50.0, n
     return {"fault": fault, "seeds": seeds, "first": first, "top1": first / seeds, "wrong_named": wrong_named,
             "no_answer": no_answer, "instance_first": instance if fault == "instance-delay" else None,
             "median_abs_onset_error_s": statistics.median(onset_errors) if onset_errors else None}
+
+
+def _random_culprit(rng: np.random.Generator, shop: dict, fault: str) -> str:
+    """A service other than the entry one that can hold ``fault``: with several instances for an
+    ``"instance-delay"`` (one is given a second when none has), with a callee for an
+    ``"early-return"`` (the entry service when only it has one)."""
+    others = [s for s in shop if s != "service-00"]
+    if fault == "instance-delay":
+        fits = [s for s in others if len(shop[s]["instances"]) > 1]
+        if not fits:
+            culprit = str(rng.choice(others))
+            shop[culprit]["instances"].append(f"{culprit}-1")
+            return culprit
+    elif fault == "early-return":
+        fits = [s for s in others if shop[s]["callees"]] or ["service-00"]
+    else:
+        fits = others
+    return str(rng.choice(fits))
 
 
 def _random_shop(rng: np.random.Generator, n: int) -> dict:
