@@ -278,13 +278,11 @@ def _time_items(samples: dict, min_slowdown: float) -> pl.DataFrame:
     on random shops, one instance's own time x1.5-4, 30 seeds: the culprit first 27 -> 30, the
     slowed instance first each time; the moment 15 s after the onset, 16 -> 18 of 20; the recorded
     faults, one instance per service, unchanged)."""
-    rows = _time_tests(*samples["own_ns"], _TIME_ITEMS["own_ns"], min_slowdown)
-    on_instances = _time_tests(*samples["own_ns_instance"], [*_TIME_ITEMS["own_ns"], S.INSTANCE], min_slowdown)
-    return _items([{"family": "self_time", S.SERVICE: r["key"][0], "item": r["key"][1], "p_value": r["p_value"],
-                    "baseline": r["baseline"], "problem": r["problem"]} for r in rows]
-                  + [{"family": "self_time", S.SERVICE: r["key"][0], "item": f"{r['key'][1]} on {r['key'][2]}",
-                      "p_value": r["p_value"], "baseline": r["baseline"], "problem": r["problem"]}
-                     for r in on_instances])
+    keys = _TIME_ITEMS["own_ns"]
+    rows = (_time_tests(*samples["own_ns"], keys, min_slowdown)
+            + _time_tests(*samples["own_ns_instance"], [*keys, S.INSTANCE], min_slowdown))
+    return _items([{"family": "self_time", S.SERVICE: r["key"][0], "item": " on ".join(r["key"][1:]),
+                    "p_value": r["p_value"], "baseline": r["baseline"], "problem": r["problem"]} for r in rows])
 
 
 #: An item's relative rise: ``problem / baseline - 1`` of its two medians, 0 where the baseline's is 0.
