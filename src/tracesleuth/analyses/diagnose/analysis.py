@@ -303,7 +303,7 @@ def _notes(timeline, has_logs: bool, problem: Telemetry, baseline: Telemetry, co
     notes = []
     if timeline.onset is not None:
         o = timeline.onset
-        notes.append(OnsetFound(o.time_ns, o.series, o.p_value, o.level, o.significant))
+        notes.append(OnsetFound(o.time_ns, o.series, o.p_value, o.level, o.significant, o.break_ns))
     p, b = timeline.problem, timeline.baseline
     notes += [kind(t.start_ns, t.end_ns, t.n_requests, t.how, len(t.ranges), t.n_skipped)
               for kind, t in ((ProblemPeriod, p), (BaselinePeriod, b))]

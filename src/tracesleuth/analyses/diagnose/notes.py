@@ -58,6 +58,9 @@ class OnsetFound(DiagnosisNote):
     significant : bool
         False: no series changed significantly with all the series counted; this is the clearest
         change of one series (a weak onset: the verdict is at most uncertain).
+    break_ns : (int, int) or None
+        The break in the traffic between the onset and the moment (:attr:`~.timeline.Onset.break_ns`):
+        the incident was under way when the traffic resumed, since when the store cannot tell.
     """
 
     kind: ClassVar[str] = "onset"
@@ -66,14 +69,21 @@ class OnsetFound(DiagnosisNote):
     p_value: float
     level: float
     significant: bool = True
+    break_ns: tuple[int, int] | None = None
 
     def describe(self) -> str:
         if not self.significant:
-            return (f"Onset uncertain: no series changed significantly once all those tested are counted; the "
+            text = (f"Onset uncertain: no series changed significantly once all those tested are counted; the "
                     f"clearest change is of the {self.series}, at {utc_text(self.time_ns)} (Pettitt p = "
                     f"{self.p_value:.2g}, significant at {self.level:g} only by itself). Give --time if you know "
                     "when it began.")
-        return f"Onset {utc_text(self.time_ns)}: the {self.series} changed (Pettitt p = {self.p_value:.2g})."
+        else:
+            text = f"Onset {utc_text(self.time_ns)}: the {self.series} changed (Pettitt p = {self.p_value:.2g})."
+        if self.break_ns is not None:
+            text += (f" The traffic broke off from {utc_text(self.break_ns[0])} to {utc_text(self.break_ns[1])} and "
+                     "no series changed from then to the moment: the incident was already under way when it "
+                     "resumed; whether it began at the onset or in the break, the store cannot tell.")
+        return text
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ only ``--at`` = the fault's inject time + 90 s (no hand-picked windows; issue 28
 Each system's whole day is one store (spans and, for TrainTicket, the log records), built once per
 data folder in a cache beside the evaluation (``~/.cache/tracesleuth/diagnose`` unless
 ``TRACESLEUTH_CACHE`` says otherwise). Per fault: the rank of the injected service, the verdict,
-the first suspect's confidence and the onset's error in seconds against the inject time. The scores:
+the first suspect's confidence, the onset's error in seconds against the inject time and whether
+the onset precedes a break in the traffic before the moment (the incident was under way when the
+traffic resumed: :attr:`~tracesleuth.analyses.diagnose.timeline.Onset.break_ns`). The scores:
 top-1 / top-3 per fault kind (latency: ``cpu_*`` and ``network_delay``; code with logs: TrainTicket
 ``return``/``exception`` whose windows have log records; code without logs), the share of onsets
 within 30 s, and the calibration table (confidence deciles against accuracy, over the recorded faults
@@ -146,7 +148,8 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
     scores = {**(_scores(rows) if rows else {}), **_simulated_scores(simulated_rows)}
     counts = {"recorded faults": len(rows), **{f"{kind} faults": sum(r["kind"] == kind for r in rows)
                                                for kind in ("latency", "code with logs", "code without logs")},
-              "named": sum(r["verdict"] == "named" for r in rows), "seeded incidents": len(simulated_rows)}
+              "named": sum(r["verdict"] == "named" for r in rows),
+              "onsets before a break": sum(r["onset_before_break"] for r in rows), "seeded incidents": len(simulated_rows)}
     # Every answered case, recorded and seeded (a healthy period's first suspect is never right).
     calibration = _calibration(rows + simulated_rows)
     gaps = [abs(c["confidence"] - c["accuracy"]) for c in calibration if c["cases"] >= MIN_DECILE_CASES]
@@ -172,7 +175,7 @@ def _recorded(data_dir: Path, quick: bool, model) -> tuple[list, list]:
         spans, logs = loaded[fault.system]
         row = {"system": fault.system, "inject_time": fault.inject_time, "fault_type": fault.fault_type,
                "service": fault.service, "kind": _kind(fault, logs, inject_ns), "rank": None, "verdict": "error",
-               "first": None, "confidence": None, "onset_error_s": None, "message": "",
+               "first": None, "confidence": None, "onset_error_s": None, "onset_before_break": False, "message": "",
                **_reference_ranks(telemetry[fault.system], at_ns, fault.service)}
         try:
             fitted = Diagnosis(at=at_ns, model=model).fit(spans, logs)
@@ -186,7 +189,8 @@ def _recorded(data_dir: Path, quick: bool, model) -> tuple[list, list]:
         row.update(rank=names.index(fault.service) + 1 if fault.service in names else None, verdict=result.verdict,
                    first=names[0] if names else None,
                    confidence=result.services[0].confidence if names else None,
-                   onset_error_s=None if result.onset is None else (result.onset.time_ns - inject_ns) / 1e9)
+                   onset_error_s=None if result.onset is None else (result.onset.time_ns - inject_ns) / 1e9,
+                   onset_before_break=result.onset is not None and result.onset.break_ns is not None)
         rows.append(row)
     return rows, cases
 

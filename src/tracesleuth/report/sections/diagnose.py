@@ -39,7 +39,9 @@ def diagnosis_section(result, requests=None) -> Section:
                   ("instances", ", ".join(top.instances[:3]) or "—")]
     if result.onset is not None:
         weak = "" if result.onset.significant else "; uncertain: not significant once every series tested is counted"
-        facts.append(("since", f"{result.onset.to_dict()['time']} ({result.onset.series}{weak})"))
+        onset = result.onset.to_dict()
+        resumed = "" if onset["break"] is None else f"; under way when the traffic resumed at {onset['break']['to']}"
+        facts.append(("since", f"{onset['time']} ({result.onset.series}{weak}{resumed})"))
     facts.append(("probability that nobody is to blame", f"{result.nobody:.2f}"))
     section.add(KeyValues(facts))
     if result.services:
