@@ -122,7 +122,8 @@ class DiagnosisResult(WithNotes):
             lines += [f"  {e.describe()}" for e in top.evidence[:4]]
         elif self.verdict == "uncertain":
             names = ", ".join(f"{s.service} ({s.confidence:.2f})" for s in self.services[:3])
-            lines.append(f"Uncertain: nobody is named with confidence; the most suspicious are {names}.")
+            why = next(str(n) for n in self.notes if n.kind == "verdict")
+            lines.append(f"Uncertain, nobody is named: {why}. Suspects: {names}.")
         else:
             lines.append("Too thin to name anyone: " + next((str(n) for n in self.notes if n.kind == "verdict"), ""))
         lines += [str(n) for n in self.notes if n.kind != "verdict"]

@@ -62,7 +62,8 @@ def _headline(result) -> str:
         top = result.services[0]
         return f"{top.service} (confidence {top.confidence:.2f})"
     if result.verdict == "uncertain":
-        return "Nobody can be named with confidence: " + ", ".join(
+        why = next(str(n) for n in result.notes if n.kind == "verdict")
+        return f"Nobody can be named: {why}. Suspects: " + ", ".join(
             f"{s.service} ({s.confidence:.2f})" for s in result.services[:3])
     return "Too thin to name anyone: " + next((str(n) for n in result.notes if n.kind == "verdict"), "")
 
