@@ -153,9 +153,11 @@ def planted_case(random_state=0):
                        score=score, floor=1.0)
 
 
-#: The faults :func:`random_incident` plants: those of :data:`FAULTS`, and ``"instance-delay"`` (the
-#: own time of one instance of a service with several grows).
-RANDOM_FAULTS = (*FAULTS, "instance-delay")
+#: The faults :func:`random_incident` plants: those of :data:`FAULTS`, ``"instance-delay"`` (the own
+#: time of one instance of a service with several grows), ``"tail"`` (a share of its calls many
+#: times slower), ``"ramp"`` (its own time grows steadily: a leak) and ``"error-status"`` (failed
+#: spans without an exception event: an HTTP 500 that raised nothing).
+RANDOM_FAULTS = (*FAULTS, "instance-delay", "tail", "ramp", "error-status")
 
 
 @dataclass(frozen=True)
@@ -204,7 +206,10 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     * ``"exception"``: 20-100% of its spans fail (error status, exception event; the caller's client
       span fails and, half the time, the caller's own span too: an error seen by every ancestor);
     * ``"early-return"``: 30-100% of its spans stop calling downstream (a service with a callee; the
-      entry one when no other has).
+      entry one when no other has);
+    * ``"tail"``: 5-20% of its spans' own time x (5-20) (intermittent slow calls);
+    * ``"ramp"``: own time x (1 + m t / (duration_s - onset_s)), m 1-4, t the seconds since the onset;
+    * ``"error-status"``: as ``"exception"``, the failed spans without an exception event.
 
     Parameters
     ----------
@@ -238,11 +243,13 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     culprit = _random_culprit(rng, shop, fault)
     bystander = str(rng.choice([s for s in shop if s not in ("service-00", culprit)]))
     low, high = {"delay": (1.5, 4.0), "instance-delay": (1.5, 4.0), "network": (1.0, 3.0),
-                 "exception": (0.2, 1.0), "early-return": (0.3, 1.0)}[fault]
+                 "exception": (0.2, 1.0), "early-return": (0.3, 1.0), "tail": (5.0, 20.0), "ramp": (1.0, 4.0),
+                 "error-status": (0.2, 1.0)}[fault]
+    origin = 1_767_225_600 * 10**9
     plan = {"fault": fault, "culprit": culprit, "magnitude": float(rng.uniform(low, high)),
             "instance": str(rng.choice(shop[culprit]["instances"])) if fault == "instance-delay" else None,
-            "extra_ms": float(rng.uniform(5, 20))}
-    origin = 1_767_225_600 * 10**9
+            "extra_ms": float(rng.uniform(5, 20)), "share": float(rng.uniform(0.05, 0.2)) if fault == "tail" else None,
+            "onset_ns": origin + int(onset_s * 1e9), "ramp_ns": int((duration_s - onset_s) * 1e9)}
     change_s, factor = rng.uniform(0, duration_s), rng.uniform(0.7, 1.4)
     starts = np.sort(np.r_[rng.uniform(0, change_s, int(n_requests * change_s / duration_s)),
                            rng.uniform(change_s, duration_s, int(n_requests * factor * (1 - change_s / duration_s)))])
@@ -349,9 +356,13 @@ def _random_call(rows, rng, shop, trace, parent, name, operation, start_ns, plan
     here = plan is not None and plan["culprit"] == name
     if here and (plan["fault"] == "delay" or plan["fault"] == "instance-delay" and instance == plan["instance"]):
         own *= plan["magnitude"]
+    if here and plan["fault"] == "tail" and rng.random() < plan["share"]:
+        own *= plan["magnitude"]
+    if here and plan["fault"] == "ramp":
+        own *= 1 + plan["magnitude"] * (start_ns - plan["onset_ns"]) / plan["ramp_ns"]
     counter[0] += 1
     span_id = f"{counter[0]:016x}"
-    raised = (here and plan["fault"] == "exception" and rng.random() < min(plan["magnitude"], 1.0)
+    raised = (here and plan["fault"] in ("exception", "error-status") and rng.random() < min(plan["magnitude"], 1.0)
               or name == bystander and rng.random() < 0.02)
     skip = here and plan["fault"] == "early-return" and rng.random() < plan["magnitude"]
     failed = raised
@@ -380,7 +391,7 @@ def _random_call(rows, rng, shop, trace, parent, name, operation, start_ns, plan
     row["instance"] = instance
     if failed:
         row["status"] = "error"
-    if raised:
+    if raised and not (here and plan["fault"] == "error-status"):
         row["events"] = [{"time_ns": row["end_ns"], "name": "exception",
                           "attributes": [{"key": "exception.type", "str": "RuntimeError"}]}]
     rows.append(row)
