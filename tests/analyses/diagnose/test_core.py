@@ -866,3 +866,37 @@ def test_an_onset_before_a_break_says_the_incident_was_under_way_when_traffic_re
         unbroken, start = _incident_across_a_break(seed, cut=False)
         quiet += Diagnosis(at=start + 590 * 10**9).fit(unbroken).result_.onset.break_ns is None
     assert named >= 7 and found >= 7 and first >= 7 and quiet >= 7, (named, found, first, quiet)
+
+
+def _timed_out_call(child_start_ms: float, child_ms: float, child_status: str = "unset"):
+    """web -> (client span, 100 ms, failed) -> db (server span); times in ms from 0."""
+    import pyarrow as pa
+
+    from tracesleuth import schema as S
+    from tracesleuth.analyses.diagnose.synthetic import _row
+
+    ms = 10**6
+    rows = [_row("t1", "a", None, "web", "GET /", "server", 0, 120 * ms),
+            _row("t1", "b", "a", "web", "call db", "client", 10 * ms, 110 * ms),
+            _row("t1", "c", "b", "db", "query", "server", int(child_start_ms * ms), int((child_start_ms + child_ms) * ms))]
+    rows[1]["status"] = rows[0]["status"] = "error"
+    rows[2]["status"] = child_status
+    return pa.Table.from_pydict({name: [r.get(name) for r in rows] for name in S.SPAN_SCHEMA.names},
+                                schema=S.SPAN_SCHEMA)
+
+
+@pytest.mark.parametrize("child_start_ms,child_ms,child_status,origin", [
+    (12, 400, "unset", "db"),     # the call gave up after 100 ms while db ran 400 ms: a timeout
+    (12, 50, "unset", "web"),     # db answered within the call: the caller's own error
+    (-500, 50, "unset", "web"),   # db's clock 500 ms behind: not a timeout
+    (300, 60, "unset", "web"),    # db's clock ahead, its end after the call's, but it lasted less
+    (12, 400, "error", "db"),     # db failed itself: the ordinary origin
+])
+def test_a_timed_out_call_points_at_the_callee_that_outlived_it(child_start_ms, child_ms, child_status, origin):
+    """A failed call whose callee's span, not failed, lasted longer than the call gave up waiting: the
+    callee is the error's origin, the caller's client span is not. Durations decide, not end times,
+    so a callee's clock skew cannot make a timeout."""
+    from tracesleuth.analyses.diagnose.telemetry import Telemetry
+
+    spans = Telemetry.from_tables(_timed_out_call(child_start_ms, child_ms, child_status)).spans
+    assert spans.filter(pl.col("origin"))["service"].to_list() == [origin]

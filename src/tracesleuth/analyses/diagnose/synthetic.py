@@ -155,9 +155,10 @@ def planted_case(random_state=0):
 
 #: The faults :func:`random_incident` plants: those of :data:`FAULTS`, ``"instance-delay"`` (the own
 #: time of one instance of a service with several grows), ``"tail"`` (a share of its calls many
-#: times slower), ``"ramp"`` (its own time grows steadily: a leak) and ``"error-status"`` (failed
-#: spans without an exception event: an HTTP 500 that raised nothing).
-RANDOM_FAULTS = (*FAULTS, "instance-delay", "tail", "ramp", "error-status")
+#: times slower), ``"ramp"`` (its own time grows steadily: a leak), ``"error-status"`` (failed
+#: spans without an exception event: an HTTP 500 that raised nothing) and ``"timeout"`` (slow calls
+#: into it that its callers give up on).
+RANDOM_FAULTS = (*FAULTS, "instance-delay", "tail", "ramp", "error-status", "timeout")
 
 
 @dataclass(frozen=True)
@@ -209,7 +210,10 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
       entry one when no other has);
     * ``"tail"``: 5-20% of its spans' own time x (5-20) (intermittent slow calls);
     * ``"ramp"``: own time x (1 + m t / (duration_s - onset_s)), m 1-4, t the seconds since the onset;
-    * ``"error-status"``: as ``"exception"``, the failed spans without an exception event.
+    * ``"error-status"``: as ``"exception"``, the failed spans without an exception event;
+    * ``"timeout"``: as ``"tail"``, and each caller gives up on a call into it after 3 x its slowest
+      operation's median own time + 10 ms: the client span fails there (its caller's own span too,
+      half the time), the culprit's span, not failed, runs on.
 
     Parameters
     ----------
@@ -244,11 +248,11 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     bystander = str(rng.choice([s for s in shop if s not in ("service-00", culprit)]))
     low, high = {"delay": (1.5, 4.0), "instance-delay": (1.5, 4.0), "network": (1.0, 3.0),
                  "exception": (0.2, 1.0), "early-return": (0.3, 1.0), "tail": (5.0, 20.0), "ramp": (1.0, 4.0),
-                 "error-status": (0.2, 1.0)}[fault]
+                 "error-status": (0.2, 1.0), "timeout": (5.0, 20.0)}[fault]
     origin = 1_767_225_600 * 10**9
     plan = {"fault": fault, "culprit": culprit, "magnitude": float(rng.uniform(low, high)),
             "instance": str(rng.choice(shop[culprit]["instances"])) if fault == "instance-delay" else None,
-            "extra_ms": float(rng.uniform(5, 20)), "share": float(rng.uniform(0.05, 0.2)) if fault == "tail" else None,
+            "extra_ms": float(rng.uniform(5, 20)), "share": float(rng.uniform(0.05, 0.2)) if fault in ("tail", "timeout") else None,
             "onset_ns": origin + int(onset_s * 1e9), "ramp_ns": int((duration_s - onset_s) * 1e9)}
     change_s, factor = rng.uniform(0, duration_s), rng.uniform(0.7, 1.4)
     starts = np.sort(np.r_[rng.uniform(0, change_s, int(n_requests * change_s / duration_s)),
@@ -356,7 +360,7 @@ def _random_call(rows, rng, shop, trace, parent, name, operation, start_ns, plan
     here = plan is not None and plan["culprit"] == name
     if here and (plan["fault"] == "delay" or plan["fault"] == "instance-delay" and instance == plan["instance"]):
         own *= plan["magnitude"]
-    if here and plan["fault"] == "tail" and rng.random() < plan["share"]:
+    if here and plan["fault"] in ("tail", "timeout") and rng.random() < plan["share"]:
         own *= plan["magnitude"]
     if here and plan["fault"] == "ramp":
         own *= 1 + plan["magnitude"] * (start_ns - plan["onset_ns"]) / plan["ramp_ns"]
@@ -380,6 +384,10 @@ def _random_call(rows, rng, shop, trace, parent, name, operation, start_ns, plan
         end, callee_failed = _random_call(rows, rng, shop, trace, client, callee, callee_op, t + int(gap / 2), plan,
                                           bystander, counter)
         waits = not edge["asynchronous"]
+        if plan is not None and plan["fault"] == "timeout" and plan["culprit"] == callee:
+            limit = t + int((3 * max(o["median_ms"] for o in shop[callee]["operations"]) + 10) * 1e6)
+            if waits and end + int(gap / 2) > limit:
+                end, callee_failed = limit - int(gap / 2), True
         row = _row(trace, client, span_id, name, f"call {callee}", "client" if waits else "producer", t,
                    end + int(gap / 2) if waits else t + int(gap / 2))
         if callee_failed and waits:
