@@ -878,7 +878,8 @@ def _timed_out_call(child_start_ms: float, child_ms: float, child_status: str = 
     ms = 10**6
     rows = [_row("t1", "a", None, "web", "GET /", "server", 0, 120 * ms),
             _row("t1", "b", "a", "web", "call db", "client", 10 * ms, 110 * ms),
-            _row("t1", "c", "b", "db", "query", "server", int(child_start_ms * ms), int((child_start_ms + child_ms) * ms))]
+            _row("t1", "c", "b", "db", "query", "server", int(child_start_ms * ms),
+                 int((child_start_ms + child_ms) * ms))]
     rows[1]["status"] = rows[0]["status"] = "error"
     rows[2]["status"] = child_status
     return pa.Table.from_pydict({name: [r.get(name) for r in rows] for name in S.SPAN_SCHEMA.names},

@@ -82,7 +82,7 @@ class Evidence:
         ``min(-log10 p_value, MAX_WEIGHT)``.
     baseline, problem : float
         The item's figure in each period: ms (times: the ``statistic``) or events per exposure (rates).
-    statistic : {"median", "p95"} or None
+    statistic : {"median", "tail"} or None
         Of a time: the median (the shift test decided the item's p-value) or the
         :data:`TAIL_QUANTILE` quantile (the tail test did, :func:`tail_p_value`); None for rates.
     """
@@ -98,7 +98,7 @@ class Evidence:
 
     def describe(self) -> str:
         unit = " ms" if self.family in ("self_time", "gap") else " per call"
-        figure = " 95th percentile" if self.statistic == "p95" else ""
+        figure = f" {TAIL_QUANTILE * 100:g}th percentile" if self.statistic == "tail" else ""
         return (f"{self.family.replace('_', ' ')}: {self.item}{figure} {self.baseline:.3g} -> {self.problem:.3g}{unit} "
                 f"(p = {self.p_value:.2g})")
 
@@ -305,10 +305,11 @@ def _time_tests(problem: pl.DataFrame, baseline: pl.DataFrame, keys: list[str], 
         if before is None:
             continue
         shift, tail = shift_p_value(values, before, min_slowdown), tail_p_value(values, before, min_slowdown)
-        figure = (lambda x: np.median(x)) if shift <= tail else (lambda x: np.quantile(x, TAIL_QUANTILE))
-        b, m_b, m_p = float(figure(before)) / 1e6, float(np.median(before)), float(np.median(values))
-        rows.append({"key": key, "p_value": min(1.0, 2 * min(shift, tail)), "statistic": "median" if shift <= tail
-                     else "p95", "baseline": b, "problem": float(figure(values)) / 1e6,
+        by_tail = tail < shift
+        figure = (lambda x: np.quantile(x, TAIL_QUANTILE)) if by_tail else np.median
+        m_b, m_p = float(np.median(before)), float(np.median(values))
+        rows.append({"key": key, "p_value": min(1.0, 2 * min(shift, tail)),
+                     "statistic": "tail" if by_tail else "median", "baseline": float(figure(before)) / 1e6, "problem": float(figure(values)) / 1e6,
                      "median_rise": m_p / m_b - 1 if m_b > 0 else 0.0})
     return rows
 

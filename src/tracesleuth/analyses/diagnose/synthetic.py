@@ -252,7 +252,8 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     origin = 1_767_225_600 * 10**9
     plan = {"fault": fault, "culprit": culprit, "magnitude": float(rng.uniform(low, high)),
             "instance": str(rng.choice(shop[culprit]["instances"])) if fault == "instance-delay" else None,
-            "extra_ms": float(rng.uniform(5, 20)), "share": float(rng.uniform(0.05, 0.2)) if fault in ("tail", "timeout") else None,
+            "extra_ms": float(rng.uniform(5, 20)),
+            "share": float(rng.uniform(0.05, 0.2)) if fault in ("tail", "timeout") else None,
             "onset_ns": origin + int(onset_s * 1e9), "ramp_ns": int((duration_s - onset_s) * 1e9)}
     change_s, factor = rng.uniform(0, duration_s), rng.uniform(0.7, 1.4)
     starts = np.sort(np.r_[rng.uniform(0, change_s, int(n_requests * change_s / duration_s)),

@@ -31,16 +31,6 @@ baseline, found in the store's request series (Build 1 of issue 28).
   edges' gaps (the caller's exclusive time on each caller -> callee edge), tested together as a family
   of their own: a network delay into a service called asynchronously shows nowhere else
   (:func:`_onset_before`).
-* **Slow shares.** When neither family changes significantly, before the moment or with the
-  period after it, the latest change of the latency series' slow shares (1 where a request's or a
-  span's time lies above the series' :data:`~.evidence.TAIL_QUANTILE`, else 0), tested together as
-  a third family (:func:`_tail_tests`): intermittent slow calls (a share of them many times slower:
-  a timeout and retry, a lock, a pause) barely move the ranks Pettitt's test reads, and move the
-  upper tail a lot. It comes last: in the first family the slow shares moved the recorded
-  latency faults' onsets to later changes of the tail (latency first 8 -> 6 of 9). Measured on
-  random shops, 5-20% of the culprit's calls 5-20 times slower, 30 seeds: "no change in the store"
-  12 -> 5, the culprit first 17 -> 25 (with the self-time family's tail test); every other random
-  fault and every recorded first unchanged.
 * **After the moment.** When neither family changes significantly up to the moment, both are
   searched again over the problem period that can follow it (up to ``max_problem_s`` after the
   moment, the data the diagnosis compares anyway), still for the latest change at or before the
@@ -52,6 +42,16 @@ baseline, found in the store's request series (Build 1 of issue 28).
   30 s 20 -> 19 of 35, every first unchanged). It is the second stage, not the first: on the
   recorded windows, whose last seconds hold traces cut at the file's end, searching after the
   moment first moved five onsets to just before it and named a wrong service once.
+* **Slow shares.** When neither family changes significantly, before the moment or with the
+  period after it, the latest change of the latency series' slow shares (1 where a request's or a
+  span's time lies above the series' :data:`~.evidence.TAIL_QUANTILE`, else 0), tested together as
+  a third family (:func:`_tail_tests`): intermittent slow calls (a share of them many times slower:
+  a timeout and retry, a lock, a pause) barely move the ranks Pettitt's test reads, and move the
+  upper tail a lot. It comes last: in the first family the slow shares moved the recorded
+  latency faults' onsets to later changes of the tail (latency first 8 -> 6 of 9). Measured on
+  random shops, 5-20% of the culprit's calls 5-20 times slower, 30 seeds: "no change in the store"
+  12 -> 5, the culprit first 17 -> 25 (with the self-time family's tail test); every other random
+  fault and every recorded first unchanged.
 * **Weak onset.** When no series changes significantly once they are all counted, the clearest
   change of any one series at ``level`` is the onset, marked not significant, and nobody is named
   (:func:`_onset_before`; measured on the recorded faults: an onset for 35 of 35, not 29, within
@@ -99,8 +99,7 @@ __all__ = ["Onset", "Timeline", "blocks", "find_timeline"]
 #: The request series an onset is searched in: name -> (column, the direction that is worse; None:
 #: either). Code faults change what a request does more than how long it takes: an early return
 #: drops spans and log statements, an exception adds error-level records.
-SERIES = {"latency": ("latency_ns", 1), "errors": ("error", 1),
-          "error logs": ("error_log", 1),
+SERIES = {"latency": ("latency_ns", 1), "errors": ("error", 1), "error logs": ("error_log", 1),
           "spans per request": ("spans", None), "log records per request": ("log_records", None)}
 
 #: Fewest requests on either side of a change point (a change at a series' last few requests cannot
@@ -394,19 +393,21 @@ def _onset_before(telemetry: Telemetry, starts: np.ndarray, at: int, lookback_s:
     n_window = int(np.searchsorted(starts, at, side="right") - np.searchsorted(starts, low, side="left"))
     logged = _logged_ranges(telemetry.requests, level)
     searched: list = []
-    enough = n_window >= 2 * MIN_SEGMENT
-    for family in _families(telemetry, low, (at, at + int(ahead_s * 1e9)), logged, enough, searched):
+    found = None
+    for family in _families(telemetry, low, (at, at + int(ahead_s * 1e9)), logged, n_window >= 2 * MIN_SEGMENT,
+                            searched):
         found = max(_changes_among(family, level, until_ns=at), default=None)
         if found is not None:
-            time_ns, name, p, _, each = found
-            return Onset(time_ns, name, p, each, break_ns=_break_between(starts, time_ns, at, level))
-    tests = searched[-1]
-    weak = min(_changes_among(tests, level, together=False, until_ns=at), key=lambda c: (c[2], -c[0]), default=None)
-    if weak is None:
+            break
+    significant = found is not None
+    if not significant:
+        found = min(_changes_among(searched[-1], level, together=False, until_ns=at), key=lambda c: (c[2], -c[0]),
+                    default=None)
+    if found is None:
         raise EmptyDataError(f"No change in the store between {utc_text(low)} and {utc_text(at)} "
                              f"({n_window} requests); give --time START/END.")
-    time_ns, series, p, _, each = weak
-    return Onset(time_ns, series, p, each, significant=False, break_ns=_break_between(starts, time_ns, at, level))
+    time_ns, series, p, _, each = found
+    return Onset(time_ns, series, p, each, significant, _break_between(starts, time_ns, at, level))
 
 
 def _families(telemetry: Telemetry, low: int, highs: tuple, logged: list | None, enough: bool, searched: list):
@@ -436,7 +437,8 @@ def _tail_tests(tests: list) -> list[tuple]:
     """``(frame, series name, values, worse)`` (as :func:`_tests`) of the slow share of each latency
     series among ``tests``: 1 where a value lies above the series' :data:`~.evidence.TAIL_QUANTILE`,
     else 0, a rise the worse."""
-    return [(frame, "slow share" + name[len("latency"):], (values > np.quantile(values, TAIL_QUANTILE)).astype(float), 1)
+    return [(frame, "slow share" + name[len("latency"):],
+             (values > np.quantile(values, TAIL_QUANTILE)).astype(float), 1)
             for frame, name, values, _ in tests if name.startswith("latency") and values.size]
 
 

@@ -149,7 +149,8 @@ def evaluate(*, quick: bool = False, random_state=None, data_dir=None, model=Non
     counts = {"recorded faults": len(rows), **{f"{kind} faults": sum(r["kind"] == kind for r in rows)
                                                for kind in ("latency", "code with logs", "code without logs")},
               "named": sum(r["verdict"] == "named" for r in rows),
-              "onsets before a break": sum(r["onset_before_break"] for r in rows), "seeded incidents": len(simulated_rows)}
+              "onsets before a break": sum(r["onset_before_break"] for r in rows),
+              "seeded incidents": len(simulated_rows)}
     # Every answered case, recorded and seeded (a healthy period's first suspect is never right).
     calibration = _calibration(rows + simulated_rows)
     gaps = [abs(c["confidence"] - c["accuracy"]) for c in calibration if c["cases"] >= MIN_DECILE_CASES]
