@@ -152,7 +152,7 @@ def test_the_tail_test_sees_intermittent_slow_calls_and_holds_its_level():
     20 seeds (measured 18), the shift test on <= 5 (measured 0); with no change it rejects at 0.05 in
     <= 8% of 400 draws (measured 4.25%), and a tail slower by less than ``min_slowdown`` does not
     count."""
-    from tracesleuth.analyses.diagnose.evidence import tail_p_value
+    from tracesleuth.analyses.diagnose.evidence import Evidence, tail_p_value
 
     tail = shift = false = 0
     for seed in range(20):
@@ -167,6 +167,8 @@ def test_the_tail_test_sees_intermittent_slow_calls_and_holds_its_level():
     base = np.random.default_rng(0).lognormal(0, 0.3, 300)
     assert tail >= 16 and shift <= 5 and false <= 32, (tail, shift, false)
     assert tail_p_value(base * 1.05, base, 0.1) > 0.05 and tail_p_value(base[:2], base, 0.1) == 1.0
+    shown = Evidence("self_time", "db", "query", 1e-4, 4.0, 4.1, 38.0, "tail").describe()
+    assert shown == "self time: query 95th percentile 4.1 -> 38 ms (p = 0.0001)"
 
 
 @pytest.mark.parametrize("fault,service", [("delay", "db"), ("network", "cart"), ("exception", "catalog"),

@@ -94,6 +94,11 @@ class DiagnosisResult(WithNotes):
     baseline: Period
     notes: tuple
 
+    @property
+    def reason(self) -> str:
+        """Why the verdict is what it is: the sentence of its note (:class:`~.notes.Verdict`)."""
+        return next((str(n) for n in self.notes if n.kind == "verdict"), "")
+
     def to_frame(self) -> pl.DataFrame:
         """One row per suspect: ``rank``, ``service``, ``confidence``, ``operations``, ``instances``,
         ``evidence`` (the families, strongest first)."""
@@ -122,10 +127,9 @@ class DiagnosisResult(WithNotes):
             lines += [f"  {e.describe()}" for e in top.evidence[:4]]
         elif self.verdict == "uncertain":
             names = ", ".join(f"{s.service} ({s.confidence:.2f})" for s in self.services[:3])
-            why = next(str(n) for n in self.notes if n.kind == "verdict")
-            lines.append(f"Uncertain, nobody is named: {why}. Suspects: {names}.")
+            lines.append(f"Uncertain, nobody is named: {self.reason}. Suspects: {names}.")
         else:
-            lines.append("Too thin to name anyone: " + next((str(n) for n in self.notes if n.kind == "verdict"), ""))
+            lines.append(f"Too thin to name anyone: {self.reason}")
         lines += [str(n) for n in self.notes if n.kind != "verdict"]
         return "\n".join(lines)
 

@@ -234,9 +234,8 @@ def time_samples(problem: Telemetry, baseline: Telemetry) -> dict:
     samples = {column: (_per_request(problem.spans, column, keys), _per_request(baseline.spans, column, keys))
                for column, keys in _TIME_ITEMS.items()}
     keys = [*_TIME_ITEMS["own_ns"], S.INSTANCE]
-    samples["own_ns_instance"] = tuple(_per_request(t.spans.filter(pl.col(S.INSTANCE).is_not_null()
-                                                                   & (pl.col(S.INSTANCE).n_unique().over(S.SERVICE) > 1)),
-                                                    "own_ns", keys) for t in (problem, baseline))
+    several = pl.col(S.INSTANCE).is_not_null() & (pl.col(S.INSTANCE).n_unique().over(S.SERVICE) > 1)
+    samples["own_ns_instance"] = tuple(_per_request(t.spans.filter(several), "own_ns", keys) for t in (problem, baseline))
     return samples
 
 
@@ -309,8 +308,8 @@ def _time_tests(problem: pl.DataFrame, baseline: pl.DataFrame, keys: list[str], 
         figure = (lambda x: np.quantile(x, TAIL_QUANTILE)) if by_tail else np.median
         m_b, m_p = float(np.median(before)), float(np.median(values))
         rows.append({"key": key, "p_value": min(1.0, 2 * min(shift, tail)),
-                     "statistic": "tail" if by_tail else "median", "baseline": float(figure(before)) / 1e6, "problem": float(figure(values)) / 1e6,
-                     "median_rise": m_p / m_b - 1 if m_b > 0 else 0.0})
+                     "statistic": "tail" if by_tail else "median", "baseline": float(figure(before)) / 1e6,
+                     "problem": float(figure(values)) / 1e6, "median_rise": m_p / m_b - 1 if m_b > 0 else 0.0})
     return rows
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -346,9 +345,9 @@ def _origin() -> pl.Expr:
     """Whether a span is an error's origin (module docstring): it failed and no child did, unless a
     child that did not fail lasted longer than it (it gave up waiting: a timeout); or it did not
     fail, its parent did, and it lasted longer than its parent (the call it outlived timed out)."""
-    gave_up = pl.col("_longest_ok_child_ns").fill_null(-1) > pl.col(S.DURATION_NS)
-    outlived = ~pl.col("error") & pl.col("_parent_error").fill_null(False) & (
-        pl.col(S.DURATION_NS) > pl.col("_parent_ns").fill_null(np.iinfo(np.int64).max))
+    gave_up = (pl.col("_longest_ok_child_ns") > pl.col(S.DURATION_NS)).fill_null(False)
+    outlived = (~pl.col("error") & pl.col("_parent_error")
+                & (pl.col(S.DURATION_NS) > pl.col("_parent_ns"))).fill_null(False)
     return (pl.col("error") & ~pl.col("_child_error").fill_null(False) & ~gave_up) | outlived
 
 

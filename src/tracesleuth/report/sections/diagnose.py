@@ -62,10 +62,9 @@ def _headline(result) -> str:
         top = result.services[0]
         return f"{top.service} (confidence {top.confidence:.2f})"
     if result.verdict == "uncertain":
-        why = next(str(n) for n in result.notes if n.kind == "verdict")
-        return f"Nobody can be named: {why}. Suspects: " + ", ".join(
+        return f"Nobody can be named: {result.reason}. Suspects: " + ", ".join(
             f"{s.service} ({s.confidence:.2f})" for s in result.services[:3])
-    return "Too thin to name anyone: " + next((str(n) for n in result.notes if n.kind == "verdict"), "")
+    return f"Too thin to name anyone: {result.reason}"
 
 
 def _timeline_figure(result, requests):
