@@ -903,3 +903,42 @@ def test_a_timed_out_call_points_at_the_callee_that_outlived_it(child_start_ms, 
 
     spans = Telemetry.from_tables(_timed_out_call(child_start_ms, child_ms, child_status)).spans
     assert spans.filter(pl.col("origin"))["service"].to_list() == [origin]
+
+
+def test_an_unanswered_call_counts_against_the_service_its_answered_calls_went_to():
+    """A client span that failed with no child (a refused connection, a callee down) stands for the
+    span of the service its operation's answered calls all went to: the error, the time (a gap on
+    that edge) and the call are that service's. A call never answered, or answered by two
+    services, and a failed server span without children stay their own service's."""
+    import pyarrow as pa
+
+    from tracesleuth import schema as S
+    from tracesleuth.analyses.diagnose.synthetic import _row
+    from tracesleuth.analyses.diagnose.telemetry import Telemetry
+
+    ms = 10**6
+    rows = []
+
+    def call(trace, operation, callee, status="unset", kind="client"):
+        rows.append(_row(trace, f"{trace}a", None, "web", "GET /", "server", 0, 50 * ms))
+        rows.append(_row(trace, f"{trace}b", f"{trace}a", "web", operation, kind, 10 * ms, 40 * ms))
+        rows[-1]["status"] = status
+        if callee:
+            rows.append(_row(trace, f"{trace}c", f"{trace}b", callee, "query", "server", 12 * ms, 38 * ms))
+
+    call("t1", "call db", "db")
+    call("t2", "call db", None, "error")           # refused: db's
+    call("t3", "call cache", None, "error")        # never answered here: web's
+    call("t4", "call any", "db")
+    call("t5", "call any", "cache")
+    call("t6", "call any", None, "error")          # answered by two services: web's
+    call("t7", "call db", None, "error", "internal")   # not a client span: web's
+    table = pa.Table.from_pydict({name: [r.get(name) for r in rows] for name in S.SPAN_SCHEMA.names},
+                                 schema=S.SPAN_SCHEMA)
+    spans = Telemetry.from_tables(table).spans.filter(pl.col("service") == "web", pl.col("operation") != "GET /")
+    by_trace = {r["trace_id"]: r for r in spans.iter_rows(named=True)}
+    assert by_trace["t2"]["subject"] == "db" and by_trace["t2"]["unanswered"] and by_trace["t2"]["origin"]
+    assert by_trace["t2"]["callee"] == "db" and by_trace["t2"]["gap_ns"] == 30 * ms and by_trace["t2"]["own_ns"] == 0
+    for trace in ("t3", "t6", "t7"):
+        row = by_trace[trace]
+        assert row["subject"] == "web" and not row["unanswered"] and row["own_ns"] == 30 * ms, row

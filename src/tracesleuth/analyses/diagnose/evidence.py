@@ -12,7 +12,9 @@ family                    test (problem vs baseline)                            
                           the quantile test of its upper tail, whichever is
                           smaller, doubled (:func:`tail_p_value`)
 ``gap``                   the same, on the gap of the edges a service is called by  :func:`~tracesleuth.model.gaps.gap_owner`
-``error_origin``          error-origin spans per span of the service                the service
+``error_origin``          error-origin spans per span of the service (an            the service (its
+                          unanswered call: a span of the service that did not       subject)
+                          answer)
 ``error_logs``            error-level log records per span of the service, of its   the service
                           spans that are an error-log origin (no span below them
                           in the trace has any: issue 28)
@@ -431,8 +433,9 @@ def _by_period(problem: Telemetry, baseline: Telemetry, build) -> dict:
 
 
 def _span_exposure(t: Telemetry) -> pl.DataFrame:
-    """Spans of each service per endpoint (the exposure of per-span rates)."""
-    return t.spans.group_by(S.SERVICE, "endpoint").agg(pl.len().cast(pl.Float64).alias("exposure"))
+    """Spans of each service per endpoint (the exposure of per-span rates; an unanswered call is a span
+    of the service that did not answer: telemetry's ``subject``)."""
+    return t.spans.group_by(pl.col("subject").alias(S.SERVICE), "endpoint").agg(pl.len().cast(pl.Float64).alias("exposure"))
 
 
 def _request_exposure(t: Telemetry) -> pl.DataFrame:
@@ -441,16 +444,21 @@ def _request_exposure(t: Telemetry) -> pl.DataFrame:
 
 
 def _reach(t: Telemetry) -> pl.DataFrame:
-    """Requests per endpoint that reach each service (its exposure for the calls it makes)."""
-    return t.spans.group_by(S.SERVICE, "endpoint").agg(pl.col(S.TRACE_ID).n_unique().cast(pl.Float64)
+    """Requests per endpoint that reach each service (its exposure for the calls it makes; an
+    unanswered call reached the service that did not answer)."""
+    return t.spans.group_by(pl.col("subject").alias(S.SERVICE), "endpoint").agg(pl.col(S.TRACE_ID).n_unique().cast(pl.Float64)
                                                        .alias("exposure"))
 
 
 def _error_origin_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame:
     if not problem.spans["origin"].any():
         return _items([])
+    # An unanswered call counts against the service that did not answer (telemetry's ``subject``).
+    operation = (pl.when(pl.col("unanswered")).then(pl.format("calls from {} unanswered", pl.col(S.SERVICE)))
+                 .otherwise(pl.col(S.OPERATION)))
     counts = _by_period(problem, baseline, lambda t: t.spans.filter(pl.col("origin"))
-                        .group_by(S.SERVICE, S.OPERATION, "endpoint").agg(pl.len().cast(pl.Float64).alias("count")))
+                        .group_by(pl.col("subject").alias(S.SERVICE), operation.alias(S.OPERATION), "endpoint")
+                        .agg(pl.len().cast(pl.Float64).alias("count")))
     return _rate_items("error_origin", counts, _by_period(problem, baseline, _span_exposure), [S.SERVICE, S.OPERATION],
                        [S.SERVICE], "greater", lambda row: row[S.OPERATION])
 
@@ -486,8 +494,12 @@ def _dropped_call_items(problem: Telemetry, baseline: Telemetry, level: float) -
         # 3 23 -> 24).
         own = pl.col("parent_service") == pl.col(S.SERVICE)
         callee = pl.when(own).then(pl.concat_str(S.SERVICE, S.OPERATION, separator=":")).otherwise(pl.col(S.SERVICE))
-        return (t.spans.filter(pl.col("parent_service").is_not_null())
-                .group_by(pl.col("parent_service").alias(S.SERVICE), callee.alias("callee"), "endpoint")
+        # An unanswered call was made: it is a call of the edge to the service that did not answer.
+        calls = pl.concat([t.spans.filter(pl.col("parent_service").is_not_null())
+                           .select(pl.col("parent_service").alias("_caller"), callee.alias("callee"), "endpoint"),
+                           t.spans.filter(pl.col("unanswered"))
+                           .select(pl.col(S.SERVICE).alias("_caller"), pl.col("subject").alias("callee"), "endpoint")])
+        return (calls.group_by(pl.col("_caller").alias(S.SERVICE), "callee", "endpoint")
                 .agg(pl.len().cast(pl.Float64).alias("count")))
     reach = _by_period(problem, baseline, _reach)
     # A caller that is itself reached less often does not own its callees' drop: its caller does.

@@ -158,7 +158,7 @@ def planted_case(random_state=0):
 #: times slower), ``"ramp"`` (its own time grows steadily: a leak), ``"error-status"`` (failed
 #: spans without an exception event: an HTTP 500 that raised nothing) and ``"timeout"`` (slow calls
 #: into it that its callers give up on).
-RANDOM_FAULTS = (*FAULTS, "instance-delay", "tail", "ramp", "error-status", "timeout")
+RANDOM_FAULTS = (*FAULTS, "instance-delay", "tail", "ramp", "error-status", "timeout", "unavailable")
 
 
 @dataclass(frozen=True)
@@ -248,13 +248,15 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     bystander = str(rng.choice([s for s in shop if s not in ("service-00", culprit)]))
     low, high = {"delay": (1.5, 4.0), "instance-delay": (1.5, 4.0), "network": (1.0, 3.0),
                  "exception": (0.2, 1.0), "early-return": (0.3, 1.0), "tail": (5.0, 20.0), "ramp": (1.0, 4.0),
-                 "error-status": (0.2, 1.0), "timeout": (5.0, 20.0)}[fault]
+                 "error-status": (0.2, 1.0), "timeout": (5.0, 20.0), "unavailable": (0.2, 1.0)}[fault]
     origin = 1_767_225_600 * 10**9
     plan = {"fault": fault, "culprit": culprit, "magnitude": float(rng.uniform(low, high)),
             "instance": str(rng.choice(shop[culprit]["instances"])) if fault == "instance-delay" else None,
             "extra_ms": float(rng.uniform(5, 20)),
             "share": float(rng.uniform(0.05, 0.2)) if fault in ("tail", "timeout") else None,
             "onset_ns": origin + int(onset_s * 1e9), "ramp_ns": int((duration_s - onset_s) * 1e9)}
+    if fault == "unavailable":   # drawn last: the other faults' shops stay as they were
+        plan["connect_ms"] = float(rng.uniform(20, 200)) if rng.random() < 0.5 else 0.0
     change_s, factor = rng.uniform(0, duration_s), rng.uniform(0.7, 1.4)
     starts = np.sort(np.r_[rng.uniform(0, change_s, int(n_requests * change_s / duration_s)),
                            rng.uniform(change_s, duration_s, int(n_requests * factor * (1 - change_s / duration_s)))])
@@ -381,6 +383,17 @@ def _random_call(rows, rng, shop, trace, parent, name, operation, start_ns, plan
             gap += plan["magnitude"] * gap + plan["extra_ms"] * 1e6
         counter[0] += 1
         client = f"{counter[0]:016x}"
+        if (plan is not None and plan["fault"] == "unavailable" and plan["culprit"] == callee
+                and rng.random() < plan["magnitude"]):
+            end = t + int(gap + plan["connect_ms"] * 1e6)
+            row = _row(trace, client, span_id, name, f"call {callee}", "client", t, end)
+            row["status"] = "error"
+            row["events"] = [{"time_ns": end, "name": "exception",
+                              "attributes": [{"key": "exception.type", "str": "ConnectionRefusedError"}]}]
+            rows.append(row)
+            failed = failed or rng.random() < 0.5
+            t = end
+            continue
         callee_op = int(rng.integers(len(shop[callee]["operations"])))
         end, callee_failed = _random_call(rows, rng, shop, trace, client, callee, callee_op, t + int(gap / 2), plan,
                                           bystander, counter)
