@@ -3,10 +3,11 @@
 fault, how often the culprit comes first, how often a wrong service is named, how often there is no
 answer ("no change in the store"), the slowed instance's place, and the median onset error.
 
-    python benchmarks/eval_diagnose_random.py [--seeds 30] [--at 50] [--requests 1500] [--faults ...] [--json]
+    python benchmarks/eval_diagnose_random.py [--seeds 30] [--at 50] [--requests 1500] [--faults ...] [--logs] [--json]
 
 ``--at`` is the moment given to the diagnosis, seconds after the onset; ``--requests`` the requests
-in the shop's 600 s (the onset at 400 s). Each seed is one shop and one fault; the figures are
+in the shop's 600 s (the onset at 400 s); ``--logs`` gives the diagnosis the shop's log records too
+(the log-only faults always have them). Each seed is one shop and one fault; the figures are
 deterministic (every draw is seeded).
 """
 
@@ -24,11 +25,14 @@ def main() -> None:
     parser.add_argument("--at", type=float, default=50.0, help="the moment given, seconds after the onset")
     parser.add_argument("--requests", type=int, default=1500)
     parser.add_argument("--faults", nargs="+", default=list(RANDOM_FAULTS), choices=RANDOM_FAULTS)
+    parser.add_argument("--logs", action="store_true", help="with the shops' log records")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    rows = [score_random_incidents(f, seeds=args.seeds, at_s=args.at, n_requests=args.requests) for f in args.faults]
+    rows = [score_random_incidents(f, seeds=args.seeds, at_s=args.at, n_requests=args.requests, logs=args.logs)
+            for f in args.faults]
     if args.json:
-        print(json.dumps({"seeds": args.seeds, "at_s": args.at, "requests": args.requests, "faults": rows}, indent=1))
+        print(json.dumps({"seeds": args.seeds, "at_s": args.at, "requests": args.requests, "logs": args.logs,
+                          "faults": rows}, indent=1))
         return
     for r in rows:
         extra = f", slowed instance first {r['instance_first']}" if r["instance_first"] is not None else ""

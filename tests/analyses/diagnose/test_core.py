@@ -909,7 +909,8 @@ def test_an_unanswered_call_counts_against_the_service_its_answered_calls_went_t
     """A client span that failed with no child (a refused connection, a callee down) stands for the
     span of the service its operation's answered calls all went to: the error, the time (a gap on
     that edge) and the call are that service's. A call never answered, or answered by two
-    services, and a failed server span without children stay their own service's."""
+    services, and a failed server span without children stay their own service's. The caller's
+    error-level records above an unanswered call are not an error-log origin."""
     import pyarrow as pa
 
     from tracesleuth import schema as S
@@ -935,7 +936,14 @@ def test_an_unanswered_call_counts_against_the_service_its_answered_calls_went_t
     call("t7", "call db", None, "error", "internal")   # not a client span: web's
     table = pa.Table.from_pydict({name: [r.get(name) for r in rows] for name in S.SPAN_SCHEMA.names},
                                  schema=S.SPAN_SCHEMA)
-    spans = Telemetry.from_tables(table).spans.filter(pl.col("service") == "web", pl.col("operation") != "GET /")
+    # web logs an error on its server span above an answered call and above a refused one: the second
+    # is the refused call's error on its way up, not an error-log origin.
+    logs = pl.DataFrame({"time_ns": [45 * ms, 45 * ms], "span_id": ["t1a", "t2a"], "service": ["web", "web"],
+                         "severity_number": [17, 17], "template_id": [1, 1]},
+                        schema_overrides={"severity_number": pl.Int32})
+    telemetry = Telemetry.from_tables(table, logs)
+    assert telemetry.spans.filter(pl.col("error_log_origin"))["span_id"].to_list() == ["t1a"]
+    spans = telemetry.spans.filter(pl.col("service") == "web", pl.col("operation") != "GET /")
     by_trace = {r["trace_id"]: r for r in spans.iter_rows(named=True)}
     assert by_trace["t2"]["subject"] == "db" and by_trace["t2"]["unanswered"] and by_trace["t2"]["origin"]
     assert by_trace["t2"]["callee"] == "db" and by_trace["t2"]["gap_ns"] == 30 * ms and by_trace["t2"]["own_ns"] == 0

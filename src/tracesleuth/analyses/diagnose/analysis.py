@@ -27,7 +27,8 @@ from ... import schema as S
 from ...errors import ParameterError
 from .._contract import NONE, Analysis, InstanceOf, Interval, Seed
 from .._notes import WithNotes
-from .evidence import FAMILIES, common_slowdown, gather_evidence, shift_p_value, time_samples
+from .evidence import (FAMILIES, common_slowdown, gather_evidence, rate_p_values, shift_p_value,
+                       time_samples)
 from .notes import BaselinePeriod, CommonSlowdown, NoLogRecords, OnsetFound, ProblemPeriod, Verdict
 from .ranking import load_model
 from .telemetry import Period, Telemetry
@@ -288,19 +289,30 @@ def _suspects(services: list, confidence: np.ndarray, evidence, problem: Telemet
 
 
 def _instances(service: str, problem: Telemetry, baseline: Telemetry, level: float, min_slowdown: float) -> tuple:
-    """The service's instances whose own time rose against the service's baseline, strongest first;
-    all its instances when none stands out (Mi et al. 2012, Algorithm 2: the instance that differs)."""
+    """The service's instances whose own time rose, or whose spans fail, against the service's
+    baseline, strongest first; all its instances when none stands out (Mi et al. 2012, Algorithm 2:
+    the instance that differs).
+
+    Each instance gets two tests, doubled (Bonferroni over the two): the shift test of its own time
+    (:func:`~.evidence.shift_p_value`) and the rate test of its spans that are an error's or an
+    error log's origin, per span (:func:`~.evidence.rate_p_values`). Measured on random shops, one
+    instance of two or three failing 20-100% of its spans: the time test alone put it first on 14 of
+    30 (the names' order: none stood out), both on 30."""
+    failing = pl.col("origin") | pl.col("error_log_origin")
     mine = problem.spans.filter((pl.col(S.SERVICE) == service) & pl.col(S.INSTANCE).is_not_null())
-    before = baseline.spans.filter((pl.col(S.SERVICE) == service) & (pl.col("own_ns") > 0))["own_ns"].to_numpy()
+    theirs = baseline.spans.filter(pl.col(S.SERVICE) == service)
+    before = theirs.filter(pl.col("own_ns") > 0)["own_ns"].to_numpy()
+    failed_before = int(theirs.select(failing.sum()).item())
     found = []
     for (instance,), group in mine.group_by(S.INSTANCE):
         values = group.filter(pl.col("own_ns") > 0)["own_ns"].to_numpy()
-        p = shift_p_value(values, before, min_slowdown)
-        error_share = float(group["error"].mean()) if group.height else 0.0
-        found.append((p, -error_share, str(instance)))
+        slower = shift_p_value(values, before, min_slowdown)
+        failed = int(group.select(failing.sum()).item())
+        failing_more = rate_p_values([failed], group.height, [failed_before], theirs.height, "greater")[0]
+        found.append((min(1.0, 2 * min(slower, failing_more)), str(instance)))
     found.sort()
-    standing_out = tuple(name for p, _, name in found if p <= level)
-    return standing_out or tuple(sorted(name for _, _, name in found))
+    standing_out = tuple(name for p, name in found if p <= level)
+    return standing_out or tuple(sorted(name for _, name in found))
 
 
 def _notes(timeline, has_logs: bool, problem: Telemetry, baseline: Telemetry, common: float) -> tuple:

@@ -24,7 +24,8 @@ import pyarrow as pa
 
 from ... import schema as S
 
-__all__ = ["FAULTS", "RANDOM_FAULTS", "SERVICES", "RandomIncident", "incident_spans", "planted_case", "random_incident", "score_random_incidents"]
+__all__ = ["FAULTS", "INSTANCE_FAULTS", "LOG_FAULTS", "RANDOM_FAULTS", "SERVICES", "RandomIncident", "incident_spans",
+           "planted_case", "random_incident", "score_random_incidents"]
 
 FAULTS = ("delay", "network", "exception", "early-return")
 #: Service -> (its own time's median ms, what it calls).
@@ -158,7 +159,12 @@ def planted_case(random_state=0):
 #: times slower), ``"ramp"`` (its own time grows steadily: a leak), ``"error-status"`` (failed
 #: spans without an exception event: an HTTP 500 that raised nothing) and ``"timeout"`` (slow calls
 #: into it that its callers give up on).
-RANDOM_FAULTS = (*FAULTS, "instance-delay", "tail", "ramp", "error-status", "timeout", "unavailable")
+RANDOM_FAULTS = (*FAULTS, "instance-delay", "tail", "ramp", "error-status", "timeout", "unavailable", "log-error",
+                 "instance-exception")
+#: The faults only log records show (:func:`random_incident` writes records for them whatever ``logs``).
+LOG_FAULTS = ("log-error",)
+#: The faults in one instance of the culprit (:attr:`RandomIncident.instance`).
+INSTANCE_FAULTS = ("instance-delay", "instance-exception")
 
 
 @dataclass(frozen=True)
@@ -169,10 +175,12 @@ class RandomIncident:
     ----------
     spans : pyarrow.Table
         In :data:`~tracesleuth.schema.SPAN_SCHEMA`.
+    logs : pyarrow.Table or None
+        In :data:`~tracesleuth.schema.LOG_SCHEMA`, template ids given; None without ``logs``.
     culprit : str
         The service the fault is in.
     instance : str or None
-        The slowed instance of an ``"instance-delay"`` fault.
+        The faulty instance of an ``"instance-delay"`` or ``"instance-exception"`` fault.
     onset_ns, at_ns : int
         When the fault began, and a moment inside it (50 s later), Unix epoch ns.
     fault : str
@@ -180,6 +188,7 @@ class RandomIncident:
     """
 
     spans: object
+    logs: object
     culprit: str
     instance: str | None
     onset_ns: int
@@ -189,7 +198,7 @@ class RandomIncident:
 
 
 def random_incident(fault: str, *, n_services: int | None = None, n_requests: int = 1500, duration_s: float = 600.0,
-                    onset_s: float = 400.0, random_state=None) -> RandomIncident:
+                    onset_s: float = 400.0, logs: bool = False, random_state=None) -> RandomIncident:
     """An incident in a shop drawn at random, to check the diagnosis away from the one shop it was built on.
 
     The shop: ``n_services`` (default 6-14) services, each called by one earlier service and, with
@@ -213,7 +222,21 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     * ``"error-status"``: as ``"exception"``, the failed spans without an exception event;
     * ``"timeout"``: as ``"tail"``, and each caller gives up on a call into it after 3 x its slowest
       operation's median own time + 10 ms: the client span fails there (its caller's own span too,
-      half the time), the culprit's span, not failed, runs on.
+      half the time), the culprit's span, not failed, runs on;
+    * ``"unavailable"``: 20-100% of the calls into it are refused (the service is down or crashing):
+      the caller's client span fails, with an exception event, after the gap or, in half the shops,
+      after a connect timeout of 20-200 ms, and no span of the culprit (or below it) is recorded;
+      the caller's own span fails too, half the time;
+    * ``"log-error"``: 20-100% of its spans write an error-level record of a statement not seen
+      before (an exception caught and logged), the span not failed: only the log records show it;
+    * ``"instance-exception"``: as ``"exception"``, on one of its >= 2 instances (a bad pod or release).
+
+    With ``logs`` (always for :data:`LOG_FAULTS`), every server span writes log records
+    (:func:`_random_logs`, drawn from a generator of its own: the spans are those drawn without):
+    each operation runs 1-4 statements, each with a chance of 0.3-1 per span, one in four at WARN;
+    a span that failed by itself writes an error-level record, and a caller whose call failed writes
+    one on its own span half the time (an error logged on its way up); a noisy service other than
+    the bystander and the culprit writes an error-level record on 1% of its spans all along.
 
     Parameters
     ----------
@@ -224,6 +247,7 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     n_requests : int, default=1500
     duration_s, onset_s : float
         Seconds from the start (2026-01-01T00:00Z).
+    logs : bool, default=False
     random_state : int or numpy Generator, optional
 
     Returns
@@ -240,6 +264,7 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     if fault not in RANDOM_FAULTS:
         raise ParameterError(f"fault must be one of {', '.join(RANDOM_FAULTS)}. Got {fault!r} instead.")
     rng = np.random.default_rng(random_state)
+    log_rng = rng.spawn(1)[0]   # the log records' own draws: the spans stay those drawn without them
     n = int(rng.integers(6, 15)) if n_services is None else n_services
     if n < 3:
         raise ParameterError(f"n_services must be at least 3. Got {n} instead.")
@@ -248,10 +273,11 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     bystander = str(rng.choice([s for s in shop if s not in ("service-00", culprit)]))
     low, high = {"delay": (1.5, 4.0), "instance-delay": (1.5, 4.0), "network": (1.0, 3.0),
                  "exception": (0.2, 1.0), "early-return": (0.3, 1.0), "tail": (5.0, 20.0), "ramp": (1.0, 4.0),
-                 "error-status": (0.2, 1.0), "timeout": (5.0, 20.0), "unavailable": (0.2, 1.0)}[fault]
+                 "error-status": (0.2, 1.0), "timeout": (5.0, 20.0), "unavailable": (0.2, 1.0),
+                 "log-error": (0.2, 1.0), "instance-exception": (0.2, 1.0)}[fault]
     origin = 1_767_225_600 * 10**9
     plan = {"fault": fault, "culprit": culprit, "magnitude": float(rng.uniform(low, high)),
-            "instance": str(rng.choice(shop[culprit]["instances"])) if fault == "instance-delay" else None,
+            "instance": str(rng.choice(shop[culprit]["instances"])) if fault in INSTANCE_FAULTS else None,
             "extra_ms": float(rng.uniform(5, 20)),
             "share": float(rng.uniform(0.05, 0.2)) if fault in ("tail", "timeout") else None,
             "onset_ns": origin + int(onset_s * 1e9), "ramp_ns": int((duration_s - onset_s) * 1e9)}
@@ -268,20 +294,64 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
         _random_call(rows, rng, shop, f"{r:032x}", None, "service-00", operation, origin + int(start_s * 1e9),
                      plan if start_s >= onset_s else None, bystander, counter)
     columns = {name: [row.get(name) for row in rows] for name in S.SPAN_SCHEMA.names}
-    return RandomIncident(pa.Table.from_pydict(columns, schema=S.SPAN_SCHEMA), culprit, plan["instance"],
+    records = _random_logs(rows, shop, plan, bystander, log_rng) if logs or fault in LOG_FAULTS else None
+    return RandomIncident(pa.Table.from_pydict(columns, schema=S.SPAN_SCHEMA), records, culprit, plan["instance"],
                           origin + int(onset_s * 1e9), origin + int((onset_s + 50) * 1e9), fault, plan["magnitude"])
 
 
-def score_random_incidents(fault: str, *, seeds: int = 30, at_s: float = 50.0, n_requests: int = 1500) -> dict:
+def _random_logs(rows: list[dict], shop: dict, plan: dict, bystander: str, rng: np.random.Generator) -> pa.Table:
+    """Log records of :func:`random_incident`'s server spans (its docstring), in
+    :data:`~tracesleuth.schema.LOG_SCHEMA` with template ids (the store mines them from the bodies)."""
+    serial = iter(range(1, 1_000_000))
+    statements = {(name, f"{name} op{k}"): [(next(serial), float(rng.uniform(0.3, 1.0)),
+                                             13 if rng.random() < 0.25 else 9) for _ in range(int(rng.integers(1, 5)))]
+                  for name, service in shop.items() for k in range(len(service["operations"]))}
+    failed_here = {name: next(serial) for name in shop}
+    call_failed = {name: next(serial) for name in shop}
+    new_statement = next(serial)
+    others = [s for s in shop if s not in ("service-00", bystander, plan["culprit"])]
+    noisy = str(rng.choice(others)) if others else None
+    failed_calls = {row["parent_span_id"] for row in rows if row["kind"] == "client" and row["status"] == "error"}
+    records = []
+
+    def write(row, template, severity):
+        records.append({S.TIME_NS: int(rng.uniform(row["start_ns"], row["end_ns"] + 1)), S.TRACE_ID: row["trace_id"],
+                        S.SPAN_ID: row["span_id"], S.SERVICE: row["service"], S.INSTANCE: row["instance"],
+                        S.SEVERITY_NUMBER: severity, S.SEVERITY_TEXT: {9: "INFO", 13: "WARN", 17: "ERROR"}[severity],
+                        S.BODY: f"statement {template}", S.TEMPLATE_ID: template})
+
+    for row in rows:
+        if row["kind"] != "server":
+            continue
+        name = row["service"]
+        for template, chance, severity in statements[(name, row["operation"])]:
+            if rng.random() < chance:
+                write(row, template, severity)
+        if row["status"] == "error":
+            if row["span_id"] not in failed_calls:
+                write(row, failed_here[name], 17)
+            elif rng.random() < 0.5:
+                write(row, call_failed[name], 17)
+        if name == noisy and rng.random() < 0.01:
+            write(row, failed_here[name], 17)
+        if (plan["fault"] == "log-error" and name == plan["culprit"] and row["start_ns"] >= plan["onset_ns"]
+                and rng.random() < plan["magnitude"]):
+            write(row, new_statement, 17)
+    columns = {name: [r.get(name) for r in records] for name in S.LOG_SCHEMA.names}
+    return pa.Table.from_pydict(columns, schema=S.LOG_SCHEMA)
+
+
+def score_random_incidents(fault: str, *, seeds: int = 30, at_s: float = 50.0, n_requests: int = 1500,
+                           logs: bool = False) -> dict:
     """Diagnose :func:`random_incident` of ``fault`` for seeds ``0 .. seeds - 1``, each told the moment
-    ``at_s`` after the onset, and count the answers.
+    ``at_s`` after the onset (with their log records with ``logs``), and count the answers.
 
     Returns
     -------
     dict
         ``fault``, ``seeds``, ``first`` (the culprit first), ``top1`` (``first / seeds``),
         ``wrong_named`` (another service named), ``no_answer`` (no change found: EmptyDataError),
-        ``instance_first`` (an ``"instance-delay"``'s slowed instance first in the culprit's
+        ``instance_first`` (the faulty instance of :data:`INSTANCE_FAULTS` first in the culprit's
         instances, when the culprit is first; None for other faults), and
         ``median_abs_onset_error_s`` (None without an answer).
     """
@@ -295,9 +365,9 @@ def score_random_incidents(fault: str, *, seeds: int = 30, at_s: float = 50.0, n
     first = wrong_named = no_answer = instance = 0
     onset_errors = []
     for seed in range(seeds):
-        incident = random_incident(fault, n_requests=n_requests, random_state=seed)
+        incident = random_incident(fault, n_requests=n_requests, logs=logs, random_state=seed)
         try:
-            result = Diagnosis(at=incident.onset_ns + int(at_s * 1e9)).fit(pl.from_arrow(incident.spans)).result_
+            result = Diagnosis(at=incident.onset_ns + int(at_s * 1e9)).fit(incident.spans, incident.logs).result_
         except EmptyDataError:
             no_answer += 1
             continue
@@ -308,16 +378,16 @@ def score_random_incidents(fault: str, *, seeds: int = 30, at_s: float = 50.0, n
         instance += right and incident.instance is not None and top.instances[:1] == (incident.instance,)
         onset_errors.append(abs(result.onset.time_ns - incident.onset_ns) / 1e9)
     return {"fault": fault, "seeds": seeds, "first": first, "top1": first / seeds, "wrong_named": wrong_named,
-            "no_answer": no_answer, "instance_first": instance if fault == "instance-delay" else None,
+            "no_answer": no_answer, "instance_first": instance if fault in INSTANCE_FAULTS else None,
             "median_abs_onset_error_s": statistics.median(onset_errors) if onset_errors else None}
 
 
 def _random_culprit(rng: np.random.Generator, shop: dict, fault: str) -> str:
-    """A service other than the entry one that can hold ``fault``: with several instances for an
-    ``"instance-delay"`` (one is given a second when none has), with a callee for an
+    """A service other than the entry one that can hold ``fault``: with several instances for
+    :data:`INSTANCE_FAULTS` (one is given a second when none has), with a callee for an
     ``"early-return"`` (the entry service when only it has one)."""
     others = [s for s in shop if s != "service-00"]
-    if fault == "instance-delay":
+    if fault in INSTANCE_FAULTS:
         fits = [s for s in others if len(shop[s]["instances"]) > 1]
         if not fits:
             culprit = str(rng.choice(others))
@@ -369,7 +439,9 @@ def _random_call(rows, rng, shop, trace, parent, name, operation, start_ns, plan
         own *= 1 + plan["magnitude"] * (start_ns - plan["onset_ns"]) / plan["ramp_ns"]
     counter[0] += 1
     span_id = f"{counter[0]:016x}"
-    raised = (here and plan["fault"] in ("exception", "error-status") and rng.random() < min(plan["magnitude"], 1.0)
+    raised = (here and (plan["fault"] in ("exception", "error-status")
+                        or plan["fault"] == "instance-exception" and instance == plan["instance"])
+              and rng.random() < min(plan["magnitude"], 1.0)
               or name == bystander and rng.random() < 0.02)
     skip = here and plan["fault"] == "early-return" and rng.random() < plan["magnitude"]
     failed = raised

@@ -23,8 +23,9 @@ Error-level log records follow the same rule, one level up: an error propagates 
 each may log it on its way out (a caller that got an HTTP 500, or an empty answer, logs an ERROR too).
 A span's error-level records are an **error-log origin** when no span below it in its trace (a
 descendant, not only a child: a service's server span reaches its callee through its own client
-span) has error-level records: the deepest records are where the error began (issue 28). Like the
-error origin it is a trace's own: partitions of whole traces cannot change it.
+span) has error-level records or is an error's origin: the deepest records are where the error
+began (issue 28), and records above a call that timed out or was never answered are its error on
+the way up. Like the error origin it is a trace's own: partitions of whole traces cannot change it.
 """
 
 from __future__ import annotations
@@ -250,11 +251,14 @@ class Telemetry:
 
 def _with_error_log_origin(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` with ``error_log_origin``: the span has error-level log records and no descendant
-    in its trace has any.
+    in its trace has any or is an error's origin (:func:`_origin`: records above a call that timed
+    out, or was never answered, are that error on its way up, as its error is the callee's;
+    measured on random shops whose callers log a failed call: the caller named on 9 of 30 timeouts
+    and 20 of 30 unavailable callees before, as its records were the deepest).
 
-    The spans with records mark their ancestors, one level per step (parent ids within the trace),
-    until no new ancestor is found: as many steps as the deepest chain above a record, each a join
-    of the marked spans only. A parent id that is not in the trace (an orphan's) ends its chain.
+    The spans with records, and the error origins, mark their ancestors, one level per step (parent
+    ids within the trace), until no new ancestor is found: as many steps as the deepest chain above
+    a record, each a join of the marked spans only. A parent id that is not in the trace (an orphan's) ends its chain.
     """
     keys = [S.TRACE_ID, S.SPAN_ID]
     links = frame.select(S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID)
@@ -263,7 +267,7 @@ def _with_error_log_origin(frame: pl.DataFrame) -> pl.DataFrame:
         return (links.join(of, on=keys, how="semi").filter(pl.col(S.PARENT_SPAN_ID).is_not_null())
                 .select(S.TRACE_ID, pl.col(S.PARENT_SPAN_ID).alias(S.SPAN_ID)).unique())
 
-    step = parents(frame.filter(pl.col("error_logs") > 0).select(keys))
+    step = parents(frame.filter((pl.col("error_logs") > 0) | pl.col("origin")).select(keys))
     above = step.head(0)
     while step.height:
         above = pl.concat([above, step])
