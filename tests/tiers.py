@@ -44,7 +44,9 @@ SLOW = {
         "test_the_penalty_chosen_grows_when_the_evidence_is_noise",
         "test_the_contamination_is_how_often_held_out_evidence_misled", "test_log_evidence_needs_log_records_in_both_periods",
         "test_tarone_level_keeps_the_family_wise_error_and_gains_power", "test_the_problem_period_holds_the_moment_given"},
-    "analyses/diagnose/test_random_shops.py": {"test_random_shops_floor", "test_random_shops_with_log_records_floor"},
+    "analyses/diagnose/test_random_shops.py": {
+        "test_random_shops_floor", "test_random_shops_with_log_records_floor",
+        "test_an_unavailable_callee_behind_client_spans_named_by_the_method_only"},
     "analyses/localize/test_changes.py": {"test_trainticket_cpu_contention_is_found_from_its_windows_alone"},
     "analyses/localize/test_command.py": {"test_localize_json_names_the_service_method_and_instance",
         "test_localize_prints_tables_and_takes_one_endpoint", "test_localize_reads_the_papers_log_format"},

@@ -906,11 +906,12 @@ def test_a_timed_out_call_points_at_the_callee_that_outlived_it(child_start_ms, 
 
 
 def test_an_unanswered_call_counts_against_the_service_its_answered_calls_went_to():
-    """A client span that failed with no child (a refused connection, a callee down) stands for the
-    span of the service its operation's answered calls all went to: the error, the time (a gap on
-    that edge) and the call are that service's. A call never answered, or answered by two
-    services, and a failed server span without children stay their own service's. The caller's
-    error-level records above an unanswered call are not an error-log origin."""
+    """A client span that failed with no child (a refused connection, a callee down), or a producer
+    span with no child (a message never consumed), stands for the span of the service its
+    operation's answered calls to the same peer (``server.address``) all went to: the error, the
+    time (a gap on that edge) and the call are that service's. A call never answered, or answered
+    by two services from one peer, and a failed span of another kind stay their own service's. The
+    caller's error-level records above an unanswered call are not an error-log origin."""
     import pyarrow as pa
 
     from tracesleuth import schema as S
@@ -920,10 +921,11 @@ def test_an_unanswered_call_counts_against_the_service_its_answered_calls_went_t
     ms = 10**6
     rows = []
 
-    def call(trace, operation, callee, status="unset", kind="client"):
+    def call(trace, operation, callee, status="unset", kind="client", peer=None):
         rows.append(_row(trace, f"{trace}a", None, "web", "GET /", "server", 0, 50 * ms))
         rows.append(_row(trace, f"{trace}b", f"{trace}a", "web", operation, kind, 10 * ms, 40 * ms))
         rows[-1]["status"] = status
+        rows[-1]["attributes"] = [{"key": "server.address", "str": peer}] if peer else []
         if callee:
             rows.append(_row(trace, f"{trace}c", f"{trace}b", callee, "query", "server", 12 * ms, 38 * ms))
 
@@ -934,6 +936,11 @@ def test_an_unanswered_call_counts_against_the_service_its_answered_calls_went_t
     call("t5", "call any", "cache")
     call("t6", "call any", None, "error")          # answered by two services: web's
     call("t7", "call db", None, "error", "internal")   # not a client span: web's
+    call("t8", "GET", "db", peer="db.local")
+    call("t9", "GET", "cache", peer="cache.local")
+    call("t10", "GET", None, "error", peer="cache.local")   # one name, told apart by the peer: cache's
+    call("t11", "send", "worker", kind="producer")
+    call("t12", "send", None, kind="producer")             # a message never consumed: worker's
     table = pa.Table.from_pydict({name: [r.get(name) for r in rows] for name in S.SPAN_SCHEMA.names},
                                  schema=S.SPAN_SCHEMA)
     # web logs an error on its server span above an answered call and above a refused one: the second
@@ -947,6 +954,8 @@ def test_an_unanswered_call_counts_against_the_service_its_answered_calls_went_t
     by_trace = {r["trace_id"]: r for r in spans.iter_rows(named=True)}
     assert by_trace["t2"]["subject"] == "db" and by_trace["t2"]["unanswered"] and by_trace["t2"]["origin"]
     assert by_trace["t2"]["callee"] == "db" and by_trace["t2"]["gap_ns"] == 30 * ms and by_trace["t2"]["own_ns"] == 0
+    assert (by_trace["t10"]["subject"], by_trace["t12"]["subject"]) == ("cache", "worker")
+    assert by_trace["t12"]["unanswered"] and not by_trace["t12"]["origin"]
     for trace in ("t3", "t6", "t7"):
         row = by_trace[trace]
         assert row["subject"] == "web" and not row["unanswered"] and row["own_ns"] == 30 * ms, row

@@ -89,3 +89,28 @@ def test_one_slowed_instance_is_its_own_self_time_item():
     top = result.services[0]
     assert top.service == incident.culprit and top.instances == (incident.instance,)
     assert top.evidence[0].family == "self_time" and top.evidence[0].item.endswith(f" on {incident.instance}")
+
+
+def test_an_unavailable_callee_behind_client_spans_named_by_the_method_only():
+    """Client spans named "GET" whatever they call (OpenTelemetry's HTTP client spans since semantic
+    conventions 1.21): the refused calls are told apart by their ``server.address``. Measured on 20
+    seeds: the culprit first on 18 (2 with no answer), the caller named on none; 0 and 19 without
+    the peer."""
+    import collections
+
+    from tracesleuth.errors import EmptyDataError
+
+    counts = collections.Counter()
+    for seed in range(20):
+        incident = random_incident("unavailable", random_state=seed)
+        client = pl.col("kind").cast(pl.String) == "client"
+        spans = pl.from_arrow(incident.spans).with_columns(
+            pl.when(client).then(pl.lit("GET")).otherwise(pl.col("operation").cast(pl.String)).alias("operation"))
+        try:
+            result = Diagnosis(at=incident.at_ns).fit(spans).result_
+        except EmptyDataError:
+            continue
+        right = result.services[0].service == incident.culprit
+        counts["first"] += right
+        counts["wrong_named"] += result.verdict == "named" and not right
+    assert counts["first"] >= 16 and counts["wrong_named"] == 0, counts

@@ -13,8 +13,8 @@ family                    test (problem vs baseline)                            
                           smaller, doubled (:func:`tail_p_value`)
 ``gap``                   the same, on the gap of the edges a service is called by  :func:`~tracesleuth.model.gaps.gap_owner`
 ``error_origin``          error-origin spans per span of the service (an            the service (its
-                          unanswered call: a span of the service that did not       subject)
-                          answer)
+                          unanswered call, a refused one or a message never         subject)
+                          consumed: a span of the service that did not answer)
 ``error_logs``            error-level log records per span of the service, of its   the service
                           spans that are an error-log origin (no span below them
                           in the trace has any: issue 28)
@@ -435,7 +435,8 @@ def _by_period(problem: Telemetry, baseline: Telemetry, build) -> dict:
 def _span_exposure(t: Telemetry) -> pl.DataFrame:
     """Spans of each service per endpoint (the exposure of per-span rates; an unanswered call is a span
     of the service that did not answer: telemetry's ``subject``)."""
-    return t.spans.group_by(pl.col("subject").alias(S.SERVICE), "endpoint").agg(pl.len().cast(pl.Float64).alias("exposure"))
+    return (t.spans.group_by(pl.col("subject").alias(S.SERVICE), "endpoint")
+            .agg(pl.len().cast(pl.Float64).alias("exposure")))
 
 
 def _request_exposure(t: Telemetry) -> pl.DataFrame:
@@ -446,17 +447,19 @@ def _request_exposure(t: Telemetry) -> pl.DataFrame:
 def _reach(t: Telemetry) -> pl.DataFrame:
     """Requests per endpoint that reach each service (its exposure for the calls it makes; an
     unanswered call reached the service that did not answer)."""
-    return t.spans.group_by(pl.col("subject").alias(S.SERVICE), "endpoint").agg(pl.col(S.TRACE_ID).n_unique().cast(pl.Float64)
-                                                       .alias("exposure"))
+    return (t.spans.group_by(pl.col("subject").alias(S.SERVICE), "endpoint")
+            .agg(pl.col(S.TRACE_ID).n_unique().cast(pl.Float64).alias("exposure")))
 
 
 def _error_origin_items(problem: Telemetry, baseline: Telemetry) -> pl.DataFrame:
-    if not problem.spans["origin"].any():
+    failing = pl.col("origin") | pl.col("unanswered")
+    if not problem.spans.select(failing.any()).item():
         return _items([])
-    # An unanswered call counts against the service that did not answer (telemetry's ``subject``).
+    # An unanswered call (a refused one, a message never consumed) counts against the service that
+    # did not answer (telemetry's ``subject``).
     operation = (pl.when(pl.col("unanswered")).then(pl.format("calls from {} unanswered", pl.col(S.SERVICE)))
                  .otherwise(pl.col(S.OPERATION)))
-    counts = _by_period(problem, baseline, lambda t: t.spans.filter(pl.col("origin"))
+    counts = _by_period(problem, baseline, lambda t: t.spans.filter(failing)
                         .group_by(pl.col("subject").alias(S.SERVICE), operation.alias(S.OPERATION), "endpoint")
                         .agg(pl.len().cast(pl.Float64).alias("count")))
     return _rate_items("error_origin", counts, _by_period(problem, baseline, _span_exposure), [S.SERVICE, S.OPERATION],

@@ -226,7 +226,8 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     * ``"unavailable"``: 20-100% of the calls into it are refused (the service is down or crashing):
       the caller's client span fails, with an exception event, after the gap or, in half the shops,
       after a connect timeout of 20-200 ms, and no span of the culprit (or below it) is recorded;
-      the caller's own span fails too, half the time;
+      the caller's own span fails too, half the time (a message sent to it is taken by the broker
+      and never consumed: no error);
     * ``"log-error"``: 20-100% of its spans write an error-level record of a statement not seen
       before (an exception caught and logged), the span not failed: only the log records show it;
     * ``"instance-exception"``: as ``"exception"``, on one of its >= 2 instances (a bad pod or release).
@@ -455,27 +456,31 @@ def _random_call(rows, rng, shop, trace, parent, name, operation, start_ns, plan
             gap += plan["magnitude"] * gap + plan["extra_ms"] * 1e6
         counter[0] += 1
         client = f"{counter[0]:016x}"
+        waits = not edge["asynchronous"]
         if (plan is not None and plan["fault"] == "unavailable" and plan["culprit"] == callee
                 and rng.random() < plan["magnitude"]):
-            end = t + int(gap + plan["connect_ms"] * 1e6)
-            row = _row(trace, client, span_id, name, f"call {callee}", "client", t, end)
-            row["status"] = "error"
-            row["events"] = [{"time_ns": end, "name": "exception",
-                              "attributes": [{"key": "exception.type", "str": "ConnectionRefusedError"}]}]
+            # refused; a message to it is sent (the broker takes it) and never consumed
+            end = t + int(gap + plan["connect_ms"] * 1e6) if waits else t + int(gap / 2)
+            row = _row(trace, client, span_id, name, f"call {callee}", "client" if waits else "producer", t, end)
+            row["attributes"] = [{"key": "server.address", "str": callee}]
+            if waits:
+                row["status"] = "error"
+                row["events"] = [{"time_ns": end, "name": "exception",
+                                  "attributes": [{"key": "exception.type", "str": "ConnectionRefusedError"}]}]
+                failed = failed or rng.random() < 0.5
+                t = end
             rows.append(row)
-            failed = failed or rng.random() < 0.5
-            t = end
             continue
         callee_op = int(rng.integers(len(shop[callee]["operations"])))
         end, callee_failed = _random_call(rows, rng, shop, trace, client, callee, callee_op, t + int(gap / 2), plan,
                                           bystander, counter)
-        waits = not edge["asynchronous"]
         if plan is not None and plan["fault"] == "timeout" and plan["culprit"] == callee:
             limit = t + int((3 * max(o["median_ms"] for o in shop[callee]["operations"]) + 10) * 1e6)
             if waits and end + int(gap / 2) > limit:
                 end, callee_failed = limit - int(gap / 2), True
         row = _row(trace, client, span_id, name, f"call {callee}", "client" if waits else "producer", t,
                    end + int(gap / 2) if waits else t + int(gap / 2))
+        row["attributes"] = [{"key": "server.address", "str": callee}]
         if callee_failed and waits:
             row["status"] = "error"
             failed = failed or rng.random() < 0.5
