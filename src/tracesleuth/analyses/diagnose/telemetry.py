@@ -137,14 +137,16 @@ class Telemetry:
     Attributes
     ----------
     spans : polars.DataFrame
-        One row per span, shape (n_spans, 22), in :data:`SPAN_ORDER`: ``trace_id``, ``span_id``,
+        One row per span, shape (n_spans, 23), in :data:`SPAN_ORDER`: ``trace_id``, ``span_id``,
         ``parent_span_id``, ``service``, ``operation``, ``instance``, ``start_ns``, ``duration_ns``,
         ``error`` (bool), ``exception_type``, ``origin`` (bool, the span is an error's origin),
         ``unanswered`` (bool, a failed client span, or a producer span, with no child, of an operation
-        whose answered calls to its peer all went to one service) and ``subject`` (that service for an unanswered call, else the span's
-        own: the service the span is evidence about; :func:`_with_subject`), ``own_ns``
-        (exclusive time of a span that calls no other service, else 0), ``gap_ns`` (exclusive time
-        of a span that calls another service, else 0), ``callee`` (that service, else null),
+        whose answered calls to its peer all went to one service) and ``subject`` (that service for
+        an unanswered call, else the span's own: the service the span is evidence about;
+        :func:`_with_subject`), ``own_ns`` (exclusive time of a span that calls no other service,
+        else 0), ``gap_ns`` (exclusive time of a span that calls another service, else 0),
+        ``callee`` (that service, else null), ``peer`` (a client or producer span's
+        :data:`PEER_ATTRIBUTES`, else null),
         ``request_start_ns`` and ``endpoint`` (its request's), ``parent_service``, ``error_logs``
         (its error-level log records), ``log_records`` (all its log records), ``error_log_origin``
         (bool: it has error-level records and no span below it in its trace has any).
@@ -190,7 +192,7 @@ class Telemetry:
         Parameters
         ----------
         spans : polars.DataFrame
-            :func:`trace_frames`' spans, shape (n_spans, 18): :data:`SPAN_COLUMNS`, in
+            :func:`trace_frames`' spans, shape (n_spans, 19): :data:`SPAN_COLUMNS`, in
             :data:`SPAN_ORDER`.
         requests : polars.DataFrame
             :func:`trace_frames`' requests, shape (n_requests, 8), in :data:`REQUEST_ORDER`.
@@ -288,9 +290,10 @@ def _with_subject(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` with ``subject``: the service a span is evidence about. A span's own, but for an
     unanswered call (a client span that failed with no child: a refused connection, a callee down
     or crashing before it could record a span; a producer span with no child: a message never
-    consumed) the service its operation's answered calls to the
-    same peer (:data:`PEER_ATTRIBUTES`, where the spans name one) went to, when they all went to one: the call stands for that service's span that never came, its time is
-    the gap on that edge (``callee`` set, ``own_ns`` moved to ``gap_ns``). Calls of an operation
+    consumed) the service its operation's answered calls to the same peer (:data:`PEER_ATTRIBUTES`,
+    where the spans name one) went to, when they all went to one: the call stands for that
+    service's span that never came, its time is the gap on that edge (``callee`` set, ``own_ns``
+    moved to ``gap_ns``). Calls of an operation
     never answered in these spans, or answered by several services, stay the caller's
     (``unanswered`` False).
 
@@ -330,7 +333,7 @@ def trace_frames(spans) -> tuple[pl.DataFrame, pl.DataFrame]:
     Returns
     -------
     spans : polars.DataFrame
-        One row per span of a trace with an entry span, shape (n_spans, 18): the columns of
+        One row per span of a trace with an entry span, shape (n_spans, 19): the columns of
         :attr:`Telemetry.spans` but ``subject``, ``error_logs``, ``log_records`` and
         ``error_log_origin`` (:data:`SPAN_COLUMNS`; ``unanswered`` is true for every failed client span
         and every producer span with no child, :meth:`Telemetry.from_frames` keeps it for those
