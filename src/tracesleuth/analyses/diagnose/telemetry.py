@@ -149,7 +149,8 @@ class Telemetry:
         :data:`PEER_ATTRIBUTES`, else null),
         ``request_start_ns`` and ``endpoint`` (its request's), ``parent_service``, ``error_logs``
         (its error-level log records), ``log_records`` (all its log records), ``error_log_origin``
-        (bool: it has error-level records and no span below it in its trace has any).
+        (bool: it has error-level records and no span below it in its trace has any or is an error's
+        origin).
     requests : polars.DataFrame
         One row per trace with an entry span, shape (n_requests, 8): ``trace_id``, ``start_ns``,
         ``latency_ns``, ``endpoint`` (``service:operation`` of its entry span), ``error`` (a span
@@ -266,7 +267,8 @@ def _with_error_log_origin(frame: pl.DataFrame) -> pl.DataFrame:
 
     The spans with records, and the error origins, mark their ancestors, one level per step (parent
     ids within the trace), until no new ancestor is found: as many steps as the deepest chain above
-    a record, each a join of the marked spans only. A parent id that is not in the trace (an orphan's) ends its chain.
+    a record, each a join of the marked spans only. A parent id that is not in the trace (an
+    orphan's) ends its chain.
     """
     keys = [S.TRACE_ID, S.SPAN_ID]
     links = frame.select(S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID)
@@ -293,9 +295,8 @@ def _with_subject(frame: pl.DataFrame) -> pl.DataFrame:
     consumed) the service its operation's answered calls to the same peer (:data:`PEER_ATTRIBUTES`,
     where the spans name one) went to, when they all went to one: the call stands for that
     service's span that never came, its time is the gap on that edge (``callee`` set, ``own_ns``
-    moved to ``gap_ns``). Calls of an operation
-    never answered in these spans, or answered by several services, stay the caller's
-    (``unanswered`` False).
+    moved to ``gap_ns``). Calls of an operation and peer never answered in these spans, or
+    answered by several services, stay the caller's (``unanswered`` False).
 
     Learned from all the spans, not one trace: measured on random shops, 20-100% of the calls into
     a service refused, the caller named on 27 of 30 seeds as the error's origin and the culprit
@@ -337,8 +338,7 @@ def trace_frames(spans) -> tuple[pl.DataFrame, pl.DataFrame]:
         :attr:`Telemetry.spans` but ``subject``, ``error_logs``, ``log_records`` and
         ``error_log_origin`` (:data:`SPAN_COLUMNS`; ``unanswered`` is true for every failed client span
         and every producer span with no child, :meth:`Telemetry.from_frames` keeps it for those
-        whose callee it learns), in
-        :data:`SPAN_ORDER`.
+        whose callee it learns), in :data:`SPAN_ORDER`.
     requests : polars.DataFrame
         One row per trace with an entry span: :attr:`Telemetry.requests` (``error_log`` False,
         ``log_records`` 0), in :data:`REQUEST_ORDER`.
