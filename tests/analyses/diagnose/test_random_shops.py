@@ -68,7 +68,9 @@ def test_random_incident_writes_log_records_of_its_own():
            .filter(pl.col("time_ns") >= quiet.onset_ns)
            .sort("len", descending=True))
     assert new["service"][0] == quiet.culprit and new["len"][0] > 10 * new["len"][1:].sum(), new
-    assert (pl.from_arrow(quiet.spans)["status"] != "error").sum() > 0
+    logged_on = records.filter(pl.col("template_id") == new["template_id"][0])["span_id"]
+    spans = pl.from_arrow(quiet.spans).filter(pl.col("span_id").is_in(logged_on.implode()))
+    assert spans.height == logged_on.n_unique() and (spans["status"] != "error").all()   # only the logs show it
 
 
 def test_random_incident_is_seeded_and_checks_its_settings():
