@@ -434,6 +434,22 @@ class _EntryAttributes:
         return _attribute_lists(self.offsets, self.key, self.str, self.int, self.float, self.bool)
 
 
+def attribute_lists(rows: list[list[tuple[str, Any]]]) -> pa.ListArray:
+    """One typed attribute list (:data:`~tracesleuth.schema.ATTRIBUTE_TYPE`) per row of
+    ``(key, value)`` pairs (values as :func:`_typed` keeps them; a None value is left out)."""
+    offsets, key, str_, int_, float_, bool_ = [0], [], [], [], [], []
+    for row in rows:
+        for k, value in row:
+            typed = _typed(value)
+            if typed is None:
+                continue
+            key.append(str(k))
+            for column, v in zip((str_, int_, float_, bool_), typed):
+                column.append(v)
+        offsets.append(len(key))
+    return _attribute_lists(offsets, key, str_, int_, float_, bool_)
+
+
 def _attribute_lists(offsets, key, str_, int_, float_, bool_) -> pa.ListArray:
     return pa.ListArray.from_arrays(
         pa.array(offsets, pa.int32()),

@@ -35,6 +35,10 @@ canonical                members, in order of preference
                          (Bunyan, pino), ``host``
 ======================== =============================================================================
 
+A ``log`` member that is itself a structured line (Docker's json-file driver around a program
+that logs JSON; :func:`structured`) is opened: its members are read as the record's, before the
+runtime's (so the time is the program's own, and ``stream`` stays an attribute).
+
 A logger's name (``logger``, ``name``, ``logger_name``) is not taken as the service: it names a
 class or module (``com.shop.CartService``), many per service; it stays an attribute. Ids given as
 JSON numbers, and Datadog's ids (decimal text by definition), are converted to hexadecimal.
@@ -50,14 +54,16 @@ from __future__ import annotations
 
 from typing import Any, BinaryIO, Iterator
 
+import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ._builder import batches
 from ._jsondoc import byte_offset, loads_repairing, warn_replacements
 from ._logs import NUMERIC_LEVELS, LogBatchBuilder, MAX_SEVERITY, time_ns
 
-__all__ = ["FIELDS", "read_json_lines_logs"]
+__all__ = ["FIELDS", "open_structured", "read_json_lines_logs", "structured"]
 
 #: Canonical field -> the members that give it, in order of preference (module docstring).
 FIELDS: dict[str, tuple[str, ...]] = {
@@ -175,7 +181,73 @@ def _severity(member: str | None, value: Any) -> tuple[int | None, str | None]:
     return None, value if value.__class__ is str else str(value)
 
 
+def structured(text: Any) -> dict | None:
+    """The members of a structured log line written as a message (a JSON object), flattened
+    (:func:`flatten`); None when ``text`` is not a JSON object with a message member
+    (``FIELDS["body"]``).
+
+    A container runtime keeps what a program writes as the message of its own record: Docker's
+    json-file driver writes ``{"log": "{\"severity\": \"info\", \"message\": ...}\\n", ...}``,
+    and so do the Nezha log CSVs of OnlineBoutique (logrus, pino and python-json-logger lines).
+    Opening it gives the program's message as the body and its level as the severity.
+    """
+    if text.__class__ is not str or not text.startswith("{"):
+        return None
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    if doc.__class__ is not dict:
+        return None
+    doc = flatten(doc)
+    return doc if _pick(doc, "body")[0] is not None else None
+
+
+def open_structured(bodies: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array, list[list[tuple[str, Any]]]] | None:
+    """Open the bodies that are structured log lines (:func:`structured`), vectorized around them.
+
+    Parameters
+    ----------
+    bodies : pyarrow.Array of str, shape (n_records,)
+        Messages as a container runtime kept them.
+
+    Returns
+    -------
+    (body, severity_number, severity_text, attributes) or None
+        ``body`` (str, shape (n_records,)): the program's message where the body was a structured
+        line, else the body unchanged; ``severity_number`` (int32, null unless the level was a
+        number: Bunyan's/pino's or OpenTelemetry's) and ``severity_text`` (str, null where no
+        level was written); ``attributes``: per record, the line's other members as
+        ``(key, value)`` pairs (its time too: the record keeps the runtime's). None when no body
+        is a structured line, which costs one scan of the bodies' first characters.
+    """
+    candidates = pc.starts_with(pc.utf8_ltrim_whitespace(bodies), "{")
+    if not pc.any(candidates).as_py():
+        return None
+    texts = bodies.to_pylist()
+    numbers: list[int | None] = [None] * len(texts)
+    levels: list[str | None] = [None] * len(texts)
+    extra: list[list[tuple[str, Any]]] = [[] for _ in texts]
+    opened = 0
+    for i in np.flatnonzero(candidates.to_numpy(zero_copy_only=False)).tolist():
+        doc = structured(texts[i].strip())
+        if doc is None:
+            continue
+        body_member, texts[i] = _pick(doc, "body")
+        level_member, level = _pick(doc, "level")
+        numbers[i], levels[i] = _severity(level_member, level)
+        extra[i] = [(k, v) for k, v in doc.items() if k != body_member and k != level_member]
+        opened += 1
+    if not opened:
+        return None
+    return (pa.array(texts, pa.string()), pa.array(numbers, pa.int32()), pa.array(levels, pa.string()), extra)
+
+
 def _add(doc: dict, record: int, builder: LogBatchBuilder) -> None:
+    body_member, body = _pick(doc, "body")
+    inner = structured(body.strip()) if body_member == "log" else None
+    if inner is not None:  # a container runtime's record around a structured line: the line's members first
+        doc = {**inner, **{k: v for k, v in doc.items() if k != "log" and k not in inner}}
     picked = {field: _pick(doc, field) for field in FIELDS}
     used = {member for member, _ in picked.values() if member is not None}
     time_member, raw_time = picked["time"]

@@ -26,6 +26,10 @@ Node           attribute ``host.ip`` (the node's address)
 Container      attribute ``k8s.container.name``
 (level)        ``severity_text`` and ``severity_number`` from the level at the start of the text
                (:data:`~tracesleuth.io._logs.LEVEL_IN_TEXT`); none when the text has none
+(JSON line)    a text that is itself a structured log line (OnlineBoutique's Go, Node.js and Python
+               services: ``{"message": ..., "severity": "info", ...}``) is opened
+               (:func:`~tracesleuth.io.json_lines_logs.structured`): its message is the body, its
+               level the severity, its other members are attributes
 ============== ===============================================================================
 """
 
@@ -41,7 +45,9 @@ import pyarrow.compute as pc
 
 from .. import schema as S
 from ._jsondoc import loads_repairing
+from ._builder import attribute_lists
 from ._logs import LogBatchBuilder, severity_from_text, time_ns
+from .json_lines_logs import open_structured
 from .tabular import PRESETS, _extract_all, iter_csv_batches, read_csv_header, utf8_frame
 
 __all__ = ["HEADER", "REQUIRED", "read_nezha_log_csv"]
@@ -104,6 +110,11 @@ def _convert(batch: pa.RecordBatch, records: np.ndarray, builder: LogBatchBuilde
     if "Timestamp" in df.columns and bad.any():
         time = _from_timestamps(df, time, bad, builder)
     n = df.height
+    severity, severity_text, inner = pa.nulls(n, pa.int32()), severity_from_text(body), None
+    opened = open_structured(body)  # OnlineBoutique's services write JSON lines
+    if opened is not None:
+        body, severity, levels, inner = opened
+        severity_text = pc.coalesce(levels, severity_from_text(body))
     raw = pa.table({
         "_record": df["_record"].to_arrow(),
         "_time": time.to_arrow(),
@@ -111,15 +122,18 @@ def _convert(batch: pa.RecordBatch, records: np.ndarray, builder: LogBatchBuilde
         "_raw_span": df["SpanID"].to_arrow(),
         S.SERVICE: pods.replace_strict(services, default=pods, return_dtype=pl.String).to_arrow(),
         S.INSTANCE: pods.to_arrow(),
-        "_severity": pa.nulls(n, pa.int32()),
-        S.SEVERITY_TEXT: severity_from_text(body),
+        "_severity": severity,
+        S.SEVERITY_TEXT: severity_text,
         S.BODY: body,
     })
     strings = {ATTR_LOG_IOSTREAM: streams}
     for name, column in ((ATTR_K8S_CONTAINER_NAME, "Container"), (ATTR_HOST_IP, "Node")):
         if column in df.columns:
             strings[name] = df[column].to_arrow()
-    return builder.validate(raw, string_attributes(strings, n))
+    attributes = string_attributes(strings, n)
+    if inner is not None:
+        attributes = pl.from_arrow(attributes).list.concat(pl.from_arrow(attribute_lists(inner))).to_arrow()
+    return builder.validate(raw, attributes)
 
 
 def _from_timestamps(df: pl.DataFrame, time: pl.Series, bad: pl.Series, builder: LogBatchBuilder) -> pl.Series:
