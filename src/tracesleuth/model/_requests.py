@@ -4,7 +4,7 @@ view (:mod:`.flows`) share.
 * :func:`trace_partitions` - rows in partitions of whole traces, for partition-wise work;
 * :func:`requests_of` - the requests of an endpoint and the request of each span;
 * :func:`exclusive_times` - each span's exclusive (self) time inside its request, from the union
-  of its synchronous children's intervals (:func:`_covered_by_children`).
+  of its synchronous children's intervals (:func:`covered_by_children`).
 
 Both :mod:`.table` and :mod:`.flows` import them from here, so that neither imports the other
 for them.
@@ -21,7 +21,7 @@ from ._calls import synchronous_children
 from ._codes import SpanCodes, argsort, dictionary_codes
 from .assembly import Tree
 
-__all__ = ["exclusive_times", "requests_of", "trace_partitions"]
+__all__ = ["covered_by_children", "exclusive_times", "requests_of", "trace_partitions"]
 
 
 def trace_partitions(spans: pa.Table, max_spans: int) -> list[np.ndarray]:
@@ -94,13 +94,13 @@ def exclusive_times(codes: SpanCodes, tree: Tree, request: np.ndarray) -> np.nda
                                                              parent_end_ns=end[pp], parent_kind=codes.kind[pp])
     child_start = np.maximum(start[sync], start[pp[sync]])
     child_end = np.maximum(np.minimum(end[sync], end[pp[sync]]), child_start)
-    parents, covered = _covered_by_children(pi[sync], child_start, child_end, start[pp[sync]])
+    parents, covered = covered_by_children(pi[sync], child_start, child_end, start[pp[sync]])
     cover = np.zeros(n, dtype=np.int64)
     cover[parents] = covered
     return np.maximum(end - start - cover, 0)
 
 
-def _covered_by_children(parent: np.ndarray, s: np.ndarray, e: np.ndarray, parent_start: np.ndarray
+def covered_by_children(parent: np.ndarray, s: np.ndarray, e: np.ndarray, parent_start: np.ndarray
                          ) -> tuple[np.ndarray, np.ndarray]:
     """Length of the union of child intervals ``[s, e)`` per parent, in one vectorized pass.
 

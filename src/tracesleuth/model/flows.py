@@ -67,7 +67,7 @@ from .. import schema as S
 from ._calls import synchronous_children
 from ._codes import SpanCodes, dictionary_codes, encode_spans, narrow_spans, take_rows
 from .assembly import Tree, assemble_codes, attributes_of
-from ._requests import _covered_by_children, exclusive_times, requests_of, trace_partitions
+from ._requests import covered_by_children, exclusive_times, requests_of, trace_partitions
 
 #: Columns of the call view, in order.
 CALL_COLUMNS = (S.TRACE_ID, S.REQUEST, S.SPAN_ID, S.PARENT_SPAN_ID, S.OPERATION_KEY, S.SERVICE, S.OPERATION,
@@ -330,7 +330,7 @@ def server_calls(codes: SpanCodes, tree: Tree, request: np.ndarray) -> tuple[np.
     ps, pe = start[p], end[p]
     s = np.clip(start[child], ps, pe)
     e = np.clip(end[child], s, pe)
-    parents, covered = _covered_by_children(p, s, e, ps)
+    parents, covered = covered_by_children(p, s, e, ps)
     gap[parents] = end[parents] - start[parents] - covered
     order = np.lexsort((child, start[child], p))  # by client, then server start
     first = np.ones(len(order), dtype=bool)

@@ -959,3 +959,24 @@ def test_an_unanswered_call_counts_against_the_service_its_answered_calls_went_t
     for trace in ("t3", "t6", "t7"):
         row = by_trace[trace]
         assert row["subject"] == "web" and not row["unanswered"] and row["own_ns"] == 30 * ms, row
+
+
+def test_calls_made_at_once_cover_their_caller_once():
+    """A span's own time (or gap) is its duration less the union of its children's intervals, the
+    model's exclusive time: two calls made at once cover 0-80 ms of a 100 ms span, not 160 ms."""
+    import pyarrow as pa
+
+    from tracesleuth import schema as S
+    from tracesleuth.analyses.diagnose.synthetic import _row
+    from tracesleuth.analyses.diagnose.telemetry import trace_frames
+
+    ms = 10**6
+    rows = [_row("t1", "a", None, "web", "GET /", "server", 0, 100 * ms),
+            _row("t1", "b", "a", "web", "call cart", "client", 10 * ms, 70 * ms),
+            _row("t1", "c", "a", "web", "call items", "client", 10 * ms, 80 * ms),
+            _row("t1", "d", "a", "web", "render", "internal", 60 * ms, 90 * ms),   # overlaps the calls' end
+            _row("t1", "e", "b", "cart", "get", "server", 12 * ms, 68 * ms),
+            _row("t1", "f", "c", "items", "get", "server", 15 * ms, 75 * ms)]
+    spans, _ = trace_frames(pa.Table.from_pylist(rows, schema=S.SPAN_SCHEMA))
+    own = dict(zip(spans["span_id"], spans["own_ns"] + spans["gap_ns"]))
+    assert own == {"a": 20 * ms, "b": 4 * ms, "c": 10 * ms, "d": 30 * ms, "e": 56 * ms, "f": 60 * ms}

@@ -52,6 +52,34 @@ def test_random_shops_with_log_records_floor(fault):
     assert scores["wrong_named"] == 0   # measured 0 of 90
 
 
+#: Shops whose spans make their calls at once (a fan-out), measured on 30 seeds: delay 30,
+#: instance-delay 30 (the slowed instance first 30) and ramp 30; with the calls' sum taken as the time
+#: they cover, not their union, 29 (instance 28) and 29.
+PARALLEL_FLOORS = {"delay": 28, "instance-delay": 28, "ramp": 28}
+
+
+@pytest.mark.parametrize("fault", sorted(PARALLEL_FLOORS))
+def test_random_shops_with_calls_made_at_once_floor(fault):
+    scores = score_random_incidents(fault, seeds=30, parallel=True)
+    assert scores["first"] >= PARALLEL_FLOORS[fault], scores
+    assert scores["wrong_named"] == 0
+    if fault in INSTANCE_FAULTS:
+        assert scores["instance_first"] == scores["first"]
+
+
+def test_parallel_calls_overlap_and_keep_the_draws():
+    """``parallel`` moves the calls' start times only: the same spans, services and ends of the
+    entry's own work; a span's synchronous calls start together."""
+    seq, par = (pl.from_arrow(random_incident("delay", n_requests=60, parallel=p, random_state=3).spans)
+                for p in (False, True))
+    assert seq.select("trace_id", "span_id", "service", "operation").equals(
+        par.select("trace_id", "span_id", "service", "operation"))
+    calls = par.filter(pl.col("kind") == "client").group_by("trace_id", "parent_span_id").agg(
+        pl.col("start_ns").n_unique().alias("starts"), pl.len().alias("calls"))
+    assert calls.filter(pl.col("calls") > 1).height > 0
+    assert (calls["starts"] == 1).all()   # every span's synchronous calls start at once
+
+
 def test_random_incident_writes_log_records_of_its_own():
     """The log records come from a generator of their own (the spans are those drawn without), join
     their spans, and a log-only fault's records show the culprit's new error-level statement."""

@@ -198,7 +198,8 @@ class RandomIncident:
 
 
 def random_incident(fault: str, *, n_services: int | None = None, n_requests: int = 1500, duration_s: float = 600.0,
-                    onset_s: float = 400.0, logs: bool = False, random_state=None) -> RandomIncident:
+                    onset_s: float = 400.0, logs: bool = False, parallel: bool = False,
+                    random_state=None) -> RandomIncident:
     """An incident in a shop drawn at random, to check the diagnosis away from the one shop it was built on.
 
     The shop: ``n_services`` (default 6-14) services, each called by one earlier service and, with
@@ -239,6 +240,10 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     one on its own span half the time (an error logged on its way up); a noisy service other than
     the bystander and the culprit writes an error-level record on 1% of its spans all along.
 
+    With ``parallel``, a span makes its synchronous calls all at once (a fan-out: Go's errgroup,
+    ``Promise.all``) and ends its own work after the last answer, so its calls overlap; the draws are
+    those made without it (the same shop, calls, times and fault), only the calls' start times move.
+
     Parameters
     ----------
     fault : str
@@ -249,6 +254,7 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     duration_s, onset_s : float
         Seconds from the start (2026-01-01T00:00Z).
     logs : bool, default=False
+    parallel : bool, default=False
     random_state : int or numpy Generator, optional
 
     Returns
@@ -293,7 +299,7 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
         entry = shop["service-00"]
         operation = int(rng.integers(len(entry["operations"])))
         _random_call(rows, rng, shop, f"{r:032x}", None, "service-00", operation, origin + int(start_s * 1e9),
-                     plan if start_s >= onset_s else None, bystander, counter)
+                     plan if start_s >= onset_s else None, bystander, counter, parallel)
     columns = {name: [row.get(name) for row in rows] for name in S.SPAN_SCHEMA.names}
     records = _random_logs(rows, shop, plan, bystander, log_rng) if logs or fault in LOG_FAULTS else None
     return RandomIncident(pa.Table.from_pydict(columns, schema=S.SPAN_SCHEMA), records, culprit, plan["instance"],
@@ -343,9 +349,10 @@ def _random_logs(rows: list[dict], shop: dict, plan: dict, bystander: str, rng: 
 
 
 def score_random_incidents(fault: str, *, seeds: int = 30, at_s: float = 50.0, n_requests: int = 1500,
-                           logs: bool = False) -> dict:
+                           logs: bool = False, parallel: bool = False) -> dict:
     """Diagnose :func:`random_incident` of ``fault`` for seeds ``0 .. seeds - 1``, each told the moment
-    ``at_s`` after the onset (with their log records with ``logs``), and count the answers.
+    ``at_s`` after the onset (with their log records with ``logs``; their calls made all at once
+    with ``parallel``), and count the answers.
 
     Returns
     -------
@@ -366,7 +373,7 @@ def score_random_incidents(fault: str, *, seeds: int = 30, at_s: float = 50.0, n
     first = wrong_named = no_answer = instance = 0
     onset_errors = []
     for seed in range(seeds):
-        incident = random_incident(fault, n_requests=n_requests, logs=logs, random_state=seed)
+        incident = random_incident(fault, n_requests=n_requests, logs=logs, parallel=parallel, random_state=seed)
         try:
             result = Diagnosis(at=incident.onset_ns + int(at_s * 1e9)).fit(incident.spans, incident.logs).result_
         except EmptyDataError:
@@ -425,9 +432,10 @@ def _random_shop(rng: np.random.Generator, n: int) -> dict:
     return shop
 
 
-def _random_call(rows, rng, shop, trace, parent, name, operation, start_ns, plan, bystander, counter) -> tuple:
+def _random_call(rows, rng, shop, trace, parent, name, operation, start_ns, plan, bystander, counter,
+                 parallel=False) -> tuple:
     """Add the span of ``name``'s ``operation`` (and its callees') to ``rows``; return its end (ns)
-    and whether it failed."""
+    and whether it failed. With ``parallel`` its synchronous calls all start together."""
     service, op = shop[name], shop[name]["operations"][operation]
     instance = service["instances"][int(rng.integers(len(service["instances"])))]
     own = rng.lognormal(np.log(op["median_ms"]), op["sigma"]) * 1e6
@@ -446,8 +454,10 @@ def _random_call(rows, rng, shop, trace, parent, name, operation, start_ns, plan
               or name == bystander and rng.random() < 0.02)
     skip = here and plan["fault"] == "early-return" and rng.random() < plan["magnitude"]
     failed = raised
-    t = start_ns + int(own / 2)
+    t = first = last = start_ns + int(own / 2)   # where the next call starts; the first's; the latest end
     for callee, chance in op["calls"].items():
+        if parallel:
+            t, last = first, max(t, last)
         if skip or raised or rng.random() >= chance:
             continue
         edge = service["callees"][callee]
@@ -473,7 +483,7 @@ def _random_call(rows, rng, shop, trace, parent, name, operation, start_ns, plan
             continue
         callee_op = int(rng.integers(len(shop[callee]["operations"])))
         end, callee_failed = _random_call(rows, rng, shop, trace, client, callee, callee_op, t + int(gap / 2), plan,
-                                          bystander, counter)
+                                          bystander, counter, parallel)
         if plan is not None and plan["fault"] == "timeout" and plan["culprit"] == callee:
             limit = t + int((3 * max(o["median_ms"] for o in shop[callee]["operations"]) + 10) * 1e6)
             if waits and end + int(gap / 2) > limit:
@@ -486,6 +496,8 @@ def _random_call(rows, rng, shop, trace, parent, name, operation, start_ns, plan
             failed = failed or rng.random() < 0.5
         rows.append(row)
         t = end + int(gap / 2) if waits else t
+    if parallel:
+        t = max(t, last)   # after the last answer
     row = _row(trace, span_id, parent, name, f"{name} op{operation}", "server", start_ns, t + int(own / 2))
     row["instance"] = instance
     if failed:
