@@ -3,12 +3,13 @@
 fault, how often the culprit comes first, how often a wrong service is named, how often there is no
 answer ("no change in the store"), the slowed instance's place, and the median onset error.
 
-    python benchmarks/eval_diagnose_random.py [--seeds 30] [--at 50] [--requests 1500] [--faults ...] [--logs] [--parallel] [--json]
+    python benchmarks/eval_diagnose_random.py [--seeds 30] [--at 50] [--requests 1500] [--faults ...] [--logs] [--parallel] [--skew MS] [--json]
 
 ``--at`` is the moment given to the diagnosis, seconds after the onset; ``--requests`` the requests
 in the shop's 600 s (the onset at 400 s); ``--logs`` gives the diagnosis the shop's log records too
 (the log-only faults always have them); ``--parallel`` makes every span's calls at once (a fan-out, the
-same draws otherwise). Each seed is one shop and one fault; the figures are
+same draws otherwise); ``--skew`` puts each service but the entry on a clock off by a constant up to
+that many ms. Each seed is one shop and one fault; the figures are
 deterministic (every draw is seeded).
 """
 
@@ -28,14 +29,16 @@ def main() -> None:
     parser.add_argument("--faults", nargs="+", default=list(RANDOM_FAULTS), choices=RANDOM_FAULTS)
     parser.add_argument("--logs", action="store_true", help="with the shops' log records")
     parser.add_argument("--parallel", action="store_true", help="each span makes its calls all at once (a fan-out)")
+    parser.add_argument("--skew", type=float, default=0.0, metavar="MS",
+                        help="each service's clock off by up to this many ms")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows = [score_random_incidents(f, seeds=args.seeds, at_s=args.at, n_requests=args.requests, logs=args.logs,
-                                   parallel=args.parallel)
+                                   parallel=args.parallel, skew_ms=args.skew)
             for f in args.faults]
     if args.json:
         print(json.dumps({"seeds": args.seeds, "at_s": args.at, "requests": args.requests, "logs": args.logs,
-                          "parallel": args.parallel,
+                          "parallel": args.parallel, "skew_ms": args.skew,
                           "faults": rows}, indent=1))
         return
     for r in rows:

@@ -46,7 +46,7 @@ SLOW = {
         "test_tarone_level_keeps_the_family_wise_error_and_gains_power", "test_the_problem_period_holds_the_moment_given"},
     "analyses/diagnose/test_random_shops.py": {
         "test_random_shops_floor", "test_random_shops_with_log_records_floor",
-        "test_random_shops_with_calls_made_at_once_floor",
+        "test_random_shops_with_calls_made_at_once_floor", "test_random_shops_on_skewed_clocks_floor",
         "test_an_unavailable_callee_behind_client_spans_named_by_the_method_only"},
     "analyses/localize/test_changes.py": {"test_trainticket_cpu_contention_is_found_from_its_windows_alone"},
     "analyses/localize/test_command.py": {"test_localize_json_names_the_service_method_and_instance",

@@ -256,6 +256,42 @@ def assemble(spans) -> tuple[pl.DataFrame, AssemblyReport]:
     return out, report
 
 
+#: What :func:`skew_corrected_times` assumes of a span whose column is missing: its kind unknown (a
+#: client and a server alike), not ``FOLLOWS_FROM``, its status unset, its instance unknown.
+_ASSUMED = {S.KIND: pa.scalar("unspecified"), S.FOLLOWS_FROM: pa.scalar(False), S.STATUS: pa.scalar("unset"),
+            S.INSTANCE: pa.scalar(None, pa.string())}
+
+
+def skew_corrected_times(spans) -> tuple[np.ndarray, np.ndarray, AssemblyReport]:
+    """Each span's start and end after the clock-skew correction (step 3 of the module docstring),
+    in the input's rows.
+
+    Parameters
+    ----------
+    spans : pyarrow.Table or polars.DataFrame
+        Spans of whole traces: at least the ids, ``service``, ``operation`` and times of
+        :data:`~tracesleuth.schema.SPAN_SCHEMA`; a missing ``kind``, ``follows_from``, ``status`` or
+        ``instance`` is taken as unknown (:data:`_ASSUMED`).
+
+    Returns
+    -------
+    start_ns, end_ns : ndarray of int64, shape (n_spans,)
+        Unix epoch ns; a span de-duplicated away (an exact copy, step 1) keeps its recorded times.
+    report : AssemblyReport
+    """
+    table = spans_table(spans)
+    for name, value in _ASSUMED.items():
+        if name not in table.column_names:
+            table = table.append_column(name, pa.repeat(value, table.num_rows))
+    codes = encode_spans(table)
+    tree, report = assemble_codes(codes, attributes_of(table))
+    start = table.column(S.START_NS).to_numpy().astype(np.int64, copy=True)
+    end = table.column(S.END_NS).to_numpy().astype(np.int64, copy=True)
+    start[codes.source_row] = tree.start_ns
+    end[codes.source_row] = tree.end_ns
+    return start, end, report
+
+
 def assemble_codes(codes: SpanCodes, attributes: pa.ChunkedArray | None = None) -> tuple[Tree, AssemblyReport]:
     """Steps 2-3 of the module docstring on spans already encoded (step 1 is done by
     :func:`~._codes.encode_spans`).

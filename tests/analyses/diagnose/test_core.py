@@ -980,3 +980,22 @@ def test_calls_made_at_once_cover_their_caller_once():
     spans, _ = trace_frames(pa.Table.from_pylist(rows, schema=S.SPAN_SCHEMA))
     own = dict(zip(spans["span_id"], spans["own_ns"] + spans["gap_ns"]))
     assert own == {"a": 20 * ms, "b": 4 * ms, "c": 10 * ms, "d": 30 * ms, "e": 56 * ms, "f": 60 * ms}
+
+
+def test_a_callee_on_a_clock_ahead_is_put_back_in_its_call():
+    """A server span recorded on another host's clock, outside the client span that called it, is
+    centred in it (the model's clock-skew rule) before the gap is taken: the gap is the call's time
+    outside the callee's span, not the whole call."""
+    import pyarrow as pa
+
+    from tracesleuth import schema as S
+    from tracesleuth.analyses.diagnose.synthetic import _row
+    from tracesleuth.analyses.diagnose.telemetry import trace_frames
+
+    ms, ahead = 10**6, 200 * 10**6
+    rows = [_row("t1", "a", None, "web", "GET /", "server", 0, 100 * ms),
+            _row("t1", "b", "a", "web", "call cart", "client", 10 * ms, 90 * ms),
+            _row("t1", "c", "b", "cart", "get", "server", 15 * ms + ahead, 85 * ms + ahead)]
+    spans, _ = trace_frames(pa.Table.from_pylist(rows, schema=S.SPAN_SCHEMA))
+    times = {r["span_id"]: (r["start_ns"], r["own_ns"], r["gap_ns"]) for r in spans.iter_rows(named=True)}
+    assert times["c"] == (15 * ms, 70 * ms, 0) and times["b"][2] == 10 * ms and times["a"][1] == 20 * ms

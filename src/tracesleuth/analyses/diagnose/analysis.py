@@ -29,7 +29,7 @@ from .._contract import NONE, Analysis, InstanceOf, Interval, Seed
 from .._notes import WithNotes
 from .evidence import (FAMILIES, common_slowdown, gather_evidence, rate_p_values, shift_p_value,
                        time_samples)
-from .notes import BaselinePeriod, CommonSlowdown, NoLogRecords, OnsetFound, ProblemPeriod, Verdict
+from .notes import BaselinePeriod, ClockSkew, CommonSlowdown, NoLogRecords, OnsetFound, ProblemPeriod, Verdict
 from .ranking import load_model
 from .telemetry import Period, Telemetry
 from .timeline import Onset, find_timeline
@@ -325,6 +325,9 @@ def _notes(timeline, has_logs: bool, problem: Telemetry, baseline: Telemetry, co
     notes += [kind(t.start_ns, t.end_ns, t.n_requests, t.how, len(t.ranges), t.n_skipped)
               for kind, t in ((ProblemPeriod, p), (BaselinePeriod, b))]
     notes += timeline.caveats
+    skew = pl.concat([problem.spans["skew_ns"], baseline.spans["skew_ns"]])
+    if (skew != 0).any():
+        notes.append(ClockSkew(int((skew != 0).sum()), len(skew), int(skew.abs().max())))
     if common > 0:
         notes.append(CommonSlowdown(common))
     if not has_logs:

@@ -26,8 +26,8 @@ from typing import Any, ClassVar
 from .._notes import Note
 from .telemetry import period_words, utc_text
 
-__all__ = ["BaselinePeriod", "CommonSlowdown", "DiagnosisNote", "NoLogRecords", "OnsetFound", "ProblemPeriod",
-           "SmallBaseline", "Verdict"]
+__all__ = ["BaselinePeriod", "ClockSkew", "CommonSlowdown", "DiagnosisNote", "NoLogRecords", "OnsetFound",
+           "ProblemPeriod", "SmallBaseline", "Verdict"]
 
 
 @dataclass(frozen=True)
@@ -176,6 +176,34 @@ class CommonSlowdown(DiagnosisNote):
     def describe(self) -> str:
         return (f"Every service's times rose together by about {self.slowdown:.0%} (the median operation and "
                 "edge): a time counts as evidence only where it rose beyond that.")
+
+
+@dataclass(frozen=True)
+class ClockSkew(DiagnosisNote):
+    """A caveat: spans recorded on a clock off from their caller's (found outside the call that
+    made them) were put back inside it before the times were read
+    (:func:`~tracesleuth.model.assembly.skew_corrected_times`: centred in the call, as Jaeger's and
+    Zipkin's clock-skew adjusters do), so the gaps on their edges are estimates.
+
+    Attributes
+    ----------
+    shifted : int
+        Spans of the problem and baseline periods whose times were shifted (with what they ran).
+    spans : int
+        Spans of the two periods.
+    max_abs_ns : int
+        The largest shift, in ns.
+    """
+
+    kind: ClassVar[str] = "clock_skew"
+    shifted: int
+    spans: int
+    max_abs_ns: int
+
+    def describe(self) -> str:
+        return (f"Clock skew: {self.shifted} of {self.spans} spans lay outside the call that made them (a clock up to "
+                f"{self.max_abs_ns / 1e6:.3g} ms off) and were put back inside it, centred: the gaps on their edges "
+                "are estimates.")
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,7 @@ class RandomIncident:
 
 
 def random_incident(fault: str, *, n_services: int | None = None, n_requests: int = 1500, duration_s: float = 600.0,
-                    onset_s: float = 400.0, logs: bool = False, parallel: bool = False,
+                    onset_s: float = 400.0, logs: bool = False, parallel: bool = False, skew_ms: float = 0.0,
                     random_state=None) -> RandomIncident:
     """An incident in a shop drawn at random, to check the diagnosis away from the one shop it was built on.
 
@@ -243,6 +243,9 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     With ``parallel``, a span makes its synchronous calls all at once (a fan-out: Go's errgroup,
     ``Promise.all``) and ends its own work after the last answer, so its calls overlap; the draws are
     those made without it (the same shop, calls, times and fault), only the calls' start times move.
+    With ``skew_ms``, every service but the entry one records on a clock off by a constant drawn
+    uniformly in ``[-skew_ms, skew_ms]`` ms (its spans, their events and its log records), from a
+    generator of its own: the shop is the one drawn without it.
 
     Parameters
     ----------
@@ -255,6 +258,7 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
         Seconds from the start (2026-01-01T00:00Z).
     logs : bool, default=False
     parallel : bool, default=False
+    skew_ms : float, default=0.0
     random_state : int or numpy Generator, optional
 
     Returns
@@ -271,7 +275,7 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
     if fault not in RANDOM_FAULTS:
         raise ParameterError(f"fault must be one of {', '.join(RANDOM_FAULTS)}. Got {fault!r} instead.")
     rng = np.random.default_rng(random_state)
-    log_rng = rng.spawn(1)[0]   # the log records' own draws: the spans stay those drawn without them
+    log_rng, clock_rng = rng.spawn(2)   # the log records' and clocks' own draws: the spans stay those drawn without
     n = int(rng.integers(6, 15)) if n_services is None else n_services
     if n < 3:
         raise ParameterError(f"n_services must be at least 3. Got {n} instead.")
@@ -300,6 +304,8 @@ def random_incident(fault: str, *, n_services: int | None = None, n_requests: in
         operation = int(rng.integers(len(entry["operations"])))
         _random_call(rows, rng, shop, f"{r:032x}", None, "service-00", operation, origin + int(start_s * 1e9),
                      plan if start_s >= onset_s else None, bystander, counter, parallel)
+    if skew_ms:
+        _skew_clocks(rows, shop, skew_ms, clock_rng)
     columns = {name: [row.get(name) for row in rows] for name in S.SPAN_SCHEMA.names}
     records = _random_logs(rows, shop, plan, bystander, log_rng) if logs or fault in LOG_FAULTS else None
     return RandomIncident(pa.Table.from_pydict(columns, schema=S.SPAN_SCHEMA), records, culprit, plan["instance"],
@@ -349,10 +355,10 @@ def _random_logs(rows: list[dict], shop: dict, plan: dict, bystander: str, rng: 
 
 
 def score_random_incidents(fault: str, *, seeds: int = 30, at_s: float = 50.0, n_requests: int = 1500,
-                           logs: bool = False, parallel: bool = False) -> dict:
+                           logs: bool = False, parallel: bool = False, skew_ms: float = 0.0) -> dict:
     """Diagnose :func:`random_incident` of ``fault`` for seeds ``0 .. seeds - 1``, each told the moment
     ``at_s`` after the onset (with their log records with ``logs``; their calls made all at once
-    with ``parallel``), and count the answers.
+    with ``parallel``; on skewed clocks with ``skew_ms``), and count the answers.
 
     Returns
     -------
@@ -373,7 +379,8 @@ def score_random_incidents(fault: str, *, seeds: int = 30, at_s: float = 50.0, n
     first = wrong_named = no_answer = instance = 0
     onset_errors = []
     for seed in range(seeds):
-        incident = random_incident(fault, n_requests=n_requests, logs=logs, parallel=parallel, random_state=seed)
+        incident = random_incident(fault, n_requests=n_requests, logs=logs, parallel=parallel, skew_ms=skew_ms,
+                                   random_state=seed)
         try:
             result = Diagnosis(at=incident.onset_ns + int(at_s * 1e9)).fit(incident.spans, incident.logs).result_
         except EmptyDataError:
@@ -406,6 +413,17 @@ def _random_culprit(rng: np.random.Generator, shop: dict, fault: str) -> str:
     else:
         fits = others
     return str(rng.choice(fits))
+
+
+def _skew_clocks(rows: list[dict], shop: dict, skew_ms: float, rng: np.random.Generator) -> None:
+    """Shift each service's times (spans and events) by its clock's offset (:func:`random_incident`)."""
+    offsets = {name: 0 if name == "service-00" else int(rng.uniform(-skew_ms, skew_ms) * 1e6) for name in shop}
+    for row in rows:
+        offset = offsets[row["service"]]
+        row["start_ns"] += offset
+        row["end_ns"] += offset
+        for event in row["events"]:
+            event["time_ns"] += offset
 
 
 def _random_shop(rng: np.random.Generator, n: int) -> dict:
@@ -472,7 +490,7 @@ def _random_call(rows, rng, shop, trace, parent, name, operation, start_ns, plan
             # refused; a message to it is sent (the broker takes it) and never consumed
             end = t + int(gap + plan["connect_ms"] * 1e6) if waits else t + int(gap / 2)
             row = _row(trace, client, span_id, name, f"call {callee}", "client" if waits else "producer", t, end)
-            row["attributes"] = [{"key": "server.address", "str": callee}]
+            row["attributes"], row["instance"] = [{"key": "server.address", "str": callee}], instance
             if waits:
                 row["status"] = "error"
                 row["events"] = [{"time_ns": end, "name": "exception",
@@ -490,7 +508,7 @@ def _random_call(rows, rng, shop, trace, parent, name, operation, start_ns, plan
                 end, callee_failed = limit - int(gap / 2), True
         row = _row(trace, client, span_id, name, f"call {callee}", "client" if waits else "producer", t,
                    end + int(gap / 2) if waits else t + int(gap / 2))
-        row["attributes"] = [{"key": "server.address", "str": callee}]
+        row["attributes"], row["instance"] = [{"key": "server.address", "str": callee}], instance
         if callee_failed and waits:
             row["status"] = "error"
             failed = failed or rng.random() < 0.5
