@@ -188,7 +188,8 @@ class ClockSkew(DiagnosisNote):
     Attributes
     ----------
     shifted : int
-        Spans of the problem and baseline periods whose times were shifted (with what they ran).
+        Spans of the problem and baseline periods whose times were shifted (a span found outside its
+        caller's call, and the spans below it on its host, which move with it).
     spans : int
         Spans of the two periods.
     max_abs_ns : int
