@@ -262,6 +262,12 @@ _ASSUMED = {S.KIND: pa.scalar("unspecified"), S.FOLLOWS_FROM: pa.scalar(False), 
             S.INSTANCE: pa.scalar(None, pa.string())}
 
 
+#: The columns :func:`skew_corrected_times` reads: ids, names, times, the declarations of step 3, and
+#: the attributes that name a span's machine.
+_READ = (S.TRACE_ID, S.SPAN_ID, S.PARENT_SPAN_ID, S.SERVICE, S.OPERATION, S.INSTANCE, S.KIND, S.STATUS,
+         S.FOLLOWS_FROM, S.START_NS, S.END_NS, S.ATTRIBUTES)
+
+
 def skew_corrected_times(spans) -> tuple[np.ndarray, np.ndarray, AssemblyReport]:
     """Each span's start and end after the clock-skew correction (step 3 of the module docstring),
     in the input's rows.
@@ -279,7 +285,10 @@ def skew_corrected_times(spans) -> tuple[np.ndarray, np.ndarray, AssemblyReport]
         Unix epoch ns; a span de-duplicated away (an exact copy, step 1) keeps its recorded times.
     report : AssemblyReport
     """
+    if isinstance(spans, pl.DataFrame):   # only what the correction reads (not the events) is converted
+        spans = spans.select([c for c in _READ if c in spans.columns])
     table = spans_table(spans)
+    table = table.select([c for c in _READ if c in table.column_names])
     for name, value in _ASSUMED.items():
         if name not in table.column_names:
             table = table.append_column(name, pa.repeat(value, table.num_rows))
